@@ -1,0 +1,34 @@
+#pragma once
+
+// Closed-form test functions for optimiser tests and benchmarks: no training cost, known
+// optima. A FUNCTION trial evaluates one at the parameters x1..xd.
+
+#include <optional>
+#include <span>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <utility>
+#include <vector>
+
+namespace dhpt {
+
+struct BenchmarkFunction {
+  absl::string_view name;
+  // Fixed dimension, or 0 when defined for any d >= min_dims.
+  int dims;
+  int min_dims;
+  double (*evaluate)(std::span<const double> x);
+  // The usual search domain of coordinate i (0-based) in d dimensions.
+  std::pair<double, double> (*bounds)(int i, int d);
+  // The global minimum in d dimensions.
+  double (*minimum)(int d);
+
+  bool AcceptsDims(int d) const { return dims == 0 ? d >= min_dims : d == dims; }
+};
+
+const std::vector<BenchmarkFunction>& AllBenchmarkFunctions();
+const BenchmarkFunction* FindBenchmarkFunction(absl::string_view name);
+// "branin, hartmann6, ..." for error messages.
+std::string BenchmarkFunctionNames();
+
+}  // namespace dhpt

@@ -1,0 +1,26 @@
+#include "services/common/channel_options.h"
+
+namespace dhpt {
+
+void ApplyKeepalive(const KeepaliveOptions& options, grpc::ServerBuilder& builder) {
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, options.ping_interval_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, options.ping_timeout_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             options.min_ping_interval_ms);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+}
+
+grpc::ChannelArguments ClientChannelArguments(const KeepaliveOptions& options) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, options.ping_interval_ms);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, options.ping_timeout_ms);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Reconnects are ours (exponential backoff with jitter in the worker); keep gRPC's short.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2'000);
+  return args;
+}
+
+}  // namespace dhpt

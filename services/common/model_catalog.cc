@@ -1,0 +1,67 @@
+#include "services/common/model_catalog.h"
+
+#include <algorithm>
+
+namespace dhpt {
+namespace {
+
+bool Contains(const std::vector<absl::string_view>& names, absl::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+}  // namespace
+
+const std::vector<absl::string_view>& KnownHyperparameters(v1::Model::Kind kind) {
+  // XGBoost's own parameter names (and the scikit-learn aliases users type), plus the number
+  // of boosting rounds. nthread is the worker's to set, so it is not tunable.
+  static const std::vector<absl::string_view> kXgboost = {
+      "num_boost_round", "n_estimators", "eta", "learning_rate", "max_depth",
+      "min_child_weight", "subsample", "colsample_bytree", "colsample_bylevel",
+      "colsample_bynode", "gamma", "min_split_loss", "lambda", "reg_lambda", "alpha",
+      "reg_alpha", "max_delta_step", "max_leaves", "max_bin", "booster", "tree_method",
+      "grow_policy", "objective", "sampling_method", "rate_drop", "skip_drop", "sample_type",
+      "normalize_type", "one_drop", "base_score", "seed"};
+  // Random Forest is XGBoost's random-forest mode: n_estimators parallel trees in one round.
+  static const std::vector<absl::string_view> kRandomForest = {
+      "n_estimators", "num_parallel_tree", "max_depth", "min_child_weight", "subsample",
+      "colsample_bynode", "colsample_bytree", "colsample_bylevel", "gamma", "min_split_loss",
+      "lambda", "reg_lambda", "alpha", "reg_alpha", "max_leaves", "max_bin", "tree_method",
+      "grow_policy", "objective", "seed"};
+  static const std::vector<absl::string_view> kNone;
+  switch (kind) {
+    case v1::Model::XGBOOST:
+      return kXgboost;
+    case v1::Model::RANDOM_FOREST:
+      return kRandomForest;
+    default:
+      return kNone;
+  }
+}
+
+bool IsKnownHyperparameter(v1::Model::Kind kind, absl::string_view name) {
+  return Contains(KnownHyperparameters(kind), name);
+}
+
+const std::vector<absl::string_view>& ReportedMetrics(v1::Model::Kind kind) {
+  static const std::vector<absl::string_view> kRegression = {
+      "r2", "mse", kMetricWallSeconds, kMetricCpuSeconds, kMetricCpuUtilization,
+      kMetricPeakRssBytes};
+  static const std::vector<absl::string_view> kFunction = {
+      "value", kMetricWallSeconds, kMetricCpuSeconds, kMetricCpuUtilization, kMetricPeakRssBytes};
+  static const std::vector<absl::string_view> kNone;
+  switch (kind) {
+    case v1::Model::XGBOOST:
+    case v1::Model::RANDOM_FOREST:
+      return kRegression;
+    case v1::Model::FUNCTION:
+      return kFunction;
+    default:
+      return kNone;
+  }
+}
+
+bool IsReportedMetric(v1::Model::Kind kind, absl::string_view metric) {
+  return Contains(ReportedMetrics(kind), metric);
+}
+
+}  // namespace dhpt

@@ -1,0 +1,27 @@
+#pragma once
+
+#include "services/optimizer/optimizer.h"
+
+namespace dhpt::optimizer {
+
+// Every point of GridAxes' cartesian product exactly once, in an order shuffled by the seed
+// (Fisher-Yates with a platform-independent generator). The n-th suggestion is the n-th point
+// of that order, so the history's length is all the state there is.
+class GridSearch : public Optimizer {
+ public:
+  // `space` must have GridSize() <= max_points (the scheduler validates this first).
+  GridSearch(SearchSpace space, int grid_points, uint64_t seed);
+  absl::StatusOr<std::optional<Point>> Suggest(const History& history) override;
+  std::optional<int64_t> Capacity() const override {
+    return static_cast<int64_t>(order_.size());
+  }
+
+ private:
+  Point PointAt(int64_t index) const;
+
+  SearchSpace space_;
+  std::vector<std::vector<ParameterValue>> axes_;
+  std::vector<uint32_t> order_;
+};
+
+}  // namespace dhpt::optimizer

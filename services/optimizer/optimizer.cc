@@ -1,0 +1,60 @@
+#include "services/optimizer/optimizer.h"
+
+#include <cmath>
+
+#include "services/optimizer/grid_search.h"
+#include "services/optimizer/random_search.h"
+
+namespace dhpt::optimizer {
+
+std::vector<std::vector<ParameterValue>> GridAxes(const SearchSpace& space, int grid_points) {
+  std::vector<std::vector<ParameterValue>> axes;
+  for (int i = 0; i < space.dims(); ++i) {
+    const ParameterSpec& p = space.parameters()[i];
+    const std::optional<int64_t> count = space.ValueCount(i);
+    if (p.kind == ParameterKind::kCategorical || p.kind == ParameterKind::kDiscrete ||
+        (count && *count <= grid_points)) {
+      axes.push_back(space.CountableValues(i));
+      continue;
+    }
+    // grid_points evenly spaced in the transformed range, ends included, rounded to the
+    // lattice; rounding can merge neighbours, so keep each value once.
+    std::vector<ParameterValue> values;
+    for (int k = 0; k < grid_points; ++k) {
+      const double u = grid_points == 1 ? 0.5 : static_cast<double>(k) / (grid_points - 1);
+      double value = p.log ? std::exp(std::log(p.min) + u * (std::log(p.max) - std::log(p.min)))
+                           : p.min + u * (p.max - p.min);
+      const double step = p.kind == ParameterKind::kInt ? std::max(p.step, 1.0) : p.step;
+      if (step > 0) value = std::min(p.min + std::round((value - p.min) / step) * step, p.max);
+      ParameterValue typed = p.kind == ParameterKind::kInt
+                                 ? ParameterValue(static_cast<int64_t>(std::llround(value)))
+                                 : ParameterValue(value);
+      if (values.empty() || values.back() != typed) values.push_back(std::move(typed));
+    }
+    axes.push_back(std::move(values));
+  }
+  return axes;
+}
+
+std::optional<int64_t> GridSize(const SearchSpace& space, int grid_points) {
+  int64_t size = 1;
+  for (const std::vector<ParameterValue>& axis : GridAxes(space, grid_points)) {
+    const int64_t n = static_cast<int64_t>(axis.size());
+    if (n == 0 || size > (int64_t{1} << 62) / n) return std::nullopt;
+    size *= n;
+  }
+  return size;
+}
+
+absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const SearchSpace& space,
+                                                         const OptimizerConfig& config) {
+  switch (config.algorithm) {
+    case Algorithm::kRandom:
+      return std::make_unique<RandomSearch>(space, config.seed);
+    case Algorithm::kGrid:
+      return std::make_unique<GridSearch>(space, config.grid_points, config.seed);
+  }
+  return absl::InvalidArgumentError("unknown algorithm");
+}
+
+}  // namespace dhpt::optimizer

@@ -1,0 +1,62 @@
+#pragma once
+
+// The optimiser interface. An optimiser is a pure function of (search space, settings, trial
+// history including running trials) -> the next point, so the scheduler can rebuild one from
+// the stored history after a restart and get the same suggestions.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "services/optimizer/search_space.h"
+
+namespace dhpt::optimizer {
+
+enum class TrialStatus { kRunning, kCompleted, kFailed };
+
+struct TrialRecord {
+  Point point;
+  TrialStatus status = TrialStatus::kRunning;
+  // The objective of a completed trial, as reported (see OptimizerConfig::minimize).
+  std::optional<double> value;
+};
+
+// Every trial the study has suggested, in suggestion order, and the keys (SearchSpace::Key) of
+// their points so that optimisers can refuse duplicates in O(1).
+struct History {
+  const std::vector<TrialRecord>& trials;
+  const absl::flat_hash_set<std::string>& keys;
+};
+
+enum class Algorithm { kRandom, kGrid };
+
+struct OptimizerConfig {
+  Algorithm algorithm = Algorithm::kRandom;
+  uint64_t seed = 0;
+  int grid_points = 5;
+  bool minimize = true;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // The next point, never one already in `history` unless the space is exhausted; nullopt
+  // when there is no point left to try.
+  virtual absl::StatusOr<std::optional<Point>> Suggest(const History& history) = 0;
+  // How many points the optimiser can ever suggest, when that is bounded (a grid).
+  virtual std::optional<int64_t> Capacity() const { return std::nullopt; }
+};
+
+absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const SearchSpace& space,
+                                                         const OptimizerConfig& config);
+
+// The grid GRID search walks: the values of every parameter (all of a countable parameter
+// with at most grid_points values, else grid_points values evenly spaced in the transformed
+// space) and the size of their product (nullopt past 2^62).
+std::vector<std::vector<ParameterValue>> GridAxes(const SearchSpace& space, int grid_points);
+std::optional<int64_t> GridSize(const SearchSpace& space, int grid_points);
+
+}  // namespace dhpt::optimizer

@@ -1,0 +1,153 @@
+#include "services/optimizer/search_space.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace dhpt::optimizer {
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Index k in [0, n) from u in [0, 1).
+int64_t UnitToIndex(double u, int64_t n) {
+  return std::clamp<int64_t>(static_cast<int64_t>(u * static_cast<double>(n)), 0, n - 1);
+}
+
+}  // namespace
+
+std::mt19937_64 SeededGenerator(uint64_t seed, uint64_t stream, uint64_t index) {
+  return std::mt19937_64(SplitMix64(SplitMix64(SplitMix64(seed) ^ stream) ^ index));
+}
+
+double UniformUnit(std::mt19937_64& generator) {
+  return static_cast<double>(generator() >> 11) * 0x1.0p-53;
+}
+
+SearchSpace::SearchSpace(std::vector<ParameterSpec> parameters)
+    : parameters_(std::move(parameters)) {}
+
+ParameterValue SearchSpace::FromUnit(int i, double u) const {
+  const ParameterSpec& p = parameters_[i];
+  switch (p.kind) {
+    case ParameterKind::kCategorical:
+      return p.categories[UnitToIndex(u, static_cast<int64_t>(p.categories.size()))];
+    case ParameterKind::kDiscrete:
+      return p.discrete_values[UnitToIndex(u, static_cast<int64_t>(p.discrete_values.size()))];
+    case ParameterKind::kInt: {
+      // Sample the continuous range widened by half a lattice step at both ends (in log space
+      // when log), then round: every integer gets its fair share of the mass.
+      const double step = p.step > 0 ? p.step : 1;
+      double value;
+      if (p.log) {
+        const double lo = std::log(std::max(p.min - 0.5, 0.5)), hi = std::log(p.max + 0.5);
+        value = std::exp(lo + u * (hi - lo));
+      } else {
+        value = (p.min - step / 2) + u * (p.max - p.min + step);
+      }
+      const double k = std::round((value - p.min) / step);
+      return static_cast<int64_t>(std::clamp(p.min + k * step, p.min, p.max));
+    }
+    case ParameterKind::kDouble: {
+      double value = p.log ? std::exp(std::log(p.min) + u * (std::log(p.max) - std::log(p.min)))
+                           : p.min + u * (p.max - p.min);
+      if (p.step > 0) value = p.min + std::round((value - p.min) / p.step) * p.step;
+      return std::clamp(value, p.min, p.max);
+    }
+  }
+  return 0.0;
+}
+
+Point SearchSpace::FromUnitPoint(const std::vector<double>& u) const {
+  Point point;
+  point.reserve(parameters_.size());
+  for (int i = 0; i < dims(); ++i) point.push_back(FromUnit(i, u[i]));
+  return point;
+}
+
+std::optional<int64_t> SearchSpace::ValueCount(int i) const {
+  const ParameterSpec& p = parameters_[i];
+  switch (p.kind) {
+    case ParameterKind::kCategorical:
+      return static_cast<int64_t>(p.categories.size());
+    case ParameterKind::kDiscrete:
+      return static_cast<int64_t>(p.discrete_values.size());
+    case ParameterKind::kInt:
+      return static_cast<int64_t>(std::floor((p.max - p.min) / (p.step > 0 ? p.step : 1))) + 1;
+    case ParameterKind::kDouble:
+      if (p.step > 0) return static_cast<int64_t>(std::floor((p.max - p.min) / p.step + 1e-9)) + 1;
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> SearchSpace::FiniteSize() const {
+  int64_t size = 1;
+  for (int i = 0; i < dims(); ++i) {
+    std::optional<int64_t> count = ValueCount(i);
+    if (!count || *count <= 0) return std::nullopt;
+    if (size > (int64_t{1} << 62) / *count) return std::nullopt;
+    size *= *count;
+  }
+  return size;
+}
+
+std::vector<ParameterValue> SearchSpace::CountableValues(int i) const {
+  const ParameterSpec& p = parameters_[i];
+  std::vector<ParameterValue> values;
+  switch (p.kind) {
+    case ParameterKind::kCategorical:
+      values.assign(p.categories.begin(), p.categories.end());
+      break;
+    case ParameterKind::kDiscrete:
+      values.assign(p.discrete_values.begin(), p.discrete_values.end());
+      break;
+    case ParameterKind::kInt:
+    case ParameterKind::kDouble: {
+      std::optional<int64_t> count = ValueCount(i);
+      const double step = p.step > 0 ? p.step : 1;
+      for (int64_t k = 0; count && k < *count; ++k) {
+        const double v = p.min + static_cast<double>(k) * step;
+        if (p.kind == ParameterKind::kInt) {
+          values.emplace_back(static_cast<int64_t>(v));
+        } else {
+          values.emplace_back(std::min(v, p.max));
+        }
+      }
+      break;
+    }
+  }
+  return values;
+}
+
+std::string SearchSpace::Key(const Point& point) const {
+  std::string key;
+  for (const ParameterValue& value : point) {
+    if (const auto* d = std::get_if<double>(&value)) {
+      key.push_back('d');
+      char bytes[sizeof(double)];
+      const double normalised = *d == 0 ? 0.0 : *d;  // -0.0 and 0.0 are one point.
+      std::memcpy(bytes, &normalised, sizeof bytes);
+      key.append(bytes, sizeof bytes);
+    } else if (const auto* n = std::get_if<int64_t>(&value)) {
+      key.push_back('i');
+      char bytes[sizeof(int64_t)];
+      std::memcpy(bytes, n, sizeof bytes);
+      key.append(bytes, sizeof bytes);
+    } else {
+      const std::string& s = std::get<std::string>(value);
+      key.push_back('s');
+      key.append(std::to_string(s.size()));
+      key.push_back(':');
+      key.append(s);
+    }
+  }
+  return key;
+}
+
+}  // namespace dhpt::optimizer

@@ -1,0 +1,734 @@
+#include "services/scheduler/scheduler_core.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "google/protobuf/util/time_util.h"
+#include "services/common/logging.h"
+#include "services/common/status_macros.h"
+#include "services/scheduler/spec_translation.h"
+#include "services/scheduler/spec_validation.h"
+
+namespace dhpt::scheduler {
+
+using google::protobuf::util::TimeUtil;
+
+struct SchedulerCore::StudyEntry {
+  v1::StudySpec spec;
+  v1::Study::State state = v1::Study::PENDING;
+  std::string state_reason;
+  google::protobuf::Timestamp create_time;
+  google::protobuf::Timestamp end_time;
+
+  optimizer::SearchSpace space;
+  std::unique_ptr<optimizer::Optimizer> optimizer;
+  // Indexed by trial number: the optimiser's history, and the ids of the trials.
+  std::vector<optimizer::TrialRecord> history;
+  absl::flat_hash_set<std::string> keys;
+  std::vector<uint64_t> trial_ids;
+  // Trials waiting for a worker: requeued ones first (front), in order.
+  std::deque<uint64_t> pending;
+  int running = 0;
+  int completed = 0;
+  int failed = 0;
+  int cancelled = 0;
+  // The optimiser has no point left (grid exhausted, countable space covered).
+  bool exhausted = false;
+  std::optional<uint64_t> best;
+  std::vector<uint64_t> watch_ids;
+
+  bool terminal() const {
+    return state == v1::Study::COMPLETED || state == v1::Study::STOPPED ||
+           state == v1::Study::FAILED;
+  }
+  int created() const { return static_cast<int>(trial_ids.size()); }
+};
+
+namespace {
+
+google::protobuf::Timestamp ToTimestamp(absl::Time t) {
+  return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
+}
+
+bool TrialTerminal(v1::Trial::State state) {
+  return state == v1::Trial::COMPLETED || state == v1::Trial::FAILED ||
+         state == v1::Trial::CANCELLED;
+}
+
+v1::SchedulerMessage CancelMessage(uint64_t trial_id, std::string reason) {
+  v1::SchedulerMessage message;
+  message.mutable_cancel()->set_trial_id(trial_id);
+  message.mutable_cancel()->set_reason(std::move(reason));
+  return message;
+}
+
+}  // namespace
+
+SchedulerCore::SchedulerCore(StudyStore* store, SchedulerOptions options)
+    : store_(store), options_(std::move(options)) {}
+
+SchedulerCore::~SchedulerCore() = default;
+
+bool SchedulerCore::IsBetter(const StudyEntry& study, double candidate, double incumbent) const {
+  return study.spec.objective().goal() == v1::Objective::MAXIMIZE ? candidate > incumbent
+                                                                  : candidate < incumbent;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recovery
+
+absl::Status SchedulerCore::Recover() {
+  ASSIGN_OR_RETURN(StoredState stored, store_->Load());
+  absl::MutexLock lock(&mutex_);
+  for (const v1::Study& study : stored.studies) {
+    auto entry = std::make_unique<StudyEntry>();
+    entry->spec = study.spec();
+    entry->state = study.state();
+    entry->state_reason = study.state_reason();
+    entry->create_time = study.create_time();
+    entry->end_time = study.end_time();
+    entry->space = ToSearchSpace(entry->spec);
+    ASSIGN_OR_RETURN(entry->optimizer,
+                     optimizer::MakeOptimizer(entry->space, ToOptimizerConfig(entry->spec)));
+    study_order_.push_back(entry.get());
+    studies_[study.spec().name()] = std::move(entry);
+  }
+  for (const v1::Trial& stored_trial : stored.trials) {
+    auto study_it = studies_.find(stored_trial.study());
+    if (study_it == studies_.end()) {
+      return absl::DataLossError(absl::StrCat("trial ", stored_trial.id(), " names unknown study ",
+                                              stored_trial.study()));
+    }
+    StudyEntry& study = *study_it->second;
+    if (stored_trial.number() != study.created()) {
+      return absl::DataLossError(absl::StrCat("trial ", stored_trial.id(), " of ", study.spec.name(),
+                                              " has number ", stored_trial.number(),
+                                              ", expected ", study.created()));
+    }
+    ASSIGN_OR_RETURN(optimizer::Point point, ToPoint(study.space, stored_trial.params()));
+    TrialEntry& entry = trials_[stored_trial.id()];
+    entry.trial = stored_trial;
+    entry.study = &study;
+    next_trial_id_ = std::max(next_trial_id_, stored_trial.id() + 1);
+    study.keys.insert(study.space.Key(point));
+    study.trial_ids.push_back(stored_trial.id());
+    optimizer::TrialRecord record{std::move(point), optimizer::TrialStatus::kRunning, {}};
+    switch (entry.trial.state()) {
+      case v1::Trial::COMPLETED:
+        ++study.completed;
+        record.status = optimizer::TrialStatus::kCompleted;
+        record.value = entry.trial.objective_value();
+        if (!study.best || IsBetter(study, entry.trial.objective_value(),
+                                    trials_[*study.best].trial.objective_value())) {
+          study.best = entry.trial.id();
+        }
+        break;
+      case v1::Trial::FAILED:
+        ++study.failed;
+        record.status = optimizer::TrialStatus::kFailed;
+        break;
+      case v1::Trial::CANCELLED:
+        ++study.cancelled;
+        record.status = optimizer::TrialStatus::kFailed;
+        break;
+      default:
+        // Running on a worker of the previous life, or pending: wait for a worker again. A
+        // worker that still finishes the old attempt has its result accepted once.
+        entry.trial.set_state(v1::Trial::PENDING);
+        study.pending.push_back(entry.trial.id());
+        break;
+    }
+    study.history.push_back(std::move(record));
+  }
+  for (StudyEntry* study : study_order_) CheckStudyEndLocked(*study);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Users
+
+absl::StatusOr<v1::Study> SchedulerCore::CreateStudy(const v1::StudySpec& request) {
+  ASSIGN_OR_RETURN(v1::StudySpec spec, NormalizeStudySpec(request));
+  absl::MutexLock lock(&mutex_);
+  if (shutting_down_) return absl::UnavailableError("the scheduler is shutting down");
+  if (auto it = studies_.find(spec.name()); it != studies_.end()) {
+    if (google::protobuf::util::MessageDifferencer::Equals(it->second->spec, spec)) {
+      return BuildStudyLocked(*it->second);
+    }
+    return absl::AlreadyExistsError(absl::StrCat(
+        "study \"", spec.name(), "\" exists with a different spec; choose another name"));
+  }
+  auto entry = std::make_unique<StudyEntry>();
+  entry->space = ToSearchSpace(spec);
+  ASSIGN_OR_RETURN(entry->optimizer,
+                   optimizer::MakeOptimizer(entry->space, ToOptimizerConfig(spec)));
+  entry->spec = std::move(spec);
+  entry->create_time = ToTimestamp(options_.clock());
+  v1::Study study = BuildStudyLocked(*entry);
+  RETURN_IF_ERROR(store_->PutStudy(study));
+  StudyEntry& created = *entry;
+  study_order_.push_back(entry.get());
+  studies_[created.spec.name()] = std::move(entry);
+  DHPT_LOG_INFO("study %s created: %s %s, %d trials", created.spec.name(),
+                v1::Model::Kind_Name(created.spec.model().kind()),
+                v1::Algorithm::Name_Name(created.spec.algorithm().name()),
+                created.spec.max_trials());
+  DispatchLocked();
+  return BuildStudyLocked(created);
+}
+
+absl::StatusOr<const SchedulerCore::StudyEntry*> SchedulerCore::FindStudyLocked(
+    absl::string_view name) const {
+  if (name.empty()) return absl::InvalidArgumentError("name: the study's name is required");
+  auto it = studies_.find(name);
+  if (it == studies_.end()) return absl::NotFoundError(absl::StrCat("no study named \"", name, "\""));
+  return it->second.get();
+}
+
+absl::StatusOr<v1::Study> SchedulerCore::GetStudy(absl::string_view name) const {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
+  return BuildStudyLocked(*study);
+}
+
+std::vector<v1::Study> SchedulerCore::ListStudies() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<v1::Study> studies;
+  for (const StudyEntry* study : study_order_) studies.push_back(BuildStudyLocked(*study));
+  return studies;
+}
+
+absl::StatusOr<v1::Study> SchedulerCore::StopStudy(absl::string_view name) {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(name));
+  StudyEntry& study = *const_cast<StudyEntry*>(found);
+  if (!study.terminal()) EndStudyLocked(study, v1::Study::STOPPED, "stopped by a user");
+  return BuildStudyLocked(study);
+}
+
+absl::StatusOr<std::vector<v1::Trial>> SchedulerCore::ListTrials(absl::string_view name,
+                                                                 v1::Trial::State only) const {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
+  std::vector<v1::Trial> trials;
+  for (uint64_t id : study->trial_ids) {
+    const v1::Trial& trial = trials_.at(id).trial;
+    if (only == v1::Trial::STATE_UNSPECIFIED || trial.state() == only) trials.push_back(trial);
+  }
+  return trials;
+}
+
+absl::StatusOr<v1::Trial> SchedulerCore::GetBestTrial(absl::string_view name) const {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
+  if (!study->best) {
+    return absl::NotFoundError(absl::StrCat("study \"", name, "\" has no completed trial yet"));
+  }
+  return trials_.at(*study->best).trial;
+}
+
+absl::StatusOr<uint64_t> SchedulerCore::Watch(absl::string_view name, StudyWatcher* watcher) {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(name));
+  StudyEntry& study = *const_cast<StudyEntry*>(found);
+  v1::StudyEvent event;
+  *event.mutable_study() = BuildStudyLocked(study);
+  watcher->OnEvent(event);
+  if (study.terminal() || shutting_down_) {
+    watcher->OnEnd(absl::OkStatus());
+    return 0;
+  }
+  const uint64_t id = next_watch_++;
+  watchers_[id] = {&study, watcher};
+  study.watch_ids.push_back(id);
+  return id;
+}
+
+void SchedulerCore::Unwatch(uint64_t watch_id) {
+  absl::MutexLock lock(&mutex_);
+  auto it = watchers_.find(watch_id);
+  if (it == watchers_.end()) return;
+  std::vector<uint64_t>& ids = it->second.first->watch_ids;
+  ids.erase(std::remove(ids.begin(), ids.end(), watch_id), ids.end());
+  watchers_.erase(it);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workers
+
+absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
+                                                      WorkerChannel* channel) {
+  if (hello.worker_id().empty()) {
+    return absl::InvalidArgumentError("hello.worker_id: is required");
+  }
+  const v1::WorkerCapabilities& caps = hello.capabilities();
+  if (caps.slots() < 1 || caps.slots() > 1024) {
+    return absl::InvalidArgumentError("hello.capabilities.slots: must be between 1 and 1024");
+  }
+  if (caps.models().empty()) {
+    return absl::InvalidArgumentError("hello.capabilities.models: must name at least one model");
+  }
+  absl::MutexLock lock(&mutex_);
+  if (shutting_down_) return absl::UnavailableError("the scheduler is shutting down");
+  // A worker that reconnects before its old stream was noticed dead replaces it.
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    auto next = std::next(it);
+    if (it->second.worker_id == hello.worker_id()) {
+      it->second.channel->Close(absl::AbortedError("replaced by a newer connection"));
+      DisconnectLocked(it->first, "replaced by a newer connection");
+    }
+    it = next;
+  }
+  const uint64_t session = next_session_++;
+  WorkerEntry& worker = workers_[session];
+  worker.worker_id = hello.worker_id();
+  worker.capabilities = caps;
+  worker.channel = channel;
+  worker.last_seen = options_.clock();
+  v1::SchedulerMessage welcome;
+  welcome.mutable_welcome()->set_worker_id(hello.worker_id());
+  welcome.mutable_welcome()->set_heartbeat_interval_ms(
+      absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  channel->Send(std::move(welcome));
+  DHPT_LOG_INFO("worker %s connected: %s on %s, %d slots", hello.worker_id(),
+                v1::WorkerCapabilities::DeviceKind_Name(caps.device_kind()), caps.node_name(),
+                caps.slots());
+  DispatchLocked();
+  return session;
+}
+
+void SchedulerCore::DisconnectWorker(uint64_t session, absl::string_view reason) {
+  absl::MutexLock lock(&mutex_);
+  DisconnectLocked(session, reason);
+  DispatchLocked();
+}
+
+void SchedulerCore::DisconnectLocked(uint64_t session, absl::string_view reason) {
+  auto it = workers_.find(session);
+  if (it == workers_.end()) return;
+  WorkerEntry worker = std::move(it->second);
+  workers_.erase(it);
+  DHPT_LOG_INFO("worker %s disconnected (%s); %d running trials go back to pending",
+                worker.worker_id, reason, worker.running.size());
+  std::vector<StudyEntry*> touched;
+  for (uint64_t id : worker.running) {
+    TrialEntry& trial = trials_.at(id);
+    trial.session = 0;
+    --trial.study->running;
+    RequeueLocked(trial, absl::StrCat("worker ", worker.worker_id, " was lost: ", reason));
+    touched.push_back(trial.study);
+  }
+  for (StudyEntry* study : touched) CheckStudyEndLocked(*study);
+}
+
+void SchedulerCore::HandleHeartbeat(uint64_t session) {
+  absl::MutexLock lock(&mutex_);
+  if (auto it = workers_.find(session); it != workers_.end()) it->second.last_seen = options_.clock();
+}
+
+void SchedulerCore::HandleProgress(uint64_t session, const v1::TrialProgress& progress) {
+  absl::MutexLock lock(&mutex_);
+  auto worker = workers_.find(session);
+  if (worker == workers_.end()) return;
+  worker->second.last_seen = options_.clock();
+  if (!worker->second.running.contains(progress.trial_id())) {
+    // Unknown or no longer this worker's: tell it to stop rather than fail the stream.
+    SendLocked(session, CancelMessage(progress.trial_id(),
+                                      absl::StrCat("trial ", progress.trial_id(),
+                                                   " is not running on this worker")));
+  }
+  // Intermediate values feed early stopping, which a later issue adds.
+}
+
+void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& result) {
+  absl::MutexLock lock(&mutex_);
+  auto worker_it = workers_.find(session);
+  if (worker_it != workers_.end()) worker_it->second.last_seen = options_.clock();
+  v1::SchedulerMessage ack;
+  ack.mutable_ack()->set_trial_id(result.trial_id());
+  ack.mutable_ack()->set_attempt(result.attempt());
+
+  auto trial_it = trials_.find(result.trial_id());
+  if (trial_it == trials_.end()) {
+    DHPT_LOG_WARNING("result for unknown trial %d ignored", result.trial_id());
+    SendLocked(session, std::move(ack));  // Answered, so the worker stops resending it.
+    return;
+  }
+  TrialEntry& trial = trial_it->second;
+  StudyEntry& study = *trial.study;
+  if (TrialTerminal(trial.trial.state())) {
+    SendLocked(session, std::move(ack));  // A duplicate or late result: counted once already.
+    return;
+  }
+  const bool from_current_attempt =
+      trial.session == session && result.attempt() == trial.trial.attempt();
+  if (result.state() == v1::Trial::CANCELLED) {
+    // The worker gave the trial back (it is shutting down); someone else runs it.
+    if (from_current_attempt) {
+      ReleaseLocked(trial);
+      RequeueLocked(trial, absl::StrCat("worker gave it back: ", result.error()));
+      CheckStudyEndLocked(study);
+    }
+    SendLocked(session, std::move(ack));
+    DispatchLocked();
+    return;
+  }
+
+  // Accept the result, whichever attempt it came from: the first result wins.
+  const uint64_t running_on = trial.session;
+  if (trial.trial.state() == v1::Trial::RUNNING) ReleaseLocked(trial);
+  if (trial.trial.state() == v1::Trial::PENDING) {
+    study.pending.erase(std::remove(study.pending.begin(), study.pending.end(), trial.trial.id()),
+                        study.pending.end());
+  }
+  if (running_on != 0 && running_on != session) {
+    SendLocked(running_on, CancelMessage(trial.trial.id(),
+                                         "an earlier attempt of this trial already finished"));
+  }
+  v1::Trial& t = trial.trial;
+  *t.mutable_metrics() = result.metrics();
+  t.set_device(result.device());
+  if (worker_it != workers_.end()) t.set_worker_id(worker_it->second.worker_id);
+  *t.mutable_end_time() = ToTimestamp(options_.clock());
+  const std::string& metric = study.spec.objective().metric();
+  auto objective = result.metrics().find(metric);
+  if (result.state() == v1::Trial::COMPLETED && objective != result.metrics().end() &&
+      std::isfinite(objective->second)) {
+    t.set_state(v1::Trial::COMPLETED);
+    t.set_objective_value(objective->second);
+    t.clear_error();
+  } else {
+    t.set_state(v1::Trial::FAILED);
+    t.set_error(result.state() == v1::Trial::COMPLETED
+                    ? absl::StrCat("the worker reported no finite value for the objective metric \"",
+                                   metric, "\"")
+                    : result.error());
+  }
+  RecordTrialEndLocked(trial);
+  SaveTrialLocked(trial);
+  SendLocked(session, std::move(ack));
+  PublishTrialLocked(trial);
+  CheckStudyEndLocked(study);
+  DispatchLocked();
+}
+
+int SchedulerCore::ExpireLeases() {
+  absl::MutexLock lock(&mutex_);
+  const absl::Time deadline =
+      options_.clock() - options_.heartbeat_interval * options_.missed_heartbeats;
+  std::vector<uint64_t> expired;
+  for (const auto& [session, worker] : workers_) {
+    if (worker.last_seen < deadline) expired.push_back(session);
+  }
+  for (uint64_t session : expired) {
+    workers_.at(session).channel->Close(absl::UnavailableError(
+        "no heartbeat within the lease; reconnect to get new work"));
+    DisconnectLocked(session, "missed heartbeats");
+  }
+  if (!expired.empty()) DispatchLocked();
+  return static_cast<int>(expired.size());
+}
+
+void SchedulerCore::Shutdown(absl::string_view reason) {
+  absl::MutexLock lock(&mutex_);
+  shutting_down_ = true;
+  v1::SchedulerMessage drain;
+  drain.mutable_drain()->set_reason(std::string(reason));
+  for (auto& [session, worker] : workers_) {
+    worker.channel->Send(drain);
+    worker.channel->Close(absl::UnavailableError(reason));
+  }
+  for (auto& [id, watch] : watchers_) {
+    watch.second->OnEnd(absl::UnavailableError(reason));
+  }
+  for (StudyEntry* study : study_order_) study->watch_ids.clear();
+  watchers_.clear();
+}
+
+int SchedulerCore::connected_workers() const {
+  absl::MutexLock lock(&mutex_);
+  return static_cast<int>(workers_.size());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dispatch
+
+bool SchedulerCore::Runnable(const StudyEntry& study, const WorkerEntry& worker) const {
+  if (study.terminal()) return false;
+  if (study.spec.parallel_trials() > 0 && study.running >= study.spec.parallel_trials()) {
+    return false;
+  }
+  if (study.pending.empty() && (study.exhausted || study.created() >= study.spec.max_trials())) {
+    return false;
+  }
+  const auto& models = worker.capabilities.models();
+  return std::find(models.begin(), models.end(), study.spec.model().kind()) != models.end();
+}
+
+std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study) {
+  if (!study.pending.empty()) {
+    const uint64_t id = study.pending.front();
+    study.pending.pop_front();
+    return id;
+  }
+  if (study.exhausted || study.created() >= study.spec.max_trials()) return std::nullopt;
+  absl::StatusOr<std::optional<optimizer::Point>> suggestion =
+      study.optimizer->Suggest(optimizer::History{study.history, study.keys});
+  if (!suggestion.ok() || !suggestion->has_value()) {
+    study.exhausted = true;
+    if (!suggestion.ok()) {
+      DHPT_LOG_WARNING("study %s: no further suggestion: %s", study.spec.name(),
+                       suggestion.status().ToString());
+      study.state_reason = absl::StrCat("optimiser stopped: ", suggestion.status().message());
+    }
+    CheckStudyEndLocked(study);
+    return std::nullopt;
+  }
+  optimizer::Point point = std::move(**suggestion);
+  const uint64_t id = next_trial_id_++;
+  TrialEntry& entry = trials_[id];
+  entry.study = &study;
+  v1::Trial& trial = entry.trial;
+  trial.set_id(id);
+  trial.set_study(study.spec.name());
+  trial.set_number(study.created());
+  trial.set_state(v1::Trial::PENDING);
+  *trial.mutable_params() = ToParamMap(study.space, point);
+  *trial.mutable_create_time() = ToTimestamp(options_.clock());
+  study.keys.insert(study.space.Key(point));
+  study.history.push_back({std::move(point), optimizer::TrialStatus::kRunning, {}});
+  study.trial_ids.push_back(id);
+  return id;
+}
+
+bool SchedulerCore::AssignOneLocked(uint64_t session, WorkerEntry& worker) {
+  const size_t n = study_order_.size();
+  for (size_t k = 0; k < n; ++k) {
+    const size_t index = (next_study_ + k) % n;
+    StudyEntry& study = *study_order_[index];
+    if (!Runnable(study, worker)) continue;
+    std::optional<uint64_t> id = TakeTrialLocked(study);
+    if (!id) continue;
+    next_study_ = (index + 1) % n;
+
+    TrialEntry& entry = trials_.at(*id);
+    v1::Trial& trial = entry.trial;
+    trial.set_state(v1::Trial::RUNNING);
+    trial.set_attempt(trial.attempt() + 1);
+    trial.set_worker_id(worker.worker_id);
+    trial.set_node_name(worker.capabilities.node_name());
+    *trial.mutable_start_time() = ToTimestamp(options_.clock());
+    entry.session = session;
+    worker.running.insert(*id);
+    ++study.running;
+    if (study.state == v1::Study::PENDING) {
+      study.state = v1::Study::RUNNING;
+      study.state_reason.clear();
+      SaveStudyLocked(study);
+      PublishStudyLocked(study);
+    }
+    SaveTrialLocked(entry);
+
+    v1::SchedulerMessage message;
+    v1::Assign& assign = *message.mutable_assign();
+    assign.set_trial_id(*id);
+    assign.set_attempt(trial.attempt());
+    assign.set_study(study.spec.name());
+    *assign.mutable_model() = study.spec.model();
+    if (study.spec.has_dataset()) *assign.mutable_dataset() = study.spec.dataset();
+    assign.set_objective_metric(study.spec.objective().metric());
+    *assign.mutable_params() = trial.params();
+    worker.channel->Send(std::move(message));
+    PublishTrialLocked(entry);
+    return true;
+  }
+  return false;
+}
+
+void SchedulerCore::DispatchLocked() {
+  if (shutting_down_ || study_order_.empty()) return;
+  // One trial per worker per round, so that workers fill evenly.
+  bool assigned = true;
+  while (assigned) {
+    assigned = false;
+    for (auto& [session, worker] : workers_) {
+      if (worker.free_slots() > 0 && AssignOneLocked(session, worker)) assigned = true;
+    }
+  }
+}
+
+void SchedulerCore::ReleaseLocked(TrialEntry& trial) {
+  if (trial.session != 0) {
+    if (auto it = workers_.find(trial.session); it != workers_.end()) {
+      it->second.running.erase(trial.trial.id());
+    }
+    trial.session = 0;
+    --trial.study->running;
+  }
+}
+
+void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason) {
+  StudyEntry& study = *trial.study;
+  v1::Trial& t = trial.trial;
+  if (t.attempt() >= study.spec.max_attempts()) {
+    t.set_state(v1::Trial::FAILED);
+    t.set_error(absl::StrCat("gave up after ", t.attempt(), " attempts; last: ", reason));
+    *t.mutable_end_time() = ToTimestamp(options_.clock());
+    RecordTrialEndLocked(trial);
+  } else {
+    t.set_state(v1::Trial::PENDING);
+    t.set_error(std::string(reason));
+    t.clear_worker_id();
+    t.clear_node_name();
+    study.pending.push_front(t.id());
+  }
+  SaveTrialLocked(trial);
+  PublishTrialLocked(trial);
+}
+
+void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
+  StudyEntry& study = *trial.study;
+  optimizer::TrialRecord& record = study.history[trial.trial.number()];
+  switch (trial.trial.state()) {
+    case v1::Trial::COMPLETED: {
+      ++study.completed;
+      record.status = optimizer::TrialStatus::kCompleted;
+      record.value = trial.trial.objective_value();
+      if (!study.best || IsBetter(study, trial.trial.objective_value(),
+                                  trials_.at(*study.best).trial.objective_value())) {
+        study.best = trial.trial.id();
+      }
+      break;
+    }
+    case v1::Trial::FAILED:
+      ++study.failed;
+      record.status = optimizer::TrialStatus::kFailed;
+      break;
+    case v1::Trial::CANCELLED:
+      ++study.cancelled;
+      record.status = optimizer::TrialStatus::kFailed;
+      break;
+    default:
+      break;
+  }
+}
+
+void SchedulerCore::CheckStudyEndLocked(StudyEntry& study) {
+  if (study.terminal()) return;
+  const int finished = study.completed + study.failed;
+  if (study.spec.has_max_failed_trials() && study.failed > study.spec.max_failed_trials()) {
+    EndStudyLocked(study, v1::Study::FAILED,
+                   absl::StrCat(study.failed, " trials failed, more than max_failed_trials (",
+                                study.spec.max_failed_trials(), ")"));
+  } else if (finished >= study.spec.max_trials()) {
+    EndStudyLocked(study, v1::Study::COMPLETED, absl::StrCat("all ", finished, " trials finished"));
+  } else if (study.exhausted && study.pending.empty() && study.running == 0) {
+    EndStudyLocked(study, v1::Study::COMPLETED,
+                   absl::StrCat("search space exhausted after ", finished, " trials"));
+  }
+}
+
+void SchedulerCore::EndStudyLocked(StudyEntry& study, v1::Study::State state, std::string reason) {
+  study.state = state;
+  study.state_reason = std::move(reason);
+  study.end_time = ToTimestamp(options_.clock());
+  // Nothing of an ended study runs or waits.
+  for (uint64_t id : study.trial_ids) {
+    TrialEntry& trial = trials_.at(id);
+    const v1::Trial::State s = trial.trial.state();
+    if (s != v1::Trial::RUNNING && s != v1::Trial::PENDING) continue;
+    if (s == v1::Trial::RUNNING) {
+      const uint64_t session = trial.session;
+      ReleaseLocked(trial);
+      SendLocked(session, CancelMessage(id, absl::StrCat("study ", study.spec.name(), " ended: ",
+                                                         study.state_reason)));
+    }
+    trial.trial.set_state(v1::Trial::CANCELLED);
+    trial.trial.set_error(absl::StrCat("study ended: ", study.state_reason));
+    *trial.trial.mutable_end_time() = study.end_time;
+    RecordTrialEndLocked(trial);
+    SaveTrialLocked(trial);
+    PublishTrialLocked(trial);
+  }
+  study.pending.clear();
+  SaveStudyLocked(study);
+  DHPT_LOG_INFO("study %s %s: %s", study.spec.name(), v1::Study::State_Name(state),
+                study.state_reason);
+  PublishStudyLocked(study);
+  for (uint64_t watch_id : study.watch_ids) {
+    auto it = watchers_.find(watch_id);
+    if (it == watchers_.end()) continue;
+    StudyWatcher* watcher = it->second.second;
+    watchers_.erase(it);
+    watcher->OnEnd(absl::OkStatus());
+  }
+  study.watch_ids.clear();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Records and events
+
+void SchedulerCore::SaveTrialLocked(const TrialEntry& trial) {
+  if (absl::Status status = store_->PutTrial(trial.trial); !status.ok()) {
+    DHPT_LOG_ERROR("could not record trial %d: %s", trial.trial.id(), status.ToString());
+  }
+}
+
+void SchedulerCore::SaveStudyLocked(const StudyEntry& study) {
+  if (absl::Status status = store_->PutStudy(BuildStudyLocked(study)); !status.ok()) {
+    DHPT_LOG_ERROR("could not record study %s: %s", study.spec.name(), status.ToString());
+  }
+}
+
+v1::Study SchedulerCore::BuildStudyLocked(const StudyEntry& study) const {
+  v1::Study out;
+  *out.mutable_spec() = study.spec;
+  out.set_state(study.state);
+  out.set_state_reason(study.state_reason);
+  out.set_trials_pending(static_cast<int32_t>(study.pending.size()) +
+                         (study.exhausted ? 0
+                                          : std::max(0, study.spec.max_trials() - study.created())));
+  out.set_trials_running(study.running);
+  out.set_trials_completed(study.completed);
+  out.set_trials_failed(study.failed);
+  out.set_trials_cancelled(study.cancelled);
+  if (study.best) *out.mutable_best_trial() = trials_.at(*study.best).trial;
+  *out.mutable_create_time() = study.create_time;
+  if (study.terminal()) *out.mutable_end_time() = study.end_time;
+  if (!study.terminal() && out.trials_pending() > 0 && study.running == 0) {
+    const v1::Model::Kind kind = study.spec.model().kind();
+    const bool servable = std::any_of(workers_.begin(), workers_.end(), [&](const auto& w) {
+      const auto& models = w.second.capabilities.models();
+      return std::find(models.begin(), models.end(), kind) != models.end();
+    });
+    if (!servable) {
+      out.set_state_reason(absl::StrCat("waiting for a worker that runs ",
+                                        v1::Model::Kind_Name(kind)));
+    }
+  }
+  return out;
+}
+
+void SchedulerCore::PublishTrialLocked(const TrialEntry& trial) {
+  if (trial.study->watch_ids.empty()) return;
+  v1::StudyEvent event;
+  *event.mutable_trial() = trial.trial;
+  for (uint64_t id : trial.study->watch_ids) watchers_.at(id).second->OnEvent(event);
+}
+
+void SchedulerCore::PublishStudyLocked(const StudyEntry& study) {
+  if (study.watch_ids.empty()) return;
+  v1::StudyEvent event;
+  *event.mutable_study() = BuildStudyLocked(study);
+  for (uint64_t id : study.watch_ids) watchers_.at(id).second->OnEvent(event);
+}
+
+void SchedulerCore::SendLocked(uint64_t session, v1::SchedulerMessage message) {
+  if (auto it = workers_.find(session); it != workers_.end()) {
+    it->second.channel->Send(std::move(message));
+  }
+}
+
+}  // namespace dhpt::scheduler

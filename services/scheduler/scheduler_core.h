@@ -1,0 +1,164 @@
+#pragma once
+
+// The scheduler's logic: studies, their optimisers and trial queues, connected workers and
+// their leases, and the assignment of trials to workers. No gRPC here: sessions and services
+// translate streams and RPCs into these calls.
+//
+// Threading: every public method takes the one mutex; callbacks into WorkerChannel and
+// StudyWatcher run under it and must not block or call back into the core.
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/node_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "dhpt/v1/common.pb.h"
+#include "dhpt/v1/study_service.pb.h"
+#include "dhpt/v1/worker_service.pb.h"
+#include "services/optimizer/optimizer.h"
+#include "services/scheduler/study_store.h"
+
+namespace dhpt::scheduler {
+
+// The core's handle on one worker's stream (a WorkerSession).
+class WorkerChannel {
+ public:
+  virtual ~WorkerChannel() = default;
+  // Queues a message for the worker; never blocks. Dropped once the channel is closing.
+  virtual void Send(v1::SchedulerMessage message) = 0;
+  // Ends the stream with `status` once the queued messages are written.
+  virtual void Close(const absl::Status& status) = 0;
+};
+
+// A WatchStudy stream.
+class StudyWatcher {
+ public:
+  virtual ~StudyWatcher() = default;
+  virtual void OnEvent(const v1::StudyEvent& event) = 0;
+  // The last call: the study ended (OK) or the scheduler is going away. The core forgets the
+  // watcher before making it.
+  virtual void OnEnd(const absl::Status& status) = 0;
+};
+
+struct SchedulerOptions {
+  // How often workers must send a heartbeat; a worker silent for `missed_heartbeats` intervals
+  // loses its leases.
+  absl::Duration heartbeat_interval = absl::Seconds(5);
+  int missed_heartbeats = 3;
+  std::function<absl::Time()> clock = [] { return absl::Now(); };
+};
+
+class SchedulerCore {
+ public:
+  SchedulerCore(StudyStore* store, SchedulerOptions options);
+  ~SchedulerCore();
+  SchedulerCore(const SchedulerCore&) = delete;
+  SchedulerCore& operator=(const SchedulerCore&) = delete;
+
+  // Rebuilds studies, optimisers and trials from the store. Trials that were running go back
+  // to pending with their attempt count kept. Call once, before anything else.
+  absl::Status Recover();
+
+  // --- Users ---
+  // Idempotent by name: an identical (normalised) spec returns the existing study.
+  absl::StatusOr<v1::Study> CreateStudy(const v1::StudySpec& spec);
+  absl::StatusOr<v1::Study> GetStudy(absl::string_view name) const;
+  std::vector<v1::Study> ListStudies() const;
+  absl::StatusOr<v1::Study> StopStudy(absl::string_view name);
+  absl::StatusOr<std::vector<v1::Trial>> ListTrials(absl::string_view study,
+                                                    v1::Trial::State only) const;
+  absl::StatusOr<v1::Trial> GetBestTrial(absl::string_view study) const;
+  // Sends the study to `watcher` now and every change after; returns an id for Unwatch, or 0
+  // when the study has already ended (OnEnd was called).
+  absl::StatusOr<uint64_t> Watch(absl::string_view study, StudyWatcher* watcher);
+  void Unwatch(uint64_t watch_id);
+
+  // --- Workers ---
+  // Registers a worker's stream; answers Welcome and starts assigning. Returns the session id
+  // the other worker calls name.
+  absl::StatusOr<uint64_t> ConnectWorker(const v1::Hello& hello, WorkerChannel* channel);
+  // The stream ended: the worker's running trials go back to pending. Unknown ids are ignored.
+  void DisconnectWorker(uint64_t session, absl::string_view reason);
+  void HandleResult(uint64_t session, const v1::TrialResult& result);
+  void HandleProgress(uint64_t session, const v1::TrialProgress& progress);
+  void HandleHeartbeat(uint64_t session);
+  // Closes the streams of workers silent for longer than their lease; returns how many.
+  int ExpireLeases();
+  // Stops assigning, asks every worker to drain and ends every watch.
+  void Shutdown(absl::string_view reason);
+
+  absl::Duration heartbeat_interval() const { return options_.heartbeat_interval; }
+  int connected_workers() const;
+
+ private:
+  struct StudyEntry;
+  struct TrialEntry {
+    v1::Trial trial;
+    StudyEntry* study = nullptr;
+    uint64_t session = 0;  // The session running it; 0 when none.
+  };
+  struct WorkerEntry {
+    std::string worker_id;
+    v1::WorkerCapabilities capabilities;
+    WorkerChannel* channel = nullptr;
+    absl::flat_hash_set<uint64_t> running;
+    absl::Time last_seen;
+    int free_slots() const {
+      return capabilities.slots() - static_cast<int>(running.size());
+    }
+  };
+
+  bool Runnable(const StudyEntry& study, const WorkerEntry& worker) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  std::optional<uint64_t> TakeTrialLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool AssignOneLocked(uint64_t session, WorkerEntry& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void RequeueLocked(TrialEntry& trial, absl::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void ReleaseLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void DisconnectLocked(uint64_t session, absl::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void CheckStudyEndLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void EndStudyLocked(StudyEntry& study, v1::Study::State state, std::string reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void RecordTrialEndLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void SaveTrialLocked(const TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void SaveStudyLocked(const StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  v1::Study BuildStudyLocked(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void PublishTrialLocked(const TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void PublishStudyLocked(const StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void SendLocked(uint64_t session, v1::SchedulerMessage message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::StatusOr<const StudyEntry*> FindStudyLocked(absl::string_view name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool IsBetter(const StudyEntry& study, double candidate, double incumbent) const;
+
+  StudyStore* const store_;
+  const SchedulerOptions options_;
+
+  mutable absl::Mutex mutex_;
+  absl::flat_hash_map<std::string, std::unique_ptr<StudyEntry>> studies_ ABSL_GUARDED_BY(mutex_);
+  // Studies in creation order; dispatch walks it round-robin from `next_study_` for fairness.
+  std::vector<StudyEntry*> study_order_ ABSL_GUARDED_BY(mutex_);
+  size_t next_study_ ABSL_GUARDED_BY(mutex_) = 0;
+  absl::node_hash_map<uint64_t, TrialEntry> trials_ ABSL_GUARDED_BY(mutex_);
+  uint64_t next_trial_id_ ABSL_GUARDED_BY(mutex_) = 1;
+  std::map<uint64_t, WorkerEntry> workers_ ABSL_GUARDED_BY(mutex_);
+  uint64_t next_session_ ABSL_GUARDED_BY(mutex_) = 1;
+  std::map<uint64_t, std::pair<StudyEntry*, StudyWatcher*>> watchers_ ABSL_GUARDED_BY(mutex_);
+  uint64_t next_watch_ ABSL_GUARDED_BY(mutex_) = 1;
+  bool shutting_down_ ABSL_GUARDED_BY(mutex_) = false;
+};
+
+}  // namespace dhpt::scheduler

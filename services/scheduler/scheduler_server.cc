@@ -1,0 +1,59 @@
+#include "services/scheduler/scheduler_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "services/common/status_macros.h"
+
+namespace dhpt::scheduler {
+
+absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
+    SchedulerServerOptions options, StudyStore* store) {
+  std::unique_ptr<SchedulerServer> server(new SchedulerServer());
+  server->core_ = std::make_unique<SchedulerCore>(store, options.core);
+  RETURN_IF_ERROR(server->core_->Recover());
+  server->study_service_ = std::make_unique<StudyServiceImpl>(server->core_.get());
+  server->worker_service_ = std::make_unique<WorkerServiceImpl>(server->core_.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(),
+                           &server->port_);
+  builder.RegisterService(server->study_service_.get());
+  builder.RegisterService(server->worker_service_.get());
+  ApplyKeepalive(options.keepalive, builder);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen_address,
+                     ": the address is in use or invalid"));
+  }
+  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  health->SetServingStatus(v1::StudyService::service_full_name(), true);
+  health->SetServingStatus(v1::WorkerService::service_full_name(), true);
+  server->lease_thread_ = std::thread([s = server.get()] { s->ExpireLeasesUntilShutdown(); });
+  return server;
+}
+
+void SchedulerServer::ExpireLeasesUntilShutdown() {
+  const absl::Duration tick = core_->heartbeat_interval() / 2;
+  while (!stopping_.WaitForNotificationWithTimeout(tick)) core_->ExpireLeases();
+}
+
+void SchedulerServer::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  stopping_.Notify();
+  if (lease_thread_.joinable()) lease_thread_.join();
+  server_->GetHealthCheckService()->Shutdown();
+  core_->Shutdown("the scheduler is shutting down");
+  server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
+  server_->Wait();
+}
+
+SchedulerServer::~SchedulerServer() { Shutdown(); }
+
+}  // namespace dhpt::scheduler

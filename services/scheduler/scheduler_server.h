@@ -1,0 +1,54 @@
+#pragma once
+
+// Wiring of dhpt-scheduler: the gRPC server with StudyService, WorkerService, health and
+// reflection on one port, and the thread that expires worker leases.
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "services/common/channel_options.h"
+#include "services/scheduler/scheduler_core.h"
+#include "services/scheduler/study_service.h"
+#include "services/scheduler/worker_session.h"
+
+namespace dhpt::scheduler {
+
+struct SchedulerServerOptions {
+  // HOST:PORT; port 0 picks a free port (see SchedulerServer::port()).
+  std::string listen_address = "0.0.0.0:50051";
+  SchedulerOptions core;
+  KeepaliveOptions keepalive;
+};
+
+class SchedulerServer {
+ public:
+  // Builds the core on `store` (recovering what it holds) and starts serving.
+  static absl::StatusOr<std::unique_ptr<SchedulerServer>> Start(SchedulerServerOptions options,
+                                                                StudyStore* store);
+  ~SchedulerServer();
+
+  int port() const { return port_; }
+  SchedulerCore& core() { return *core_; }
+  // Drains workers, ends watches and stops serving; waits at most `grace` for calls to end.
+  void Shutdown(absl::Duration grace = absl::Seconds(5));
+
+ private:
+  SchedulerServer() = default;
+  void ExpireLeasesUntilShutdown();
+
+  std::unique_ptr<SchedulerCore> core_;
+  std::unique_ptr<StudyServiceImpl> study_service_;
+  std::unique_ptr<WorkerServiceImpl> worker_service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  absl::Notification stopping_;
+  std::thread lease_thread_;
+  bool shut_down_ = false;
+};
+
+}  // namespace dhpt::scheduler

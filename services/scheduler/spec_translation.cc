@@ -1,0 +1,100 @@
+#include "services/scheduler/spec_translation.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace dhpt::scheduler {
+
+optimizer::SearchSpace ToSearchSpace(const v1::StudySpec& spec) {
+  std::vector<optimizer::ParameterSpec> parameters;
+  for (const v1::Parameter& p : spec.parameters()) {
+    optimizer::ParameterSpec out;
+    out.name = p.name();
+    switch (p.domain_case()) {
+      case v1::Parameter::kDoubleRange:
+        out.kind = optimizer::ParameterKind::kDouble;
+        out.min = p.double_range().min();
+        out.max = p.double_range().max();
+        out.log = p.double_range().log();
+        out.step = p.double_range().step();
+        break;
+      case v1::Parameter::kIntRange:
+        out.kind = optimizer::ParameterKind::kInt;
+        out.min = static_cast<double>(p.int_range().min());
+        out.max = static_cast<double>(p.int_range().max());
+        out.log = p.int_range().log();
+        out.step = static_cast<double>(p.int_range().step());
+        break;
+      case v1::Parameter::kCategorical:
+        out.kind = optimizer::ParameterKind::kCategorical;
+        out.categories.assign(p.categorical().values().begin(), p.categorical().values().end());
+        break;
+      case v1::Parameter::kDiscrete:
+        out.kind = optimizer::ParameterKind::kDiscrete;
+        out.discrete_values.assign(p.discrete().values().begin(), p.discrete().values().end());
+        break;
+      case v1::Parameter::DOMAIN_NOT_SET:
+        break;
+    }
+    parameters.push_back(std::move(out));
+  }
+  return optimizer::SearchSpace(std::move(parameters));
+}
+
+optimizer::OptimizerConfig ToOptimizerConfig(const v1::StudySpec& spec) {
+  optimizer::OptimizerConfig config;
+  config.algorithm = spec.algorithm().name() == v1::Algorithm::GRID ? optimizer::Algorithm::kGrid
+                                                                     : optimizer::Algorithm::kRandom;
+  config.seed = spec.algorithm().seed();
+  config.grid_points = spec.algorithm().grid_points();
+  config.minimize = spec.objective().goal() != v1::Objective::MAXIMIZE;
+  return config;
+}
+
+ParamMap ToParamMap(const optimizer::SearchSpace& space, const optimizer::Point& point) {
+  ParamMap params;
+  for (int i = 0; i < space.dims(); ++i) {
+    v1::ParameterValue& value = params[space.parameters()[i].name];
+    std::visit(
+        [&value](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, double>) {
+            value.set_double_value(v);
+          } else if constexpr (std::is_same_v<T, int64_t>) {
+            value.set_int_value(v);
+          } else {
+            value.set_string_value(v);
+          }
+        },
+        point[i]);
+  }
+  return params;
+}
+
+absl::StatusOr<optimizer::Point> ToPoint(const optimizer::SearchSpace& space,
+                                         const ParamMap& params) {
+  optimizer::Point point;
+  for (const optimizer::ParameterSpec& p : space.parameters()) {
+    auto it = params.find(p.name);
+    if (it == params.end()) return absl::DataLossError(absl::StrCat("no value for ", p.name));
+    const v1::ParameterValue& v = it->second;
+    switch (p.kind) {
+      case optimizer::ParameterKind::kDouble:
+      case optimizer::ParameterKind::kDiscrete:
+        if (v.kind_case() != v1::ParameterValue::kDoubleValue) break;
+        point.emplace_back(v.double_value());
+        continue;
+      case optimizer::ParameterKind::kInt:
+        if (v.kind_case() != v1::ParameterValue::kIntValue) break;
+        point.emplace_back(v.int_value());
+        continue;
+      case optimizer::ParameterKind::kCategorical:
+        if (v.kind_case() != v1::ParameterValue::kStringValue) break;
+        point.emplace_back(v.string_value());
+        continue;
+    }
+    return absl::DataLossError(absl::StrCat("value of ", p.name, " has the wrong type"));
+  }
+  return point;
+}
+
+}  // namespace dhpt::scheduler

@@ -1,0 +1,21 @@
+#pragma once
+
+// Translation between the API's study types and the optimisers' domain types.
+
+#include "absl/status/statusor.h"
+#include "dhpt/v1/common.pb.h"
+#include "google/protobuf/map.h"
+#include "services/optimizer/optimizer.h"
+
+namespace dhpt::scheduler {
+
+using ParamMap = google::protobuf::Map<std::string, v1::ParameterValue>;
+
+optimizer::SearchSpace ToSearchSpace(const v1::StudySpec& spec);
+optimizer::OptimizerConfig ToOptimizerConfig(const v1::StudySpec& spec);
+ParamMap ToParamMap(const optimizer::SearchSpace& space, const optimizer::Point& point);
+// The point of a stored trial; an error when a value is missing or of the wrong type.
+absl::StatusOr<optimizer::Point> ToPoint(const optimizer::SearchSpace& space,
+                                         const ParamMap& params);
+
+}  // namespace dhpt::scheduler

@@ -1,0 +1,300 @@
+#include "services/scheduler/spec_validation.h"
+
+#include <cmath>
+#include <regex>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "services/common/benchmark_functions.h"
+#include "services/common/model_catalog.h"
+#include "services/common/status_macros.h"
+#include "services/optimizer/optimizer.h"
+#include "services/scheduler/spec_translation.h"
+
+namespace dhpt::scheduler {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
+}
+
+absl::Status ValidateName(const std::string& name) {
+  static const std::regex kName("[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?");
+  if (name.empty()) return Invalid("name", "is required");
+  if (!std::regex_match(name, kName)) {
+    return Invalid("name",
+                   absl::StrCat("\"", name,
+                                "\" must be 1-128 letters, digits, '.', '_' or '-', starting "
+                                "and ending with a letter or digit"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateModel(v1::StudySpec& spec) {
+  const v1::Model& model = spec.model();
+  switch (model.kind()) {
+    case v1::Model::XGBOOST:
+    case v1::Model::RANDOM_FOREST:
+      break;
+    case v1::Model::FUNCTION: {
+      const BenchmarkFunction* function = FindBenchmarkFunction(model.function());
+      if (function == nullptr) {
+        return Invalid("model.function",
+                       absl::StrCat("\"", model.function(), "\" is not one of ",
+                                    BenchmarkFunctionNames()));
+      }
+      const int d = spec.parameters_size();
+      if (!function->AcceptsDims(d)) {
+        return Invalid("parameters",
+                       function->dims > 0
+                           ? absl::StrCat(function->name, " takes exactly ", function->dims,
+                                          " parameters x1..x", function->dims, ", not ", d)
+                           : absl::StrCat(function->name, " takes at least ",
+                                          function->min_dims, " parameters x1..xd, not ", d));
+      }
+      break;
+    }
+    case v1::Model::AUTOENCODER:
+      return Invalid("model.kind", "AUTOENCODER studies need the GPU worker, not available yet");
+    default:
+      return Invalid("model.kind",
+                     "is required: one of XGBOOST, RANDOM_FOREST, AUTOENCODER, FUNCTION");
+  }
+  if (model.kind() != v1::Model::FUNCTION && !model.function().empty()) {
+    return Invalid("model.function", "is only for FUNCTION models");
+  }
+  for (const auto& [key, value] : model.fixed()) {
+    const std::string field = absl::StrCat("model.fixed.", key);
+    if (model.kind() == v1::Model::FUNCTION) {
+      return Invalid(field, "FUNCTION models take no fixed hyperparameters");
+    }
+    if (!IsKnownHyperparameter(model.kind(), key)) {
+      return Invalid(field, absl::StrCat("is not a hyperparameter of ",
+                                         v1::Model::Kind_Name(model.kind()), "; known: ",
+                                         absl::StrJoin(KnownHyperparameters(model.kind()), ", ")));
+    }
+    const auto kind = value.kind_case();
+    if (kind != google::protobuf::Value::kNumberValue &&
+        kind != google::protobuf::Value::kStringValue && kind != google::protobuf::Value::kBoolValue) {
+      return Invalid(field, "must be a number, string or boolean");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateDataset(v1::StudySpec& spec) {
+  v1::Dataset& dataset = *spec.mutable_dataset();
+  if (spec.model().kind() == v1::Model::FUNCTION) {
+    if (spec.has_dataset()) return Invalid("dataset", "FUNCTION models take no dataset");
+    return absl::OkStatus();
+  }
+  switch (dataset.source_case()) {
+    case v1::Dataset::kFriedman1: {
+      const v1::Friedman1& f = dataset.friedman1();
+      if (f.samples() < 20 || f.samples() > 10'000'000) {
+        return Invalid("dataset.friedman1.samples", "must be between 20 and 10000000");
+      }
+      if (f.features() < 5 || f.features() > 10'000) {
+        return Invalid("dataset.friedman1.features", "must be between 5 and 10000");
+      }
+      if (!(f.noise() >= 0) || !std::isfinite(f.noise())) {
+        return Invalid("dataset.friedman1.noise", "must be a finite number >= 0");
+      }
+      break;
+    }
+    case v1::Dataset::kCsv:
+      if (dataset.csv().path().empty()) return Invalid("dataset.csv.path", "is required");
+      if (dataset.csv().target().empty()) return Invalid("dataset.csv.target", "is required");
+      break;
+    default:
+      return Invalid("dataset", "is required: set friedman1 or csv");
+  }
+  if (dataset.validation_fraction() == 0) {
+    dataset.set_validation_fraction(kDefaultValidationFraction);
+  }
+  if (!(dataset.validation_fraction() > 0 && dataset.validation_fraction() < 1)) {
+    return Invalid("dataset.validation_fraction", "must be between 0 and 1 (exclusive)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateParameter(const v1::Parameter& p, const std::string& field) {
+  auto finite = [](double v) { return std::isfinite(v); };
+  switch (p.domain_case()) {
+    case v1::Parameter::kDoubleRange: {
+      const v1::DoubleRange& r = p.double_range();
+      const std::string f = field + ".double_range";
+      if (!finite(r.min()) || !finite(r.max())) return Invalid(f, "min and max must be finite");
+      if (r.min() >= r.max()) {
+        return Invalid(f, absl::StrCat("min (", r.min(), ") must be less than max (", r.max(), ")"));
+      }
+      if (r.log() && r.min() <= 0) {
+        return Invalid(f, absl::StrCat("log needs min > 0, got ", r.min()));
+      }
+      if (r.step() < 0 || !finite(r.step())) return Invalid(f, "step must be >= 0");
+      if (r.step() > 0 && r.log()) return Invalid(f, "step and log cannot be combined");
+      if (r.step() > r.max() - r.min()) return Invalid(f, "step is wider than the range");
+      return absl::OkStatus();
+    }
+    case v1::Parameter::kIntRange: {
+      const v1::IntRange& r = p.int_range();
+      const std::string f = field + ".int_range";
+      if (r.min() >= r.max()) {
+        return Invalid(f, absl::StrCat("min (", r.min(), ") must be less than max (", r.max(), ")"));
+      }
+      if (r.log() && r.min() <= 0) {
+        return Invalid(f, absl::StrCat("log needs min >= 1, got ", r.min()));
+      }
+      if (r.step() < 0) return Invalid(f, "step must be >= 0");
+      if (r.step() > 1 && r.log()) return Invalid(f, "step and log cannot be combined");
+      if (r.step() > r.max() - r.min()) return Invalid(f, "step is wider than the range");
+      if (std::abs(r.min()) > (int64_t{1} << 53) || std::abs(r.max()) > (int64_t{1} << 53)) {
+        return Invalid(f, "min and max must be within +-2^53");
+      }
+      return absl::OkStatus();
+    }
+    case v1::Parameter::kCategorical: {
+      const std::string f = field + ".categorical.values";
+      if (p.categorical().values().empty()) return Invalid(f, "must not be empty");
+      absl::flat_hash_set<std::string> seen;
+      for (const std::string& v : p.categorical().values()) {
+        if (v.empty()) return Invalid(f, "values must not be empty strings");
+        if (!seen.insert(v).second) return Invalid(f, absl::StrCat("\"", v, "\" appears twice"));
+      }
+      return absl::OkStatus();
+    }
+    case v1::Parameter::kDiscrete: {
+      const std::string f = field + ".discrete.values";
+      if (p.discrete().values().empty()) return Invalid(f, "must not be empty");
+      absl::flat_hash_set<double> seen;
+      for (double v : p.discrete().values()) {
+        if (!finite(v)) return Invalid(f, "values must be finite");
+        if (!seen.insert(v).second) return Invalid(f, absl::StrCat(v, " appears twice"));
+      }
+      return absl::OkStatus();
+    }
+    case v1::Parameter::DOMAIN_NOT_SET:
+      break;
+  }
+  return Invalid(field, "needs a domain: double_range, int_range, categorical or discrete");
+}
+
+absl::Status ValidateParameters(const v1::StudySpec& spec) {
+  if (spec.parameters().empty()) return Invalid("parameters", "must not be empty");
+  absl::flat_hash_set<std::string> names;
+  const v1::Model::Kind kind = spec.model().kind();
+  for (int i = 0; i < spec.parameters_size(); ++i) {
+    const v1::Parameter& p = spec.parameters(i);
+    const std::string field = absl::StrCat("parameters[", i, "]");
+    if (p.name().empty()) return Invalid(field + ".name", "is required");
+    if (!names.insert(p.name()).second) {
+      return Invalid(field + ".name", absl::StrCat("\"", p.name(), "\" is defined twice"));
+    }
+    if (kind == v1::Model::FUNCTION) {
+      const std::string expected = absl::StrCat("x", i + 1);
+      if (p.name() != expected) {
+        return Invalid(field + ".name", absl::StrCat("FUNCTION parameters are x1..xd in order; "
+                                                     "expected \"", expected, "\", got \"",
+                                                     p.name(), "\""));
+      }
+      if (p.domain_case() != v1::Parameter::kDoubleRange &&
+          p.domain_case() != v1::Parameter::kIntRange &&
+          p.domain_case() != v1::Parameter::kDiscrete) {
+        return Invalid(field, "FUNCTION parameters must be numeric");
+      }
+    } else if (!IsKnownHyperparameter(kind, p.name())) {
+      return Invalid(field + ".name",
+                     absl::StrCat("\"", p.name(), "\" is not a hyperparameter of ",
+                                  v1::Model::Kind_Name(kind), "; known: ",
+                                  absl::StrJoin(KnownHyperparameters(kind), ", ")));
+    } else if (spec.model().fixed().contains(p.name())) {
+      return Invalid(field + ".name",
+                     absl::StrCat("\"", p.name(), "\" is also in model.fixed; tune it or fix it"));
+    }
+    RETURN_IF_ERROR(ValidateParameter(p, field));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateObjective(v1::StudySpec& spec) {
+  v1::Objective& objective = *spec.mutable_objective();
+  const v1::Model::Kind kind = spec.model().kind();
+  if (objective.metric().empty()) {
+    objective.set_metric(kind == v1::Model::FUNCTION ? "value" : "r2");
+    if (objective.goal() == v1::Objective::GOAL_UNSPECIFIED) {
+      objective.set_goal(kind == v1::Model::FUNCTION ? v1::Objective::MINIMIZE
+                                                     : v1::Objective::MAXIMIZE);
+    }
+  }
+  if (!IsReportedMetric(kind, objective.metric())) {
+    return Invalid("objective.metric",
+                   absl::StrCat("\"", objective.metric(), "\" is not reported by ",
+                                v1::Model::Kind_Name(kind), " trials; one of ",
+                                absl::StrJoin(ReportedMetrics(kind), ", ")));
+  }
+  if (objective.goal() == v1::Objective::GOAL_UNSPECIFIED) {
+    return Invalid("objective.goal", "is required: MINIMIZE or MAXIMIZE");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateBudget(v1::StudySpec& spec) {
+  v1::Algorithm& algorithm = *spec.mutable_algorithm();
+  switch (algorithm.name()) {
+    case v1::Algorithm::NAME_UNSPECIFIED:
+      algorithm.set_name(v1::Algorithm::RANDOM);
+      break;
+    case v1::Algorithm::RANDOM:
+    case v1::Algorithm::GRID:
+      break;
+    default:
+      return Invalid("algorithm.name",
+                     absl::StrCat(v1::Algorithm::Name_Name(algorithm.name()),
+                                  " is not available yet; use RANDOM or GRID"));
+  }
+  if (algorithm.grid_points() != 0 && algorithm.name() != v1::Algorithm::GRID) {
+    return Invalid("algorithm.grid_points", "is only for GRID");
+  }
+  if (algorithm.name() == v1::Algorithm::GRID) {
+    if (algorithm.grid_points() == 0) algorithm.set_grid_points(kDefaultGridPoints);
+    if (algorithm.grid_points() < 2 || algorithm.grid_points() > 1000) {
+      return Invalid("algorithm.grid_points", "must be between 2 and 1000");
+    }
+    const std::optional<int64_t> size =
+        optimizer::GridSize(ToSearchSpace(spec), algorithm.grid_points());
+    if (!size || *size > kMaxGridPoints) {
+      return Invalid("parameters",
+                     absl::StrCat("the grid has ", size ? absl::StrCat(*size) : "over 2^62",
+                                  " points, more than the limit of ", kMaxGridPoints,
+                                  "; lower algorithm.grid_points, add steps or narrow ranges"));
+    }
+    if (spec.max_trials() == 0) spec.set_max_trials(static_cast<int32_t>(*size));
+  }
+  if (spec.max_trials() <= 0 || spec.max_trials() > kMaxTrialsLimit) {
+    return Invalid("max_trials", absl::StrCat("must be between 1 and ", kMaxTrialsLimit));
+  }
+  if (spec.parallel_trials() < 0) return Invalid("parallel_trials", "must be >= 0 (0: no limit)");
+  if (spec.has_max_failed_trials() && spec.max_failed_trials() < 0) {
+    return Invalid("max_failed_trials", "must be >= 0");
+  }
+  if (spec.max_attempts() == 0) spec.set_max_attempts(kDefaultMaxAttempts);
+  if (spec.max_attempts() < 1 || spec.max_attempts() > 100) {
+    return Invalid("max_attempts", "must be between 1 and 100");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::StudySpec> NormalizeStudySpec(v1::StudySpec spec) {
+  RETURN_IF_ERROR(ValidateName(spec.name()));
+  RETURN_IF_ERROR(ValidateModel(spec));
+  RETURN_IF_ERROR(ValidateDataset(spec));
+  RETURN_IF_ERROR(ValidateParameters(spec));
+  RETURN_IF_ERROR(ValidateObjective(spec));
+  RETURN_IF_ERROR(ValidateBudget(spec));
+  return spec;
+}
+
+}  // namespace dhpt::scheduler

@@ -1,0 +1,41 @@
+#pragma once
+
+// StudyService: translates the user-facing RPCs into SchedulerCore calls.
+
+#include <grpcpp/grpcpp.h>
+
+#include "dhpt/v1/study_service.grpc.pb.h"
+#include "services/scheduler/scheduler_core.h"
+
+namespace dhpt::scheduler {
+
+class StudyServiceImpl : public v1::StudyService::CallbackService {
+ public:
+  explicit StudyServiceImpl(SchedulerCore* core) : core_(core) {}
+
+  grpc::ServerUnaryReactor* CreateStudy(grpc::CallbackServerContext* context,
+                                        const v1::StudySpec* request,
+                                        v1::Study* response) override;
+  grpc::ServerUnaryReactor* GetStudy(grpc::CallbackServerContext* context,
+                                     const v1::GetStudyRequest* request,
+                                     v1::Study* response) override;
+  grpc::ServerUnaryReactor* ListStudies(grpc::CallbackServerContext* context,
+                                        const v1::ListStudiesRequest* request,
+                                        v1::ListStudiesResponse* response) override;
+  grpc::ServerUnaryReactor* StopStudy(grpc::CallbackServerContext* context,
+                                      const v1::StopStudyRequest* request,
+                                      v1::Study* response) override;
+  grpc::ServerUnaryReactor* ListTrials(grpc::CallbackServerContext* context,
+                                       const v1::ListTrialsRequest* request,
+                                       v1::ListTrialsResponse* response) override;
+  grpc::ServerUnaryReactor* GetBestTrial(grpc::CallbackServerContext* context,
+                                         const v1::GetBestTrialRequest* request,
+                                         v1::Trial* response) override;
+  grpc::ServerWriteReactor<v1::StudyEvent>* WatchStudy(
+      grpc::CallbackServerContext* context, const v1::WatchStudyRequest* request) override;
+
+ private:
+  SchedulerCore* const core_;
+};
+
+}  // namespace dhpt::scheduler

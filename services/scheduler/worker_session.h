@@ -1,0 +1,67 @@
+#pragma once
+
+// One worker's bidirectional stream (WorkerService.Connect) on the scheduler side.
+//
+// Invariants:
+// - At most one read in flight: StartRead is called in the constructor and from OnReadDone.
+// - At most one write in flight (`writing_`); messages wait in the owned `outbox_`.
+// - Finish is called exactly once, and only when no write is in flight.
+// - The core calls Send/Close only while the session is registered; OnDone unregisters it
+//   (under the core's lock) before deleting `this`, so no call can arrive afterwards.
+// - Reactions never block: they take `mutex_` briefly or call the core, never both at once.
+
+#include <deque>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/synchronization/mutex.h"
+#include "dhpt/v1/worker_service.grpc.pb.h"
+#include "services/scheduler/scheduler_core.h"
+
+namespace dhpt::scheduler {
+
+class WorkerSession : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::SchedulerMessage>,
+                      public WorkerChannel {
+ public:
+  explicit WorkerSession(SchedulerCore* core);
+
+  // WorkerChannel
+  void Send(v1::SchedulerMessage message) override;
+  void Close(const absl::Status& status) override;
+
+  // ServerBidiReactor
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  void HandleMessage();
+  // Finishes when asked to and no write is in flight.
+  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  SchedulerCore* const core_;
+  v1::WorkerMessage inbound_;
+  // Set once Hello was accepted; only the reaction thread (reads) touches it.
+  uint64_t session_ = 0;
+
+  absl::Mutex mutex_;
+  std::deque<v1::SchedulerMessage> outbox_ ABSL_GUARDED_BY(mutex_);
+  bool writing_ ABSL_GUARDED_BY(mutex_) = false;
+  bool closing_ ABSL_GUARDED_BY(mutex_) = false;
+  bool finished_ ABSL_GUARDED_BY(mutex_) = false;
+  grpc::Status finish_status_ ABSL_GUARDED_BY(mutex_);
+};
+
+// WorkerService: each Connect gets a WorkerSession.
+class WorkerServiceImpl : public v1::WorkerService::CallbackService {
+ public:
+  explicit WorkerServiceImpl(SchedulerCore* core) : core_(core) {}
+  grpc::ServerBidiReactor<v1::WorkerMessage, v1::SchedulerMessage>* Connect(
+      grpc::CallbackServerContext* context) override;
+
+ private:
+  SchedulerCore* const core_;
+};
+
+}  // namespace dhpt::scheduler
