@@ -13,9 +13,7 @@ GridSearch::GridSearch(SearchSpace space, int grid_points, uint64_t seed)
   order_.resize(static_cast<size_t>(size));
   std::iota(order_.begin(), order_.end(), 0u);
   std::mt19937_64 generator = SeededGenerator(seed, kGridStream, 0);
-  for (size_t i = order_.size(); i > 1; --i) {
-    std::swap(order_[i - 1], order_[generator() % i]);
-  }
+  DeterministicShuffle(order_.begin(), order_.end(), generator);
 }
 
 Point GridSearch::PointAt(int64_t index) const {

@@ -7,27 +7,12 @@
 namespace dhpt::optimizer {
 namespace {
 
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // Index k in [0, n) from u in [0, 1).
 int64_t UnitToIndex(double u, int64_t n) {
   return std::clamp<int64_t>(static_cast<int64_t>(u * static_cast<double>(n)), 0, n - 1);
 }
 
 }  // namespace
-
-std::mt19937_64 SeededGenerator(uint64_t seed, uint64_t stream, uint64_t index) {
-  return std::mt19937_64(SplitMix64(SplitMix64(SplitMix64(seed) ^ stream) ^ index));
-}
-
-double UniformUnit(std::mt19937_64& generator) {
-  return static_cast<double>(generator() >> 11) * 0x1.0p-53;
-}
 
 SearchSpace::SearchSpace(std::vector<ParameterSpec> parameters)
     : parameters_(std::move(parameters)) {}

@@ -10,6 +10,8 @@
 #include <variant>
 #include <vector>
 
+#include "services/common/random.h"
+
 namespace dhpt::optimizer {
 
 enum class ParameterKind { kDouble, kInt, kCategorical, kDiscrete };
@@ -60,10 +62,7 @@ class SearchSpace {
   std::vector<ParameterSpec> parameters_;
 };
 
-// Deterministic randomness: a generator seeded from (seed, stream, index) so that the n-th
-// suggestion of a study does not depend on how many generators ran before it.
-std::mt19937_64 SeededGenerator(uint64_t seed, uint64_t stream, uint64_t index);
-// A uniform double in [0, 1) from 53 random bits; the same on every platform.
-double UniformUnit(std::mt19937_64& generator);
+using ::dhpt::SeededGenerator;
+using ::dhpt::UniformUnit;
 
 }  // namespace dhpt::optimizer

@@ -84,11 +84,11 @@ absl::Status ValidateModel(v1::StudySpec& spec) {
 }
 
 absl::Status ValidateDataset(v1::StudySpec& spec) {
-  v1::Dataset& dataset = *spec.mutable_dataset();
   if (spec.model().kind() == v1::Model::FUNCTION) {
     if (spec.has_dataset()) return Invalid("dataset", "FUNCTION models take no dataset");
     return absl::OkStatus();
   }
+  v1::Dataset& dataset = *spec.mutable_dataset();
   switch (dataset.source_case()) {
     case v1::Dataset::kFriedman1: {
       const v1::Friedman1& f = dataset.friedman1();

@@ -1,0 +1,63 @@
+#include "services/cli/demo_studies.h"
+
+#include "absl/strings/str_cat.h"
+#include "services/cli/study_file.h"
+
+namespace dhpt::cli {
+namespace {
+
+// XGBoost on Friedman #1: about a minute on two cores.
+constexpr char kXgboost[] = R"(
+name: demo-xgboost
+model: {kind: XGBOOST, fixed: {objective: "reg:squarederror", tree_method: hist}}
+dataset: {friedman1: {samples: 4000, features: 10, noise: 1.0, seed: 0}, validation_fraction: 0.2}
+objective: {metric: r2, goal: MAXIMIZE}
+algorithm: {name: RANDOM, seed: 42}
+parameters:
+  - {name: max_depth, int_range: {min: 2, max: 8}}
+  - {name: eta, double_range: {min: 0.01, max: 0.3, log: true}}
+  - {name: num_boost_round, int_range: {min: 50, max: 300, step: 50}}
+  - {name: subsample, double_range: {min: 0.5, max: 1.0}}
+  - {name: min_child_weight, double_range: {min: 1, max: 10, log: true}}
+max_trials: 40
+parallel_trials: 2
+max_failed_trials: 5
+)";
+
+constexpr char kRandomForest[] = R"(
+name: demo-random-forest
+model: {kind: RANDOM_FOREST, fixed: {tree_method: hist}}
+dataset: {friedman1: {samples: 4000, features: 10, noise: 1.0, seed: 0}}
+objective: {metric: r2, goal: MAXIMIZE}
+algorithm: {name: GRID, seed: 7, grid_points: 3}
+parameters:
+  - {name: n_estimators, int_range: {min: 50, max: 150, step: 50}}
+  - {name: max_depth, int_range: {min: 4, max: 10}}
+  - {name: colsample_bynode, double_range: {min: 0.5, max: 0.9}}
+parallel_trials: 2
+)";
+
+constexpr char kBranin[] = R"(
+name: demo-branin
+model: {kind: FUNCTION, function: branin}
+objective: {metric: value, goal: MINIMIZE}
+algorithm: {name: RANDOM, seed: 1}
+parameters:
+  - {name: x1, double_range: {min: -5, max: 10}}
+  - {name: x2, double_range: {min: 0, max: 15}}
+max_trials: 200
+)";
+
+}  // namespace
+
+absl::StatusOr<v1::StudySpec> DemoStudy(const std::string& name) {
+  if (name == "xgboost") return ParseStudySpec(kXgboost);
+  if (name == "random-forest") return ParseStudySpec(kRandomForest);
+  if (name == "branin") return ParseStudySpec(kBranin);
+  return absl::InvalidArgumentError(
+      absl::StrCat("no demo study \"", name, "\"; one of ", DemoStudyNames()));
+}
+
+std::string DemoStudyNames() { return "xgboost, random-forest, branin"; }
+
+}  // namespace dhpt::cli

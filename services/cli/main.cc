@@ -1,0 +1,351 @@
+// dhpt: the command line of DHPT. `dhpt local` runs a whole study on this machine; the other
+// commands talk to a scheduler (--scheduler, default $DHPT_SCHEDULER or localhost:50051).
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
+#include "services/cli/demo_studies.h"
+#include "services/cli/local_cluster.h"
+#include "services/cli/report.h"
+#include "services/cli/study_client.h"
+#include "services/cli/study_file.h"
+#include "services/common/env_flags.h"
+
+ABSL_FLAG(std::string, scheduler, "localhost:50051", "the scheduler's HOST:PORT");
+ABSL_FLAG(std::string, study, "", "local: the study file (YAML or JSON) to run");
+ABSL_FLAG(std::string, demo, "xgboost", "local: the built-in study to run when --study is not set");
+ABSL_FLAG(int, workers, 2, "local: CPU workers to start");
+ABSL_FLAG(int, slots, 1, "local: trials each worker runs at once");
+ABSL_FLAG(int, threads_per_trial, 0, "local: threads per trial; 0 = cores / (workers * slots)");
+ABSL_FLAG(std::string, log, "", "local: file for the services' logs (default: a temp file)");
+ABSL_FLAG(bool, json, false, "trials, best, studies: print JSON instead of a table");
+ABSL_FLAG(bool, watch, false, "submit: watch the study until it ends");
+
+namespace dhpt::cli {
+namespace {
+
+struct Command {
+  const char* usage;
+  const char* help;
+};
+
+const std::map<std::string, Command>& Commands() {
+  static const auto* const kCommands = new std::map<std::string, Command>{
+      {"local",
+       {"dhpt local [--study=FILE | --demo=NAME] [--workers=N] [--slots=N] [--threads_per_trial=N]",
+        "Starts a scheduler and N CPU workers on this machine, runs the study (the demo XGBoost "
+        "study\nwhen none is given), shows live progress, prints the results, and stops every "
+        "process it\nstarted (Ctrl-C included). Demos: xgboost, random-forest, branin."}},
+      {"submit",
+       {"dhpt submit FILE [--watch] [--scheduler=HOST:PORT]",
+        "Submits the study in FILE (YAML or JSON, as for grpcurl). Submitting the same spec "
+        "again is\nharmless; a different spec under the same name is refused."}},
+      {"watch",
+       {"dhpt watch STUDY [--scheduler=HOST:PORT]",
+        "Shows a live progress line until the study ends, then its summary."}},
+      {"trials",
+       {"dhpt trials STUDY [--json] [--scheduler=HOST:PORT]",
+        "Lists the study's trials with parameters and measurements."}},
+      {"best",
+       {"dhpt best STUDY [--json] [--scheduler=HOST:PORT]", "Shows the best completed trial."}},
+      {"studies",
+       {"dhpt studies [--json] [--scheduler=HOST:PORT]", "Lists the scheduler's studies."}},
+      {"stop",
+       {"dhpt stop STUDY [--scheduler=HOST:PORT]",
+        "Stops the study: no new trials, running ones are cancelled."}},
+  };
+  return *kCommands;
+}
+
+void PrintUsage() {
+  std::cout << "dhpt " DHPT_VERSION " - distributed hyperparameter tuning\n\nUsage:\n";
+  for (const auto& [name, command] : Commands()) std::cout << "  " << command.usage << "\n";
+  std::cout << "\n'dhpt COMMAND --help' explains a command. Flags may also be set as DHPT_<FLAG>"
+               " in the environment.\n";
+}
+
+int Fail(const absl::Status& status) {
+  std::cerr << "dhpt: " << status.message() << " [" << absl::StatusCodeToString(status.code())
+            << "]\n";
+  return 1;
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
+// Prints progress from watch events: a line rewritten in place on a terminal, a line per
+// finished trial otherwise.
+class ProgressPrinter {
+ public:
+  ProgressPrinter() : tty_(isatty(STDOUT_FILENO)) {}
+  void OnEvent(const v1::StudyEvent& event, StudyClient& client) {
+    if (event.has_trial()) {
+      const v1::Trial::State state = event.trial().state();
+      if (state != v1::Trial::COMPLETED && state != v1::Trial::FAILED && !tty_) return;
+      // The study's counts come with the next study event; ask for them now.
+      absl::StatusOr<v1::Study> study = client.GetStudy(event.trial().study());
+      if (study.ok()) Print(*study);
+    } else {
+      Print(event.study());
+    }
+  }
+  void Finish() {
+    if (tty_ && printed_) std::cout << "\n";
+    std::cout.flush();
+  }
+
+ private:
+  void Print(const v1::Study& study) {
+    std::string line = ProgressLine(study);
+    if (line == last_) return;
+    last_ = line;
+    printed_ = true;
+    if (tty_) {
+      std::cout << "\r\033[K" << line << std::flush;
+    } else {
+      std::cout << line << std::endl;
+    }
+  }
+
+  const bool tty_;
+  bool printed_ = false;
+  std::string last_;
+};
+
+absl::Status WatchToEnd(StudyClient& client, const std::string& name) {
+  ProgressPrinter printer;
+  absl::Status status =
+      client.Watch(name, [&](const v1::StudyEvent& event) { printer.OnEvent(event, client); });
+  printer.Finish();
+  return status;
+}
+
+int PrintResults(StudyClient& client, const std::string& name) {
+  absl::StatusOr<v1::Study> study = client.GetStudy(name);
+  if (!study.ok()) return Fail(study.status());
+  absl::StatusOr<std::vector<v1::Trial>> trials = client.ListTrials(name);
+  if (!trials.ok()) return Fail(trials.status());
+  std::cout << "\n" << TrialsTable(study->spec(), *trials) << "\n" << StudySummary(*study);
+  return study->state() == v1::Study::COMPLETED ? 0 : 1;
+}
+
+// Runs `body` with SIGINT/SIGTERM turned into a call of `on_signal` on a helper thread.
+// Returns whether a signal arrived.
+bool WithInterrupts(const std::function<void()>& on_signal, const std::function<void()>& body) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::atomic<bool> interrupted = false;
+  std::thread waiter([&] {
+    int signal = 0;
+    sigwait(&set, &signal);
+    if (signal != SIGUSR1) {
+      interrupted = true;
+      on_signal();
+    }
+  });
+  body();
+  pthread_kill(waiter.native_handle(), SIGUSR1);
+  waiter.join();
+  return interrupted;
+}
+
+int RunLocal() {
+  absl::StatusOr<v1::StudySpec> spec = absl::GetFlag(FLAGS_study).empty()
+                                           ? DemoStudy(absl::GetFlag(FLAGS_demo))
+                                           : ReadStudyFile(absl::GetFlag(FLAGS_study));
+  if (!spec.ok()) return Fail(spec.status());
+  LocalClusterOptions options;
+  options.binary_dir = ExecutableDir();
+  options.cpu_workers = absl::GetFlag(FLAGS_workers);
+  options.slots = absl::GetFlag(FLAGS_slots);
+  if (options.cpu_workers < 1 || options.slots < 1) {
+    return Fail(absl::InvalidArgumentError("--workers and --slots must be at least 1"));
+  }
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  options.threads_per_trial = absl::GetFlag(FLAGS_threads_per_trial) > 0
+                                  ? absl::GetFlag(FLAGS_threads_per_trial)
+                                  : std::max(1, cores / (options.cpu_workers * options.slots));
+  options.log_file = absl::GetFlag(FLAGS_log).empty()
+                         ? absl::StrCat("/tmp/dhpt-local-", getpid(), ".log")
+                         : absl::GetFlag(FLAGS_log);
+  if (options.cpu_workers * options.slots > cores) {
+    std::cerr << "warning: " << options.cpu_workers * options.slots << " trial slots on " << cores
+              << " cores: trials will compete for CPU\n";
+  }
+
+  absl::StatusOr<LocalCluster> cluster = LocalCluster::Start(options);
+  if (!cluster.ok()) return Fail(cluster.status());
+  std::cout << "scheduler on " << cluster->scheduler_address() << ", " << options.cpu_workers
+            << " CPU workers x " << options.slots << " slots x " << options.threads_per_trial
+            << " threads; logs in " << options.log_file << "\n";
+  auto client = std::make_unique<StudyClient>(cluster->scheduler_address());
+  int exit_code = 0;
+  const bool interrupted = WithInterrupts([&] { client->Cancel(); }, [&] {
+    absl::StatusOr<v1::Study> created = client->CreateStudy(*spec);
+    if (!created.ok()) {
+      exit_code = Fail(created.status());
+      return;
+    }
+    absl::Status watched = WatchToEnd(*client, spec->name());
+    if (!watched.ok() && !absl::IsCancelled(watched)) {
+      exit_code = Fail(watched);
+      return;
+    }
+    if (absl::IsCancelled(watched)) return;
+    exit_code = PrintResults(*client, spec->name());
+  });
+  client.reset();
+  cluster->Stop();
+  if (interrupted) {
+    std::cout << "\ninterrupted: stopped the scheduler and workers\n";
+    return 130;
+  }
+  return exit_code;
+}
+
+int RunCommand(const std::string& name, const std::vector<std::string>& args) {
+  auto need_one = [&](const char* what) -> absl::Status {
+    if (args.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("expected ", what, "; usage: ",
+                                                     Commands().at(name).usage));
+    }
+    return absl::OkStatus();
+  };
+  if (name == "local") return RunLocal();
+  StudyClient client(absl::GetFlag(FLAGS_scheduler));
+  const bool json = absl::GetFlag(FLAGS_json);
+  if (name == "studies") {
+    absl::StatusOr<std::vector<v1::Study>> studies = client.ListStudies();
+    if (!studies.ok()) return Fail(studies.status());
+    if (json) {
+      v1::ListStudiesResponse response;
+      for (const v1::Study& s : *studies) *response.add_studies() = s;
+      std::cout << ToJson(response);
+    } else {
+      std::cout << StudiesTable(*studies);
+    }
+    return 0;
+  }
+  if (absl::Status status = need_one(name == "submit" ? "one study file" : "one study name");
+      !status.ok()) {
+    return Fail(status);
+  }
+  const std::string& arg = args[0];
+  if (name == "submit") {
+    absl::StatusOr<v1::StudySpec> spec = ReadStudyFile(arg);
+    if (!spec.ok()) return Fail(spec.status());
+    absl::StatusOr<v1::Study> study = client.CreateStudy(*spec);
+    if (!study.ok()) return Fail(study.status());
+    std::cout << ProgressLine(*study) << "\n";
+    if (!absl::GetFlag(FLAGS_watch)) return 0;
+    int exit_code = 0;
+    WithInterrupts([&] { client.Cancel(); }, [&] {
+      absl::Status watched = WatchToEnd(client, spec->name());
+      exit_code = watched.ok() ? PrintResults(client, spec->name()) : Fail(watched);
+    });
+    return exit_code;
+  }
+  if (name == "watch") {
+    int exit_code = 0;
+    WithInterrupts([&] { client.Cancel(); }, [&] {
+      absl::Status watched = WatchToEnd(client, arg);
+      if (!watched.ok()) {
+        exit_code = Fail(watched);
+        return;
+      }
+      absl::StatusOr<v1::Study> study = client.GetStudy(arg);
+      exit_code = study.ok() ? (std::cout << StudySummary(*study), 0) : Fail(study.status());
+    });
+    return exit_code;
+  }
+  if (name == "trials") {
+    absl::StatusOr<v1::Study> study = client.GetStudy(arg);
+    if (!study.ok()) return Fail(study.status());
+    absl::StatusOr<std::vector<v1::Trial>> trials = client.ListTrials(arg);
+    if (!trials.ok()) return Fail(trials.status());
+    if (json) {
+      v1::ListTrialsResponse response;
+      for (const v1::Trial& t : *trials) *response.add_trials() = t;
+      std::cout << ToJson(response);
+    } else {
+      std::cout << TrialsTable(study->spec(), *trials);
+    }
+    return 0;
+  }
+  if (name == "best") {
+    absl::StatusOr<v1::Study> study = client.GetStudy(arg);
+    if (!study.ok()) return Fail(study.status());
+    absl::StatusOr<v1::Trial> best = client.GetBestTrial(arg);
+    if (!best.ok()) return Fail(best.status());
+    std::cout << (json ? ToJson(*best) : StudySummary(*study));
+    return 0;
+  }
+  if (name == "stop") {
+    absl::StatusOr<v1::Study> study = client.StopStudy(arg);
+    if (!study.ok()) return Fail(study.status());
+    std::cout << ProgressLine(*study) << "\n";
+    return 0;
+  }
+  return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command ", name)));
+}
+
+}  // namespace
+}  // namespace dhpt::cli
+
+int main(int argc, char** argv) {
+  using dhpt::cli::Commands;
+  // Help is per command, so it is answered before absl sees the flags.
+  std::string command;
+  bool help = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h" || arg == "help") {
+      help = true;
+    } else if (arg == "--version") {
+      std::cout << "dhpt " DHPT_VERSION "\n";
+      return 0;
+    } else if (command.empty() && arg[0] != '-') {
+      command = arg;
+    }
+  }
+  if (command.empty() || (help && !Commands().contains(command))) {
+    dhpt::cli::PrintUsage();
+    return command.empty() && !help ? 2 : 0;
+  }
+  if (!Commands().contains(command)) {
+    std::cerr << "dhpt: unknown command \"" << command << "\"\n\n";
+    dhpt::cli::PrintUsage();
+    return 2;
+  }
+  if (help) {
+    const auto& c = Commands().at(command);
+    std::cout << "Usage: " << c.usage << "\n\n" << c.help << "\n";
+    return 0;
+  }
+  dhpt::ApplyEnvironmentToFlags({"scheduler"});
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  std::vector<std::string> args;
+  for (size_t i = 2; i < positional.size(); ++i) args.push_back(positional[i]);
+  return dhpt::cli::RunCommand(command, args);
+}

@@ -1,0 +1,135 @@
+#include "services/cli/report.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "services/common/model_catalog.h"
+#include "services/common/param_values.h"
+
+namespace dhpt::cli {
+namespace {
+
+// Columns sized to their widest cell; left-aligned text, right-aligned numbers.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : rows_{std::move(header)} {}
+  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  std::string Render() const {
+    std::vector<size_t> width(rows_[0].size(), 0);
+    for (const auto& row : rows_) {
+      for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+    }
+    std::string out;
+    for (size_t r = 0; r < rows_.size(); ++r) {
+      std::string line;
+      for (size_t i = 0; i < rows_[r].size(); ++i) {
+        const std::string& cell = rows_[r][i];
+        const bool numeric = r > 0 && !cell.empty() &&
+                             (std::isdigit(static_cast<unsigned char>(cell[0])) || cell[0] == '-');
+        const std::string pad(width[i] - cell.size(), ' ');
+        absl::StrAppend(&line, i ? "  " : "", numeric ? pad + cell : cell + pad);
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      absl::StrAppend(&out, line, "\n");
+      if (r == 0) {
+        size_t total = 0;
+        for (size_t w : width) total += w;
+        absl::StrAppend(&out, std::string(total + 2 * (width.size() - 1), '-'), "\n");
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string Metric(const v1::Trial& trial, absl::string_view name, int digits) {
+  auto it = trial.metrics().find(std::string(name));
+  if (it == trial.metrics().end()) return "";
+  return absl::StrFormat("%.*g", digits, it->second);
+}
+
+std::string ShortState(v1::Trial::State state) {
+  std::string name = v1::Trial::State_Name(state);
+  std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+  return name;
+}
+
+}  // namespace
+
+std::string ProgressLine(const v1::Study& study) {
+  const v1::StudySpec& spec = study.spec();
+  std::string line = absl::StrFormat(
+      "%s %s  %d/%d done", spec.name(), v1::Study::State_Name(study.state()),
+      study.trials_completed() + study.trials_failed(), spec.max_trials());
+  if (study.trials_failed() > 0) absl::StrAppend(&line, " (", study.trials_failed(), " failed)");
+  absl::StrAppend(&line, "  ", study.trials_running(), " running");
+  if (study.has_best_trial() && study.best_trial().has_objective_value()) {
+    absl::StrAppend(&line, absl::StrFormat("  best %s %.6g", spec.objective().metric(),
+                                           study.best_trial().objective_value()));
+  }
+  if (!study.state_reason().empty()) absl::StrAppend(&line, "  (", study.state_reason(), ")");
+  return line;
+}
+
+std::string TrialsTable(const v1::StudySpec& spec, const std::vector<v1::Trial>& trials) {
+  std::vector<std::string> header = {"#", "state"};
+  for (const v1::Parameter& p : spec.parameters()) header.push_back(p.name());
+  const std::string& objective = spec.objective().metric();
+  header.insert(header.end(), {objective, "wall s", "cpu s", "cpu util", "peak MiB", "worker"});
+  Table table(header);
+  for (const v1::Trial& trial : trials) {
+    std::vector<std::string> row = {absl::StrCat(trial.number()), ShortState(trial.state())};
+    for (const v1::Parameter& p : spec.parameters()) {
+      auto it = trial.params().find(p.name());
+      row.push_back(it == trial.params().end() ? "" : FormatParameterValue(it->second));
+    }
+    row.push_back(trial.has_objective_value() ? absl::StrFormat("%.5g", trial.objective_value())
+                                              : "");
+    row.push_back(Metric(trial, kMetricWallSeconds, 3));
+    row.push_back(Metric(trial, kMetricCpuSeconds, 3));
+    row.push_back(Metric(trial, kMetricCpuUtilization, 2));
+    auto rss = trial.metrics().find(std::string(kMetricPeakRssBytes));
+    row.push_back(rss == trial.metrics().end() ? "" : absl::StrFormat("%.0f", rss->second / (1 << 20)));
+    row.push_back(trial.worker_id());
+    table.Add(std::move(row));
+  }
+  return table.Render();
+}
+
+std::string StudySummary(const v1::Study& study) {
+  std::string out = absl::StrFormat(
+      "study %s: %s%s\n  %d completed, %d failed, %d cancelled\n", study.spec().name(),
+      v1::Study::State_Name(study.state()),
+      study.state_reason().empty() ? "" : absl::StrCat(" (", study.state_reason(), ")"),
+      study.trials_completed(), study.trials_failed(), study.trials_cancelled());
+  if (!study.has_best_trial()) return out + "  no completed trial\n";
+  const v1::Trial& best = study.best_trial();
+  std::vector<std::string> params;
+  for (const v1::Parameter& p : study.spec().parameters()) {
+    auto it = best.params().find(p.name());
+    if (it != best.params().end()) params.push_back(p.name() + "=" + FormatParameterValue(it->second));
+  }
+  absl::StrAppendFormat(&out, "  best trial #%d: %s = %.6g\n  with %s\n  on %s (%s)\n",
+                        best.number(), study.spec().objective().metric(), best.objective_value(),
+                        absl::StrJoin(params, ", "), best.worker_id(), best.device());
+  return out;
+}
+
+std::string StudiesTable(const std::vector<v1::Study>& studies) {
+  Table table({"study", "state", "model", "algorithm", "done", "failed", "running", "best"});
+  for (const v1::Study& s : studies) {
+    table.Add({s.spec().name(), v1::Study::State_Name(s.state()),
+               v1::Model::Kind_Name(s.spec().model().kind()),
+               v1::Algorithm::Name_Name(s.spec().algorithm().name()),
+               absl::StrCat(s.trials_completed() + s.trials_failed(), "/", s.spec().max_trials()),
+               absl::StrCat(s.trials_failed()), absl::StrCat(s.trials_running()),
+               s.has_best_trial() ? absl::StrFormat("%.6g", s.best_trial().objective_value()) : ""});
+  }
+  return table.Render();
+}
+
+}  // namespace dhpt::cli

@@ -1,0 +1,105 @@
+#include "services/cli/study_client.h"
+
+#include "services/common/channel_options.h"
+#include "services/common/grpc_status.h"
+
+namespace dhpt::cli {
+
+StudyClient::StudyClient(const std::string& address, absl::Duration deadline)
+    : stub_(v1::StudyService::NewStub(grpc::CreateCustomChannel(
+          address, grpc::InsecureChannelCredentials(),
+          ClientChannelArguments(KeepaliveOptions{})))),
+      deadline_(deadline) {}
+
+std::unique_ptr<grpc::ClientContext> StudyClient::NewContext() const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
+  return context;
+}
+
+namespace {
+template <typename Response, typename Call>
+absl::StatusOr<Response> Unary(std::unique_ptr<grpc::ClientContext> context, Call call) {
+  Response response;
+  grpc::Status status = call(context.get(), &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+}  // namespace
+
+absl::StatusOr<v1::Study> StudyClient::CreateStudy(const v1::StudySpec& spec) {
+  return Unary<v1::Study>(NewContext(), [&](grpc::ClientContext* c, v1::Study* r) {
+    return stub_->CreateStudy(c, spec, r);
+  });
+}
+
+absl::StatusOr<v1::Study> StudyClient::GetStudy(const std::string& name) {
+  v1::GetStudyRequest request;
+  request.set_name(name);
+  return Unary<v1::Study>(NewContext(), [&](grpc::ClientContext* c, v1::Study* r) {
+    return stub_->GetStudy(c, request, r);
+  });
+}
+
+absl::StatusOr<std::vector<v1::Study>> StudyClient::ListStudies() {
+  auto response = Unary<v1::ListStudiesResponse>(
+      NewContext(), [&](grpc::ClientContext* c, v1::ListStudiesResponse* r) {
+        return stub_->ListStudies(c, v1::ListStudiesRequest(), r);
+      });
+  if (!response.ok()) return response.status();
+  return std::vector<v1::Study>(response->studies().begin(), response->studies().end());
+}
+
+absl::StatusOr<v1::Study> StudyClient::StopStudy(const std::string& name) {
+  v1::StopStudyRequest request;
+  request.set_name(name);
+  return Unary<v1::Study>(NewContext(), [&](grpc::ClientContext* c, v1::Study* r) {
+    return stub_->StopStudy(c, request, r);
+  });
+}
+
+absl::StatusOr<std::vector<v1::Trial>> StudyClient::ListTrials(const std::string& study) {
+  v1::ListTrialsRequest request;
+  request.set_study(study);
+  auto response = Unary<v1::ListTrialsResponse>(
+      NewContext(), [&](grpc::ClientContext* c, v1::ListTrialsResponse* r) {
+        return stub_->ListTrials(c, request, r);
+      });
+  if (!response.ok()) return response.status();
+  return std::vector<v1::Trial>(response->trials().begin(), response->trials().end());
+}
+
+absl::StatusOr<v1::Trial> StudyClient::GetBestTrial(const std::string& study) {
+  v1::GetBestTrialRequest request;
+  request.set_study(study);
+  return Unary<v1::Trial>(NewContext(), [&](grpc::ClientContext* c, v1::Trial* r) {
+    return stub_->GetBestTrial(c, request, r);
+  });
+}
+
+absl::Status StudyClient::Watch(const std::string& name,
+                                const std::function<void(const v1::StudyEvent&)>& on_event) {
+  grpc::ClientContext context;  // No deadline: a study may run for days.
+  {
+    absl::MutexLock lock(&mutex_);
+    if (cancelled_) return absl::CancelledError("cancelled");
+    watch_context_ = &context;
+  }
+  v1::WatchStudyRequest request;
+  request.set_name(name);
+  std::unique_ptr<grpc::ClientReader<v1::StudyEvent>> reader = stub_->WatchStudy(&context, request);
+  v1::StudyEvent event;
+  while (reader->Read(&event)) on_event(event);
+  grpc::Status status = reader->Finish();
+  absl::MutexLock lock(&mutex_);
+  watch_context_ = nullptr;
+  return FromGrpcStatus(status);
+}
+
+void StudyClient::Cancel() {
+  absl::MutexLock lock(&mutex_);
+  cancelled_ = true;
+  if (watch_context_ != nullptr) watch_context_->TryCancel();
+}
+
+}  // namespace dhpt::cli

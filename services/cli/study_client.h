@@ -1,0 +1,46 @@
+#pragma once
+
+// The CLI's StudyService client: every unary call has a deadline; WatchStudy streams events
+// to a callback until the study ends or Cancel is called.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "dhpt/v1/study_service.grpc.pb.h"
+
+namespace dhpt::cli {
+
+class StudyClient {
+ public:
+  explicit StudyClient(const std::string& address, absl::Duration deadline = absl::Seconds(10));
+
+  absl::StatusOr<v1::Study> CreateStudy(const v1::StudySpec& spec);
+  absl::StatusOr<v1::Study> GetStudy(const std::string& name);
+  absl::StatusOr<std::vector<v1::Study>> ListStudies();
+  absl::StatusOr<v1::Study> StopStudy(const std::string& name);
+  absl::StatusOr<std::vector<v1::Trial>> ListTrials(const std::string& study);
+  absl::StatusOr<v1::Trial> GetBestTrial(const std::string& study);
+  // Blocks until the stream ends: OK when the study ended, CANCELLED after Cancel().
+  absl::Status Watch(const std::string& name,
+                     const std::function<void(const v1::StudyEvent&)>& on_event);
+  // Ends a Watch in progress; callable from any thread.
+  void Cancel();
+
+ private:
+  std::unique_ptr<grpc::ClientContext> NewContext() const;
+
+  std::unique_ptr<v1::StudyService::Stub> stub_;
+  const absl::Duration deadline_;
+  absl::Mutex mutex_;
+  grpc::ClientContext* watch_context_ ABSL_GUARDED_BY(mutex_) = nullptr;
+  bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
+};
+
+}  // namespace dhpt::cli

@@ -1,0 +1,130 @@
+#include "services/cli/study_file.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
+#include "services/common/status_macros.h"
+
+namespace dhpt::cli {
+namespace {
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buffer[8];
+          std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
+          out += buffer;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+bool IsNumber(const std::string& s) {
+  if (s.empty()) return false;
+  double value;
+  const char* begin = s.data();
+  if (*begin == '+') ++begin;
+  auto [end, error] = std::from_chars(begin, s.data() + s.size(), value);
+  return error == std::errc() && end == s.data() + s.size() && std::isfinite(value);
+}
+
+void AppendJson(const YAML::Node& node, std::string& out) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      out += "null";
+      return;
+    case YAML::NodeType::Scalar: {
+      const std::string& value = node.Scalar();
+      if (node.Tag() == "!") {  // Quoted in the file: a string, whatever it looks like.
+        out += JsonString(value);
+      } else if (value == "true" || value == "false" || value == "null") {
+        out += value;
+      } else if (IsNumber(value)) {
+        out += value[0] == '+' ? value.substr(1) : value;
+      } else {
+        out += JsonString(value);
+      }
+      return;
+    }
+    case YAML::NodeType::Sequence: {
+      out += "[";
+      bool first = true;
+      for (const YAML::Node& item : node) {
+        if (!first) out += ",";
+        first = false;
+        AppendJson(item, out);
+      }
+      out += "]";
+      return;
+    }
+    case YAML::NodeType::Map: {
+      out += "{";
+      bool first = true;
+      for (const auto& entry : node) {
+        if (!first) out += ",";
+        first = false;
+        out += JsonString(entry.first.as<std::string>());
+        out += ":";
+        AppendJson(entry.second, out);
+      }
+      out += "}";
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> YamlToJson(const std::string& yaml) {
+  try {
+    YAML::Node root = YAML::Load(yaml);
+    std::string json;
+    AppendJson(root, json);
+    return json;
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("not valid YAML or JSON: ", e.what()));
+  }
+}
+
+absl::StatusOr<v1::StudySpec> ParseStudySpec(const std::string& text) {
+  ASSIGN_OR_RETURN(std::string json, YamlToJson(text));
+  v1::StudySpec spec;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  auto status = google::protobuf::util::JsonStringToMessage(json, &spec, options);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a study spec: ", std::string(status.message().data(), status.message().size())));
+  }
+  return spec;
+}
+
+absl::StatusOr<v1::StudySpec> ReadStudyFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<v1::StudySpec> spec = ParseStudySpec(text.str());
+  if (!spec.ok()) return absl::Status(spec.status().code(), absl::StrCat(path, ": ", spec.status().message()));
+  return spec;
+}
+
+}  // namespace dhpt::cli

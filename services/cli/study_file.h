@@ -1,0 +1,19 @@
+#pragma once
+
+// Study specs from files: YAML or JSON (JSON is YAML), in the proto JSON mapping, so the same
+// file works with `dhpt submit` and with grpcurl. Unknown fields are errors.
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "dhpt/v1/common.pb.h"
+
+namespace dhpt::cli {
+
+absl::StatusOr<v1::StudySpec> ParseStudySpec(const std::string& text);
+absl::StatusOr<v1::StudySpec> ReadStudyFile(const std::string& path);
+// The YAML document as JSON text: quoted scalars stay strings; plain ones become numbers,
+// booleans or null where they read as such.
+absl::StatusOr<std::string> YamlToJson(const std::string& yaml);
+
+}  // namespace dhpt::cli

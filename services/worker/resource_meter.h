@@ -1,0 +1,37 @@
+#pragma once
+
+// Per-trial measurements of the worker process (DESIGN.md §5): wall and CPU seconds from
+// getrusage deltas, CPU utilisation (CPU seconds per wall second: 1.0 is one core busy), and the
+// peak resident set of the trial, after resetting the high-water mark with
+// /proc/self/clear_refs (value 5) and reading VmHWM. When trials share a worker (--slots > 1)
+// these are the process's figures over the trial's span, which includes its neighbours.
+
+#include <chrono>
+#include <optional>
+
+namespace dhpt::worker {
+
+struct ResourceUsage {
+  double wall_seconds = 0;
+  double cpu_seconds = 0;
+  double cpu_utilization = 0;
+  std::optional<double> peak_rss_bytes;  // Absent when the high-water mark cannot be reset.
+};
+
+class ResourceMeter {
+ public:
+  // Starts measuring now (and resets the process's peak RSS).
+  ResourceMeter();
+  ResourceUsage Stop() const;
+
+ private:
+  std::chrono::steady_clock::time_point wall_start_;
+  double cpu_start_ = 0;
+  bool peak_reset_ = false;
+};
+
+double ProcessCpuSeconds();
+// VmHWM of this process in bytes, or nullopt when /proc is not readable.
+std::optional<double> PeakRssBytes();
+
+}  // namespace dhpt::worker

@@ -1,0 +1,60 @@
+#pragma once
+
+// The worker's side of one WorkerService.Connect stream.
+//
+// Invariants:
+// - At most one read in flight: StartRead in Begin and from OnReadDone.
+// - At most one write in flight (`writing_`); messages wait in the owned `outbox_`.
+// - WritesDone is started once, only when no write is in flight.
+// - OnDone is the last reaction and touches nothing of `this` after calling `on_done_`, so the
+//   owner may destroy the stream as soon as it has been told.
+
+#include <deque>
+#include <functional>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/synchronization/mutex.h"
+#include "dhpt/v1/worker_service.grpc.pb.h"
+
+namespace dhpt::worker {
+
+class SchedulerStream
+    : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::SchedulerMessage> {
+ public:
+  using OnMessage = std::function<void(const v1::SchedulerMessage&)>;
+  using OnDoneCallback = std::function<void(const grpc::Status&)>;
+
+  SchedulerStream(OnMessage on_message, OnDoneCallback on_done)
+      : on_message_(std::move(on_message)), on_done_(std::move(on_done)) {}
+
+  // Opens the stream on `stub`.
+  void Begin(v1::WorkerService::Stub* stub);
+  // Queues a message; never blocks. Dropped after Close.
+  void Send(v1::WorkerMessage message);
+  // Half-closes after the queued messages; the server then ends the stream.
+  void Close();
+  // Ends the stream now.
+  void Cancel() { context_.TryCancel(); }
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnWritesDoneDone(bool ok) override {}
+  void OnDone(const grpc::Status& status) override;
+
+ private:
+  void MaybeWritesDoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  const OnMessage on_message_;
+  const OnDoneCallback on_done_;
+  grpc::ClientContext context_;
+  v1::SchedulerMessage inbound_;
+
+  absl::Mutex mutex_;
+  std::deque<v1::WorkerMessage> outbox_ ABSL_GUARDED_BY(mutex_);
+  bool writing_ ABSL_GUARDED_BY(mutex_) = false;
+  bool closing_ ABSL_GUARDED_BY(mutex_) = false;
+  bool writes_done_ ABSL_GUARDED_BY(mutex_) = false;
+};
+
+}  // namespace dhpt::worker

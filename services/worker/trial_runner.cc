@@ -1,0 +1,123 @@
+#include "services/worker/trial_runner.h"
+
+#include <chrono>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "services/common/benchmark_functions.h"
+#include "services/common/model_catalog.h"
+#include "services/common/param_values.h"
+#include "services/common/status_macros.h"
+#include "services/worker/resource_meter.h"
+#include "services/worker/xgboost_trainer.h"
+
+namespace dhpt::worker {
+namespace {
+
+using Metrics = std::map<std::string, double>;
+
+absl::StatusOr<Metrics> EvaluateFunction(const v1::Assign& assign) {
+  const BenchmarkFunction* function = FindBenchmarkFunction(assign.model().function());
+  if (function == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown function \"", assign.model().function(), "\""));
+  }
+  const int d = static_cast<int>(assign.params().size());
+  if (!function->AcceptsDims(d)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(function->name, " is not defined in ", d, " dimensions"));
+  }
+  std::vector<double> x(static_cast<size_t>(d));
+  for (int i = 0; i < d; ++i) {
+    auto it = assign.params().find(absl::StrCat("x", i + 1));
+    std::optional<double> value;
+    if (it != assign.params().end()) value = AsNumber(it->second);
+    if (!value) return absl::InvalidArgumentError(absl::StrCat("x", i + 1, " has no numeric value"));
+    x[static_cast<size_t>(i)] = *value;
+  }
+  return Metrics{{"value", function->evaluate(x)}};
+}
+
+// Exact strings for XGBoost: 17 significant digits for doubles.
+std::string XgboostValue(const v1::ParameterValue& value) {
+  if (value.kind_case() == v1::ParameterValue::kDoubleValue) {
+    return absl::StrFormat("%.17g", value.double_value());
+  }
+  return FormatParameterValue(value);
+}
+
+}  // namespace
+
+v1::TrialResult TrialRunner::Run(const v1::Assign& assign, const TrialContext& context) {
+  v1::TrialResult result;
+  result.set_trial_id(assign.trial_id());
+  result.set_attempt(assign.attempt());
+  result.set_device(device_);
+  auto& metrics = *result.mutable_metrics();
+
+  absl::StatusOr<Metrics> outcome = absl::InvalidArgumentError(
+      absl::StrCat("this worker cannot run ", v1::Model::Kind_Name(assign.model().kind()),
+                   " trials"));
+  std::optional<ResourceMeter> meter;
+  switch (assign.model().kind()) {
+    case v1::Model::FUNCTION:
+      meter.emplace();
+      outcome = EvaluateFunction(assign);
+      break;
+    case v1::Model::XGBOOST:
+    case v1::Model::RANDOM_FOREST: {
+      // Loading is measured apart: it happens once per worker, not once per trial.
+      const auto load_start = std::chrono::steady_clock::now();
+      absl::StatusOr<std::shared_ptr<const SplitDataset>> data = datasets_.Get(assign.dataset());
+      metrics["dataset_seconds"] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+      if (!data.ok()) {
+        outcome = data.status();
+        break;
+      }
+      XgboostRequest request;
+      request.random_forest = assign.model().kind() == v1::Model::RANDOM_FOREST;
+      for (const auto& [name, value] : assign.model().fixed()) {
+        request.params.emplace_back(name, FormatFixedValue(value));
+      }
+      for (const auto& [name, value] : assign.params()) {
+        request.params.emplace_back(name, XgboostValue(value));
+      }
+      request.threads = context.threads;
+      request.cancelled = context.cancelled;
+      request.progress = context.progress;
+      meter.emplace();
+      absl::StatusOr<RegressionScores> scores = TrainXgboost(**data, request);
+      if (scores.ok()) {
+        outcome = Metrics{{"r2", scores->r2}, {"mse", scores->mse}};
+      } else {
+        outcome = scores.status();
+      }
+      break;
+    }
+    default:
+      break;
+  }
+
+  if (meter) {
+    const ResourceUsage usage = meter->Stop();
+    metrics[std::string(kMetricWallSeconds)] = usage.wall_seconds;
+    metrics[std::string(kMetricCpuSeconds)] = usage.cpu_seconds;
+    metrics[std::string(kMetricCpuUtilization)] = usage.cpu_utilization;
+    if (usage.peak_rss_bytes) metrics[std::string(kMetricPeakRssBytes)] = *usage.peak_rss_bytes;
+  }
+  if (outcome.ok()) {
+    result.set_state(v1::Trial::COMPLETED);
+    for (const auto& [name, value] : *outcome) metrics[name] = value;
+  } else if (absl::IsCancelled(outcome.status())) {
+    result.set_state(v1::Trial::CANCELLED);
+    result.set_error(std::string(outcome.status().message()));
+  } else {
+    result.set_state(v1::Trial::FAILED);
+    result.set_error(std::string(outcome.status().message()));
+  }
+  return result;
+}
+
+}  // namespace dhpt::worker

@@ -1,0 +1,110 @@
+#include "services/worker/worker_main.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/str_cat.h"
+#include "services/common/env_flags.h"
+#include "services/common/logging.h"
+#include "services/common/signals.h"
+#include "services/worker/trial_runner.h"
+#include "services/worker/worker_client.h"
+#include "services/worker/worker_core.h"
+
+ABSL_FLAG(std::string, scheduler, "localhost:50051", "the scheduler's HOST:PORT");
+ABSL_FLAG(int, slots, 1, "trials this worker runs at once");
+ABSL_FLAG(int, threads_per_trial, 0,
+          "threads each trial's trainer uses; 0 = the machine's cores divided by --slots");
+ABSL_FLAG(std::string, worker_id, "",
+          "stable id of this worker across restarts; default HOSTNAME-PID");
+ABSL_FLAG(std::string, node_name, "",
+          "node reported with results; default $NODE_NAME (Kubernetes downward API), else "
+          "the hostname");
+ABSL_FLAG(int, metrics_port, 0, "Prometheus /metrics port; 0 = off (not available yet)");
+
+namespace dhpt::worker {
+namespace {
+
+std::string Hostname() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+}  // namespace
+
+int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
+  absl::SetProgramUsageMessage(absl::StrCat(
+      kind.binary, " --scheduler=HOST:PORT [--slots=N]\n\n"
+      "Connects to dhpt-scheduler, runs the trials it assigns and streams results back;\n"
+      "reconnects with backoff when the scheduler goes away. Every flag can also be set as\n"
+      "DHPT_<FLAG> in the environment (e.g. DHPT_SCHEDULER)."));
+  absl::FlagsUsageConfig usage;
+  static std::string version = absl::StrCat(kind.binary, " " DHPT_VERSION "\n");
+  usage.version_string = [] { return version; };
+  usage.contains_helpshort_flags = [](absl::string_view) { return true; };
+  absl::SetFlagsUsageConfig(usage);
+  ApplyEnvironmentToFlags(
+      {"scheduler", "slots", "threads_per_trial", "worker_id", "node_name", "metrics_port"});
+  absl::ParseCommandLine(argc, argv);
+
+  const int slots = absl::GetFlag(FLAGS_slots);
+  if (slots < 1 || slots > 1024) {
+    std::fprintf(stderr, "--slots must be between 1 and 1024\n");
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_metrics_port) != 0) {
+    std::fprintf(stderr, "--metrics-port: metrics are not available yet\n");
+    return 2;
+  }
+  int threads = absl::GetFlag(FLAGS_threads_per_trial);
+  if (threads <= 0) {
+    threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / slots);
+  }
+  std::string worker_id = absl::GetFlag(FLAGS_worker_id);
+  if (worker_id.empty()) worker_id = absl::StrCat(Hostname(), "-", getpid());
+  std::string node = absl::GetFlag(FLAGS_node_name);
+  if (node.empty() && std::getenv("NODE_NAME") != nullptr) node = std::getenv("NODE_NAME");
+  if (node.empty()) node = Hostname();
+  utsname machine{};
+  uname(&machine);
+
+  BlockTerminationSignals();
+  WorkerClientOptions options;
+  options.scheduler_address = absl::GetFlag(FLAGS_scheduler);
+  v1::Hello& hello = options.hello;
+  hello.set_worker_id(worker_id);
+  v1::WorkerCapabilities& caps = *hello.mutable_capabilities();
+  caps.set_device_kind(kind.device_kind);
+  caps.set_device_name(kind.device_name);
+  for (v1::Model::Kind model : kind.models) caps.add_models(model);
+  caps.set_slots(slots);
+  caps.set_node_name(node);
+  caps.set_arch(machine.machine);
+  caps.set_version(DHPT_VERSION);
+
+  TrialRunner runner("cpu");
+  WorkerCore core({.slots = slots, .threads_per_trial = threads}, &runner);
+  core.Start();
+  WorkerClient client(options, &core);
+  std::thread connection([&client] { client.Run(); });
+  DHPT_LOG_INFO("%s %s: %d slots x %d threads, scheduler %s", kind.binary, worker_id, slots,
+                threads, options.scheduler_address);
+
+  const int signal = WaitForTerminationSignal();
+  DHPT_LOG_INFO("received %s; giving back running trials and stopping", strsignal(signal));
+  core.Stop();    // Running trials end CANCELLED and their results go out first.
+  client.Stop();
+  connection.join();
+  return 0;
+}
+
+}  // namespace dhpt::worker
