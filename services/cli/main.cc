@@ -148,13 +148,18 @@ int PrintResults(StudyClient& client, const std::string& name) {
 
 // Runs `body` with SIGINT/SIGTERM turned into a call of `on_signal` on a helper thread.
 // Returns whether a signal arrived.
-bool WithInterrupts(const std::function<void()>& on_signal, const std::function<void()>& body) {
+// The signals are blocked from the start of main, so one that arrives earlier waits for it.
+sigset_t InterruptSignals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+bool WithInterrupts(const std::function<void()>& on_signal, const std::function<void()>& body) {
+  const sigset_t set = InterruptSignals();
   std::atomic<bool> interrupted = false;
   std::thread waiter([&] {
     int signal = 0;
@@ -342,6 +347,11 @@ int main(int argc, char** argv) {
     const auto& c = Commands().at(command);
     std::cout << "Usage: " << c.usage << "\n\n" << c.help << "\n";
     return 0;
+  }
+  if (command == "local" || command == "submit" || command == "watch") {
+    // Before any thread starts: Ctrl-C is handled in order (see WithInterrupts).
+    const sigset_t interrupts = dhpt::cli::InterruptSignals();
+    pthread_sigmask(SIG_BLOCK, &interrupts, nullptr);
   }
   dhpt::ApplyEnvironmentToFlags({"scheduler"});
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);

@@ -93,6 +93,8 @@ absl::StatusOr<RegressionScores> TrainXgboost(const SplitDataset& data,
     RETURN_IF_ERROR(set("num_parallel_tree", absl::StrCat(kDefaultForestTrees)));
     RETURN_IF_ERROR(set("subsample", "0.8"));
     RETURN_IF_ERROR(set("colsample_bynode", "0.8"));
+    // As XGBoost's own XGBRFRegressor: a forest averages unshrunk trees, so almost no L2.
+    RETURN_IF_ERROR(set("lambda", "1e-5"));
   }
   for (const auto& [name, value] : request.params) {
     if (request.random_forest && (name == "n_estimators" || name == "num_parallel_tree")) {

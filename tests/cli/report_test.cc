@@ -1,0 +1,46 @@
+#include "services/cli/report.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "services/cli/demo_studies.h"
+
+namespace dhpt::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ReportTest, TableHasAColumnPerParameterAndMeasurement) {
+  v1::StudySpec spec = *DemoStudy("branin");
+  v1::Trial trial;
+  trial.set_number(3);
+  trial.set_state(v1::Trial::COMPLETED);
+  (*trial.mutable_params())["x1"].set_double_value(1.5);
+  (*trial.mutable_params())["x2"].set_double_value(2.25);
+  trial.set_objective_value(0.5);
+  (*trial.mutable_metrics())["wall_seconds"] = 0.25;
+  (*trial.mutable_metrics())["peak_rss_bytes"] = 64 << 20;
+  trial.set_worker_id("w1");
+  std::string table = TrialsTable(spec, {trial});
+  EXPECT_THAT(table, HasSubstr("x1"));
+  EXPECT_THAT(table, HasSubstr("peak MiB"));
+  EXPECT_THAT(table, HasSubstr("completed"));
+  EXPECT_THAT(table, HasSubstr("2.25"));
+  EXPECT_THAT(table, HasSubstr(" 64 "));
+}
+
+TEST(ReportTest, ProgressAndSummaryShowTheBest) {
+  v1::Study study;
+  *study.mutable_spec() = *DemoStudy("branin");
+  study.set_state(v1::Study::RUNNING);
+  study.set_trials_completed(5);
+  study.set_trials_failed(1);
+  study.set_trials_running(2);
+  study.mutable_best_trial()->set_objective_value(0.4);
+  (*study.mutable_best_trial()->mutable_params())["x1"].set_double_value(3.1);
+  EXPECT_THAT(ProgressLine(study), HasSubstr("6/200 done (1 failed)  2 running  best value 0.4"));
+  EXPECT_THAT(StudySummary(study), HasSubstr("x1=3.1"));
+}
+
+}  // namespace
+}  // namespace dhpt::cli

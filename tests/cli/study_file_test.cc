@@ -1,0 +1,70 @@
+#include "services/cli/study_file.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "services/cli/demo_studies.h"
+
+namespace dhpt::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(StudyFileTest, YamlOfTheDesignSketchParses) {
+  absl::StatusOr<v1::StudySpec> spec = ParseStudySpec(R"(
+name: xgb-friedman
+model: {kind: XGBOOST, fixed: {objective: "reg:squarederror", max_bin: 128}}
+dataset: {friedman1: {samples: 5000, features: 10, noise: 1.0, seed: 0}, validation_fraction: 0.2}
+objective: {metric: r2, goal: MAXIMIZE}
+algorithm: {name: TPE, seed: 42}
+parameters:
+  - {name: max_depth, int_range: {min: 2, max: 10}}
+  - {name: eta, double_range: {min: 0.001, max: 0.3, log: true}}
+  - {name: booster, categorical: {values: [gbtree, dart]}}
+max_trials: 50
+parallel_trials: 4
+max_failed_trials: 5
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->model().kind(), v1::Model::XGBOOST);
+  EXPECT_EQ(spec->model().fixed().at("objective").string_value(), "reg:squarederror");
+  EXPECT_EQ(spec->model().fixed().at("max_bin").number_value(), 128);
+  EXPECT_EQ(spec->parameters(1).double_range().max(), 0.3);
+  EXPECT_TRUE(spec->parameters(1).double_range().log());
+  EXPECT_EQ(spec->parameters(2).categorical().values(1), "dart");
+  EXPECT_EQ(spec->max_failed_trials(), 5);
+  EXPECT_EQ(spec->algorithm().seed(), 42u);
+}
+
+TEST(StudyFileTest, JsonAsForGrpcurlParses) {
+  absl::StatusOr<v1::StudySpec> spec = ParseStudySpec(
+      R"({"name": "b", "model": {"kind": "FUNCTION", "function": "branin"},
+          "parameters": [{"name": "x1", "doubleRange": {"min": -5, "max": 10}}],
+          "maxTrials": 3})");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->max_trials(), 3);
+  EXPECT_EQ(spec->parameters(0).double_range().min(), -5);
+}
+
+TEST(StudyFileTest, QuotedNumbersStayStrings) {
+  absl::StatusOr<std::string> json = YamlToJson("a: \"1.5\"\nb: 1.5\nc: yes\nd: true");
+  ASSERT_TRUE(json.ok());
+  EXPECT_EQ(*json, R"({"a":"1.5","b":1.5,"c":"yes","d":true})");
+}
+
+TEST(StudyFileTest, UnknownFieldsAndBadYamlAreErrors) {
+  EXPECT_THAT(std::string(ParseStudySpec("name: x\nmax_trails: 5").status().message()),
+              HasSubstr("max_trails"));
+  EXPECT_FALSE(ParseStudySpec("name: [unclosed").ok());
+  EXPECT_EQ(ReadStudyFile("/nonexistent.yaml").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(DemoStudiesTest, EveryDemoParses) {
+  for (const char* name : {"xgboost", "random-forest", "branin"}) {
+    EXPECT_TRUE(DemoStudy(name).ok()) << name;
+  }
+  EXPECT_FALSE(DemoStudy("nope").ok());
+}
+
+}  // namespace
+}  // namespace dhpt::cli

@@ -1,0 +1,227 @@
+// End to end: the real scheduler and real workers on loopback run whole studies.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "services/cli/study_file.h"
+#include "tests/integration/test_cluster.h"
+
+namespace dhpt::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::StudySpec Spec(const std::string& yaml) {
+  absl::StatusOr<v1::StudySpec> spec = cli::ParseStudySpec(yaml);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+TEST(StudyFlowTest, RandomXgboostStudyCompletesEveryTrialWithGoodR2) {
+  TestCluster cluster(2);
+  v1::StudySpec spec = Spec(R"(
+name: xgb-random
+model: {kind: XGBOOST, fixed: {objective: "reg:squarederror"}}
+dataset: {friedman1: {samples: 1500, features: 10, noise: 1.0, seed: 0}}
+algorithm: {name: RANDOM, seed: 42}
+parameters:
+  - {name: max_depth, int_range: {min: 2, max: 6}}
+  - {name: eta, double_range: {min: 0.03, max: 0.3, log: true}}
+  - {name: num_boost_round, int_range: {min: 50, max: 150}}
+max_trials: 20
+parallel_trials: 2
+)");
+  ASSERT_TRUE(cluster.client().CreateStudy(spec).ok());
+  v1::Study study = cluster.WaitForEnd("xgb-random");
+  EXPECT_EQ(study.state(), v1::Study::COMPLETED);
+  EXPECT_EQ(study.trials_completed(), 20);
+  EXPECT_GT(study.best_trial().objective_value(), 0.8);
+  absl::StatusOr<std::vector<v1::Trial>> trials = cluster.client().ListTrials("xgb-random");
+  ASSERT_EQ(trials->size(), 20u);
+  std::set<std::string> workers;
+  for (const v1::Trial& t : *trials) {
+    EXPECT_EQ(t.state(), v1::Trial::COMPLETED) << t.error();
+    for (const char* m : {"r2", "mse", "wall_seconds", "cpu_seconds", "cpu_utilization"}) {
+      EXPECT_TRUE(t.metrics().contains(m)) << m;
+    }
+    EXPECT_EQ(t.node_name(), "test-node");
+    workers.insert(t.worker_id());
+  }
+  EXPECT_EQ(workers.size(), 2u);  // Both workers took part.
+  absl::StatusOr<v1::Trial> best = cluster.client().GetBestTrial("xgb-random");
+  EXPECT_EQ(best->objective_value(), study.best_trial().objective_value());
+}
+
+TEST(StudyFlowTest, GridStudyVisitsEveryPointExactlyOnce) {
+  TestCluster cluster(2, /*slots=*/2);
+  v1::StudySpec spec = Spec(R"(
+name: rf-grid
+model: {kind: RANDOM_FOREST}
+dataset: {friedman1: {samples: 400, features: 6, noise: 0.5, seed: 1}}
+algorithm: {name: GRID, seed: 3, grid_points: 3}
+parameters:
+  - {name: max_depth, int_range: {min: 2, max: 6}}
+  - {name: n_estimators, discrete: {values: [5, 10]}}
+  - {name: colsample_bynode, double_range: {min: 0.5, max: 0.9}}
+)");
+  absl::StatusOr<v1::Study> created = cluster.client().CreateStudy(spec);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->spec().max_trials(), 3 * 2 * 3);
+  v1::Study study = cluster.WaitForEnd("rf-grid");
+  EXPECT_EQ(study.state(), v1::Study::COMPLETED);
+  absl::StatusOr<std::vector<v1::Trial>> trials = cluster.client().ListTrials("rf-grid");
+  std::set<std::tuple<int64_t, double, double>> points;
+  for (const v1::Trial& t : *trials) {
+    EXPECT_EQ(t.state(), v1::Trial::COMPLETED) << t.error();
+    points.emplace(t.params().at("max_depth").int_value(),
+                   t.params().at("n_estimators").double_value(),
+                   t.params().at("colsample_bynode").double_value());
+  }
+  EXPECT_EQ(trials->size(), 18u);
+  EXPECT_EQ(points.size(), 18u);
+}
+
+TEST(StudyFlowTest, WatchStreamsEveryTrialUntilTheStudyEnds) {
+  TestCluster cluster(1);
+  v1::StudySpec spec = Spec(R"(
+name: watched
+model: {kind: FUNCTION, function: rosenbrock}
+parameters:
+  - {name: x1, double_range: {min: -2, max: 2}}
+  - {name: x2, double_range: {min: -2, max: 2}}
+  - {name: x3, double_range: {min: -2, max: 2}}
+max_trials: 30
+)");
+  ASSERT_TRUE(cluster.client().CreateStudy(spec).ok());
+  std::set<uint64_t> completed;
+  v1::Study last;
+  absl::Status status = cluster.client().Watch("watched", [&](const v1::StudyEvent& e) {
+    if (e.has_trial() && e.trial().state() == v1::Trial::COMPLETED) completed.insert(e.trial().id());
+    if (e.has_study()) last = e.study();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(last.state(), v1::Study::COMPLETED);
+  // The watch may start after some trials finished; those it saw are real and distinct.
+  EXPECT_LE(completed.size(), 30u);
+  EXPECT_EQ(last.trials_completed(), 30);
+}
+
+TEST(StudyFlowTest, StudiesOfSeveralUsersRunAtOnceOnSharedWorkers) {
+  TestCluster cluster(2);
+  for (const char* name : {"alice", "bob", "carol"}) {
+    v1::StudySpec spec = Spec(absl::StrCat(R"(
+model: {kind: FUNCTION, function: ackley}
+parameters:
+  - {name: x1, double_range: {min: -5, max: 5}}
+  - {name: x2, double_range: {min: -5, max: 5}}
+max_trials: 200
+name: )", name));
+    ASSERT_TRUE(cluster.client().CreateStudy(spec).ok());
+  }
+  for (const char* name : {"alice", "bob", "carol"}) {
+    EXPECT_EQ(cluster.WaitForEnd(name).trials_completed(), 200) << name;
+  }
+}
+
+// Runs the CLI binary, returning its exit code and output.
+std::pair<int, std::string> RunCli(const std::string& args) {
+  const std::string command = absl::StrCat(DHPT_BIN_DIR "/dhpt ", args, " 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+// Processes whose command line mentions `needle`.
+int ProcessesMentioning(const std::string& needle) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream in(entry.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(needle) != std::string::npos && cmdline.find("dhpt-") != std::string::npos) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+std::string AddressFrom(const std::string& output) {
+  const size_t at = output.find("scheduler on ");
+  if (at == std::string::npos) return "";
+  return output.substr(at + 13, output.find(',', at) - at - 13);
+}
+
+TEST(CliTest, LocalRunsAStudyFileAndLeavesNoProcessBehind) {
+  const std::string path = ::testing::TempDir() + "/local-study.yaml";
+  std::ofstream(path) << R"(
+name: local-xgb
+model: {kind: XGBOOST}
+dataset: {friedman1: {samples: 800, features: 8, seed: 2}}
+parameters:
+  - {name: max_depth, int_range: {min: 2, max: 5}}
+  - {name: num_boost_round, discrete: {values: [20, 40]}}
+max_trials: 6
+)";
+  auto [code, output] = RunCli("local --workers=2 --study=" + path);
+  EXPECT_EQ(code, 0) << output;
+  EXPECT_THAT(output, HasSubstr("study local-xgb: COMPLETED"));
+  EXPECT_THAT(output, HasSubstr("best trial #"));
+  EXPECT_THAT(output, HasSubstr("max_depth"));
+  const std::string address = AddressFrom(output);
+  ASSERT_FALSE(address.empty()) << output;
+  EXPECT_EQ(ProcessesMentioning(address), 0);
+}
+
+TEST(CliTest, CtrlCStopsEveryProcessOfLocal) {
+  const std::string log = ::testing::TempDir() + "/ctrl-c.log";
+  const std::string out = ::testing::TempDir() + "/ctrl-c.out";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    freopen(out.c_str(), "w", stdout);
+    execl(DHPT_BIN_DIR "/dhpt", "dhpt", "local", "--demo=xgboost", ("--log=" + log).c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::string address;
+  ASSERT_TRUE(WaitFor([&] {
+    std::ifstream in(out);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    address = AddressFrom(text);
+    return !address.empty() && ProcessesMentioning(address) == 2;  // Both workers are up.
+  }));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_EQ(ProcessesMentioning(address), 0);
+  std::ifstream in(log);
+  std::string logged((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(logged, HasSubstr("received Terminated; shutting down"));
+}
+
+TEST(CliTest, EveryCommandHasHelpAndBadInputIsExplained) {
+  for (const char* command : {"local", "submit", "watch", "trials", "best", "studies", "stop"}) {
+    auto [code, output] = RunCli(absl::StrCat(command, " --help"));
+    EXPECT_EQ(code, 0) << command;
+    EXPECT_THAT(output, HasSubstr(absl::StrCat("dhpt ", command))) << command;
+  }
+  auto [code, output] = RunCli("submit /nonexistent.yaml");
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(output, HasSubstr("cannot read /nonexistent.yaml"));
+  auto [unknown_code, unknown] = RunCli("frobnicate");
+  EXPECT_EQ(unknown_code, 2);
+  EXPECT_THAT(unknown, HasSubstr("unknown command"));
+}
+
+}  // namespace
+}  // namespace dhpt::testing

@@ -1,0 +1,107 @@
+#include "tests/integration/test_cluster.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace dhpt::testing {
+
+bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (condition()) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return condition();
+}
+
+InProcessWorker::InProcessWorker(const std::string& address, const std::string& id, int slots) {
+  core_ = std::make_unique<worker::WorkerCore>(
+      worker::WorkerCoreOptions{.slots = slots, .threads_per_trial = 1}, &runner_);
+  core_->Start();
+  worker::WorkerClientOptions options;
+  options.scheduler_address = address;
+  options.hello.set_worker_id(id);
+  v1::WorkerCapabilities& caps = *options.hello.mutable_capabilities();
+  caps.set_device_kind(v1::WorkerCapabilities::CPU);
+  caps.set_device_name("cpu");
+  caps.set_slots(slots);
+  caps.set_node_name("test-node");
+  for (auto m : {v1::Model::XGBOOST, v1::Model::RANDOM_FOREST, v1::Model::FUNCTION}) {
+    caps.add_models(m);
+  }
+  client_ = std::make_unique<worker::WorkerClient>(options, core_.get());
+  thread_ = std::thread([this] { client_->Run(); });
+}
+
+InProcessWorker::~InProcessWorker() {
+  core_->Stop();
+  client_->Stop();
+  thread_.join();
+}
+
+TestCluster::TestCluster(int workers, int slots) {
+  scheduler::SchedulerServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.core.heartbeat_interval = absl::Milliseconds(200);
+  options.core.missed_heartbeats = 3;
+  auto server = scheduler::SchedulerServer::Start(options, &store_);
+  EXPECT_TRUE(server.ok()) << server.status();
+  server_ = std::move(*server);
+  client_ = std::make_unique<cli::StudyClient>(address());
+  for (int i = 1; i <= workers; ++i) AddWorker(absl::StrCat("worker-", i), slots);
+}
+
+TestCluster::~TestCluster() {
+  for (pid_t pid : processes_) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  workers_.clear();
+  client_.reset();
+  server_->Shutdown(absl::Seconds(2));
+}
+
+std::string TestCluster::address() const { return absl::StrCat("127.0.0.1:", server_->port()); }
+
+InProcessWorker& TestCluster::AddWorker(const std::string& id, int slots) {
+  workers_.push_back(std::make_unique<InProcessWorker>(address(), id, slots));
+  return *workers_.back();
+}
+
+pid_t TestCluster::SpawnWorkerProcess(const std::string& id, int slots) {
+  const std::string binary = DHPT_BIN_DIR "/dhpt-cpu-worker";
+  const std::string scheduler = "--scheduler=" + address();
+  const std::string worker_id = "--worker_id=" + id;
+  const std::string slot_flag = absl::StrCat("--slots=", slots);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl(binary.c_str(), binary.c_str(), scheduler.c_str(), worker_id.c_str(), slot_flag.c_str(),
+          "--threads_per_trial=1", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  processes_.push_back(pid);
+  return pid;
+}
+
+v1::Study TestCluster::WaitForEnd(const std::string& name, absl::Duration timeout) {
+  v1::Study study;
+  const bool ended = WaitFor(
+      [&] {
+        absl::StatusOr<v1::Study> s = client_->GetStudy(name);
+        if (!s.ok()) return false;
+        study = *s;
+        return study.state() == v1::Study::COMPLETED || study.state() == v1::Study::FAILED ||
+               study.state() == v1::Study::STOPPED;
+      },
+      timeout);
+  EXPECT_TRUE(ended) << "study " << name << " did not end: " << study.ShortDebugString();
+  return study;
+}
+
+}  // namespace dhpt::testing

@@ -1,0 +1,60 @@
+#pragma once
+
+// Real services on 127.0.0.1:0 for integration tests: the scheduler in-process, workers
+// in-process (the real runtime and trainers) or as real dhpt-cpu-worker processes.
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "services/cli/study_client.h"
+#include "services/scheduler/scheduler_server.h"
+#include "services/worker/worker_client.h"
+
+namespace dhpt::testing {
+
+// Polls `condition` until it holds or `timeout` passes; returns whether it held.
+bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout = absl::Seconds(60));
+
+class InProcessWorker {
+ public:
+  InProcessWorker(const std::string& address, const std::string& id, int slots);
+  ~InProcessWorker();
+  worker::WorkerClient& client() { return *client_; }
+
+ private:
+  worker::TrialRunner runner_;
+  std::unique_ptr<worker::WorkerCore> core_;
+  std::unique_ptr<worker::WorkerClient> client_;
+  std::thread thread_;
+};
+
+class TestCluster {
+ public:
+  // Heartbeats every 200 ms, so lost workers are noticed within a second.
+  explicit TestCluster(int workers, int slots = 1);
+  ~TestCluster();
+
+  std::string address() const;
+  scheduler::SchedulerCore& core() { return server_->core(); }
+  cli::StudyClient& client() { return *client_; }
+  InProcessWorker& AddWorker(const std::string& id, int slots = 1);
+  // Starts the real dhpt-cpu-worker binary; the test may kill it.
+  pid_t SpawnWorkerProcess(const std::string& id, int slots = 1);
+  // Waits until the study has ended and returns it.
+  v1::Study WaitForEnd(const std::string& study, absl::Duration timeout = absl::Seconds(120));
+
+ private:
+  scheduler::InMemoryStudyStore store_;
+  std::unique_ptr<scheduler::SchedulerServer> server_;
+  std::unique_ptr<cli::StudyClient> client_;
+  std::vector<std::unique_ptr<InProcessWorker>> workers_;
+  std::vector<pid_t> processes_;
+};
+
+}  // namespace dhpt::testing

@@ -1,0 +1,344 @@
+#include "services/scheduler/scheduler_core.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "google/protobuf/text_format.h"
+
+namespace dhpt::scheduler {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Records what the core sends to one worker (a fake behind the WorkerChannel interface).
+class RecordingChannel : public WorkerChannel {
+ public:
+  void Send(v1::SchedulerMessage message) override { sent.push_back(std::move(message)); }
+  void Close(const absl::Status& status) override { closed = status; }
+
+  std::vector<v1::Assign> Assigns() const {
+    std::vector<v1::Assign> out;
+    for (const auto& m : sent) if (m.has_assign()) out.push_back(m.assign());
+    return out;
+  }
+  int Count(v1::SchedulerMessage::KindCase kind) const {
+    int n = 0;
+    for (const auto& m : sent) n += m.kind_case() == kind;
+    return n;
+  }
+  std::vector<v1::SchedulerMessage> sent;
+  std::optional<absl::Status> closed;
+};
+
+class RecordingWatcher : public StudyWatcher {
+ public:
+  void OnEvent(const v1::StudyEvent& event) override { events.push_back(event); }
+  void OnEnd(const absl::Status& status) override { ended = status; }
+  std::vector<v1::StudyEvent> events;
+  std::optional<absl::Status> ended;
+};
+
+v1::StudySpec FunctionStudy(const std::string& name, int max_trials) {
+  v1::StudySpec spec;
+  google::protobuf::TextFormat::ParseFromString(R"pb(
+    model { kind: FUNCTION function: "branin" }
+    parameters { name: "x1" double_range { min: -5 max: 10 } }
+    parameters { name: "x2" double_range { min: 0 max: 15 } })pb", &spec);
+  spec.set_name(name);
+  spec.set_max_trials(max_trials);
+  return spec;
+}
+
+v1::Hello Hello(const std::string& id, int slots,
+                std::vector<v1::Model::Kind> models = {v1::Model::FUNCTION}) {
+  v1::Hello hello;
+  hello.set_worker_id(id);
+  hello.mutable_capabilities()->set_slots(slots);
+  hello.mutable_capabilities()->set_device_kind(v1::WorkerCapabilities::CPU);
+  for (auto m : models) hello.mutable_capabilities()->add_models(m);
+  return hello;
+}
+
+v1::TrialResult Completed(const v1::Assign& assign, double value) {
+  v1::TrialResult result;
+  result.set_trial_id(assign.trial_id());
+  result.set_attempt(assign.attempt());
+  result.set_state(v1::Trial::COMPLETED);
+  (*result.mutable_metrics())["value"] = value;
+  return result;
+}
+
+class SchedulerCoreTest : public ::testing::Test {
+ protected:
+  SchedulerCoreTest() : core_(std::make_unique<SchedulerCore>(&store_, Options())) {}
+  SchedulerOptions Options() {
+    SchedulerOptions options;
+    options.heartbeat_interval = absl::Seconds(1);
+    options.missed_heartbeats = 3;
+    options.clock = [this] { return now_; };
+    return options;
+  }
+  uint64_t Connect(RecordingChannel& channel, const v1::Hello& hello) {
+    absl::StatusOr<uint64_t> session = core_->ConnectWorker(hello, &channel);
+    EXPECT_TRUE(session.ok()) << session.status();
+    return *session;
+  }
+
+  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  InMemoryStudyStore store_;
+  std::unique_ptr<SchedulerCore> core_;
+};
+
+TEST_F(SchedulerCoreTest, CreateIsIdempotentByNameAndRejectsAChangedSpec) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 5)).ok());
+  EXPECT_TRUE(core_->CreateStudy(FunctionStudy("s", 5)).ok());
+  EXPECT_EQ(core_->ListStudies().size(), 1u);
+  absl::StatusOr<v1::Study> changed = core_->CreateStudy(FunctionStudy("s", 6));
+  EXPECT_EQ(changed.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(core_->CreateStudy(FunctionStudy("", 5)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core_->GetStudy("missing").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(SchedulerCoreTest, AssignsUpToSlotsAndOnlyToCapableWorkers) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 10)).ok());
+  RecordingChannel xgb_only, functions;
+  Connect(xgb_only, Hello("x", 4, {v1::Model::XGBOOST}));
+  EXPECT_EQ(xgb_only.Assigns().size(), 0u);
+  EXPECT_THAT(core_->GetStudy("s")->state_reason(), HasSubstr("waiting for a worker that runs FUNCTION"));
+  Connect(functions, Hello("f", 3));
+  EXPECT_EQ(functions.Count(v1::SchedulerMessage::kWelcome), 1);
+  EXPECT_EQ(functions.Assigns().size(), 3u);
+  EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::RUNNING);
+  EXPECT_EQ(core_->GetStudy("s")->trials_running(), 3);
+}
+
+TEST_F(SchedulerCoreTest, ResultsAreAcknowledgedCountedOnceAndEndTheStudy) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 4)).ok());
+  RecordingChannel channel;
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  for (int i = 0; i < 4; ++i) {
+    const v1::Assign assign = channel.Assigns().back();
+    core_->HandleResult(session, Completed(assign, 10.0 - i));
+    core_->HandleResult(session, Completed(assign, -100));  // A duplicate changes nothing.
+  }
+  absl::StatusOr<v1::Study> study = core_->GetStudy("s");
+  EXPECT_EQ(study->state(), v1::Study::COMPLETED);
+  EXPECT_EQ(study->trials_completed(), 4);
+  EXPECT_EQ(study->best_trial().objective_value(), 7.0);
+  EXPECT_EQ(channel.Count(v1::SchedulerMessage::kAck), 8);
+  EXPECT_EQ(channel.Assigns().size(), 4u);
+}
+
+TEST_F(SchedulerCoreTest, ResultWithoutObjectiveFailsTheTrial) {
+  v1::StudySpec spec = FunctionStudy("s", 3);
+  spec.set_max_failed_trials(0);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel channel;
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  v1::TrialResult result = Completed(channel.Assigns().back(), 1);
+  result.mutable_metrics()->clear();
+  core_->HandleResult(session, result);
+  absl::StatusOr<v1::Study> study = core_->GetStudy("s");
+  EXPECT_EQ(study->state(), v1::Study::FAILED);
+  EXPECT_THAT(study->state_reason(), HasSubstr("more than max_failed_trials (0)"));
+  EXPECT_THAT(core_->ListTrials("s", v1::Trial::FAILED)->at(0).error(), HasSubstr("\"value\""));
+}
+
+TEST_F(SchedulerCoreTest, LostWorkerRequeuesItsTrialsAndTheAttemptCapFailsThem) {
+  v1::StudySpec spec = FunctionStudy("s", 1);
+  spec.set_max_attempts(2);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel first, second, third;
+  const uint64_t s1 = Connect(first, Hello("a", 1));
+  const uint64_t trial_id = first.Assigns().back().trial_id();
+  core_->DisconnectWorker(s1, "killed");
+  auto trials = core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED);
+  EXPECT_EQ(trials->at(0).state(), v1::Trial::PENDING);
+  EXPECT_EQ(trials->at(0).attempt(), 1);
+
+  const uint64_t s2 = Connect(second, Hello("b", 1));
+  ASSERT_EQ(second.Assigns().size(), 1u);
+  EXPECT_EQ(second.Assigns()[0].trial_id(), trial_id);
+  EXPECT_EQ(second.Assigns()[0].attempt(), 2);
+  core_->DisconnectWorker(s2, "killed again");
+  trials = core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED);
+  EXPECT_EQ(trials->at(0).state(), v1::Trial::FAILED);
+  EXPECT_THAT(trials->at(0).error(), HasSubstr("gave up after 2 attempts"));
+  Connect(third, Hello("c", 1));
+  EXPECT_EQ(third.Assigns().size(), 0u);
+}
+
+TEST_F(SchedulerCoreTest, LateResultOfAnEarlierAttemptIsAcceptedOnceAndTheRerunCancelled) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
+  RecordingChannel first, second;
+  const uint64_t s1 = Connect(first, Hello("a", 1));
+  const v1::Assign attempt1 = first.Assigns().back();
+  core_->DisconnectWorker(s1, "network blip");
+  const uint64_t s2 = Connect(second, Hello("b", 1));
+  ASSERT_EQ(second.Assigns().size(), 1u);
+  // Worker a comes back and delivers attempt 1.
+  RecordingChannel again;
+  const uint64_t s3 = Connect(again, Hello("a", 1));
+  core_->HandleResult(s3, Completed(attempt1, 3.0));
+  EXPECT_EQ(second.Count(v1::SchedulerMessage::kCancel), 1);
+  core_->HandleResult(s2, Completed(second.Assigns()[0], 9.0));  // Too late: ignored.
+  absl::StatusOr<v1::Study> study = core_->GetStudy("s");
+  EXPECT_EQ(study->trials_completed(), 1);
+  EXPECT_EQ(study->best_trial().objective_value(), 3.0);
+  EXPECT_EQ(study->state(), v1::Study::COMPLETED);
+}
+
+TEST_F(SchedulerCoreTest, UnknownTrialsAreAnsweredNotFatal) {
+  RecordingChannel channel;
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  v1::TrialResult result;
+  result.set_trial_id(424242);
+  result.set_state(v1::Trial::COMPLETED);
+  core_->HandleResult(session, result);
+  v1::TrialProgress progress;
+  progress.set_trial_id(424242);
+  core_->HandleProgress(session, progress);
+  EXPECT_EQ(channel.Count(v1::SchedulerMessage::kAck), 1);
+  EXPECT_EQ(channel.Count(v1::SchedulerMessage::kCancel), 1);
+  EXPECT_EQ(core_->connected_workers(), 1);
+}
+
+TEST_F(SchedulerCoreTest, SilentWorkersLoseTheirLeases) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 5)).ok());
+  RecordingChannel quiet, chatty;
+  Connect(quiet, Hello("quiet", 1));
+  const uint64_t talking = Connect(chatty, Hello("chatty", 1));
+  now_ += absl::Seconds(2);
+  core_->HandleHeartbeat(talking);
+  now_ += absl::Seconds(2);
+  EXPECT_EQ(core_->ExpireLeases(), 1);
+  ASSERT_TRUE(quiet.closed.has_value());
+  EXPECT_EQ(quiet.closed->code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(chatty.closed.has_value());
+  EXPECT_EQ(core_->GetStudy("s")->trials_running(), 1);
+}
+
+TEST_F(SchedulerCoreTest, StudiesShareAWorkerFairly) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("a", 50)).ok());
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("b", 50)).ok());
+  RecordingChannel channel;
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  for (int i = 0; i < 20; ++i) core_->HandleResult(session, Completed(channel.Assigns().back(), 1));
+  std::map<std::string, int> per_study;
+  for (const v1::Assign& a : channel.Assigns()) per_study[a.study()]++;
+  EXPECT_EQ(per_study["a"], 11);
+  EXPECT_EQ(per_study["b"], 10);
+}
+
+TEST_F(SchedulerCoreTest, ParallelTrialsCapsRunningTrials) {
+  v1::StudySpec spec = FunctionStudy("s", 10);
+  spec.set_parallel_trials(2);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel channel;
+  Connect(channel, Hello("w", 8));
+  EXPECT_EQ(channel.Assigns().size(), 2u);
+}
+
+TEST_F(SchedulerCoreTest, StopCancelsRunningAndPendingTrials) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 10)).ok());
+  RecordingChannel channel;
+  const uint64_t session = Connect(channel, Hello("w", 2));
+  absl::StatusOr<v1::Study> stopped = core_->StopStudy("s");
+  EXPECT_EQ(stopped->state(), v1::Study::STOPPED);
+  EXPECT_EQ(stopped->trials_cancelled(), 2);
+  EXPECT_EQ(channel.Count(v1::SchedulerMessage::kCancel), 2);
+  core_->HandleResult(session, Completed(channel.Assigns()[0], 1));  // Arrives after the stop.
+  EXPECT_EQ(core_->GetStudy("s")->trials_completed(), 0);
+  EXPECT_EQ(core_->StopStudy("s")->state(), v1::Study::STOPPED);  // Stopping again: no-op.
+}
+
+TEST_F(SchedulerCoreTest, GridStudyEndsWhenExhausted) {
+  v1::StudySpec spec = FunctionStudy("g", 0);
+  spec.mutable_algorithm()->set_name(v1::Algorithm::GRID);
+  spec.mutable_algorithm()->set_grid_points(3);
+  spec.set_max_trials(100);  // More than the 9 grid points.
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel channel;
+  const uint64_t session = Connect(channel, Hello("w", 2));
+  while (core_->GetStudy("g")->trials_running() > 0) {
+    const auto assigns = channel.Assigns();
+    for (const auto& a : assigns) core_->HandleResult(session, Completed(a, 1));
+  }
+  absl::StatusOr<v1::Study> study = core_->GetStudy("g");
+  EXPECT_EQ(study->state(), v1::Study::COMPLETED);
+  EXPECT_EQ(study->trials_completed(), 9);
+  EXPECT_THAT(study->state_reason(), HasSubstr("exhausted"));
+}
+
+TEST_F(SchedulerCoreTest, RecoveryRebuildsStudiesAndContinuesTheSameSuggestions) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 6)).ok());
+  RecordingChannel channel;
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  for (int i = 0; i < 3; ++i) core_->HandleResult(session, Completed(channel.Assigns().back(), i));
+  // Trial 3 is running when the scheduler "restarts".
+  const v1::Assign running = channel.Assigns().back();
+
+  // What an uninterrupted scheduler would have suggested next.
+  InMemoryStudyStore reference_store;
+  SchedulerCore reference(&reference_store, Options());
+  ASSERT_TRUE(reference.CreateStudy(FunctionStudy("s", 6)).ok());
+  RecordingChannel reference_channel;
+  const uint64_t reference_session = *reference.ConnectWorker(Hello("w", 1), &reference_channel);
+  for (int i = 0; i < 5; ++i) {
+    reference.HandleResult(reference_session, Completed(reference_channel.Assigns().back(), i));
+  }
+
+  core_.reset();
+  core_ = std::make_unique<SchedulerCore>(&store_, Options());
+  ASSERT_TRUE(core_->Recover().ok());
+  absl::StatusOr<v1::Study> study = core_->GetStudy("s");
+  EXPECT_EQ(study->trials_completed(), 3);
+  EXPECT_EQ(study->trials_running(), 0);
+  RecordingChannel after;
+  const uint64_t again = Connect(after, Hello("w", 1));
+  ASSERT_EQ(after.Assigns().size(), 1u);
+  EXPECT_EQ(after.Assigns()[0].trial_id(), running.trial_id());
+  EXPECT_EQ(after.Assigns()[0].attempt(), 2);
+  core_->HandleResult(again, Completed(after.Assigns()[0], 3));
+  ASSERT_EQ(after.Assigns().size(), 2u);
+  EXPECT_EQ(after.Assigns()[1].params().at("x1").double_value(),
+            reference_channel.Assigns()[4].params().at("x1").double_value());
+}
+
+TEST_F(SchedulerCoreTest, WatchersSeeTheSnapshotEveryChangeAndTheEnd) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 2)).ok());
+  RecordingWatcher watcher;
+  ASSERT_NE(*core_->Watch("s", &watcher), 0u);
+  ASSERT_EQ(watcher.events.size(), 1u);
+  EXPECT_TRUE(watcher.events[0].has_study());
+  RecordingChannel channel;
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  for (int i = 0; i < 2; ++i) core_->HandleResult(session, Completed(channel.Assigns().back(), i));
+  ASSERT_TRUE(watcher.ended.has_value());
+  EXPECT_TRUE(watcher.ended->ok());
+  std::set<v1::Trial::State> seen;
+  for (const auto& e : watcher.events) if (e.has_trial()) seen.insert(e.trial().state());
+  EXPECT_TRUE(seen.contains(v1::Trial::RUNNING));
+  EXPECT_TRUE(seen.contains(v1::Trial::COMPLETED));
+  EXPECT_EQ(watcher.events.back().study().state(), v1::Study::COMPLETED);
+  // Watching an ended study: the snapshot, then the end at once.
+  RecordingWatcher late;
+  EXPECT_EQ(*core_->Watch("s", &late), 0u);
+  EXPECT_TRUE(late.ended.has_value());
+}
+
+TEST_F(SchedulerCoreTest, BadHellosAreRefused) {
+  RecordingChannel channel;
+  EXPECT_EQ(core_->ConnectWorker(Hello("", 1), &channel).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core_->ConnectWorker(Hello("w", 0), &channel).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core_->ConnectWorker(Hello("w", 1, {}), &channel).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dhpt::scheduler

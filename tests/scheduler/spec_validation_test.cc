@@ -1,0 +1,137 @@
+#include "services/scheduler/spec_validation.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "google/protobuf/text_format.h"
+
+namespace dhpt::scheduler {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::StudySpec Parse(const std::string& text) {
+  v1::StudySpec spec;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec)) << text;
+  return spec;
+}
+
+const char kValid[] = R"pb(
+  name: "xgb-friedman"
+  model { kind: XGBOOST fixed { key: "objective" value { string_value: "reg:squarederror" } } }
+  dataset { friedman1 { samples: 500 features: 10 noise: 1 seed: 0 } }
+  objective { metric: "r2" goal: MAXIMIZE }
+  algorithm { name: RANDOM seed: 42 }
+  parameters { name: "max_depth" int_range { min: 2 max: 10 } }
+  parameters { name: "eta" double_range { min: 0.001 max: 0.3 log: true } }
+  parameters { name: "booster" categorical { values: "gbtree" values: "dart" } }
+  max_trials: 50
+)pb";
+
+// Applies `edit` to the valid spec and expects INVALID_ARGUMENT mentioning `field`.
+void ExpectRejected(const std::function<void(v1::StudySpec&)>& edit, const std::string& field,
+                    const std::string& words = "") {
+  v1::StudySpec spec = Parse(kValid);
+  edit(spec);
+  absl::StatusOr<v1::StudySpec> result = NormalizeStudySpec(spec);
+  ASSERT_FALSE(result.ok()) << "accepted: " << spec.ShortDebugString();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr(field));
+  EXPECT_THAT(std::string(result.status().message()), HasSubstr(words));
+}
+
+TEST(SpecValidationTest, ValidSpecGetsDefaults) {
+  absl::StatusOr<v1::StudySpec> spec = NormalizeStudySpec(Parse(kValid));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_DOUBLE_EQ(spec->dataset().validation_fraction(), 0.2);
+  EXPECT_EQ(spec->max_attempts(), 3);
+  EXPECT_EQ(spec->algorithm().name(), v1::Algorithm::RANDOM);
+}
+
+TEST(SpecValidationTest, FunctionDefaultsToMinimisingValue) {
+  absl::StatusOr<v1::StudySpec> spec = NormalizeStudySpec(Parse(R"pb(
+    name: "b" model { kind: FUNCTION function: "branin" }
+    parameters { name: "x1" double_range { min: -5 max: 10 } }
+    parameters { name: "x2" double_range { min: 0 max: 15 } }
+    max_trials: 10)pb"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->objective().metric(), "value");
+  EXPECT_EQ(spec->objective().goal(), v1::Objective::MINIMIZE);
+}
+
+TEST(SpecValidationTest, RejectsEachInvalidField) {
+  ExpectRejected([](auto& s) { s.clear_name(); }, "name", "required");
+  ExpectRejected([](auto& s) { s.set_name("bad name!"); }, "name");
+  ExpectRejected([](auto& s) { s.mutable_model()->clear_kind(); }, "model.kind");
+  ExpectRejected([](auto& s) { s.clear_dataset(); }, "dataset", "required");
+  ExpectRejected([](auto& s) { s.mutable_dataset()->mutable_friedman1()->set_features(3); },
+                 "dataset.friedman1.features");
+  ExpectRejected([](auto& s) { s.mutable_dataset()->set_validation_fraction(1.5); },
+                 "dataset.validation_fraction");
+  ExpectRejected([](auto& s) { s.clear_parameters(); }, "parameters", "must not be empty");
+  ExpectRejected([](auto& s) { s.mutable_parameters(0)->mutable_int_range()->set_min(20); },
+                 "parameters[0].int_range", "min (20) must be less than max (10)");
+  ExpectRejected([](auto& s) { s.mutable_parameters(1)->mutable_double_range()->set_min(0); },
+                 "parameters[1].double_range", "log needs min > 0");
+  ExpectRejected([](auto& s) { s.mutable_parameters(1)->set_name("max_depth"); },
+                 "parameters[1].name", "defined twice");
+  ExpectRejected([](auto& s) { s.mutable_parameters(1)->set_name("dropout"); },
+                 "parameters[1].name", "not a hyperparameter of XGBOOST");
+  ExpectRejected([](auto& s) { s.mutable_parameters(2)->mutable_categorical()->clear_values(); },
+                 "parameters[2].categorical.values", "must not be empty");
+  ExpectRejected([](auto& s) { s.mutable_parameters(2)->mutable_categorical()->add_values("dart"); },
+                 "parameters[2].categorical.values", "appears twice");
+  ExpectRejected([](auto& s) { s.mutable_parameters(2)->clear_categorical(); }, "parameters[2]",
+                 "needs a domain");
+  ExpectRejected([](auto& s) { s.mutable_objective()->set_metric("accuracy"); },
+                 "objective.metric", "not reported");
+  ExpectRejected([](auto& s) { s.set_max_trials(0); }, "max_trials");
+  ExpectRejected([](auto& s) { s.set_parallel_trials(-1); }, "parallel_trials");
+  ExpectRejected([](auto& s) { s.set_max_failed_trials(-1); }, "max_failed_trials");
+  ExpectRejected([](auto& s) { s.mutable_algorithm()->set_name(v1::Algorithm::TPE); },
+                 "algorithm.name", "not available yet");
+  ExpectRejected(
+      [](auto& s) {
+        (*s.mutable_model()->mutable_fixed())["nthread"].set_number_value(4);
+      },
+      "model.fixed.nthread", "not a hyperparameter");
+  ExpectRejected(
+      [](auto& s) {
+        (*s.mutable_model()->mutable_fixed())["max_depth"].set_number_value(4);
+      },
+      "parameters[0].name", "also in model.fixed");
+}
+
+TEST(SpecValidationTest, GridTooLargeIsRejectedAndGridSizeBecomesMaxTrials) {
+  v1::StudySpec spec = Parse(kValid);
+  spec.mutable_algorithm()->set_name(v1::Algorithm::GRID);
+  spec.set_max_trials(0);
+  absl::StatusOr<v1::StudySpec> normal = NormalizeStudySpec(spec);
+  ASSERT_TRUE(normal.ok()) << normal.status();
+  EXPECT_EQ(normal->max_trials(), 5 * 5 * 2);  // 5 depths, 5 etas, 2 boosters.
+
+  spec.mutable_algorithm()->set_grid_points(1000);
+  spec.mutable_parameters(0)->mutable_int_range()->set_max(100000);
+  absl::StatusOr<v1::StudySpec> huge = NormalizeStudySpec(spec);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_THAT(std::string(huge.status().message()), HasSubstr("more than the limit"));
+}
+
+TEST(SpecValidationTest, FunctionParametersMustBeX1ToXd) {
+  v1::StudySpec spec = Parse(R"pb(
+    name: "b" model { kind: FUNCTION function: "branin" }
+    parameters { name: "x1" double_range { min: -5 max: 10 } }
+    parameters { name: "y" double_range { min: 0 max: 15 } }
+    max_trials: 10)pb");
+  EXPECT_THAT(std::string(NormalizeStudySpec(spec).status().message()),
+              HasSubstr("expected \"x2\""));
+  spec.mutable_model()->set_function("hartmann6");
+  EXPECT_THAT(std::string(NormalizeStudySpec(spec).status().message()),
+              HasSubstr("exactly 6 parameters"));
+  spec.mutable_model()->set_function("nope");
+  EXPECT_THAT(std::string(NormalizeStudySpec(spec).status().message()),
+              HasSubstr("model.function"));
+}
+
+}  // namespace
+}  // namespace dhpt::scheduler

@@ -1,0 +1,78 @@
+#include "services/worker/trial_runner.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "google/protobuf/text_format.h"
+
+namespace dhpt::worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::Assign Parse(const std::string& text) {
+  v1::Assign assign;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &assign));
+  return assign;
+}
+
+TEST(TrialRunnerTest, FunctionTrialReportsValueAndMeasurements) {
+  TrialRunner runner;
+  v1::TrialResult result = runner.Run(Parse(R"pb(
+    trial_id: 7 attempt: 2 model { kind: FUNCTION function: "branin" }
+    params { key: "x1" value { double_value: 3.14159265 } }
+    params { key: "x2" value { double_value: 2.275 } })pb"), {});
+  EXPECT_EQ(result.state(), v1::Trial::COMPLETED);
+  EXPECT_EQ(result.trial_id(), 7u);
+  EXPECT_EQ(result.attempt(), 2);
+  EXPECT_NEAR(result.metrics().at("value"), 0.397887, 1e-5);
+  for (const char* m : {"wall_seconds", "cpu_seconds", "cpu_utilization", "peak_rss_bytes"}) {
+    EXPECT_TRUE(result.metrics().contains(m)) << m;
+  }
+  EXPECT_EQ(result.device(), "cpu");
+}
+
+TEST(TrialRunnerTest, XgboostTrialReportsR2AndMse) {
+  TrialRunner runner;
+  v1::TrialResult result = runner.Run(Parse(R"pb(
+    trial_id: 1 attempt: 1
+    model { kind: XGBOOST fixed { key: "objective" value { string_value: "reg:squarederror" } } }
+    dataset { friedman1 { samples: 1000 features: 10 noise: 1 } validation_fraction: 0.2 }
+    params { key: "max_depth" value { int_value: 4 } }
+    params { key: "eta" value { double_value: 0.1 } })pb"), {.threads = 1});
+  ASSERT_EQ(result.state(), v1::Trial::COMPLETED) << result.error();
+  EXPECT_GT(result.metrics().at("r2"), 0.8);
+  EXPECT_GT(result.metrics().at("mse"), 0);
+  EXPECT_TRUE(result.metrics().contains("dataset_seconds"));
+}
+
+TEST(TrialRunnerTest, BadCsvFailsTheTrialWithTheReason) {
+  TrialRunner runner;
+  v1::TrialResult result = runner.Run(Parse(R"pb(
+    trial_id: 1 attempt: 1 model { kind: XGBOOST }
+    dataset { csv { path: ")pb" DHPT_TEST_DATA_DIR R"pb(/bad_cell.csv" target: "price" }
+              validation_fraction: 0.2 }
+    params { key: "max_depth" value { int_value: 4 } })pb"), {});
+  EXPECT_EQ(result.state(), v1::Trial::FAILED);
+  EXPECT_THAT(result.error(), HasSubstr("\"oops\" is not a number"));
+}
+
+TEST(TrialRunnerTest, CancelledTrainingIsReportedAsCancelled) {
+  TrialRunner runner;
+  std::atomic<bool> cancelled = true;
+  v1::TrialResult result = runner.Run(Parse(R"pb(
+    trial_id: 1 attempt: 1 model { kind: XGBOOST }
+    dataset { friedman1 { samples: 100 features: 5 } validation_fraction: 0.2 })pb"),
+                                      {.cancelled = &cancelled});
+  EXPECT_EQ(result.state(), v1::Trial::CANCELLED);
+}
+
+TEST(TrialRunnerTest, ModelsThisWorkerCannotRunFail) {
+  TrialRunner runner;
+  v1::TrialResult result = runner.Run(Parse("trial_id: 1 model { kind: AUTOENCODER }"), {});
+  EXPECT_EQ(result.state(), v1::Trial::FAILED);
+  EXPECT_THAT(result.error(), HasSubstr("cannot run AUTOENCODER"));
+}
+
+}  // namespace
+}  // namespace dhpt::worker

@@ -1,0 +1,90 @@
+#include "services/worker/worker_core.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/synchronization/notification.h"
+
+namespace dhpt::worker {
+namespace {
+
+v1::SchedulerMessage Assign(uint64_t id, int attempt) {
+  v1::SchedulerMessage message;
+  v1::Assign& a = *message.mutable_assign();
+  a.set_trial_id(id);
+  a.set_attempt(attempt);
+  a.mutable_model()->set_kind(v1::Model::FUNCTION);
+  a.mutable_model()->set_function("ackley");
+  (*a.mutable_params())["x1"].set_double_value(0);
+  return message;
+}
+
+class Outbox {
+ public:
+  WorkerCore::Send Sender() {
+    return [this](v1::WorkerMessage m) {
+      absl::MutexLock lock(&mutex_);
+      messages_.push_back(std::move(m));
+    };
+  }
+  // Waits (with a deadline) until `n` results have arrived.
+  std::vector<v1::WorkerMessage> WaitForResults(size_t n) {
+    absl::MutexLock lock(&mutex_);
+    auto enough = [&] {
+      size_t count = 0;
+      for (const auto& m : messages_) count += m.has_result();
+      return count >= n;
+    };
+    mutex_.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(30));
+    return messages_;
+  }
+
+ private:
+  absl::Mutex mutex_;
+  std::vector<v1::WorkerMessage> messages_;
+};
+
+TEST(WorkerCoreTest, RunsAssignmentsAndResendsUnacknowledgedResultsOnReattach) {
+  TrialRunner runner;
+  WorkerCore core({.slots = 2}, &runner);
+  core.Start();
+  Outbox first;
+  v1::WorkerMessage hello;
+  hello.mutable_hello()->set_worker_id("w");
+  core.Attach(hello, first.Sender());
+  core.Handle(Assign(1, 1));
+  core.Handle(Assign(2, 1));
+  std::vector<v1::WorkerMessage> sent = first.WaitForResults(2);
+  ASSERT_TRUE(sent[0].has_hello());
+  EXPECT_EQ(core.unacknowledged_results(), 2u);
+
+  v1::SchedulerMessage ack;
+  ack.mutable_ack()->set_trial_id(1);
+  ack.mutable_ack()->set_attempt(1);
+  core.Handle(ack);
+  EXPECT_EQ(core.unacknowledged_results(), 1u);
+
+  // A new stream: hello first, then the result the scheduler never acknowledged.
+  core.Detach();
+  Outbox second;
+  core.Attach(hello, second.Sender());
+  std::vector<v1::WorkerMessage> resent = second.WaitForResults(1);
+  ASSERT_EQ(resent.size(), 2u);
+  EXPECT_TRUE(resent[0].has_hello());
+  EXPECT_EQ(resent[1].result().trial_id(), 2u);
+  core.Stop();
+}
+
+TEST(WorkerCoreTest, StopGivesBackQueuedTrials) {
+  TrialRunner runner;
+  WorkerCore core({.slots = 1}, &runner);  // Not started: assignments stay queued.
+  Outbox outbox;
+  core.Attach(v1::WorkerMessage(), outbox.Sender());
+  core.Handle(Assign(5, 1));
+  core.Stop();
+  std::vector<v1::WorkerMessage> sent = outbox.WaitForResults(1);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[1].result().state(), v1::Trial::CANCELLED);
+}
+
+}  // namespace
+}  // namespace dhpt::worker
