@@ -1,6 +1,8 @@
 #include "services/worker/resource_meter.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -14,28 +16,28 @@ double ProcessCpuSeconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
+// Plain open/read: this runs twice per trial, so no stdio buffers.
 std::optional<double> PeakRssBytes() {
-  FILE* status = std::fopen("/proc/self/status", "r");
-  if (status == nullptr) return std::nullopt;
-  char line[256];
-  std::optional<double> peak;
-  while (std::fgets(line, sizeof line, status) != nullptr) {
-    long kib = 0;
-    if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) {
-      peak = static_cast<double>(kib) * 1024.0;
-      break;
-    }
-  }
-  std::fclose(status);
-  return peak;
+  const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char text[4096];
+  const ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (n <= 0) return std::nullopt;
+  text[n] = '\0';
+  const char* line = std::strstr(text, "VmHWM:");
+  long kib = 0;
+  if (line == nullptr || std::sscanf(line, "VmHWM: %ld kB", &kib) != 1) return std::nullopt;
+  return static_cast<double>(kib) * 1024.0;
 }
 
 namespace {
 bool ResetPeakRss() {
-  FILE* clear_refs = std::fopen("/proc/self/clear_refs", "w");
-  if (clear_refs == nullptr) return false;
-  const bool ok = std::fputs("5", clear_refs) >= 0;
-  return std::fclose(clear_refs) == 0 && ok;
+  const int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = write(fd, "5", 1) == 1;
+  close(fd);
+  return ok;
 }
 }  // namespace
 
