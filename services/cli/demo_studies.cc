@@ -10,7 +10,7 @@ namespace {
 constexpr char kXgboost[] = R"(
 name: demo-xgboost
 model: {kind: XGBOOST, fixed: {objective: "reg:squarederror", tree_method: hist}}
-dataset: {friedman1: {samples: 20000, features: 10, noise: 1.0, seed: 0}, validation_fraction: 0.2}
+dataset: {friedman1: {samples: 50000, features: 10, noise: 1.0, seed: 0}, validation_fraction: 0.2}
 objective: {metric: r2, goal: MAXIMIZE}
 algorithm: {name: RANDOM, seed: 42}
 parameters:
