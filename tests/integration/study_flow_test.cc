@@ -129,6 +129,39 @@ name: )", name));
   }
 }
 
+TEST(StudyFlowTest, BadCsvCellFailsTrialsWithTheReasonAndTheWorkerLivesOn) {
+  TestCluster cluster(1);
+  v1::StudySpec broken = Spec(absl::StrCat(R"(
+name: broken-csv
+model: {kind: XGBOOST}
+dataset: {csv: {path: ")", DHPT_TEST_DATA_DIR, R"(/bad_cell.csv", target: price}}
+parameters:
+  - {name: max_depth, int_range: {min: 2, max: 4}}
+max_trials: 5
+max_failed_trials: 1
+)"));
+  ASSERT_TRUE(cluster.client().CreateStudy(broken).ok());
+  v1::Study study = cluster.WaitForEnd("broken-csv");
+  EXPECT_EQ(study.state(), v1::Study::FAILED);
+  EXPECT_THAT(study.state_reason(), HasSubstr("more than max_failed_trials (1)"));
+  absl::StatusOr<std::vector<v1::Trial>> failed =
+      cluster.client().ListTrials("broken-csv");
+  ASSERT_FALSE(failed->empty());
+  EXPECT_THAT(failed->front().error(), HasSubstr("column \"b\": \"oops\" is not a number"));
+
+  // The same worker goes on to run a healthy study.
+  v1::StudySpec healthy = Spec(absl::StrCat(R"(
+name: good-csv
+model: {kind: RANDOM_FOREST, fixed: {n_estimators: 5}}
+dataset: {csv: {path: ")", DHPT_TEST_DATA_DIR, R"(/small.csv", target: price}}
+parameters:
+  - {name: max_depth, int_range: {min: 2, max: 4}}
+max_trials: 3
+)"));
+  ASSERT_TRUE(cluster.client().CreateStudy(healthy).ok());
+  EXPECT_EQ(cluster.WaitForEnd("good-csv").trials_completed(), 3);
+}
+
 // Runs the CLI binary, returning its exit code and output.
 std::pair<int, std::string> RunCli(const std::string& args) {
   const std::string command = absl::StrCat(DHPT_BIN_DIR "/dhpt ", args, " 2>&1");
