@@ -8,6 +8,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "services/common/env_flags.h"
 #include "services/common/logging.h"
 #include "services/common/signals.h"
@@ -29,7 +30,8 @@ int main(int argc, char** argv) {
       "Every flag can also be set as DHPT_<FLAG> in the environment (e.g. DHPT_LISTEN).");
   absl::FlagsUsageConfig usage;
   usage.version_string = [] { return std::string("dhpt-scheduler " DHPT_VERSION "\n"); };
-  usage.contains_helpshort_flags = [](absl::string_view) { return true; };
+  usage.contains_helpshort_flags = [](absl::string_view file) { return absl::StrContains(file, "services/"); };
+  usage.contains_help_flags = usage.contains_helpshort_flags;
   absl::SetFlagsUsageConfig(usage);
   dhpt::ApplyEnvironmentToFlags(
       {"listen", "metrics_port", "db", "heartbeat_interval", "missed_heartbeats"});

@@ -11,6 +11,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "services/common/env_flags.h"
 #include "services/common/logging.h"
@@ -50,7 +51,8 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   absl::FlagsUsageConfig usage;
   static std::string version = absl::StrCat(kind.binary, " " DHPT_VERSION "\n");
   usage.version_string = [] { return version; };
-  usage.contains_helpshort_flags = [](absl::string_view) { return true; };
+  usage.contains_helpshort_flags = [](absl::string_view file) { return absl::StrContains(file, "services/"); };
+  usage.contains_help_flags = usage.contains_helpshort_flags;
   absl::SetFlagsUsageConfig(usage);
   ApplyEnvironmentToFlags(
       {"scheduler", "slots", "threads_per_trial", "worker_id", "node_name", "metrics_port"});
