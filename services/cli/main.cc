@@ -14,6 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "google/protobuf/util/json_util.h"
 #include "services/cli/demo_studies.h"
 #include "services/cli/local_cluster.h"
@@ -91,20 +92,24 @@ std::string ToJson(const google::protobuf::Message& message) {
 }
 
 // Prints progress from watch events: a line rewritten in place on a terminal, a line per
-// finished trial otherwise.
+// change of the counts otherwise.
 class ProgressPrinter {
  public:
   ProgressPrinter() : tty_(isatty(STDOUT_FILENO)) {}
   void OnEvent(const v1::StudyEvent& event, StudyClient& client) {
-    if (event.has_trial()) {
-      const v1::Trial::State state = event.trial().state();
-      if (state != v1::Trial::COMPLETED && state != v1::Trial::FAILED && !tty_) return;
-      // The study's counts come with the next study event; ask for them now.
-      absl::StatusOr<v1::Study> study = client.GetStudy(event.trial().study());
-      if (study.ok()) Print(*study);
-    } else {
+    if (event.has_study()) {
       Print(event.study());
+      return;
     }
+    const v1::Trial::State state = event.trial().state();
+    if (state != v1::Trial::COMPLETED && state != v1::Trial::FAILED && !tty_) return;
+    // Trial events carry no counts: ask for them, at most ten times a second so that a fast
+    // study does not turn its watchers into a load on the scheduler.
+    const absl::Time now = absl::Now();
+    if (now - last_refresh_ < absl::Milliseconds(100)) return;
+    last_refresh_ = now;
+    absl::StatusOr<v1::Study> study = client.GetStudy(event.trial().study());
+    if (study.ok()) Print(*study);
   }
   void Finish() {
     if (tty_ && printed_) std::cout << "\n";
@@ -126,6 +131,7 @@ class ProgressPrinter {
 
   const bool tty_;
   bool printed_ = false;
+  absl::Time last_refresh_ = absl::InfinitePast();
   std::string last_;
 };
 

@@ -114,33 +114,15 @@ absl::Status SchedulerCore::Recover() {
     next_trial_id_ = std::max(next_trial_id_, stored_trial.id() + 1);
     study.keys.insert(study.space.Key(point));
     study.trial_ids.push_back(stored_trial.id());
-    optimizer::TrialRecord record{std::move(point), optimizer::TrialStatus::kRunning, {}};
-    switch (entry.trial.state()) {
-      case v1::Trial::COMPLETED:
-        ++study.completed;
-        record.status = optimizer::TrialStatus::kCompleted;
-        record.value = entry.trial.objective_value();
-        if (!study.best || IsBetter(study, entry.trial.objective_value(),
-                                    trials_[*study.best].trial.objective_value())) {
-          study.best = entry.trial.id();
-        }
-        break;
-      case v1::Trial::FAILED:
-        ++study.failed;
-        record.status = optimizer::TrialStatus::kFailed;
-        break;
-      case v1::Trial::CANCELLED:
-        ++study.cancelled;
-        record.status = optimizer::TrialStatus::kFailed;
-        break;
-      default:
-        // Running on a worker of the previous life, or pending: wait for a worker again. A
-        // worker that still finishes the old attempt has its result accepted once.
-        entry.trial.set_state(v1::Trial::PENDING);
-        study.pending.push_back(entry.trial.id());
-        break;
+    study.history.push_back({std::move(point), optimizer::TrialStatus::kRunning, {}});
+    if (TrialTerminal(entry.trial.state())) {
+      RecordTrialEndLocked(entry);
+    } else {
+      // Running on a worker of the previous life, or pending: wait for a worker again. A
+      // worker that still finishes the old attempt has its result accepted once.
+      entry.trial.set_state(v1::Trial::PENDING);
+      study.pending.push_back(entry.trial.id());
     }
-    study.history.push_back(std::move(record));
   }
   for (StudyEntry* study : study_order_) CheckStudyEndLocked(*study);
   return absl::OkStatus();

@@ -8,6 +8,7 @@
 
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "services/cli/study_file.h"
 #include "services/common/channel_options.h"
 #include "dhpt/v1/worker_service.grpc.pb.h"
@@ -135,6 +136,42 @@ TEST(FaultsTest, StreamWithoutHelloIsRefusedAndTheSchedulerLivesOn) {
   EXPECT_EQ(status2.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status2.error_message(), ::testing::HasSubstr("slots"));
   EXPECT_TRUE(cluster.client().ListStudies().ok());
+}
+
+}  // namespace
+}  // namespace dhpt::testing
+
+namespace dhpt::testing {
+namespace {
+
+TEST(FaultsTest, WorkerReconnectsToARestartedSchedulerAndGetsWorkAgain) {
+  scheduler::InMemoryStudyStore first_store;
+  scheduler::SchedulerServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.core.heartbeat_interval = absl::Milliseconds(200);
+  auto first = std::move(*scheduler::SchedulerServer::Start(options, &first_store));
+  const int port = first->port();
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  InProcessWorker worker(address, "steady", 1);
+  ASSERT_TRUE(WaitFor([&] { return worker.client().connected(); }));
+  first->Shutdown(absl::Seconds(1));
+  first.reset();
+  ASSERT_TRUE(WaitFor([&] { return !worker.client().connected(); }));
+
+  // Same address, fresh scheduler: the worker's backoff loop finds it.
+  scheduler::InMemoryStudyStore second_store;
+  options.listen_address = address;
+  auto second = std::move(*scheduler::SchedulerServer::Start(options, &second_store));
+  ASSERT_TRUE(WaitFor([&] { return second->core().connected_workers() == 1; }));
+  EXPECT_GE(worker.client().connects(), 2);
+  absl::StatusOr<v1::StudySpec> spec = cli::ParseStudySpec(
+      "name: after-restart\nmodel: {kind: FUNCTION, function: ackley}\nmax_trials: 5\n"
+      "parameters:\n  - {name: x1, double_range: {min: -5, max: 5}}");
+  ASSERT_TRUE(second->core().CreateStudy(*spec).ok());
+  EXPECT_TRUE(WaitFor([&] {
+    return second->core().GetStudy("after-restart")->state() == v1::Study::COMPLETED;
+  }));
+  second->Shutdown(absl::Seconds(1));
 }
 
 }  // namespace
