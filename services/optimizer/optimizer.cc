@@ -3,7 +3,9 @@
 #include <cmath>
 
 #include "services/optimizer/grid_search.h"
+#include "services/optimizer/hill_climbing.h"
 #include "services/optimizer/random_search.h"
+#include "services/optimizer/tpe.h"
 
 namespace dhpt::optimizer {
 
@@ -53,6 +55,11 @@ absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const SearchSpace& spac
       return std::make_unique<RandomSearch>(space, config.seed);
     case Algorithm::kGrid:
       return std::make_unique<GridSearch>(space, config.grid_points, config.seed);
+    case Algorithm::kTpe:
+      return std::make_unique<TpeSearch>(space, config.seed, config.minimize, config.tpe);
+    case Algorithm::kHillClimbing:
+      return std::make_unique<HillClimbing>(space, config.seed, config.minimize,
+                                            config.hill_climbing);
   }
   return absl::InvalidArgumentError("unknown algorithm");
 }

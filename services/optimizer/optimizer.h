@@ -31,13 +31,35 @@ struct History {
   const absl::flat_hash_set<std::string>& keys;
 };
 
-enum class Algorithm { kRandom, kGrid };
+enum class Algorithm { kRandom, kGrid, kTpe, kHillClimbing };
+
+struct TpeOptions {
+  int n_startup_trials = 10;
+  int n_ei_candidates = 24;
+  bool multivariate = false;
+  bool constant_liar = true;
+  double prior_weight = 1.0;
+};
+
+struct HillClimbingOptions {
+  // Gaussian step as a fraction of each range in the transformed space.
+  double initial_step = 0.2;
+  double shrink_factor = 0.5;
+  // Non-improving results in a row before the step shrinks.
+  int patience = 4;
+  // A step below this means the climb has stagnated: restart from a random point.
+  double min_step = 0.02;
+  // Chance that a categorical or discrete parameter takes another value in a neighbour.
+  double flip_probability = 0.2;
+};
 
 struct OptimizerConfig {
   Algorithm algorithm = Algorithm::kRandom;
   uint64_t seed = 0;
   int grid_points = 5;
   bool minimize = true;
+  TpeOptions tpe;
+  HillClimbingOptions hill_climbing;
 };
 
 class Optimizer {

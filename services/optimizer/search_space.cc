@@ -110,6 +110,85 @@ std::vector<ParameterValue> SearchSpace::CountableValues(int i) const {
   return values;
 }
 
+SearchSpace::Internal SearchSpace::InternalDomain(int i) const {
+  const ParameterSpec& p = parameters_[i];
+  Internal d;
+  switch (p.kind) {
+    case ParameterKind::kCategorical:
+      d.choice = true;
+      d.choices = static_cast<int>(p.categories.size());
+      break;
+    case ParameterKind::kDiscrete:
+      d.choice = true;
+      d.choices = static_cast<int>(p.discrete_values.size());
+      break;
+    case ParameterKind::kInt:
+      if (p.log) {
+        // Widened by half an integer at both ends, so the end values get their share.
+        d.low = std::log(p.min - 0.5);
+        d.high = std::log(p.max + 0.5);
+      } else {
+        d.low = p.min;
+        d.high = p.max;
+        d.step = p.step > 0 ? p.step : 1;
+      }
+      break;
+    case ParameterKind::kDouble:
+      d.low = p.log ? std::log(p.min) : p.min;
+      d.high = p.log ? std::log(p.max) : p.max;
+      d.step = p.log ? 0 : p.step;
+      break;
+  }
+  return d;
+}
+
+double SearchSpace::ToInternal(int i, const ParameterValue& value) const {
+  const ParameterSpec& p = parameters_[i];
+  switch (p.kind) {
+    case ParameterKind::kCategorical: {
+      const auto it = std::find(p.categories.begin(), p.categories.end(), std::get<std::string>(value));
+      return static_cast<double>(it - p.categories.begin());
+    }
+    case ParameterKind::kDiscrete: {
+      const auto it =
+          std::find(p.discrete_values.begin(), p.discrete_values.end(), std::get<double>(value));
+      return static_cast<double>(it - p.discrete_values.begin());
+    }
+    case ParameterKind::kInt: {
+      const double v = static_cast<double>(std::get<int64_t>(value));
+      return p.log ? std::log(v) : v;
+    }
+    case ParameterKind::kDouble:
+      return p.log ? std::log(std::get<double>(value)) : std::get<double>(value);
+  }
+  return 0;
+}
+
+ParameterValue SearchSpace::FromInternal(int i, double x) const {
+  const ParameterSpec& p = parameters_[i];
+  switch (p.kind) {
+    case ParameterKind::kCategorical:
+      return p.categories[std::clamp<int64_t>(std::llround(x), 0, p.categories.size() - 1)];
+    case ParameterKind::kDiscrete:
+      return p.discrete_values[std::clamp<int64_t>(std::llround(x), 0,
+                                                   p.discrete_values.size() - 1)];
+    case ParameterKind::kInt: {
+      double v = p.log ? std::round(std::exp(x)) : x;
+      if (!p.log) {
+        const double step = p.step > 0 ? p.step : 1;
+        v = p.min + std::round((v - p.min) / step) * step;
+      }
+      return static_cast<int64_t>(std::clamp(v, p.min, p.max));
+    }
+    case ParameterKind::kDouble: {
+      double v = p.log ? std::exp(x) : x;
+      if (p.step > 0) v = p.min + std::round((v - p.min) / p.step) * p.step;
+      return std::clamp(v, p.min, p.max);
+    }
+  }
+  return 0.0;
+}
+
 std::string SearchSpace::Key(const Point& point) const {
   std::string key;
   for (const ParameterValue& value : point) {

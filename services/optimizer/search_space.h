@@ -55,6 +55,21 @@ class SearchSpace {
   // Call only when ValueCount(i) is small enough to hold in memory.
   std::vector<ParameterValue> CountableValues(int i) const;
 
+  // The model-based optimisers' view of parameter i. Numeric parameters live on [low, high]
+  // (log-transformed when log); step > 0 means only low + k * step are values (ints, stepped
+  // doubles). Categorical and discrete parameters are choices, represented by their index.
+  struct Internal {
+    bool choice = false;
+    int choices = 0;  // Number of choices when `choice`.
+    double low = 0;
+    double high = 0;
+    double step = 0;
+  };
+  Internal InternalDomain(int i) const;
+  double ToInternal(int i, const ParameterValue& value) const;
+  // Rounds to the parameter's lattice and clamps to its range.
+  ParameterValue FromInternal(int i, double x) const;
+
   // A canonical byte string: equal points, equal keys.
   std::string Key(const Point& point) const;
 

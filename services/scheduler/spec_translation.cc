@@ -42,11 +42,37 @@ optimizer::SearchSpace ToSearchSpace(const v1::StudySpec& spec) {
 
 optimizer::OptimizerConfig ToOptimizerConfig(const v1::StudySpec& spec) {
   optimizer::OptimizerConfig config;
-  config.algorithm = spec.algorithm().name() == v1::Algorithm::GRID ? optimizer::Algorithm::kGrid
-                                                                     : optimizer::Algorithm::kRandom;
-  config.seed = spec.algorithm().seed();
-  config.grid_points = spec.algorithm().grid_points();
+  const v1::Algorithm& algorithm = spec.algorithm();
+  switch (algorithm.name()) {
+    case v1::Algorithm::GRID:
+      config.algorithm = optimizer::Algorithm::kGrid;
+      break;
+    case v1::Algorithm::TPE:
+      config.algorithm = optimizer::Algorithm::kTpe;
+      break;
+    case v1::Algorithm::HILL_CLIMBING:
+      config.algorithm = optimizer::Algorithm::kHillClimbing;
+      break;
+    default:
+      config.algorithm = optimizer::Algorithm::kRandom;
+      break;
+  }
+  config.seed = algorithm.seed();
+  config.grid_points = algorithm.grid_points();
   config.minimize = spec.objective().goal() != v1::Objective::MAXIMIZE;
+  // Normalised specs carry every setting explicitly (NormalizeStudySpec fills the defaults).
+  const v1::TpeSettings& tpe = algorithm.tpe();
+  config.tpe = {.n_startup_trials = tpe.n_startup_trials(),
+                .n_ei_candidates = tpe.n_ei_candidates(),
+                .multivariate = tpe.multivariate(),
+                .constant_liar = tpe.constant_liar(),
+                .prior_weight = tpe.prior_weight()};
+  const v1::HillClimbingSettings& hill = algorithm.hill_climbing();
+  config.hill_climbing = {.initial_step = hill.initial_step(),
+                          .shrink_factor = hill.shrink_factor(),
+                          .patience = hill.patience(),
+                          .min_step = hill.min_step(),
+                          .flip_probability = hill.flip_probability()};
   return config;
 }
 

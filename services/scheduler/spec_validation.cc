@@ -239,6 +239,60 @@ absl::Status ValidateObjective(v1::StudySpec& spec) {
   return absl::OkStatus();
 }
 
+// Range checks for settings; a value of 0 (unset) takes the default.
+absl::Status ValidateTpe(v1::Algorithm& algorithm) {
+  if (algorithm.name() != v1::Algorithm::TPE) {
+    if (algorithm.has_tpe()) return Invalid("algorithm.tpe", "is only for TPE");
+    return absl::OkStatus();
+  }
+  v1::TpeSettings& tpe = *algorithm.mutable_tpe();
+  if (!tpe.has_n_startup_trials()) tpe.set_n_startup_trials(10);
+  if (tpe.n_startup_trials() < 0 || tpe.n_startup_trials() > 10000) {
+    return Invalid("algorithm.tpe.n_startup_trials", "must be between 0 and 10000");
+  }
+  if (tpe.n_ei_candidates() == 0) tpe.set_n_ei_candidates(24);
+  if (tpe.n_ei_candidates() < 1 || tpe.n_ei_candidates() > 10000) {
+    return Invalid("algorithm.tpe.n_ei_candidates", "must be between 1 and 10000");
+  }
+  if (!tpe.has_constant_liar()) tpe.set_constant_liar(true);
+  if (tpe.prior_weight() == 0) tpe.set_prior_weight(1.0);
+  if (!(tpe.prior_weight() > 0 && tpe.prior_weight() <= 100)) {
+    return Invalid("algorithm.tpe.prior_weight", "must be in (0, 100]");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateHillClimbing(v1::Algorithm& algorithm) {
+  if (algorithm.name() != v1::Algorithm::HILL_CLIMBING) {
+    if (algorithm.has_hill_climbing()) {
+      return Invalid("algorithm.hill_climbing", "is only for HILL_CLIMBING");
+    }
+    return absl::OkStatus();
+  }
+  v1::HillClimbingSettings& hill = *algorithm.mutable_hill_climbing();
+  if (hill.initial_step() == 0) hill.set_initial_step(0.2);
+  if (!(hill.initial_step() > 0 && hill.initial_step() <= 1)) {
+    return Invalid("algorithm.hill_climbing.initial_step", "must be in (0, 1]");
+  }
+  if (hill.shrink_factor() == 0) hill.set_shrink_factor(0.5);
+  if (!(hill.shrink_factor() > 0 && hill.shrink_factor() < 1)) {
+    return Invalid("algorithm.hill_climbing.shrink_factor", "must be in (0, 1)");
+  }
+  if (hill.patience() == 0) hill.set_patience(4);
+  if (hill.patience() < 1 || hill.patience() > 1000) {
+    return Invalid("algorithm.hill_climbing.patience", "must be between 1 and 1000");
+  }
+  if (hill.min_step() == 0) hill.set_min_step(std::min(0.02, hill.initial_step()));
+  if (!(hill.min_step() > 0 && hill.min_step() <= hill.initial_step())) {
+    return Invalid("algorithm.hill_climbing.min_step", "must be in (0, initial_step]");
+  }
+  if (!hill.has_flip_probability()) hill.set_flip_probability(0.2);
+  if (!(hill.flip_probability() >= 0 && hill.flip_probability() <= 1)) {
+    return Invalid("algorithm.hill_climbing.flip_probability", "must be in [0, 1]");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateBudget(v1::StudySpec& spec) {
   v1::Algorithm& algorithm = *spec.mutable_algorithm();
   switch (algorithm.name()) {
@@ -247,12 +301,16 @@ absl::Status ValidateBudget(v1::StudySpec& spec) {
       break;
     case v1::Algorithm::RANDOM:
     case v1::Algorithm::GRID:
+    case v1::Algorithm::TPE:
+    case v1::Algorithm::HILL_CLIMBING:
       break;
     default:
       return Invalid("algorithm.name",
                      absl::StrCat(v1::Algorithm::Name_Name(algorithm.name()),
-                                  " is not available yet; use RANDOM or GRID"));
+                                  " is not available yet; use RANDOM, GRID, TPE or HILL_CLIMBING"));
   }
+  RETURN_IF_ERROR(ValidateTpe(algorithm));
+  RETURN_IF_ERROR(ValidateHillClimbing(algorithm));
   if (algorithm.grid_points() != 0 && algorithm.name() != v1::Algorithm::GRID) {
     return Invalid("algorithm.grid_points", "is only for GRID");
   }

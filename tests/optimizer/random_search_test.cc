@@ -2,14 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/optimizer/optimizer_test_util.h"
+
 namespace dhpt::optimizer {
 namespace {
 
-struct Study {
-  std::vector<TrialRecord> trials;
-  absl::flat_hash_set<std::string> keys;
-  History history() const { return {trials, keys}; }
-};
+using Study = TestStudy;
 
 // Runs `n` suggestions, recording each as a trial.
 std::vector<Point> SuggestMany(Optimizer& optimizer, const SearchSpace& space, int n, Study& study) {

@@ -88,7 +88,7 @@ TEST(SpecValidationTest, RejectsEachInvalidField) {
   ExpectRejected([](auto& s) { s.set_max_trials(0); }, "max_trials");
   ExpectRejected([](auto& s) { s.set_parallel_trials(-1); }, "parallel_trials");
   ExpectRejected([](auto& s) { s.set_max_failed_trials(-1); }, "max_failed_trials");
-  ExpectRejected([](auto& s) { s.mutable_algorithm()->set_name(v1::Algorithm::TPE); },
+  ExpectRejected([](auto& s) { s.mutable_algorithm()->set_name(v1::Algorithm::BAYESIAN); },
                  "algorithm.name", "not available yet");
   ExpectRejected(
       [](auto& s) {

@@ -1,0 +1,133 @@
+#include "services/optimizer/tpe.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "tests/optimizer/optimizer_test_util.h"
+
+namespace dhpt::optimizer {
+namespace {
+
+SearchSpace Mixed() {
+  return SearchSpace({{.name = "x", .kind = ParameterKind::kDouble, .min = 1e-3, .max = 1, .log = true},
+                      {.name = "n", .kind = ParameterKind::kInt, .min = 1, .max = 20},
+                      {.name = "c", .kind = ParameterKind::kCategorical, .categories = {"a", "b", "c"}}});
+}
+
+double Loss(const Point& p) {
+  return std::pow(std::log10(std::get<double>(p[0])) + 2, 2) +
+         std::pow(std::get<int64_t>(p[1]) - 7, 2) / 10.0 + (std::get<std::string>(p[2]) == "b" ? 0 : 1);
+}
+
+std::vector<Point> RunLoss(Optimizer& optimizer, const SearchSpace& space, int n, TestStudy& study) {
+  std::vector<Point> points;
+  for (int i = 0; i < n; ++i) {
+    auto next = optimizer.Suggest(study.history());
+    EXPECT_TRUE(next.ok());
+    if (!next.ok() || !next->has_value()) break;
+    points.push_back(**next);
+    study.keys.insert(space.Key(**next));
+    study.trials.push_back({**next, TrialStatus::kCompleted, Loss(**next)});
+  }
+  return points;
+}
+
+TEST(TpeTest, StartsWithTheRandomSearchPoints) {
+  SearchSpace space = Mixed();
+  TpeSearch tpe(space, 5, true, {});
+  RandomSearch random(space, 5);
+  TestStudy a, b;
+  std::vector<Point> from_tpe = RunLoss(tpe, space, 10, a);
+  std::vector<Point> from_random = RunLoss(random, space, 10, b);
+  EXPECT_EQ(from_tpe, from_random);
+}
+
+TEST(TpeTest, DeterministicAndRebuildable) {
+  SearchSpace space = Mixed();
+  TpeSearch first(space, 9, true, {}), second(space, 9, true, {});
+  TestStudy a, b;
+  std::vector<Point> all = RunLoss(first, space, 40, a);
+  std::vector<Point> part = RunLoss(second, space, 25, b);
+  TpeSearch rebuilt(space, 9, true, {});
+  std::vector<Point> rest = RunLoss(rebuilt, space, 15, b);
+  part.insert(part.end(), rest.begin(), rest.end());
+  EXPECT_EQ(all, part);
+}
+
+TEST(TpeTest, ConcentratesOnTheGoodRegion) {
+  SearchSpace space = Mixed();
+  TpeSearch tpe(space, 3, true, {});
+  TestStudy study;
+  std::vector<Point> points = RunLoss(tpe, space, 80, study);
+  int good_category = 0;
+  for (size_t i = 40; i < points.size(); ++i) good_category += std::get<std::string>(points[i][2]) == "b";
+  EXPECT_GT(good_category, 25);  // Random would give ~13 of 40.
+}
+
+TEST(TpeTest, MaximisingFlipsTheSplit) {
+  SearchSpace space({{.name = "x", .kind = ParameterKind::kDouble, .min = 0, .max = 1}});
+  TpeSearch tpe(space, 1, /*minimize=*/false, {});
+  TestStudy study;
+  for (int i = 0; i < 60; ++i) {
+    Point p = **tpe.Suggest(study.history());
+    study.keys.insert(space.Key(p));
+    study.trials.push_back({p, TrialStatus::kCompleted, std::get<double>(p[0])});  // Bigger is better.
+  }
+  double late = 0;
+  for (int i = 40; i < 60; ++i) late += std::get<double>(study.trials[i].point[0]);
+  EXPECT_GT(late / 20, 0.7);
+}
+
+TEST(TpeTest, ConstantLiarSpreadsParallelSuggestions) {
+  SearchSpace space({{.name = "x", .kind = ParameterKind::kDouble, .min = 0, .max = 1}});
+  auto spread = [&](bool liar) {
+    TpeSearch tpe(space, 4, true, {.constant_liar = liar});
+    TestStudy study;
+    for (int i = 0; i < 20; ++i) {  // Finished trials with the optimum at 0.3.
+      Point p = **tpe.Suggest(study.history());
+      study.keys.insert(space.Key(p));
+      study.trials.push_back({p, TrialStatus::kCompleted, std::abs(std::get<double>(p[0]) - 0.3)});
+    }
+    std::vector<double> running;
+    for (int i = 0; i < 8; ++i) {  // Eight suggestions in flight at once.
+      Point p = **tpe.Suggest(study.history());
+      study.keys.insert(space.Key(p));
+      study.trials.push_back({p, TrialStatus::kRunning, std::nullopt});
+      running.push_back(std::get<double>(p[0]));
+    }
+    const double mean = std::accumulate(running.begin(), running.end(), 0.0) / running.size();
+    double var = 0;
+    for (double x : running) var += (x - mean) * (x - mean);
+    return var / running.size();
+  };
+  EXPECT_GT(spread(true), spread(false));
+}
+
+TEST(TpeTest, CountableSpaceIsExhaustedWithoutDuplicates) {
+  SearchSpace space({{.name = "n", .kind = ParameterKind::kInt, .min = 0, .max = 4},
+                     {.name = "c", .kind = ParameterKind::kCategorical, .categories = {"a", "b"}}});
+  TpeSearch tpe(space, 2, true, {.n_startup_trials = 3});
+  TestStudy study;
+  for (int i = 0; i < 20; ++i) {
+    absl::StatusOr<std::optional<Point>> next = tpe.Suggest(study.history());
+    ASSERT_TRUE(next.ok());
+    if (!next->has_value()) break;
+    ASSERT_TRUE(study.keys.insert(space.Key(**next)).second) << "duplicate at " << i;
+    study.trials.push_back({**next, TrialStatus::kCompleted,
+                            static_cast<double>(std::get<int64_t>((**next)[0]))});
+  }
+  EXPECT_EQ(study.trials.size(), 10u);
+}
+
+TEST(TpeTest, BeatsRandomSearchOnBenchmarkFunctions) {
+  for (const auto& [function, d] : std::vector<std::pair<std::string, int>>{
+           {"branin", 2}, {"hartmann6", 6}, {"styblinski_tang", 4}}) {
+    const double tpe = MedianBest(Algorithm::kTpe, function, d, 7, 80);
+    const double random = MedianBest(Algorithm::kRandom, function, d, 7, 80);
+    EXPECT_LT(tpe, random) << function;
+  }
+}
+
+}  // namespace
+}  // namespace dhpt::optimizer
