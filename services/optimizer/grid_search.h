@@ -12,6 +12,7 @@ class GridSearch : public Optimizer {
   // `space` must have GridSize() <= max_points (the scheduler validates this first).
   GridSearch(SearchSpace space, int grid_points, uint64_t seed);
   absl::StatusOr<std::optional<Point>> Suggest(const History& history) override;
+  bool cheap() const override { return true; }
   std::optional<int64_t> Capacity() const override {
     return static_cast<int64_t>(order_.size());
   }

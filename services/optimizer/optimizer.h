@@ -70,6 +70,9 @@ class Optimizer {
   virtual absl::StatusOr<std::optional<Point>> Suggest(const History& history) = 0;
   // How many points the optimiser can ever suggest, when that is bounded (a grid).
   virtual std::optional<int64_t> Capacity() const { return std::nullopt; }
+  // True when Suggest takes microseconds whatever the history, so a scheduler may call it
+  // inline; model-based optimisers are run off the scheduler's event path.
+  virtual bool cheap() const { return false; }
 };
 
 absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const SearchSpace& space,

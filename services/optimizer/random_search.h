@@ -12,6 +12,7 @@ class RandomSearch : public Optimizer {
  public:
   RandomSearch(SearchSpace space, uint64_t seed);
   absl::StatusOr<std::optional<Point>> Suggest(const History& history) override;
+  bool cheap() const override { return true; }
   std::optional<int64_t> Capacity() const override { return space_.FiniteSize(); }
 
   static constexpr int kMaxDraws = 64;

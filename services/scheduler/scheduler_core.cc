@@ -36,6 +36,9 @@ struct SchedulerCore::StudyEntry {
   int cancelled = 0;
   // The optimiser has no point left (grid exhausted, countable space covered).
   bool exhausted = false;
+  // A suggestion is being computed off the lock; at most one per study, so suggestion n is
+  // always made from a history of n trials.
+  bool suggesting = false;
   std::optional<uint64_t> best;
   std::vector<uint64_t> watch_ids;
 
@@ -67,7 +70,9 @@ v1::SchedulerMessage CancelMessage(uint64_t trial_id, std::string reason) {
 }  // namespace
 
 SchedulerCore::SchedulerCore(StudyStore* store, SchedulerOptions options)
-    : store_(store), options_(std::move(options)) {}
+    : store_(store),
+      options_(std::move(options)),
+      suggestions_(std::make_unique<WorkQueue>(std::max(1, options_.suggestion_threads))) {}
 
 SchedulerCore::~SchedulerCore() = default;
 
@@ -91,7 +96,7 @@ absl::Status SchedulerCore::Recover() {
     entry->end_time = study.end_time();
     entry->space = ToSearchSpace(entry->spec);
     ASSIGN_OR_RETURN(entry->optimizer,
-                     optimizer::MakeOptimizer(entry->space, ToOptimizerConfig(entry->spec)));
+                     options_.optimizer_factory(entry->space, ToOptimizerConfig(entry->spec)));
     study_order_.push_back(entry.get());
     studies_[study.spec().name()] = std::move(entry);
   }
@@ -145,7 +150,7 @@ absl::StatusOr<v1::Study> SchedulerCore::CreateStudy(const v1::StudySpec& reques
   auto entry = std::make_unique<StudyEntry>();
   entry->space = ToSearchSpace(spec);
   ASSIGN_OR_RETURN(entry->optimizer,
-                   optimizer::MakeOptimizer(entry->space, ToOptimizerConfig(spec)));
+                   options_.optimizer_factory(entry->space, ToOptimizerConfig(spec)));
   entry->spec = std::move(spec);
   entry->create_time = ToTimestamp(options_.clock());
   v1::Study study = BuildStudyLocked(*entry);
@@ -456,8 +461,35 @@ std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study) {
     return id;
   }
   if (study.exhausted || study.created() >= study.spec.max_trials()) return std::nullopt;
-  absl::StatusOr<std::optional<optimizer::Point>> suggestion =
-      study.optimizer->Suggest(optimizer::History{study.history, study.keys});
+  if (!study.optimizer->cheap()) {
+    RequestSuggestionLocked(study);
+    return std::nullopt;
+  }
+  return AcceptSuggestionLocked(
+      study, study.optimizer->Suggest(optimizer::History{study.history, study.keys}));
+}
+
+void SchedulerCore::RequestSuggestionLocked(StudyEntry& study) {
+  if (study.suggesting) return;
+  study.suggesting = true;
+  // A snapshot: trials finishing meanwhile do not change what suggestion n is made from.
+  auto history = std::make_shared<std::vector<optimizer::TrialRecord>>(study.history);
+  auto keys = std::make_shared<absl::flat_hash_set<std::string>>(study.keys);
+  suggestions_->Post([this, &study, history, keys] {
+    absl::StatusOr<std::optional<optimizer::Point>> suggestion =
+        study.optimizer->Suggest(optimizer::History{*history, *keys});
+    absl::MutexLock lock(&mutex_);
+    study.suggesting = false;
+    if (study.terminal() || shutting_down_) return;
+    if (std::optional<uint64_t> id = AcceptSuggestionLocked(study, std::move(suggestion))) {
+      study.pending.push_back(*id);
+    }
+    DispatchLocked();
+  });
+}
+
+std::optional<uint64_t> SchedulerCore::AcceptSuggestionLocked(
+    StudyEntry& study, absl::StatusOr<std::optional<optimizer::Point>> suggestion) {
   if (!suggestion.ok() || !suggestion->has_value()) {
     study.exhausted = true;
     if (!suggestion.ok()) {

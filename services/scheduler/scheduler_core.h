@@ -26,6 +26,7 @@
 #include "dhpt/v1/common.pb.h"
 #include "dhpt/v1/study_service.pb.h"
 #include "dhpt/v1/worker_service.pb.h"
+#include "services/common/work_queue.h"
 #include "services/optimizer/optimizer.h"
 #include "services/scheduler/study_store.h"
 
@@ -51,12 +52,19 @@ class StudyWatcher {
   virtual void OnEnd(const absl::Status& status) = 0;
 };
 
+using OptimizerFactory = std::function<absl::StatusOr<std::unique_ptr<optimizer::Optimizer>>(
+    const optimizer::SearchSpace&, const optimizer::OptimizerConfig&)>;
+
 struct SchedulerOptions {
   // How often workers must send a heartbeat; a worker silent for `missed_heartbeats` intervals
   // loses its leases.
   absl::Duration heartbeat_interval = absl::Seconds(5);
   int missed_heartbeats = 3;
   std::function<absl::Time()> clock = [] { return absl::Now(); };
+  // Threads that run model-based optimisers, so that a slow suggestion for one study never
+  // holds up the dispatch of another.
+  int suggestion_threads = 1;
+  OptimizerFactory optimizer_factory = optimizer::MakeOptimizer;
 };
 
 class SchedulerCore {
@@ -122,6 +130,13 @@ class SchedulerCore {
   bool Runnable(const StudyEntry& study, const WorkerEntry& worker) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   std::optional<uint64_t> TakeTrialLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Creates the trial for a suggestion, or marks the study exhausted; returns the trial's id.
+  std::optional<uint64_t> AcceptSuggestionLocked(
+      StudyEntry& study, absl::StatusOr<std::optional<optimizer::Point>> suggestion)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Asks the suggestion threads for the study's next point; the trial joins the study's
+  // pending queue when it arrives.
+  void RequestSuggestionLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   bool AssignOneLocked(uint64_t session, WorkerEntry& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void RequeueLocked(TrialEntry& trial, absl::string_view reason)
@@ -159,6 +174,8 @@ class SchedulerCore {
   std::map<uint64_t, std::pair<StudyEntry*, StudyWatcher*>> watchers_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_watch_ ABSL_GUARDED_BY(mutex_) = 1;
   bool shutting_down_ ABSL_GUARDED_BY(mutex_) = false;
+  // Declared last: destroyed first, so no suggestion job outlives the state it touches.
+  std::unique_ptr<WorkQueue> suggestions_;
 };
 
 }  // namespace dhpt::scheduler

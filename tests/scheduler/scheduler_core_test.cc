@@ -5,7 +5,22 @@
 
 #include <set>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "google/protobuf/text_format.h"
+
+namespace dhpt::testing_util {
+// Polls `condition` for up to 10 s (for work finished on the suggestion threads).
+template <typename F>
+bool WaitUntil(F condition) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!condition()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+}  // namespace dhpt::testing_util
 
 namespace dhpt::scheduler {
 namespace {
@@ -338,6 +353,55 @@ TEST_F(SchedulerCoreTest, BadHellosAreRefused) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(core_->ConnectWorker(Hello("w", 1, {}), &channel).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dhpt::scheduler
+
+namespace dhpt::scheduler {
+namespace {
+
+// An optimiser that holds its first suggestion until released: a stand-in for a slow GP fit.
+class BlockedOptimizer : public optimizer::Optimizer {
+ public:
+  explicit BlockedOptimizer(absl::Notification* release) : release_(release) {}
+  absl::StatusOr<std::optional<optimizer::Point>> Suggest(const optimizer::History& h) override {
+    release_->WaitForNotification();
+    return optimizer::Point{static_cast<double>(h.trials.size()), 0.0};
+  }
+
+ private:
+  absl::Notification* release_;
+};
+
+TEST(SchedulerCoreSuggestionTest, SlowSuggestionsDoNotHoldUpOtherStudies) {
+  absl::Notification release;
+  InMemoryStudyStore store;
+  SchedulerOptions options;
+  options.optimizer_factory = [&release](const optimizer::SearchSpace& space,
+                                         const optimizer::OptimizerConfig& config)
+      -> absl::StatusOr<std::unique_ptr<optimizer::Optimizer>> {
+    if (config.seed == 666) return std::make_unique<BlockedOptimizer>(&release);
+    return optimizer::MakeOptimizer(space, config);
+  };
+  SchedulerCore core(&store, options);
+  v1::StudySpec slow = FunctionStudy("slow", 2);
+  slow.mutable_algorithm()->set_name(v1::Algorithm::TPE);
+  slow.mutable_algorithm()->set_seed(666);
+  ASSERT_TRUE(core.CreateStudy(slow).ok());
+  ASSERT_TRUE(core.CreateStudy(FunctionStudy("fast", 20)).ok());
+  RecordingChannel channel;
+  const uint64_t session = *core.ConnectWorker(Hello("w", 1), &channel);
+  // The fast study runs to the end while the slow one's first suggestion is still being made.
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(channel.Assigns().back().study(), "fast");
+    core.HandleResult(session, Completed(channel.Assigns().back(), i));
+  }
+  EXPECT_EQ(core.GetStudy("fast")->state(), v1::Study::COMPLETED);
+  EXPECT_EQ(core.GetStudy("slow")->trials_running(), 0);
+  release.Notify();
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return core.GetStudy("slow")->trials_running() == 1; }));
+  EXPECT_EQ(channel.Assigns().back().study(), "slow");
 }
 
 }  // namespace
