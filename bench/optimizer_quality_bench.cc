@@ -18,6 +18,7 @@
 
 ABSL_FLAG(int, seeds, 10, "seeds per algorithm and function");
 ABSL_FLAG(int, trials, 100, "trials per run");
+ABSL_FLAG(std::string, only, "", "run only the algorithms whose label contains this");
 
 namespace dhpt::optimizer {
 namespace {
@@ -54,9 +55,12 @@ int main(int argc, char** argv) {
       {"dhpt RANDOM", {.algorithm = Algorithm::kRandom}},
       {"dhpt GRID", {.algorithm = Algorithm::kGrid}},
       {"dhpt TPE", {.algorithm = Algorithm::kTpe}},
+      {"dhpt TPE exact densities",
+       {.algorithm = Algorithm::kTpe, .tpe = {.bandwidth_weighted = false}}},
       {"dhpt TPE multivariate",
        {.algorithm = Algorithm::kTpe, .tpe = {.multivariate = true}}},
       {"dhpt HILL_CLIMBING", {.algorithm = Algorithm::kHillClimbing}},
+      {"dhpt BAYESIAN", {.algorithm = Algorithm::kBayesian}},
   };
   const std::vector<int> checkpoints = {25, 50, 100};
   std::printf("| function | algorithm |");
@@ -65,6 +69,7 @@ int main(int argc, char** argv) {
   for (const Problem& problem : problems) {
     const dhpt::BenchmarkFunction& f = *dhpt::FindBenchmarkFunction(problem.function);
     for (Contender contender : contenders) {
+      if (contender.label.find(absl::GetFlag(FLAGS_only)) == std::string::npos) continue;
       // A grid of at least `trials` points, walked in its shuffled order.
       contender.config.grid_points =
           static_cast<int>(std::ceil(std::pow(trials, 1.0 / problem.dims) - 1e-9));

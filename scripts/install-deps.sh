@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
-  libabsl-dev libyaml-cpp-dev libsqlite3-dev
+  libabsl-dev libyaml-cpp-dev libsqlite3-dev libeigen3-dev
   libxgboost-dev xgboost          # xgboost's CMake config points at /usr/bin/xgboost
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "services/optimizer/bayesian_optimization.h"
 #include "services/optimizer/grid_search.h"
 #include "services/optimizer/hill_climbing.h"
 #include "services/optimizer/random_search.h"
@@ -57,6 +58,9 @@ absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const SearchSpace& spac
       return std::make_unique<GridSearch>(space, config.grid_points, config.seed);
     case Algorithm::kTpe:
       return std::make_unique<TpeSearch>(space, config.seed, config.minimize, config.tpe);
+    case Algorithm::kBayesian:
+      return std::make_unique<BayesianOptimization>(space, config.seed, config.minimize,
+                                                    config.bayesian);
     case Algorithm::kHillClimbing:
       return std::make_unique<HillClimbing>(space, config.seed, config.minimize,
                                             config.hill_climbing);

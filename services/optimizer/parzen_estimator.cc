@@ -37,7 +37,8 @@ std::vector<double> TpeObservationWeights(int n) {
 
 ParzenEstimator::ParzenEstimator(const SearchSpace& space, std::vector<int> dims,
                                  const std::vector<std::vector<double>>& observations,
-                                 const std::vector<double>& weights, const ParzenOptions& options) {
+                                 const std::vector<double>& weights, const ParzenOptions& options)
+    : bandwidth_weighted_(options.bandwidth_weighted) {
   const int n = static_cast<int>(observations.size());
   const int components = n + 1;  // The observations, then the prior.
   std::vector<double> w(weights.begin(), weights.end());
@@ -154,7 +155,8 @@ double ParzenEstimator::LogComponentPdf(int k, const std::vector<double>& x) con
       log_pdf += mass > 0 && z > 0 ? std::log(mass / z) : kLogTiny;
     } else {
       const double t = (x[j] - mu) / sigma;
-      log_pdf += z > 0 ? -0.5 * t * t - std::log(sigma * std::sqrt(2 * std::numbers::pi) * z) : kLogTiny;
+      const double scale = bandwidth_weighted_ ? 1.0 : sigma;
+      log_pdf += z > 0 ? -0.5 * t * t - std::log(scale * std::sqrt(2 * std::numbers::pi) * z) : kLogTiny;
     }
   }
   return log_pdf;

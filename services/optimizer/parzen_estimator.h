@@ -19,6 +19,11 @@ struct ParzenOptions {
   // Optuna uses it). Univariate: each kernel's bandwidth is the larger gap to its sorted
   // neighbours, clipped to [range / min(100, 1 + n), range].
   bool multivariate = false;
+  // Evaluate continuous kernels as Optuna 3.1 does: its truncated-normal log density omits the
+  // -log(sigma) term, which weights each kernel by its bandwidth and favours wide ones. The
+  // densities then no longer integrate to one, but log l - log g ranks candidates more
+  // robustly early on; bench/optimizer_quality_bench measures both.
+  bool bandwidth_weighted = false;
 };
 
 class ParzenEstimator {
@@ -48,6 +53,7 @@ class ParzenEstimator {
   double LogComponentPdf(int k, const std::vector<double>& x) const;
 
   std::vector<Dimension> dims_;
+  bool bandwidth_weighted_ = false;
   std::vector<double> log_weights_;
   std::vector<double> cumulative_weights_;
 };

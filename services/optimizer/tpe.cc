@@ -75,7 +75,8 @@ absl::StatusOr<std::optional<Point>> TpeSearch::Suggest(const History& history) 
 
   std::mt19937_64 generator = SeededGenerator(seed_, kTpeStream, history.trials.size());
   const ParzenOptions parzen{.prior_weight = options_.prior_weight,
-                             .multivariate = options_.multivariate};
+                             .multivariate = options_.multivariate,
+                             .bandwidth_weighted = options_.bandwidth_weighted};
   // Groups of dimensions modelled jointly: all at once, or each alone.
   std::vector<std::vector<int>> groups;
   if (options_.multivariate) {

@@ -53,6 +53,9 @@ optimizer::OptimizerConfig ToOptimizerConfig(const v1::StudySpec& spec) {
     case v1::Algorithm::HILL_CLIMBING:
       config.algorithm = optimizer::Algorithm::kHillClimbing;
       break;
+    case v1::Algorithm::BAYESIAN:
+      config.algorithm = optimizer::Algorithm::kBayesian;
+      break;
     default:
       config.algorithm = optimizer::Algorithm::kRandom;
       break;
@@ -66,7 +69,12 @@ optimizer::OptimizerConfig ToOptimizerConfig(const v1::StudySpec& spec) {
                 .n_ei_candidates = tpe.n_ei_candidates(),
                 .multivariate = tpe.multivariate(),
                 .constant_liar = tpe.constant_liar(),
-                .prior_weight = tpe.prior_weight()};
+                .prior_weight = tpe.prior_weight(),
+                .bandwidth_weighted = tpe.bandwidth_weighted()};
+  const v1::BayesianSettings& bayesian = algorithm.bayesian();
+  config.bayesian.n_startup_trials = bayesian.n_startup_trials();
+  config.bayesian.candidates = bayesian.candidates();
+  config.bayesian.max_fit_points = bayesian.max_fit_points();
   const v1::HillClimbingSettings& hill = algorithm.hill_climbing();
   config.hill_climbing = {.initial_step = hill.initial_step(),
                           .shrink_factor = hill.shrink_factor(),

@@ -255,9 +255,31 @@ absl::Status ValidateTpe(v1::Algorithm& algorithm) {
     return Invalid("algorithm.tpe.n_ei_candidates", "must be between 1 and 10000");
   }
   if (!tpe.has_constant_liar()) tpe.set_constant_liar(true);
+  if (!tpe.has_bandwidth_weighted()) tpe.set_bandwidth_weighted(true);
   if (tpe.prior_weight() == 0) tpe.set_prior_weight(1.0);
   if (!(tpe.prior_weight() > 0 && tpe.prior_weight() <= 100)) {
     return Invalid("algorithm.tpe.prior_weight", "must be in (0, 100]");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateBayesian(v1::Algorithm& algorithm) {
+  if (algorithm.name() != v1::Algorithm::BAYESIAN) {
+    if (algorithm.has_bayesian()) return Invalid("algorithm.bayesian", "is only for BAYESIAN");
+    return absl::OkStatus();
+  }
+  v1::BayesianSettings& bayesian = *algorithm.mutable_bayesian();
+  if (!bayesian.has_n_startup_trials()) bayesian.set_n_startup_trials(10);
+  if (bayesian.n_startup_trials() < 2 || bayesian.n_startup_trials() > 10000) {
+    return Invalid("algorithm.bayesian.n_startup_trials", "must be between 2 and 10000");
+  }
+  if (bayesian.candidates() == 0) bayesian.set_candidates(1024);
+  if (bayesian.candidates() < 16 || bayesian.candidates() > 100000) {
+    return Invalid("algorithm.bayesian.candidates", "must be between 16 and 100000");
+  }
+  if (bayesian.max_fit_points() == 0) bayesian.set_max_fit_points(128);
+  if (bayesian.max_fit_points() < 8 || bayesian.max_fit_points() > 2000) {
+    return Invalid("algorithm.bayesian.max_fit_points", "must be between 8 and 2000");
   }
   return absl::OkStatus();
 }
@@ -303,12 +325,12 @@ absl::Status ValidateBudget(v1::StudySpec& spec) {
     case v1::Algorithm::GRID:
     case v1::Algorithm::TPE:
     case v1::Algorithm::HILL_CLIMBING:
+    case v1::Algorithm::BAYESIAN:
       break;
     default:
-      return Invalid("algorithm.name",
-                     absl::StrCat(v1::Algorithm::Name_Name(algorithm.name()),
-                                  " is not available yet; use RANDOM, GRID, TPE or HILL_CLIMBING"));
+      return Invalid("algorithm.name", "must be RANDOM, GRID, TPE, BAYESIAN or HILL_CLIMBING");
   }
+  RETURN_IF_ERROR(ValidateBayesian(algorithm));
   RETURN_IF_ERROR(ValidateTpe(algorithm));
   RETURN_IF_ERROR(ValidateHillClimbing(algorithm));
   if (algorithm.grid_points() != 0 && algorithm.name() != v1::Algorithm::GRID) {

@@ -88,8 +88,26 @@ TEST(SpecValidationTest, RejectsEachInvalidField) {
   ExpectRejected([](auto& s) { s.set_max_trials(0); }, "max_trials");
   ExpectRejected([](auto& s) { s.set_parallel_trials(-1); }, "parallel_trials");
   ExpectRejected([](auto& s) { s.set_max_failed_trials(-1); }, "max_failed_trials");
-  ExpectRejected([](auto& s) { s.mutable_algorithm()->set_name(v1::Algorithm::BAYESIAN); },
-                 "algorithm.name", "not available yet");
+  ExpectRejected([](auto& s) { s.mutable_algorithm()->mutable_tpe()->set_n_ei_candidates(-1); },
+                 "algorithm.tpe", "only for TPE");
+  ExpectRejected(
+      [](auto& s) {
+        s.mutable_algorithm()->set_name(v1::Algorithm::TPE);
+        s.mutable_algorithm()->mutable_tpe()->set_n_ei_candidates(-1);
+      },
+      "algorithm.tpe.n_ei_candidates", "between 1 and 10000");
+  ExpectRejected(
+      [](auto& s) {
+        s.mutable_algorithm()->set_name(v1::Algorithm::HILL_CLIMBING);
+        s.mutable_algorithm()->mutable_hill_climbing()->set_shrink_factor(1.5);
+      },
+      "algorithm.hill_climbing.shrink_factor", "(0, 1)");
+  ExpectRejected(
+      [](auto& s) {
+        s.mutable_algorithm()->set_name(v1::Algorithm::BAYESIAN);
+        s.mutable_algorithm()->mutable_bayesian()->set_candidates(3);
+      },
+      "algorithm.bayesian.candidates", "between 16");
   ExpectRejected(
       [](auto& s) {
         (*s.mutable_model()->mutable_fixed())["nthread"].set_number_value(4);

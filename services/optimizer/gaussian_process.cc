@@ -1,0 +1,175 @@
+#include "services/optimizer/gaussian_process.h"
+
+#include <cmath>
+#include <numbers>
+
+namespace dhpt::optimizer {
+namespace {
+
+const double kSqrt5 = std::sqrt(5.0);
+
+// Gamma(shape, rate) log density of v = exp(t), including the Jacobian of t = log v, and its
+// derivative with respect to t.
+double LogGammaPrior(double t, double shape, double rate, double* derivative) {
+  const double v = std::exp(t);
+  *derivative = shape - rate * v;
+  return shape * t - rate * v;
+}
+
+// Priors in the spirit of BoTorch's defaults for standardised targets on the unit cube.
+constexpr double kLengthscaleShape = 3.0, kLengthscaleRate = 6.0;
+constexpr double kSignalShape = 2.0, kSignalRate = 0.15;
+constexpr double kNoiseShape = 1.1, kNoiseRate = 0.05;
+constexpr double kMinNoise = 1e-6;
+
+Eigen::MatrixXd Covariance(const Eigen::MatrixXd& x, const GpHyperparameters& h) {
+  const int n = static_cast<int>(x.rows());
+  Eigen::MatrixXd k(n, n);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j <= i; ++j) k(i, j) = k(j, i) = Matern52(x.row(i).transpose(), x.row(j).transpose(), h);
+  }
+  return k;
+}
+
+}  // namespace
+
+Eigen::VectorXd GpHyperparameters::Pack() const {
+  Eigen::VectorXd packed(size());
+  packed << log_lengthscales, log_signal_variance, log_noise_variance;
+  return packed;
+}
+
+GpHyperparameters GpHyperparameters::Unpack(const Eigen::VectorXd& packed, int dims) {
+  GpHyperparameters h;
+  h.log_lengthscales = packed.head(dims);
+  h.log_signal_variance = packed(dims);
+  h.log_noise_variance = packed(dims + 1);
+  return h;
+}
+
+double Matern52(const Eigen::Ref<const Eigen::VectorXd>& a, const Eigen::Ref<const Eigen::VectorXd>& b,
+                const GpHyperparameters& h) {
+  const double r = ((a - b).array() / h.log_lengthscales.array().exp()).matrix().norm();
+  return std::exp(h.log_signal_variance) * (1 + kSqrt5 * r + 5.0 / 3.0 * r * r) * std::exp(-kSqrt5 * r);
+}
+
+double GaussianProcess::LogPosterior(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
+                                     const GpHyperparameters& h, Eigen::VectorXd* gradient) {
+  const int n = static_cast<int>(x.rows()), d = static_cast<int>(x.cols());
+  const Eigen::MatrixXd signal = Covariance(x, h);
+  const double noise = std::exp(h.log_noise_variance) + kMinNoise;
+  Eigen::MatrixXd k = signal;
+  k.diagonal().array() += noise;
+  Eigen::LLT<Eigen::MatrixXd> llt(k);
+  if (llt.info() != Eigen::Success) return -std::numeric_limits<double>::infinity();
+  const Eigen::VectorXd alpha = llt.solve(y);
+  const Eigen::MatrixXd l = llt.matrixL();
+  double value = -0.5 * y.dot(alpha) - l.diagonal().array().log().sum() -
+                 0.5 * n * std::log(2 * std::numbers::pi);
+  Eigen::VectorXd prior_gradient(h.size());
+  for (int i = 0; i < d; ++i) {
+    value += LogGammaPrior(h.log_lengthscales(i), kLengthscaleShape, kLengthscaleRate,
+                           &prior_gradient(i));
+  }
+  value += LogGammaPrior(h.log_signal_variance, kSignalShape, kSignalRate, &prior_gradient(d));
+  value += LogGammaPrior(h.log_noise_variance, kNoiseShape, kNoiseRate, &prior_gradient(d + 1));
+  if (gradient == nullptr) return value;
+
+  // d/dtheta = 1/2 tr((alpha alpha^T - K^-1) dK/dtheta) = 1/2 sum(W .* dK/dtheta).
+  const Eigen::MatrixXd w = alpha * alpha.transpose() - llt.solve(Eigen::MatrixXd::Identity(n, n));
+  gradient->resize(h.size());
+  const Eigen::ArrayXd inverse_squared = (-2 * h.log_lengthscales.array()).exp();
+  const double s2 = std::exp(h.log_signal_variance);
+  // dk/dlog l_dim = 5/3 s2 (1 + sqrt5 r) exp(-sqrt5 r) (delta_dim / l_dim)^2.
+  Eigen::VectorXd lengthscale_gradient = Eigen::VectorXd::Zero(d);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < i; ++j) {
+      const Eigen::ArrayXd scaled =
+          (x.row(i) - x.row(j)).transpose().array().square() * inverse_squared;
+      const double r = std::sqrt(scaled.sum());
+      const double factor = 2 * w(i, j) * (5.0 / 3.0) * s2 * (1 + kSqrt5 * r) * std::exp(-kSqrt5 * r);
+      lengthscale_gradient += factor * scaled.matrix();
+    }
+  }
+  gradient->head(d) = 0.5 * lengthscale_gradient;
+  (*gradient)(d) = 0.5 * (w.array() * signal.array()).sum();
+  (*gradient)(d + 1) = 0.5 * w.trace() * std::exp(h.log_noise_variance);
+  *gradient += prior_gradient;
+  return value;
+}
+
+GpHyperparameters GaussianProcess::Fit(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
+                                       GpHyperparameters start, int iterations) {
+  // iRprop-: per-coordinate steps that grow while the gradient keeps its sign and shrink when
+  // it flips; robust without a line search, and cheap per iteration.
+  const int dims = static_cast<int>(x.cols());
+  Eigen::VectorXd theta = start.Pack();
+  Eigen::VectorXd step = Eigen::VectorXd::Constant(theta.size(), 0.1);
+  Eigen::VectorXd previous = Eigen::VectorXd::Zero(theta.size());
+  Eigen::VectorXd best_theta = theta;
+  double best = -std::numeric_limits<double>::infinity();
+  for (int it = 0; it < iterations; ++it) {
+    Eigen::VectorXd gradient;
+    const double value = LogPosterior(x, y, GpHyperparameters::Unpack(theta, dims), &gradient);
+    if (!std::isfinite(value)) break;
+    if (value > best) {
+      best = value;
+      best_theta = theta;
+    }
+    for (int i = 0; i < theta.size(); ++i) {
+      const double sign = gradient(i) * previous(i);
+      if (sign > 0) {
+        step(i) = std::min(step(i) * 1.2, 1.0);
+      } else if (sign < 0) {
+        step(i) = std::max(step(i) * 0.5, 1e-6);
+        gradient(i) = 0;
+      }
+      if (gradient(i) > 0) theta(i) += step(i);
+      if (gradient(i) < 0) theta(i) -= step(i);
+    }
+    // Keep lengthscales and variances in sane ranges.
+    theta.head(dims) = theta.head(dims).cwiseMax(std::log(1e-3)).cwiseMin(std::log(1e3));
+    theta(dims) = std::clamp(theta(dims), std::log(1e-3), std::log(1e3));
+    theta(dims + 1) = std::clamp(theta(dims + 1), std::log(1e-8), std::log(10.0));
+    previous = gradient;
+  }
+  return GpHyperparameters::Unpack(best_theta, dims);
+}
+
+GaussianProcess::GaussianProcess(Eigen::MatrixXd x, Eigen::VectorXd y, GpHyperparameters h)
+    : x_(std::move(x)), h_(std::move(h)) {
+  Eigen::MatrixXd k = Covariance(x_, h_);
+  k.diagonal().array() += std::exp(h_.log_noise_variance) + kMinNoise;
+  cholesky_.compute(k);
+  alpha_ = cholesky_.solve(y);
+}
+
+void GaussianProcess::Predict(const Eigen::MatrixXd& points, Eigen::VectorXd* mean,
+                              Eigen::VectorXd* variance) const {
+  const int m = static_cast<int>(points.rows()), n = static_cast<int>(x_.rows());
+  Eigen::MatrixXd cross(n, m);
+  for (int j = 0; j < m; ++j) {
+    for (int i = 0; i < n; ++i) cross(i, j) = Matern52(x_.row(i).transpose(), points.row(j).transpose(), h_);
+  }
+  *mean = cross.transpose() * alpha_;
+  const Eigen::MatrixXd v = cholesky_.matrixL().solve(cross);
+  *variance = (Eigen::VectorXd::Constant(m, std::exp(h_.log_signal_variance)) -
+               v.colwise().squaredNorm().transpose())
+                  .cwiseMax(1e-12);
+}
+
+double LogExpectedImprovement(double mean, double variance, double best) {
+  const double sigma = std::sqrt(variance);
+  const double z = (best - mean) / sigma;
+  constexpr double kLogRoot2Pi = 0.91893853320467274178;  // log sqrt(2 pi)
+  if (z > -5) {
+    const double cdf = 0.5 * std::erfc(-z / std::sqrt(2.0));
+    const double pdf = std::exp(-0.5 * z * z - kLogRoot2Pi);
+    return std::log(sigma) + std::log(std::max(z * cdf + pdf, 1e-300));
+  }
+  // z Phi(z) + phi(z) = phi(z) (1/z^2 - 3/z^4 + ...) as z -> -inf.
+  const double z2 = z * z;
+  return std::log(sigma) - 0.5 * z2 - kLogRoot2Pi + std::log(1 / z2 - 3 / (z2 * z2));
+}
+
+}  // namespace dhpt::optimizer
