@@ -161,20 +161,17 @@ absl::StatusOr<std::optional<Point>> BayesianOptimization::Suggest(const History
   start.log_lengthscales = Eigen::VectorXd::Constant(width, std::log(0.5));
   const GpHyperparameters h = GaussianProcess::Fit(fit_x, fit_y, start, options_.fit_iterations);
 
-  // Kriging believer: running trials join at the posterior mean.
+  // Constant liar: running trials join as if they had returned the worst value so far.
   const double best = y.minCoeff();
   if (!running.empty()) {
-    const GaussianProcess completed_only(x, y, h);
     Eigen::MatrixXd pending(static_cast<int>(running.size()), width);
     for (size_t k = 0; k < running.size(); ++k) {
       pending.row(static_cast<int>(k)) = encoder.Encode(history.trials[running[k]].point).transpose();
     }
-    Eigen::VectorXd believed, unused;
-    completed_only.Predict(pending, &believed, &unused);
     Eigen::MatrixXd all_x(n + pending.rows(), width);
     all_x << x, pending;
-    Eigen::VectorXd all_y(n + believed.size());
-    all_y << y, believed;
+    Eigen::VectorXd all_y(n + pending.rows());
+    all_y << y, Eigen::VectorXd::Constant(pending.rows(), y.maxCoeff());
     x = std::move(all_x);
     y = std::move(all_y);
   }

@@ -13,8 +13,8 @@ namespace dhpt::optimizer {
 // - Hyperparameters: Matern-5/2 ARD, fitted by maximising the marginal likelihood with priors
 //   (GaussianProcess::Fit) on at most `max_fit_points` trials (the best half and the most
 //   recent half), then conditioned on every completed trial.
-// - Running trials are fantasised at the posterior mean (kriging believer), so parallel
-//   suggestions do not collapse onto one point.
+// - Running trials are fantasised with the worst value seen (constant liar, CL-max), so
+//   parallel suggestions spread out instead of collapsing onto one point.
 // - log EI is maximised over `candidates` scrambled Halton points and perturbations of the best
 //   trials, each rounded exactly to a valid point (lattice, one category) before it is scored;
 //   the best few are refined by a shrinking coordinate search. A point tried already is

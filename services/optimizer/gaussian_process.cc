@@ -162,14 +162,17 @@ double LogExpectedImprovement(double mean, double variance, double best) {
   const double sigma = std::sqrt(variance);
   const double z = (best - mean) / sigma;
   constexpr double kLogRoot2Pi = 0.91893853320467274178;  // log sqrt(2 pi)
-  if (z > -5) {
-    const double cdf = 0.5 * std::erfc(-z / std::sqrt(2.0));
-    const double pdf = std::exp(-0.5 * z * z - kLogRoot2Pi);
-    return std::log(sigma) + std::log(std::max(z * cdf + pdf, 1e-300));
+  if (z > -20) {
+    // Long double keeps the cancellation of z Phi(z) + phi(z) harmless down to z = -20.
+    const long double lz = z;
+    const long double cdf = 0.5L * std::erfc(-lz / std::sqrt(2.0L));
+    const long double pdf = std::exp(-0.5L * lz * lz - static_cast<long double>(kLogRoot2Pi));
+    return std::log(sigma) + static_cast<double>(std::log(std::max(lz * cdf + pdf, 1e-4900L)));
   }
-  // z Phi(z) + phi(z) = phi(z) (1/z^2 - 3/z^4 + ...) as z -> -inf.
-  const double z2 = z * z;
-  return std::log(sigma) - 0.5 * z2 - kLogRoot2Pi + std::log(1 / z2 - 3 / (z2 * z2));
+  // z Phi(z) + phi(z) = phi(z) (1/z^2 - 3/z^4 + 15/z^6 - 105/z^8 ...) as z -> -inf.
+  const double w = 1 / (z * z);
+  const double series = w * (1 - 3 * w * (1 - 5 * w * (1 - 7 * w)));
+  return std::log(sigma) - 0.5 * z * z - kLogRoot2Pi + std::log(series);
 }
 
 }  // namespace dhpt::optimizer

@@ -51,6 +51,15 @@ TEST(ParzenEstimatorTest, ContinuousDensityIntegratesToOne) {
   EXPECT_GT(pe.LogPdf({0.12}), pe.LogPdf({0.5}));
 }
 
+TEST(ParzenEstimatorTest, BandwidthWeightedKernelsMatchOptunaThreeOne) {
+  // Optuna 3.1's _ParzenEstimator on the same data (computed with Debian's python3-optuna).
+  ParzenEstimator pe(Unit(), {0}, {{0.2}, {0.5}, {0.9}, {0.1}}, {1, 1, 1, 1},
+                     {.bandwidth_weighted = true});
+  const double expected[] = {-0.93027869, -0.74643471, -0.86307479, -1.07644418};
+  const double at[] = {0.0, 0.3, 0.7, 1.0};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(pe.LogPdf({at[i]}), expected[i], 1e-7);
+}
+
 TEST(ParzenEstimatorTest, LatticeMassesSumToOneAndSamplesStayOnTheLattice) {
   SearchSpace space({{.name = "n", .kind = ParameterKind::kInt, .min = 2, .max = 10, .step = 2}});
   ParzenEstimator pe(space, {0}, {{4}, {6}}, {1, 1}, {});
