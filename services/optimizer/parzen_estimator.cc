@@ -14,14 +14,6 @@ constexpr double kLogTiny = -1e300;
 
 double NormalCdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
 
-double LogSumExp(const std::vector<double>& values) {
-  const double top = *std::max_element(values.begin(), values.end());
-  if (!std::isfinite(top)) return top;
-  double sum = 0;
-  for (double v : values) sum += std::exp(v - top);
-  return top + std::log(sum);
-}
-
 }  // namespace
 
 std::vector<double> TpeObservationWeights(int n) {
@@ -96,7 +88,20 @@ ParzenEstimator::ParzenEstimator(const SearchSpace& space, std::vector<int> dims
     const double min_sigma = range / std::min(100.0, 1.0 + components);
     for (double& sigma : d.sigmas) sigma = std::clamp(sigma, min_sigma, max_sigma);
     d.sigmas.back() = range;  // The prior is wide.
+    if (d.domain.step == 0) {
+      for (int k = 0; k < components; ++k) {
+        const double z = NormalCdf((d.high - d.mus[k]) / d.sigmas[k]) -
+                         NormalCdf((d.low - d.mus[k]) / d.sigmas[k]);
+        const double scale = bandwidth_weighted_ ? 1.0 : d.sigmas[k];
+        d.log_norms.push_back(z > 0 ? -std::log(scale * std::sqrt(2 * std::numbers::pi) * z)
+                                    : kLogTiny);
+      }
+    }
     dims_.push_back(std::move(d));
+  }
+  log_constants_ = log_weights_;
+  for (const Dimension& d : dims_) {
+    for (size_t k = 0; k < d.log_norms.size(); ++k) log_constants_[k] += d.log_norms[k];
   }
 }
 
@@ -140,32 +145,38 @@ std::vector<double> ParzenEstimator::Sample(std::mt19937_64& generator) const {
 }
 
 double ParzenEstimator::LogComponentPdf(int k, const std::vector<double>& x) const {
-  double log_pdf = 0;
+  double log_pdf = log_constants_[k];
   for (size_t j = 0; j < dims_.size(); ++j) {
     const Dimension& d = dims_[j];
     if (d.domain.choice) {
       log_pdf += std::log(d.probabilities[k][static_cast<size_t>(std::llround(x[j]))]);
-      continue;
-    }
-    const double mu = d.mus[k], sigma = d.sigmas[k];
-    const double z = NormalCdf((d.high - mu) / sigma) - NormalCdf((d.low - mu) / sigma);
-    if (d.domain.step > 0) {
-      const double half = d.domain.step / 2;
+    } else if (d.domain.step > 0) {
+      const double mu = d.mus[k], sigma = d.sigmas[k], half = d.domain.step / 2;
+      const double z = NormalCdf((d.high - mu) / sigma) - NormalCdf((d.low - mu) / sigma);
       const double mass = NormalCdf((x[j] + half - mu) / sigma) - NormalCdf((x[j] - half - mu) / sigma);
       log_pdf += mass > 0 && z > 0 ? std::log(mass / z) : kLogTiny;
     } else {
-      const double t = (x[j] - mu) / sigma;
-      const double scale = bandwidth_weighted_ ? 1.0 : sigma;
-      log_pdf += z > 0 ? -0.5 * t * t - std::log(scale * std::sqrt(2 * std::numbers::pi) * z) : kLogTiny;
+      const double t = (x[j] - d.mus[k]) / d.sigmas[k];
+      log_pdf -= 0.5 * t * t;
     }
   }
   return log_pdf;
 }
 
 double ParzenEstimator::LogPdf(const std::vector<double>& x) const {
-  std::vector<double> terms(log_weights_.size());
-  for (int k = 0; k < components(); ++k) terms[k] = log_weights_[k] + LogComponentPdf(k, x);
-  return LogSumExp(terms);
+  // log sum_k exp(term_k), with the largest term factored out; no allocation.
+  double top = -std::numeric_limits<double>::infinity();
+  const int n = components();
+  thread_local std::vector<double> terms;
+  terms.resize(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) {
+    terms[k] = LogComponentPdf(k, x);
+    top = std::max(top, terms[k]);
+  }
+  if (!std::isfinite(top)) return top;
+  double sum = 0;
+  for (int k = 0; k < n; ++k) sum += std::exp(terms[k] - top);
+  return top + std::log(sum);
 }
 
 }  // namespace dhpt::optimizer

@@ -48,6 +48,8 @@ class ParzenEstimator {
     SearchSpace::Internal domain;
     double low = 0, high = 0;  // Truncation bounds: the range widened by half a step.
     std::vector<double> mus, sigmas;              // Numeric, per component.
+    // Continuous: log of each kernel's normalising factor, so an evaluation costs one exp.
+    std::vector<double> log_norms;
     std::vector<std::vector<double>> probabilities;  // Choices, per component.
   };
   double LogComponentPdf(int k, const std::vector<double>& x) const;
@@ -55,6 +57,8 @@ class ParzenEstimator {
   std::vector<Dimension> dims_;
   bool bandwidth_weighted_ = false;
   std::vector<double> log_weights_;
+  // log weight plus every continuous dimension's log normaliser, per component.
+  std::vector<double> log_constants_;
   std::vector<double> cumulative_weights_;
 };
 

@@ -1,0 +1,61 @@
+// Optimiser cost: wall time of one suggestion against the number of finished trials, in 10
+// dimensions (Styblinski-Tang values on uniformly random points). bench/optuna_cost_peer.py
+// times Optuna's TPESampler on the same points.
+//
+//   build/bin/optimizer_cost_bench
+
+#include <benchmark/benchmark.h>
+
+#include "services/optimizer/function_runs.h"
+
+namespace dhpt::optimizer {
+namespace {
+
+constexpr int kDims = 10;
+
+struct Fixture {
+  SearchSpace space;
+  std::vector<TrialRecord> trials;
+  absl::flat_hash_set<std::string> keys;
+};
+
+Fixture History(int finished) {
+  const BenchmarkFunction& f = *FindBenchmarkFunction("styblinski_tang");
+  Fixture fixture{FunctionSpace(f, kDims), {}, {}};
+  std::mt19937_64 generator = SeededGenerator(7, 0, 0);
+  for (int t = 0; t < finished; ++t) {
+    std::vector<double> unit(kDims);
+    for (double& u : unit) u = UniformUnit(generator);
+    Point point = fixture.space.FromUnitPoint(unit);
+    std::vector<double> x;
+    for (const ParameterValue& v : point) x.push_back(std::get<double>(v));
+    fixture.keys.insert(fixture.space.Key(point));
+    fixture.trials.push_back({point, TrialStatus::kCompleted, f.evaluate(x)});
+  }
+  return fixture;
+}
+
+void Suggest(benchmark::State& state, Algorithm algorithm) {
+  const Fixture fixture = History(static_cast<int>(state.range(0)));
+  OptimizerConfig config{.algorithm = algorithm, .seed = 1};
+  std::unique_ptr<Optimizer> optimizer = *MakeOptimizer(fixture.space, config);
+  for (auto _ : state) {
+    auto point = optimizer->Suggest({fixture.trials, fixture.keys});
+    benchmark::DoNotOptimize(point);
+  }
+}
+
+void BM_TpeSuggest(benchmark::State& state) { Suggest(state, Algorithm::kTpe); }
+void BM_BayesianSuggest(benchmark::State& state) { Suggest(state, Algorithm::kBayesian); }
+void BM_HillClimbingSuggest(benchmark::State& state) { Suggest(state, Algorithm::kHillClimbing); }
+void BM_RandomSuggest(benchmark::State& state) { Suggest(state, Algorithm::kRandom); }
+
+BENCHMARK(BM_RandomSuggest)->Arg(1000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TpeSuggest)->Arg(100)->Arg(300)->Arg(1000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_HillClimbingSuggest)->Arg(100)->Arg(300)->Arg(1000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_BayesianSuggest)->Arg(100)->Arg(300)->Arg(500)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace dhpt::optimizer
+
+BENCHMARK_MAIN();
