@@ -10,8 +10,8 @@ namespace dhpt::optimizer {
 namespace {
 
 constexpr uint64_t kBayesStream = 0x42415953;  // "BAYS"
-constexpr int kRefineStarts = 4;
-constexpr int kRefineRounds = 6;
+constexpr int kRefineStarts = 3;
+constexpr int kRefineRounds = 5;
 constexpr int kPerturbedBest = 5;
 constexpr int kPerturbationsEach = 20;
 

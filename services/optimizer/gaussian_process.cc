@@ -22,13 +22,28 @@ constexpr double kSignalShape = 2.0, kSignalRate = 0.15;
 constexpr double kNoiseShape = 1.1, kNoiseRate = 0.05;
 constexpr double kMinNoise = 1e-6;
 
+// Rows divided by the lengthscales.
+Eigen::MatrixXd Scaled(const Eigen::MatrixXd& x, const GpHyperparameters& h) {
+  return x.array().rowwise() * (-h.log_lengthscales.array()).exp().transpose();
+}
+
+// r_ij = |a_i - b_j| for scaled rows, through one matrix product rather than pair by pair.
+Eigen::MatrixXd Distances(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b) {
+  Eigen::MatrixXd d2 = -2.0 * a * b.transpose();
+  d2.colwise() += a.rowwise().squaredNorm();
+  d2.rowwise() += b.rowwise().squaredNorm().transpose();
+  return d2.cwiseMax(0.0).cwiseSqrt();
+}
+
+Eigen::MatrixXd Matern52FromDistances(const Eigen::MatrixXd& r, double signal_variance) {
+  return signal_variance *
+         ((1.0 + kSqrt5 * r.array() + (5.0 / 3.0) * r.array().square()) * (-kSqrt5 * r.array()).exp())
+             .matrix();
+}
+
 Eigen::MatrixXd Covariance(const Eigen::MatrixXd& x, const GpHyperparameters& h) {
-  const int n = static_cast<int>(x.rows());
-  Eigen::MatrixXd k(n, n);
-  for (int i = 0; i < n; ++i) {
-    for (int j = 0; j <= i; ++j) k(i, j) = k(j, i) = Matern52(x.row(i).transpose(), x.row(j).transpose(), h);
-  }
-  return k;
+  const Eigen::MatrixXd scaled = Scaled(x, h);
+  return Matern52FromDistances(Distances(scaled, scaled), std::exp(h.log_signal_variance));
 }
 
 }  // namespace
@@ -78,20 +93,17 @@ double GaussianProcess::LogPosterior(const Eigen::MatrixXd& x, const Eigen::Vect
   // d/dtheta = 1/2 tr((alpha alpha^T - K^-1) dK/dtheta) = 1/2 sum(W .* dK/dtheta).
   const Eigen::MatrixXd w = alpha * alpha.transpose() - llt.solve(Eigen::MatrixXd::Identity(n, n));
   gradient->resize(h.size());
-  const Eigen::ArrayXd inverse_squared = (-2 * h.log_lengthscales.array()).exp();
+  // dk/dlog l_dim = 5/3 s2 (1 + sqrt5 r) exp(-sqrt5 r) (delta_dim / l_dim)^2. With F_ij the
+  // pair factor and scaled inputs z, sum_ij F_ij (z_i - z_j)^2 per dimension is
+  // 2 (z^2)^T F 1 - 2 diag(z^T F z), all matrix products.
   const double s2 = std::exp(h.log_signal_variance);
-  // dk/dlog l_dim = 5/3 s2 (1 + sqrt5 r) exp(-sqrt5 r) (delta_dim / l_dim)^2.
-  Eigen::VectorXd lengthscale_gradient = Eigen::VectorXd::Zero(d);
-  for (int i = 0; i < n; ++i) {
-    for (int j = 0; j < i; ++j) {
-      const Eigen::ArrayXd scaled =
-          (x.row(i) - x.row(j)).transpose().array().square() * inverse_squared;
-      const double r = std::sqrt(scaled.sum());
-      const double factor = 2 * w(i, j) * (5.0 / 3.0) * s2 * (1 + kSqrt5 * r) * std::exp(-kSqrt5 * r);
-      lengthscale_gradient += factor * scaled.matrix();
-    }
-  }
-  gradient->head(d) = 0.5 * lengthscale_gradient;
+  const Eigen::MatrixXd z = Scaled(x, h);
+  const Eigen::ArrayXXd r = Distances(z, z).array();
+  const Eigen::MatrixXd f =
+      (w.array() * (5.0 / 3.0) * s2 * (1.0 + kSqrt5 * r) * (-kSqrt5 * r).exp()).matrix();
+  const Eigen::VectorXd row_sums = f.rowwise().sum();
+  gradient->head(d) = z.array().square().matrix().transpose() * row_sums -
+                      (z.array() * (f * z).array()).colwise().sum().transpose().matrix();
   (*gradient)(d) = 0.5 * (w.array() * signal.array()).sum();
   (*gradient)(d + 1) = 0.5 * w.trace() * std::exp(h.log_noise_variance);
   *gradient += prior_gradient;
@@ -146,11 +158,9 @@ GaussianProcess::GaussianProcess(Eigen::MatrixXd x, Eigen::VectorXd y, GpHyperpa
 
 void GaussianProcess::Predict(const Eigen::MatrixXd& points, Eigen::VectorXd* mean,
                               Eigen::VectorXd* variance) const {
-  const int m = static_cast<int>(points.rows()), n = static_cast<int>(x_.rows());
-  Eigen::MatrixXd cross(n, m);
-  for (int j = 0; j < m; ++j) {
-    for (int i = 0; i < n; ++i) cross(i, j) = Matern52(x_.row(i).transpose(), points.row(j).transpose(), h_);
-  }
+  const int m = static_cast<int>(points.rows());
+  const Eigen::MatrixXd cross = Matern52FromDistances(Distances(Scaled(x_, h_), Scaled(points, h_)),
+                                                      std::exp(h_.log_signal_variance));
   *mean = cross.transpose() * alpha_;
   const Eigen::MatrixXd v = cholesky_.matrixL().solve(cross);
   *variance = (Eigen::VectorXd::Constant(m, std::exp(h_.log_signal_variance)) -

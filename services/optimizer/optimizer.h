@@ -58,9 +58,9 @@ struct HillClimbingOptions {
 
 struct BayesianOptions {
   int n_startup_trials = 10;
-  int candidates = 1024;
+  int candidates = 512;
   int max_fit_points = 128;
-  int fit_iterations = 60;
+  int fit_iterations = 40;
 };
 
 struct OptimizerConfig {

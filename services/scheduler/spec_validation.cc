@@ -273,7 +273,7 @@ absl::Status ValidateBayesian(v1::Algorithm& algorithm) {
   if (bayesian.n_startup_trials() < 2 || bayesian.n_startup_trials() > 10000) {
     return Invalid("algorithm.bayesian.n_startup_trials", "must be between 2 and 10000");
   }
-  if (bayesian.candidates() == 0) bayesian.set_candidates(1024);
+  if (bayesian.candidates() == 0) bayesian.set_candidates(512);
   if (bayesian.candidates() < 16 || bayesian.candidates() > 100000) {
     return Invalid("algorithm.bayesian.candidates", "must be between 16 and 100000");
   }
