@@ -90,8 +90,9 @@ ParzenEstimator::ParzenEstimator(const SearchSpace& space, std::vector<int> dims
     d.sigmas.back() = range;  // The prior is wide.
     if (d.domain.step == 0) {
       for (int k = 0; k < components; ++k) {
-        const double z = NormalCdf((d.high - d.mus[k]) / d.sigmas[k]) -
-                         NormalCdf((d.low - d.mus[k]) / d.sigmas[k]);
+        const double a = (d.low - d.mus[k]) / d.sigmas[k], b = (d.high - d.mus[k]) / d.sigmas[k];
+        // Kernels well inside the range lose no mass to truncation (to double precision).
+        const double z = a < -9 && b > 9 ? 1.0 : NormalCdf(b) - NormalCdf(a);
         const double scale = bandwidth_weighted_ ? 1.0 : d.sigmas[k];
         d.log_norms.push_back(z > 0 ? -std::log(scale * std::sqrt(2 * std::numbers::pi) * z)
                                     : kLogTiny);
@@ -164,18 +165,28 @@ double ParzenEstimator::LogComponentPdf(int k, const std::vector<double>& x) con
 }
 
 double ParzenEstimator::LogPdf(const std::vector<double>& x) const {
-  // log sum_k exp(term_k), with the largest term factored out; no allocation.
-  double top = -std::numeric_limits<double>::infinity();
   const int n = components();
   thread_local std::vector<double> terms;
   terms.resize(static_cast<size_t>(n));
-  for (int k = 0; k < n; ++k) {
-    terms[k] = LogComponentPdf(k, x);
-    top = std::max(top, terms[k]);
+  const bool one_continuous = dims_.size() == 1 && !dims_[0].domain.choice && dims_[0].domain.step == 0;
+  if (one_continuous) {
+    // The common univariate case, without the per-component call.
+    const Dimension& d = dims_[0];
+    for (int k = 0; k < n; ++k) {
+      const double t = (x[0] - d.mus[k]) / d.sigmas[k];
+      terms[k] = log_constants_[k] - 0.5 * t * t;
+    }
+  } else {
+    for (int k = 0; k < n; ++k) terms[k] = LogComponentPdf(k, x);
   }
+  const double top = *std::max_element(terms.begin(), terms.end());
   if (!std::isfinite(top)) return top;
+  // Terms more than e^-40 below the largest change the sum by less than a double can hold,
+  // so they need no exp: with many narrow kernels that is most of them.
   double sum = 0;
-  for (int k = 0; k < n; ++k) sum += std::exp(terms[k] - top);
+  for (int k = 0; k < n; ++k) {
+    if (terms[k] > top - 40) sum += std::exp(terms[k] - top);
+  }
   return top + std::log(sum);
 }
 
