@@ -9,57 +9,33 @@
 namespace dhpt::optimizer {
 namespace {
 
-SearchSpace Mixed() {
-  return SearchSpace({{.name = "x", .kind = ParameterKind::kDouble, .min = 1e-3, .max = 1, .log = true},
-                      {.name = "n", .kind = ParameterKind::kInt, .min = 1, .max = 20},
-                      {.name = "c", .kind = ParameterKind::kCategorical, .categories = {"a", "b", "c"}}});
-}
-
-double Loss(const Point& p) {
-  return std::pow(std::log10(std::get<double>(p[0])) + 2, 2) +
-         std::pow(std::get<int64_t>(p[1]) - 7, 2) / 10.0 + (std::get<std::string>(p[2]) == "b" ? 0 : 1);
-}
-
-std::vector<Point> RunLoss(Optimizer& optimizer, const SearchSpace& space, int n, TestStudy& study) {
-  std::vector<Point> points;
-  for (int i = 0; i < n; ++i) {
-    auto next = optimizer.Suggest(study.history());
-    EXPECT_TRUE(next.ok());
-    if (!next.ok() || !next->has_value()) break;
-    points.push_back(**next);
-    study.keys.insert(space.Key(**next));
-    study.trials.push_back({**next, TrialStatus::kCompleted, Loss(**next)});
-  }
-  return points;
-}
-
 TEST(TpeTest, StartsWithTheRandomSearchPoints) {
-  SearchSpace space = Mixed();
+  SearchSpace space = MixedSpace();
   TpeSearch tpe(space, 5, true, {});
   RandomSearch random(space, 5);
   TestStudy a, b;
-  std::vector<Point> from_tpe = RunLoss(tpe, space, 10, a);
-  std::vector<Point> from_random = RunLoss(random, space, 10, b);
+  std::vector<Point> from_tpe = RunMixed(tpe, space, 10, a);
+  std::vector<Point> from_random = RunMixed(random, space, 10, b);
   EXPECT_EQ(from_tpe, from_random);
 }
 
 TEST(TpeTest, DeterministicAndRebuildable) {
-  SearchSpace space = Mixed();
+  SearchSpace space = MixedSpace();
   TpeSearch first(space, 9, true, {}), second(space, 9, true, {});
   TestStudy a, b;
-  std::vector<Point> all = RunLoss(first, space, 40, a);
-  std::vector<Point> part = RunLoss(second, space, 25, b);
+  std::vector<Point> all = RunMixed(first, space, 40, a);
+  std::vector<Point> part = RunMixed(second, space, 25, b);
   TpeSearch rebuilt(space, 9, true, {});
-  std::vector<Point> rest = RunLoss(rebuilt, space, 15, b);
+  std::vector<Point> rest = RunMixed(rebuilt, space, 15, b);
   part.insert(part.end(), rest.begin(), rest.end());
   EXPECT_EQ(all, part);
 }
 
 TEST(TpeTest, ConcentratesOnTheGoodRegion) {
-  SearchSpace space = Mixed();
+  SearchSpace space = MixedSpace();
   TpeSearch tpe(space, 3, true, {});
   TestStudy study;
-  std::vector<Point> points = RunLoss(tpe, space, 80, study);
+  std::vector<Point> points = RunMixed(tpe, space, 80, study);
   int good_category = 0;
   for (size_t i = 40; i < points.size(); ++i) good_category += std::get<std::string>(points[i][2]) == "b";
   EXPECT_GT(good_category, 25);  // Random would give ~13 of 40.
