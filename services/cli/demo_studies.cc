@@ -19,7 +19,7 @@ parameters:
   - {name: num_boost_round, int_range: {min: 50, max: 300, step: 50}}
   - {name: subsample, double_range: {min: 0.5, max: 1.0}}
   - {name: min_child_weight, double_range: {min: 1, max: 10, log: true}}
-max_trials: 60
+max_trials: 90
 parallel_trials: 2
 max_failed_trials: 5
 )";
