@@ -109,8 +109,7 @@ BayesianOptimization::BayesianOptimization(SearchSpace space, uint64_t seed, boo
     : space_(space), seed_(seed), minimize_(minimize), options_(options), random_(space, seed) {}
 
 absl::StatusOr<std::optional<Point>> BayesianOptimization::Suggest(const History& history) {
-  const std::optional<int64_t> size = space_.FiniteSize();
-  if (size && static_cast<int64_t>(history.keys.size()) >= *size) return std::nullopt;
+  if (SpaceExhausted(space_, history)) return std::nullopt;
   std::vector<size_t> completed, running;
   for (size_t n = 0; n < history.trials.size(); ++n) {
     const TrialRecord& t = history.trials[n];

@@ -62,12 +62,6 @@ GpHyperparameters GpHyperparameters::Unpack(const Eigen::VectorXd& packed, int d
   return h;
 }
 
-double Matern52(const Eigen::Ref<const Eigen::VectorXd>& a, const Eigen::Ref<const Eigen::VectorXd>& b,
-                const GpHyperparameters& h) {
-  const double r = ((a - b).array() / h.log_lengthscales.array().exp()).matrix().norm();
-  return std::exp(h.log_signal_variance) * (1 + kSqrt5 * r + 5.0 / 3.0 * r * r) * std::exp(-kSqrt5 * r);
-}
-
 double GaussianProcess::LogPosterior(const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
                                      const GpHyperparameters& h, Eigen::VectorXd* gradient) {
   const int n = static_cast<int>(x.rows()), d = static_cast<int>(x.cols());

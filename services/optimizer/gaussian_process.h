@@ -21,10 +21,6 @@ struct GpHyperparameters {
   static GpHyperparameters Unpack(const Eigen::VectorXd& packed, int dims);
 };
 
-// Matern-5/2 with ARD lengthscales.
-double Matern52(const Eigen::Ref<const Eigen::VectorXd>& a, const Eigen::Ref<const Eigen::VectorXd>& b,
-                const GpHyperparameters& h);
-
 class GaussianProcess {
  public:
   // Rows of `x` are inputs in [0, 1]^d; `y` should be standardised.

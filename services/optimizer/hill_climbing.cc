@@ -48,8 +48,7 @@ HillClimbing::Climb HillClimbing::Replay(const History& history) const {
 }
 
 absl::StatusOr<std::optional<Point>> HillClimbing::Suggest(const History& history) {
-  const std::optional<int64_t> size = space_.FiniteSize();
-  if (size && static_cast<int64_t>(history.keys.size()) >= *size) return std::nullopt;
+  if (SpaceExhausted(space_, history)) return std::nullopt;
   const Climb climb = Replay(history);
   std::mt19937_64 generator = SeededGenerator(seed_, kHillStream, history.trials.size());
   if (!climb.incumbent) {

@@ -86,6 +86,12 @@ class Optimizer {
   virtual bool cheap() const { return false; }
 };
 
+// True when the space is countable and every point of it is in the history.
+inline bool SpaceExhausted(const SearchSpace& space, const History& history) {
+  const std::optional<int64_t> size = space.FiniteSize();
+  return size && static_cast<int64_t>(history.keys.size()) >= *size;
+}
+
 absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const SearchSpace& space,
                                                          const OptimizerConfig& config);
 

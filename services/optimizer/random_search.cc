@@ -9,8 +9,8 @@ RandomSearch::RandomSearch(SearchSpace space, uint64_t seed)
     : space_(std::move(space)), seed_(seed) {}
 
 absl::StatusOr<std::optional<Point>> RandomSearch::Suggest(const History& history) {
+  if (SpaceExhausted(space_, history)) return std::nullopt;
   const std::optional<int64_t> size = space_.FiniteSize();
-  if (size && static_cast<int64_t>(history.keys.size()) >= *size) return std::nullopt;
 
   std::mt19937_64 generator = SeededGenerator(seed_, kRandomStream, history.trials.size());
   std::vector<double> unit(space_.dims());

@@ -37,8 +37,7 @@ TpeSearch::TpeSearch(SearchSpace space, uint64_t seed, bool minimize, TpeOptions
     : space_(space), seed_(seed), minimize_(minimize), options_(options), random_(space, seed) {}
 
 absl::StatusOr<std::optional<Point>> TpeSearch::Suggest(const History& history) {
-  const std::optional<int64_t> size = space_.FiniteSize();
-  if (size && static_cast<int64_t>(history.keys.size()) >= *size) return std::nullopt;
+  if (SpaceExhausted(space_, history)) return std::nullopt;
 
   std::vector<Observation> observations;
   int completed = 0;

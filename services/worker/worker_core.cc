@@ -126,11 +126,6 @@ void WorkerCore::RunSlot() {
   }
 }
 
-int WorkerCore::busy_slots() const {
-  absl::MutexLock lock(&mutex_);
-  return static_cast<int>(running_.size());
-}
-
 size_t WorkerCore::unacknowledged_results() const {
   absl::MutexLock lock(&mutex_);
   return unacknowledged_.size();

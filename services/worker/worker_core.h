@@ -49,7 +49,6 @@ class WorkerCore {
   void Detach();
   void Handle(const v1::SchedulerMessage& message);
 
-  int busy_slots() const;
   size_t unacknowledged_results() const;
 
  private:
