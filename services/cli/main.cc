@@ -360,7 +360,7 @@ int main(int argc, char** argv) {
     pthread_sigmask(SIG_BLOCK, &interrupts, nullptr);
   }
   dhpt::ApplyEnvironmentToFlags({"scheduler"});
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> positional = dhpt::ParseCommandLineWithDashes(argc, argv);
   std::vector<std::string> args;
   for (size_t i = 2; i < positional.size(); ++i) args.push_back(positional[i]);
   return dhpt::cli::RunCommand(command, args);

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_replace.h"
@@ -24,6 +25,25 @@ void ApplyEnvironmentToFlags(std::initializer_list<absl::string_view> flag_names
       std::exit(2);
     }
   }
+}
+
+std::vector<char*> ParseCommandLineWithDashes(int argc, char** argv) {
+  // The rewritten arguments live as long as the process, like argv itself.
+  static std::vector<std::string>* rewritten = new std::vector<std::string>(argv, argv + argc);
+  bool flags_ended = false;
+  for (size_t i = 1; i < rewritten->size(); ++i) {
+    std::string& argument = (*rewritten)[i];
+    if (argument == "--") flags_ended = true;
+    if (flags_ended || argument.size() < 3 || argument[0] != '-') continue;
+    const size_t name_start = argument[1] == '-' ? 2 : 1;
+    const size_t name_end = std::min(argument.find('='), argument.size());
+    for (size_t k = name_start; k < name_end; ++k) {
+      if (argument[k] == '-') argument[k] = '_';
+    }
+  }
+  static std::vector<char*>* pointers = new std::vector<char*>();
+  for (std::string& argument : *rewritten) pointers->push_back(argument.data());
+  return absl::ParseCommandLine(argc, pointers->data());
 }
 
 }  // namespace dhpt

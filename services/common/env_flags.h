@@ -1,5 +1,7 @@
 #pragma once
 
+#include <vector>
+
 #include "absl/strings/string_view.h"
 
 namespace dhpt {
@@ -8,5 +10,10 @@ namespace dhpt {
 // dashes as underscores), sets the flag from it. Call before absl::ParseCommandLine so that
 // the command line still wins. Exits with a message when a variable does not parse.
 void ApplyEnvironmentToFlags(std::initializer_list<absl::string_view> flag_names);
+
+// absl::ParseCommandLine that also takes flag names spelled with dashes (--require-gpu for
+// --require_gpu), as Kubernetes manifests and the issue tracker write them. Arguments after a
+// bare "--" are left alone. Returns the positional arguments, as absl::ParseCommandLine does.
+std::vector<char*> ParseCommandLineWithDashes(int argc, char** argv);
 
 }  // namespace dhpt

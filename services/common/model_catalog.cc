@@ -27,12 +27,18 @@ const std::vector<absl::string_view>& KnownHyperparameters(v1::Model::Kind kind)
       "colsample_bynode", "colsample_bytree", "colsample_bylevel", "gamma", "min_split_loss",
       "lambda", "reg_lambda", "alpha", "reg_alpha", "max_leaves", "max_bin", "tree_method",
       "grow_policy", "objective", "seed"};
+  // services/worker/autoencoder_trainer.h documents each.
+  static const std::vector<absl::string_view> kAutoencoder = {
+      "hidden_layers", "hidden_width", "width_decay", "bottleneck", "activation",
+      "learning_rate", "weight_decay", "dropout", "epochs", "batch_size", "seed"};
   static const std::vector<absl::string_view> kNone;
   switch (kind) {
     case v1::Model::XGBOOST:
       return kXgboost;
     case v1::Model::RANDOM_FOREST:
       return kRandomForest;
+    case v1::Model::AUTOENCODER:
+      return kAutoencoder;
     default:
       return kNone;
   }
@@ -46,6 +52,9 @@ const std::vector<absl::string_view>& ReportedMetrics(v1::Model::Kind kind) {
   static const std::vector<absl::string_view> kRegression = {
       "r2", "mse", kMetricWallSeconds, kMetricCpuSeconds, kMetricCpuUtilization,
       kMetricPeakRssBytes};
+  static const std::vector<absl::string_view> kAutoencoder = {
+      "r2", "mse", "val_loss", kMetricWallSeconds, kMetricCpuSeconds, kMetricCpuUtilization,
+      kMetricPeakRssBytes};
   static const std::vector<absl::string_view> kFunction = {
       "value", kMetricWallSeconds, kMetricCpuSeconds, kMetricCpuUtilization, kMetricPeakRssBytes};
   static const std::vector<absl::string_view> kNone;
@@ -53,6 +62,8 @@ const std::vector<absl::string_view>& ReportedMetrics(v1::Model::Kind kind) {
     case v1::Model::XGBOOST:
     case v1::Model::RANDOM_FOREST:
       return kRegression;
+    case v1::Model::AUTOENCODER:
+      return kAutoencoder;
     case v1::Model::FUNCTION:
       return kFunction;
     default:

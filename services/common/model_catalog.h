@@ -23,5 +23,12 @@ inline constexpr absl::string_view kMetricWallSeconds = "wall_seconds";
 inline constexpr absl::string_view kMetricCpuSeconds = "cpu_seconds";
 inline constexpr absl::string_view kMetricCpuUtilization = "cpu_utilization";
 inline constexpr absl::string_view kMetricPeakRssBytes = "peak_rss_bytes";
+// Reported only by trials that ran where a GPU is observed (services/worker/gpu_telemetry.h):
+// utilisation as a 0..1 share, memory in bytes, averaged and peaked over the trial.
+inline constexpr absl::string_view kMetricGpuUtilizationAvg = "gpu_utilization_avg";
+inline constexpr absl::string_view kMetricGpuUtilizationPeak = "gpu_utilization_peak";
+inline constexpr absl::string_view kMetricGpuMemoryUsedAvg = "gpu_memory_used_avg_bytes";
+inline constexpr absl::string_view kMetricGpuMemoryUsedPeak = "gpu_memory_used_peak_bytes";
+inline constexpr absl::string_view kMetricGpuMemoryTotal = "gpu_memory_total_bytes";
 
 }  // namespace dhpt

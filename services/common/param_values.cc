@@ -38,6 +38,24 @@ std::string FormatParameterValue(const v1::ParameterValue& value) {
   }
 }
 
+v1::ParameterValue FixedAsParameterValue(const google::protobuf::Value& value) {
+  v1::ParameterValue out;
+  switch (value.kind_case()) {
+    case google::protobuf::Value::kNumberValue:
+      out.set_double_value(value.number_value());
+      break;
+    case google::protobuf::Value::kStringValue:
+      out.set_string_value(value.string_value());
+      break;
+    case google::protobuf::Value::kBoolValue:
+      out.set_int_value(value.bool_value() ? 1 : 0);
+      break;
+    default:
+      break;
+  }
+  return out;
+}
+
 std::string FormatFixedValue(const google::protobuf::Value& value) {
   switch (value.kind_case()) {
     case google::protobuf::Value::kNumberValue:

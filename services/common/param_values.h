@@ -14,6 +14,9 @@ namespace dhpt {
 std::optional<double> AsNumber(const v1::ParameterValue& value);
 // "0.0123", "7", "gbtree": short and exact enough for tables and for XGBoost's string params.
 std::string FormatParameterValue(const v1::ParameterValue& value);
+// A google.protobuf.Value (from model.fixed) as a parameter value: numbers as doubles, strings
+// as they are, booleans as 0 or 1.
+v1::ParameterValue FixedAsParameterValue(const google::protobuf::Value& value);
 // A google.protobuf.Value (from model.fixed) as the string XGBoost's SetParam takes.
 std::string FormatFixedValue(const google::protobuf::Value& value);
 

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage);
   dhpt::ApplyEnvironmentToFlags(
       {"listen", "metrics_port", "db", "heartbeat_interval", "missed_heartbeats"});
-  absl::ParseCommandLine(argc, argv);
+  dhpt::ParseCommandLineWithDashes(argc, argv);
   dhpt::BlockTerminationSignals();
 
   if (!absl::GetFlag(FLAGS_db).empty()) {

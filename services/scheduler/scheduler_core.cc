@@ -8,6 +8,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "services/common/logging.h"
 #include "services/common/status_macros.h"
+#include "services/scheduler/placement.h"
 #include "services/scheduler/spec_translation.h"
 #include "services/scheduler/spec_validation.h"
 
@@ -450,8 +451,7 @@ bool SchedulerCore::Runnable(const StudyEntry& study, const WorkerEntry& worker)
   if (study.pending.empty() && (study.exhausted || study.created() >= study.spec.max_trials())) {
     return false;
   }
-  const auto& models = worker.capabilities.models();
-  return std::find(models.begin(), models.end(), study.spec.model().kind()) != models.end();
+  return CanRun(study.spec, worker.capabilities);
 }
 
 std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study) {
@@ -518,11 +518,22 @@ std::optional<uint64_t> SchedulerCore::AcceptSuggestionLocked(
 }
 
 bool SchedulerCore::AssignOneLocked(uint64_t session, WorkerEntry& worker) {
+  // A CUDA worker's slots go first to the studies that need a GPU, then to the rest.
+  if (worker.capabilities.device_kind() == v1::WorkerCapabilities::CUDA &&
+      AssignMatchingLocked(session, worker,
+                           [](const StudyEntry& study) { return NeedsGpu(study.spec); })) {
+    return true;
+  }
+  return AssignMatchingLocked(session, worker, [](const StudyEntry&) { return true; });
+}
+
+bool SchedulerCore::AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
+                                         absl::FunctionRef<bool(const StudyEntry&)> eligible) {
   const size_t n = study_order_.size();
   for (size_t k = 0; k < n; ++k) {
     const size_t index = (next_study_ + k) % n;
     StudyEntry& study = *study_order_[index];
-    if (!Runnable(study, worker)) continue;
+    if (!eligible(study) || !Runnable(study, worker)) continue;
     std::optional<uint64_t> id = TakeTrialLocked(study);
     if (!id) continue;
     next_study_ = (index + 1) % n;
@@ -712,15 +723,13 @@ v1::Study SchedulerCore::BuildStudyLocked(const StudyEntry& study) const {
   *out.mutable_create_time() = study.create_time;
   if (study.terminal()) *out.mutable_end_time() = study.end_time;
   if (!study.terminal() && out.trials_pending() > 0 && study.running == 0) {
-    const v1::Model::Kind kind = study.spec.model().kind();
-    const bool servable = std::any_of(workers_.begin(), workers_.end(), [&](const auto& w) {
-      const auto& models = w.second.capabilities.models();
-      return std::find(models.begin(), models.end(), kind) != models.end();
-    });
-    if (!servable) {
-      out.set_state_reason(absl::StrCat("waiting for a worker that runs ",
-                                        v1::Model::Kind_Name(kind)));
+    std::vector<const v1::WorkerCapabilities*> connected;
+    bool servable = false;
+    for (const auto& [session, worker] : workers_) {
+      connected.push_back(&worker.capabilities);
+      servable = servable || CanRun(study.spec, worker.capabilities);
     }
+    if (!servable) out.set_state_reason(WaitingForWorker(study.spec, connected));
   }
   return out;
 }

@@ -14,13 +14,14 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "dhpt/v1/common.pb.h"
@@ -128,6 +129,10 @@ class SchedulerCore {
   };
 
   bool Runnable(const StudyEntry& study, const WorkerEntry& worker) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Starts one trial of the first eligible, runnable study in round-robin order on `worker`.
+  bool AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
+                            absl::FunctionRef<bool(const StudyEntry&)> eligible)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   std::optional<uint64_t> TakeTrialLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Creates the trial for a suggestion, or marks the study exhausted; returns the trial's id.

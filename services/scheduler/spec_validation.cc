@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "services/common/benchmark_functions.h"
+#include "services/common/dataset_defaults.h"
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
 #include "services/optimizer/optimizer.h"
@@ -56,13 +57,17 @@ absl::Status ValidateModel(v1::StudySpec& spec) {
       break;
     }
     case v1::Model::AUTOENCODER:
-      return Invalid("model.kind", "AUTOENCODER studies need the GPU worker, not available yet");
+      break;
     default:
       return Invalid("model.kind",
                      "is required: one of XGBOOST, RANDOM_FOREST, AUTOENCODER, FUNCTION");
   }
   if (model.kind() != v1::Model::FUNCTION && !model.function().empty()) {
     return Invalid("model.function", "is only for FUNCTION models");
+  }
+  if (spec.allow_cpu_fallback() && model.kind() != v1::Model::AUTOENCODER) {
+    return Invalid("allow_cpu_fallback",
+                   "is only for AUTOENCODER studies; the other models run on CPU workers anyway");
   }
   for (const auto& [key, value] : model.fixed()) {
     const std::string field = absl::StrCat("model.fixed.", key);
@@ -103,12 +108,34 @@ absl::Status ValidateDataset(v1::StudySpec& spec) {
       }
       break;
     }
+    case v1::Dataset::kSensors: {
+      v1::SensorChannels& sensors = *dataset.mutable_sensors();
+      if (sensors.samples() < 20 || sensors.samples() > 10'000'000) {
+        return Invalid("dataset.sensors.samples", "must be between 20 and 10000000");
+      }
+      if (sensors.channels() == 0) sensors.set_channels(kDefaultSensorChannels);
+      if (sensors.latent() == 0) sensors.set_latent(kDefaultSensorLatent);
+      if (sensors.noise() == 0) sensors.set_noise(kDefaultSensorNoise);
+      if (sensors.channels() < 2 || sensors.channels() > 10'000) {
+        return Invalid("dataset.sensors.channels", "must be between 2 and 10000");
+      }
+      if (sensors.latent() < 1 || sensors.latent() >= sensors.channels()) {
+        return Invalid("dataset.sensors.latent",
+                       absl::StrCat("must be at least 1 and less than channels (", sensors.channels(), ")"));
+      }
+      if (!(sensors.noise() > 0) || !std::isfinite(sensors.noise())) {
+        return Invalid("dataset.sensors.noise", "must be a finite number > 0");
+      }
+      break;
+    }
     case v1::Dataset::kCsv:
       if (dataset.csv().path().empty()) return Invalid("dataset.csv.path", "is required");
-      if (dataset.csv().target().empty()) return Invalid("dataset.csv.target", "is required");
+      if (dataset.csv().target().empty() && spec.model().kind() != v1::Model::AUTOENCODER) {
+        return Invalid("dataset.csv.target", "is required: the column the model predicts");
+      }
       break;
     default:
-      return Invalid("dataset", "is required: set friedman1 or csv");
+      return Invalid("dataset", "is required: set friedman1, sensors or csv");
   }
   if (dataset.validation_fraction() == 0) {
     dataset.set_validation_fraction(kDefaultValidationFraction);

@@ -17,6 +17,7 @@ namespace {
 
 constexpr uint64_t kFriedmanStream = 0x46524945;  // "FRIE"
 constexpr uint64_t kSplitStream = 0x53504c54;     // "SPLT"
+constexpr uint64_t kSensorStream = 0x53454e53;    // "SENS"
 
 // Splits one CSV line into cells; double quotes may enclose a cell ("" is a literal quote).
 absl::StatusOr<std::vector<std::string>> SplitCsvLine(const std::string& line) {
@@ -71,6 +72,53 @@ absl::StatusOr<Dataset> GenerateFriedman1(const v1::Friedman1& spec) {
   return data;
 }
 
+absl::StatusOr<Dataset> GenerateSensorChannels(const v1::SensorChannels& spec) {
+  const int channels = spec.channels() > 0 ? spec.channels() : kDefaultSensorChannels;
+  const int latent = spec.latent() > 0 ? spec.latent() : kDefaultSensorLatent;
+  const double noise = spec.noise() > 0 ? spec.noise() : kDefaultSensorNoise;
+  if (spec.samples() < 1 || latent >= channels) {
+    return absl::InvalidArgumentError("sensors needs samples >= 1 and latent < channels");
+  }
+  // The mixing is drawn first, from its own sequence, so the channels of a spec do not depend
+  // on its number of samples.
+  std::mt19937_64 mixing = SeededGenerator(spec.seed(), kSensorStream, 0);
+  std::vector<double> frequency(latent), phase(latent);
+  for (int k = 0; k < latent; ++k) {
+    frequency[k] = 0.002 + 0.048 * UniformUnit(mixing);
+    phase[k] = 2 * std::numbers::pi * UniformUnit(mixing);
+  }
+  const double mixing_scale = 1 / std::sqrt(static_cast<double>(latent));
+  std::vector<double> weight(static_cast<size_t>(channels) * latent), offset(channels), gain(channels);
+  for (double& w : weight) w = mixing_scale * StandardNormal(mixing);
+  for (int j = 0; j < channels; ++j) {
+    offset[j] = 2 * UniformUnit(mixing) - 1;
+    gain[j] = 0.5 + 1.5 * UniformUnit(mixing);
+  }
+
+  Dataset data;
+  data.rows = spec.samples();
+  data.cols = channels;
+  for (int j = 0; j < channels; ++j) data.feature_names.push_back(absl::StrCat("s", j + 1));
+  data.features.resize(static_cast<size_t>(data.rows * data.cols));
+  data.target.resize(static_cast<size_t>(data.rows));
+  std::mt19937_64 noise_generator = SeededGenerator(spec.seed(), kSensorStream, 1);
+  std::vector<double> z(latent);
+  for (int64_t i = 0; i < data.rows; ++i) {
+    for (int k = 0; k < latent; ++k) {
+      z[k] = std::sin(2 * std::numbers::pi * frequency[k] * static_cast<double>(i) + phase[k]);
+    }
+    float* x = &data.features[static_cast<size_t>(i * data.cols)];
+    for (int j = 0; j < channels; ++j) {
+      double mixed = 0;
+      for (int k = 0; k < latent; ++k) mixed += weight[static_cast<size_t>(j) * latent + k] * z[k];
+      x[j] = static_cast<float>(offset[j] +
+                                gain[j] * (std::tanh(mixed) + noise * StandardNormal(noise_generator)));
+    }
+    data.target[static_cast<size_t>(i)] = static_cast<float>(z[0]);
+  }
+  return data;
+}
+
 absl::StatusOr<Dataset> LoadCsv(const std::string& path, const std::string& target) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open CSV file ", path));
@@ -87,7 +135,7 @@ absl::StatusOr<Dataset> LoadCsv(const std::string& path, const std::string& targ
       data.feature_names.push_back((*header)[j]);
     }
   }
-  if (target_column < 0) {
+  if (target_column < 0 && !target.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("target column \"", target, "\" is not in the header of ",
                                                    path, " (columns: ", absl::StrJoin(*header, ", "), ")"));
   }
@@ -156,7 +204,7 @@ absl::StatusOr<SplitDataset> SplitTrainValidation(const Dataset& data, double fr
     for (int64_t k = 0; k < count; ++k) {
       const float* row = &data.features[static_cast<size_t>(rows[k] * data.cols)];
       out.features.insert(out.features.end(), row, row + data.cols);
-      out.target.push_back(data.target[static_cast<size_t>(rows[k])]);
+      if (!data.target.empty()) out.target.push_back(data.target[static_cast<size_t>(rows[k])]);
     }
   };
   take(split.validation, order.data(), validation_rows);
@@ -171,9 +219,11 @@ absl::StatusOr<std::shared_ptr<const SplitDataset>> DatasetCache::Get(const v1::
   // each loading the same file.
   absl::MutexLock lock(&mutex_);
   if (auto it = loaded_.find(key); it != loaded_.end()) return it->second;
-  absl::StatusOr<Dataset> data = absl::InvalidArgumentError("dataset: set friedman1 or csv");
+  absl::StatusOr<Dataset> data = absl::InvalidArgumentError("dataset: set friedman1, sensors or csv");
   if (spec.has_friedman1()) {
     data = GenerateFriedman1(spec.friedman1());
+  } else if (spec.has_sensors()) {
+    data = GenerateSensorChannels(spec.sensors());
   } else if (spec.has_csv()) {
     data = LoadCsv(spec.csv().path(), spec.csv().target());
   }

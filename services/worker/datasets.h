@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "dhpt/v1/common.pb.h"
+#include "services/common/dataset_defaults.h"
 
 namespace dhpt::worker {
 
@@ -21,8 +22,9 @@ struct Dataset {
   int64_t rows = 0;
   int64_t cols = 0;
   std::vector<float> features;  // rows * cols
-  std::vector<float> target;    // rows
+  std::vector<float> target;    // rows, or empty when the data set has no target
 };
+
 
 struct SplitDataset {
   Dataset train;
@@ -33,8 +35,13 @@ struct SplitDataset {
 // the same rows for the same spec on every machine.
 absl::StatusOr<Dataset> GenerateFriedman1(const v1::Friedman1& spec);
 
+// Correlated sensor-like channels (the formula is in common.proto's SensorChannels); the same
+// rows for the same spec on every machine. Zero fields take their documented defaults.
+absl::StatusOr<Dataset> GenerateSensorChannels(const v1::SensorChannels& spec);
+
 // A CSV file with a header row; `target` names the label column, every other column is a
-// feature. Every cell must be a finite number: errors name the line and column.
+// feature. An empty `target` makes every column a feature and leaves `target` empty. Every
+// cell must be a finite number: errors name the line and column.
 absl::StatusOr<Dataset> LoadCsv(const std::string& path, const std::string& target);
 
 // Shuffles rows with `seed` and holds out round(fraction * rows) of them (at least one, and at

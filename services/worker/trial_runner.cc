@@ -15,7 +15,7 @@
 namespace dhpt::worker {
 namespace {
 
-using Metrics = std::map<std::string, double>;
+using Metrics = TrainerMetrics;
 
 absl::StatusOr<Metrics> EvaluateFunction(const v1::Assign& assign) {
   const BenchmarkFunction* function = FindBenchmarkFunction(assign.model().function());
@@ -47,24 +47,65 @@ std::string XgboostValue(const v1::ParameterValue& value) {
   return FormatParameterValue(value);
 }
 
+Hyperparameters AllHyperparameters(const v1::Assign& assign) {
+  Hyperparameters params;
+  for (const auto& [name, value] : assign.model().fixed()) params[name] = FixedAsParameterValue(value);
+  for (const auto& [name, value] : assign.params()) params[name] = value;
+  return params;
+}
+
+void AddGpuUsage(const GpuUsage& usage, const GpuDevice& device,
+                 google::protobuf::Map<std::string, double>& metrics) {
+  if (usage.samples == 0) return;
+  metrics[std::string(kMetricGpuUtilizationAvg)] = usage.utilization_avg;
+  metrics[std::string(kMetricGpuUtilizationPeak)] = usage.utilization_peak;
+  if (usage.memory_used_avg_bytes) {
+    metrics[std::string(kMetricGpuMemoryUsedAvg)] = *usage.memory_used_avg_bytes;
+    metrics[std::string(kMetricGpuMemoryUsedPeak)] = *usage.memory_used_peak_bytes;
+  }
+  if (device.memory_total_bytes) {
+    metrics[std::string(kMetricGpuMemoryTotal)] = static_cast<double>(*device.memory_total_bytes);
+  }
+}
+
 }  // namespace
 
 v1::TrialResult TrialRunner::Run(const v1::Assign& assign, const TrialContext& context) {
   v1::TrialResult result;
   result.set_trial_id(assign.trial_id());
   result.set_attempt(assign.attempt());
-  result.set_device(device_);
+  result.set_device("cpu");
   auto& metrics = *result.mutable_metrics();
 
   absl::StatusOr<Metrics> outcome = absl::InvalidArgumentError(
       absl::StrCat("this worker cannot run ", v1::Model::Kind_Name(assign.model().kind()),
                    " trials"));
   std::optional<ResourceMeter> meter;
+  std::optional<GpuSampler> gpu_sampler;
+  auto start_measuring = [&] {
+    meter.emplace();
+    if (options_.gpu) gpu_sampler.emplace(options_.gpu.get(), options_.gpu_sample_interval);
+  };
   switch (assign.model().kind()) {
     case v1::Model::FUNCTION:
-      meter.emplace();
+      start_measuring();
       outcome = EvaluateFunction(assign);
       break;
+    case v1::Model::AUTOENCODER: {
+      if (!options_.autoencoder) break;
+      const auto load_start = std::chrono::steady_clock::now();
+      absl::StatusOr<std::shared_ptr<const SplitDataset>> data = datasets_.Get(assign.dataset());
+      metrics["dataset_seconds"] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+      if (!data.ok()) {
+        outcome = data.status();
+        break;
+      }
+      result.set_device(options_.autoencoder->device());
+      start_measuring();
+      outcome = options_.autoencoder->Train(**data, AllHyperparameters(assign), context);
+      break;
+    }
     case v1::Model::XGBOOST:
     case v1::Model::RANDOM_FOREST: {
       // Loading is measured apart: it happens once per worker, not once per trial.
@@ -87,7 +128,7 @@ v1::TrialResult TrialRunner::Run(const v1::Assign& assign, const TrialContext& c
       request.threads = context.threads;
       request.cancelled = context.cancelled;
       request.progress = context.progress;
-      meter.emplace();
+      start_measuring();
       absl::StatusOr<RegressionScores> scores = TrainXgboost(**data, request);
       if (scores.ok()) {
         outcome = Metrics{{"r2", scores->r2}, {"mse", scores->mse}};
@@ -107,6 +148,7 @@ v1::TrialResult TrialRunner::Run(const v1::Assign& assign, const TrialContext& c
     metrics[std::string(kMetricCpuUtilization)] = usage.cpu_utilization;
     if (usage.peak_rss_bytes) metrics[std::string(kMetricPeakRssBytes)] = *usage.peak_rss_bytes;
   }
+  if (gpu_sampler) AddGpuUsage(gpu_sampler->Stop(), options_.gpu->device(), metrics);
   if (outcome.ok()) {
     result.set_state(v1::Trial::COMPLETED);
     for (const auto& [name, value] : *outcome) metrics[name] = value;

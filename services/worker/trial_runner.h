@@ -4,29 +4,32 @@
 // measures, and turns every error into a FAILED result with the reason. Used by the worker
 // runtime and, with no scheduler at all, by sequential runs.
 
-#include <atomic>
-#include <functional>
+#include <memory>
 #include <string>
 
+#include "absl/time/time.h"
 #include "dhpt/v1/worker_service.pb.h"
 #include "services/worker/datasets.h"
+#include "services/worker/gpu_telemetry.h"
+#include "services/worker/model_trainer.h"
 
 namespace dhpt::worker {
 
-struct TrialContext {
-  int threads = 1;
-  const std::atomic<bool>* cancelled = nullptr;
-  std::function<void(int64_t step, double value)> progress;
+struct TrialRunnerOptions {
+  // Runs AUTOENCODER trials; without one this runner refuses them.
+  std::shared_ptr<ModelTrainer> autoencoder;
+  // Sampled while every trial runs; without one, results carry no GPU figures.
+  std::shared_ptr<GpuReader> gpu;
+  absl::Duration gpu_sample_interval = absl::Milliseconds(100);
 };
 
 class TrialRunner {
  public:
-  // `device` is reported with every result ("cpu").
-  explicit TrialRunner(std::string device = "cpu") : device_(std::move(device)) {}
+  explicit TrialRunner(TrialRunnerOptions options = {}) : options_(std::move(options)) {}
   v1::TrialResult Run(const v1::Assign& assign, const TrialContext& context);
 
  private:
-  std::string device_;
+  const TrialRunnerOptions options_;
   DatasetCache datasets_;
 };
 

@@ -13,6 +13,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "services/common/env_flags.h"
 #include "services/common/logging.h"
 #include "services/common/signals.h"
@@ -44,8 +45,8 @@ std::string Hostname() {
 
 int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   absl::SetProgramUsageMessage(absl::StrCat(
-      kind.binary, " --scheduler=HOST:PORT [--slots=N]\n\n"
-      "Connects to dhpt-scheduler, runs the trials it assigns and streams results back;\n"
+      kind.binary, " --scheduler=HOST:PORT [--slots=N]\n\n", kind.purpose,
+      "\nConnects to dhpt-scheduler, runs the trials it assigns and streams results back;\n"
       "reconnects with backoff when the scheduler goes away. Every flag can also be set as\n"
       "DHPT_<FLAG> in the environment (e.g. DHPT_SCHEDULER)."));
   absl::FlagsUsageConfig usage;
@@ -56,7 +57,8 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   absl::SetFlagsUsageConfig(usage);
   ApplyEnvironmentToFlags(
       {"scheduler", "slots", "threads_per_trial", "worker_id", "node_name", "metrics_port"});
-  absl::ParseCommandLine(argc, argv);
+  for (absl::string_view flag : kind.own_flags) ApplyEnvironmentToFlags({flag});
+  ParseCommandLineWithDashes(argc, argv);
 
   const int slots = absl::GetFlag(FLAGS_slots);
   if (slots < 1 || slots > 1024) {
@@ -78,6 +80,11 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   if (node.empty()) node = Hostname();
   utsname machine{};
   uname(&machine);
+  absl::StatusOr<WorkerSetup> setup = kind.setup();
+  if (!setup.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(setup.status().message()).c_str());
+    return absl::IsFailedPrecondition(setup.status()) ? 1 : 2;
+  }
 
   BlockTerminationSignals();
   WorkerClientOptions options;
@@ -85,21 +92,27 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   v1::Hello& hello = options.hello;
   hello.set_worker_id(worker_id);
   v1::WorkerCapabilities& caps = *hello.mutable_capabilities();
-  caps.set_device_kind(kind.device_kind);
-  caps.set_device_name(kind.device_name);
-  for (v1::Model::Kind model : kind.models) caps.add_models(model);
+  caps.set_device_kind(setup->device_kind);
+  caps.set_device_name(setup->device_name);
+  caps.set_device_memory_bytes(setup->device_memory_bytes);
+  caps.set_gpu_telemetry(setup->gpu_telemetry);
+  for (v1::Model::Kind model : setup->models) caps.add_models(model);
   caps.set_slots(slots);
   caps.set_node_name(node);
   caps.set_arch(machine.machine);
   caps.set_version(DHPT_VERSION);
 
-  TrialRunner runner("cpu");
+  TrialRunner runner(std::move(setup->runner));
   WorkerCore core({.slots = slots, .threads_per_trial = threads}, &runner);
   core.Start();
   WorkerClient client(options, &core);
   std::thread connection([&client] { client.Run(); });
-  DHPT_LOG_INFO("%s %s: %d slots x %d threads, scheduler %s", kind.binary, worker_id, slots,
-                threads, options.scheduler_address);
+  std::vector<std::string> model_names;
+  for (v1::Model::Kind model : setup->models) model_names.push_back(v1::Model::Kind_Name(model));
+  DHPT_LOG_INFO("%s %s: %s device %s, runs %s; %d slots x %d threads, scheduler %s", kind.binary,
+                worker_id, v1::WorkerCapabilities::DeviceKind_Name(setup->device_kind),
+                setup->device_name, absl::StrJoin(model_names, ", "), slots, threads,
+                options.scheduler_address);
 
   const int signal = WaitForTerminationSignal();
   DHPT_LOG_INFO("received %s; giving back running trials and stopping", strsignal(signal));

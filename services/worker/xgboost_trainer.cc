@@ -73,6 +73,10 @@ RegressionScores ScoreRegression(const std::vector<float>& truth, const float* p
 
 absl::StatusOr<RegressionScores> TrainXgboost(const SplitDataset& data,
                                               const XgboostRequest& request) {
+  if (data.train.target.empty()) {
+    return absl::InvalidArgumentError(
+        "the data set has no target column: set dataset.csv.target to the column to predict");
+  }
   ASSIGN_OR_RETURN(DMatrix train, MakeDMatrix(data.train, request.threads));
   ASSIGN_OR_RETURN(DMatrix validation, MakeDMatrix(data.validation, request.threads));
   DMatrixHandle train_handle = train.get();

@@ -1,0 +1,25 @@
+#pragma once
+
+// Which worker may run which study's trials. A worker announces its device kind and the models
+// it runs; AUTOENCODER trials need a CUDA worker unless the study allows a CPU fallback, and
+// every other model runs on any worker that announces it (GPU workers announce XGBoost and
+// Random Forest only when their operator allows it with --run-cpu-models).
+
+#include <string>
+#include <vector>
+
+#include "dhpt/v1/common.pb.h"
+#include "dhpt/v1/worker_service.pb.h"
+
+namespace dhpt::scheduler {
+
+bool NeedsGpu(const v1::StudySpec& spec);
+
+bool CanRun(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker);
+
+// What a study that no connected worker can run waits for, for GetStudy and watch:
+// "waiting for a CUDA worker that runs AUTOENCODER (connected: 2 CPU workers; ...)".
+std::string WaitingForWorker(const v1::StudySpec& spec,
+                             const std::vector<const v1::WorkerCapabilities*>& connected);
+
+}  // namespace dhpt::scheduler

@@ -1,0 +1,278 @@
+#include "services/worker/autoencoder_trainer.h"
+
+#include <torch/torch.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <cmath>
+#include <exception>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "services/common/status_macros.h"
+
+namespace dhpt::worker {
+namespace {
+
+constexpr std::array<const char*, 6> kActivations = {"relu", "leaky_relu", "elu",
+                                                     "gelu", "silu",       "tanh"};
+
+absl::Status Invalid(absl::string_view name, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat("AutoEncoder hyperparameter ", name, ": ", message));
+}
+
+absl::StatusOr<double> Number(const std::string& name, const v1::ParameterValue& value) {
+  switch (value.kind_case()) {
+    case v1::ParameterValue::kDoubleValue:
+      return value.double_value();
+    case v1::ParameterValue::kIntValue:
+      return static_cast<double>(value.int_value());
+    default:
+      return Invalid(name, absl::StrCat("must be a number, got \"", value.string_value(), "\""));
+  }
+}
+
+absl::Status ReadInt(const Hyperparameters& params, const std::string& name, int64_t min,
+                     int64_t max, auto& out) {
+  auto it = params.find(name);
+  if (it == params.end()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(double value, Number(name, it->second));
+  if (value != std::floor(value) || value < static_cast<double>(min) ||
+      value > static_cast<double>(max)) {
+    return Invalid(name, absl::StrCat("must be a whole number in [", min, ", ", max, "], got ", value));
+  }
+  out = static_cast<std::remove_reference_t<decltype(out)>>(value);
+  return absl::OkStatus();
+}
+
+// Within [min, max], or [min, max) when `max_open`.
+absl::Status ReadDouble(const Hyperparameters& params, const std::string& name, double min,
+                        double max, bool min_open, bool max_open, double& out) {
+  auto it = params.find(name);
+  if (it == params.end()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(double value, Number(name, it->second));
+  const bool low_ok = min_open ? value > min : value >= min;
+  const bool high_ok = max_open ? value < max : value <= max;
+  if (!std::isfinite(value) || !low_ok || !high_ok) {
+    return Invalid(name, absl::StrCat("must be in ", min_open ? "(" : "[", min, ", ", max,
+                                      max_open ? ")" : "]", ", got ", value));
+  }
+  out = value;
+  return absl::OkStatus();
+}
+
+torch::nn::AnyModule Activation(const std::string& name) {
+  if (name == "leaky_relu") return torch::nn::AnyModule(torch::nn::LeakyReLU());
+  if (name == "elu") return torch::nn::AnyModule(torch::nn::ELU());
+  if (name == "gelu") return torch::nn::AnyModule(torch::nn::GELU());
+  if (name == "silu") return torch::nn::AnyModule(torch::nn::SiLU());
+  if (name == "tanh") return torch::nn::AnyModule(torch::nn::Tanh());
+  return torch::nn::AnyModule(torch::nn::ReLU());
+}
+
+// Hidden widths from the input side: hidden_width, then narrower by width_decay, never below
+// the bottleneck.
+std::vector<int64_t> HiddenWidths(const AutoencoderConfig& config) {
+  std::vector<int64_t> widths;
+  double width = config.hidden_width;
+  for (int layer = 0; layer < config.hidden_layers; ++layer) {
+    widths.push_back(std::max<int64_t>(config.bottleneck, std::llround(width)));
+    width *= config.width_decay;
+  }
+  return widths;
+}
+
+// input -> hidden... -> bottleneck (linear code) -> hidden reversed... -> input.
+torch::nn::Sequential BuildNetwork(int64_t inputs, const AutoencoderConfig& config) {
+  torch::nn::Sequential network;
+  const std::vector<int64_t> widths = HiddenWidths(config);
+  auto hidden = [&](int64_t from, int64_t to) {
+    network->push_back(torch::nn::Linear(from, to));
+    network->push_back(Activation(config.activation));
+    if (config.dropout > 0) network->push_back(torch::nn::Dropout(config.dropout));
+  };
+  int64_t width = inputs;
+  for (int64_t next : widths) {
+    hidden(width, next);
+    width = next;
+  }
+  network->push_back(torch::nn::Linear(width, config.bottleneck));
+  width = config.bottleneck;
+  for (auto it = widths.rbegin(); it != widths.rend(); ++it) {
+    hidden(width, *it);
+    width = *it;
+  }
+  network->push_back(torch::nn::Linear(width, inputs));
+  return network;
+}
+
+// PyTorch's default Linear initialisation (weights and biases uniform in ±1/sqrt(fan_in)),
+// drawn from the trial's own generator so that concurrent trials stay reproducible.
+void InitializeWeights(torch::nn::Sequential& network, at::Generator& generator) {
+  torch::NoGradGuard no_grad;
+  for (auto& module : network->modules(/*include_self=*/false)) {
+    if (auto* linear = module->as<torch::nn::Linear>()) {
+      const double bound = 1 / std::sqrt(static_cast<double>(linear->options.in_features()));
+      linear->weight.uniform_(-bound, bound, generator);
+      linear->bias.uniform_(-bound, bound, generator);
+    }
+  }
+}
+
+torch::Tensor ToTensor(const Dataset& data) {
+  return torch::from_blob(const_cast<float*>(data.features.data()), {data.rows, data.cols},
+                          torch::kFloat32)
+      .clone();
+}
+
+absl::StatusOr<TrainerMetrics> TrainOnDevice(const SplitDataset& data,
+                                             const AutoencoderConfig& config,
+                                             const TrialContext& context,
+                                             const torch::Device& device) {
+  if (data.train.cols < 2) {
+    return absl::InvalidArgumentError("an AutoEncoder needs at least 2 feature columns");
+  }
+  if (config.bottleneck >= data.train.cols) {
+    return Invalid("bottleneck", absl::StrCat(config.bottleneck, " must be smaller than the ",
+                                              data.train.cols, " features, or nothing is compressed"));
+  }
+  // at::set_num_threads sets the calling thread's OpenMP team size, so a trial's thread count
+  // does not leak into its neighbours on other slots.
+  at::set_num_threads(std::max(1, context.threads));
+  at::Generator generator = at::detail::createCPUGenerator(static_cast<uint64_t>(config.seed));
+
+  // Standardise with the training split's statistics; constant columns keep scale 1.
+  torch::Tensor train = ToTensor(data.train);
+  torch::Tensor validation = ToTensor(data.validation);
+  torch::Tensor mean = train.mean(0);
+  torch::Tensor scale = train.std(0, /*unbiased=*/false);
+  scale = torch::where(scale > 1e-6, scale, torch::ones_like(scale));
+  torch::Tensor train_z = ((train - mean) / scale).to(device);
+  torch::Tensor validation_z = ((validation - mean) / scale).to(device);
+
+  torch::nn::Sequential network = BuildNetwork(data.train.cols, config);
+  InitializeWeights(network, generator);
+  network->to(device);
+  torch::optim::AdamW optimizer(
+      network->parameters(),
+      torch::optim::AdamWOptions(config.learning_rate).weight_decay(config.weight_decay));
+
+  const int64_t rows = data.train.rows;
+  const int64_t batch = std::min<int64_t>(config.batch_size, rows);
+  double validation_loss = 0;
+  for (int epoch = 1; epoch <= config.epochs; ++epoch) {
+    network->train();
+    torch::Tensor order = torch::randperm(rows, generator, torch::kLong).to(device);
+    for (int64_t start = 0; start < rows; start += batch) {
+      if (context.cancelled != nullptr && context.cancelled->load()) {
+        return absl::CancelledError(absl::StrCat("cancelled in epoch ", epoch));
+      }
+      torch::Tensor inputs = train_z.index_select(0, order.slice(0, start, start + batch));
+      optimizer.zero_grad();
+      torch::Tensor loss = torch::mse_loss(network->forward(inputs), inputs);
+      loss.backward();
+      optimizer.step();
+    }
+    network->eval();
+    torch::NoGradGuard no_grad;
+    validation_loss = torch::mse_loss(network->forward(validation_z), validation_z).item<double>();
+    if (!std::isfinite(validation_loss)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "training diverged: the validation loss is ", validation_loss, " after epoch ", epoch,
+          "; lower learning_rate"));
+    }
+    if (context.progress) context.progress(epoch, validation_loss);
+  }
+
+  // R² in the data's own units, over every feature.
+  torch::NoGradGuard no_grad;
+  network->eval();
+  torch::Tensor reconstruction = network->forward(validation_z).to(torch::kCPU) * scale + mean;
+  const double sse = (validation - reconstruction).pow(2).sum().item<double>();
+  const double sst = (validation - validation.mean(0)).pow(2).sum().item<double>();
+  if (!(sst > 0)) {
+    return absl::InvalidArgumentError("the validation features are constant: R² is undefined");
+  }
+  return TrainerMetrics{
+      {"r2", 1 - sse / sst},
+      {"mse", sse / static_cast<double>(validation.numel())},
+      {"val_loss", validation_loss},
+  };
+}
+
+}  // namespace
+
+absl::StatusOr<DevicePreference> ParseDevicePreference(const std::string& text) {
+  if (text == "auto") return DevicePreference::kAuto;
+  if (text == "cuda") return DevicePreference::kCuda;
+  if (text == "cpu") return DevicePreference::kCpu;
+  return absl::InvalidArgumentError(absl::StrCat("--device must be auto, cuda or cpu, not \"", text, "\""));
+}
+
+absl::StatusOr<AutoencoderConfig> ParseAutoencoderConfig(const Hyperparameters& params) {
+  static const absl::flat_hash_set<std::string> kKnown = {
+      "hidden_layers", "hidden_width", "width_decay", "bottleneck", "activation",
+      "learning_rate", "weight_decay", "dropout",     "epochs",     "batch_size", "seed"};
+  for (const auto& [name, value] : params) {
+    if (!kKnown.contains(name)) {
+      return absl::InvalidArgumentError(absl::StrCat("\"", name, "\" is not an AutoEncoder hyperparameter"));
+    }
+  }
+  AutoencoderConfig config;
+  RETURN_IF_ERROR(ReadInt(params, "hidden_layers", 1, 8, config.hidden_layers));
+  RETURN_IF_ERROR(ReadInt(params, "hidden_width", 1, 4096, config.hidden_width));
+  RETURN_IF_ERROR(ReadDouble(params, "width_decay", 0, 1, true, false, config.width_decay));
+  RETURN_IF_ERROR(ReadInt(params, "bottleneck", 1, 4096, config.bottleneck));
+  RETURN_IF_ERROR(ReadDouble(params, "learning_rate", 0, 10, true, false, config.learning_rate));
+  RETURN_IF_ERROR(ReadDouble(params, "weight_decay", 0, 10, false, false, config.weight_decay));
+  RETURN_IF_ERROR(ReadDouble(params, "dropout", 0, 1, false, true, config.dropout));
+  RETURN_IF_ERROR(ReadInt(params, "epochs", 1, 100000, config.epochs));
+  RETURN_IF_ERROR(ReadInt(params, "batch_size", 1, 1 << 20, config.batch_size));
+  RETURN_IF_ERROR(ReadInt(params, "seed", 0, int64_t{1} << 53, config.seed));
+  if (auto it = params.find("activation"); it != params.end()) {
+    const std::string& name = it->second.string_value();
+    if (it->second.kind_case() != v1::ParameterValue::kStringValue ||
+        std::find(kActivations.begin(), kActivations.end(), name) == kActivations.end()) {
+      return Invalid("activation", absl::StrCat("must be one of ", absl::StrJoin(kActivations, ", ")));
+    }
+    config.activation = name;
+  }
+  return config;
+}
+
+TorchDevices ProbeTorchDevices() {
+  TorchDevices devices;
+  devices.built_with_cuda = at::hasCUDA();
+  devices.cuda_devices = devices.built_with_cuda ? static_cast<int>(torch::cuda::device_count()) : 0;
+  return devices;
+}
+
+absl::StatusOr<std::unique_ptr<AutoencoderTrainer>> AutoencoderTrainer::Create(
+    DevicePreference preference) {
+  const TorchDevices devices = ProbeTorchDevices();
+  std::string device = "cpu";
+  if (preference != DevicePreference::kCpu && devices.cuda_devices > 0) device = "cuda:0";
+  if (preference == DevicePreference::kCuda && device == "cpu") {
+    return absl::FailedPreconditionError(
+        devices.built_with_cuda ? "--device=cuda: no CUDA device is visible"
+                                : "--device=cuda: this libtorch was built without CUDA");
+  }
+  return std::unique_ptr<AutoencoderTrainer>(new AutoencoderTrainer(device));
+}
+
+absl::StatusOr<TrainerMetrics> AutoencoderTrainer::Train(const SplitDataset& data,
+                                                         const Hyperparameters& params,
+                                                         const TrialContext& context) {
+  ASSIGN_OR_RETURN(AutoencoderConfig config, ParseAutoencoderConfig(params));
+  // libtorch reports errors (out of memory on the device, shape mistakes) as exceptions; they
+  // stop here and become the trial's error.
+  try {
+    return TrainOnDevice(data, config, context, torch::Device(device_));
+  } catch (const c10::Error& error) {
+    return absl::InternalError(absl::StrCat("libtorch: ", error.what_without_backtrace()));
+  } catch (const std::exception& error) {
+    return absl::InternalError(absl::StrCat("libtorch: ", error.what()));
+  }
+}
+
+}  // namespace dhpt::worker

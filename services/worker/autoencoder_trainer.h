@@ -1,0 +1,75 @@
+#pragma once
+
+// AutoEncoder trials on libtorch: an MLP encoder and a mirrored decoder trained to reconstruct
+// the (standardised) features. The objective is the reconstruction R² on the validation split,
+// 1 - SSE/SST over every feature in the data's own units; the validation loss (MSE on
+// standardised features) is streamed after every epoch.
+//
+// Hyperparameters (defaults in brackets):
+//   hidden_layers [2]     hidden layers on each side of the bottleneck, 1..8
+//   hidden_width [64]     width of the first (and last) hidden layer, 1..4096
+//   width_decay [0.5]     each further hidden layer is this times narrower (0 < d <= 1), never
+//                         narrower than the bottleneck
+//   bottleneck [8]        size of the code, 1..4096
+//   activation [relu]     relu, leaky_relu, elu, gelu, silu, tanh
+//   learning_rate [1e-3]  AdamW step size
+//   weight_decay [0]      AdamW decoupled weight decay
+//   dropout [0]           after every hidden activation, 0 <= p < 1
+//   epochs [20], batch_size [64], seed [0]
+//
+// This header stays free of torch headers: only the libraries that build the GPU worker see
+// libtorch.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "services/worker/model_trainer.h"
+
+namespace dhpt::worker {
+
+enum class DevicePreference { kAuto, kCuda, kCpu };
+
+absl::StatusOr<DevicePreference> ParseDevicePreference(const std::string& text);
+
+struct AutoencoderConfig {
+  int hidden_layers = 2;
+  int hidden_width = 64;
+  double width_decay = 0.5;
+  int bottleneck = 8;
+  std::string activation = "relu";
+  double learning_rate = 1e-3;
+  double weight_decay = 0;
+  double dropout = 0;
+  int epochs = 20;
+  int batch_size = 64;
+  int64_t seed = 0;
+};
+
+// INVALID_ARGUMENT naming the hyperparameter and its allowed values.
+absl::StatusOr<AutoencoderConfig> ParseAutoencoderConfig(const Hyperparameters& params);
+
+// What libtorch can offer this process.
+struct TorchDevices {
+  bool built_with_cuda = false;
+  int cuda_devices = 0;
+};
+TorchDevices ProbeTorchDevices();
+
+class AutoencoderTrainer final : public ModelTrainer {
+ public:
+  // kAuto takes CUDA device 0 when one is visible and the CPU otherwise; kCuda fails with
+  // FAILED_PRECONDITION when none is visible.
+  static absl::StatusOr<std::unique_ptr<AutoencoderTrainer>> Create(DevicePreference preference);
+
+  std::string device() const override { return device_; }
+  bool on_cuda() const { return device_ != "cpu"; }
+  absl::StatusOr<TrainerMetrics> Train(const SplitDataset& data, const Hyperparameters& params,
+                                       const TrialContext& context) override;
+
+ private:
+  explicit AutoencoderTrainer(std::string device) : device_(std::move(device)) {}
+  const std::string device_;
+};
+
+}  // namespace dhpt::worker
