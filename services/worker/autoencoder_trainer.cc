@@ -17,6 +17,11 @@ namespace {
 constexpr std::array<const char*, 6> kActivations = {"relu", "leaky_relu", "elu",
                                                      "gelu", "silu",       "tanh"};
 
+// On standardised features, predicting the mean scores a loss of about 1. A loss this many
+// times worse is a diverged run; reporting its astronomically negative R² as a result would
+// only distort the optimiser's model, so the trial fails instead.
+constexpr double kDivergedLoss = 1e4;
+
 absl::Status Invalid(absl::string_view name, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat("AutoEncoder hyperparameter ", name, ": ", message));
 }
@@ -176,10 +181,10 @@ absl::StatusOr<TrainerMetrics> TrainOnDevice(const SplitDataset& data,
     network->eval();
     torch::NoGradGuard no_grad;
     validation_loss = torch::mse_loss(network->forward(validation_z), validation_z).item<double>();
-    if (!std::isfinite(validation_loss)) {
+    if (!std::isfinite(validation_loss) || validation_loss > kDivergedLoss) {
       return absl::InvalidArgumentError(absl::StrCat(
           "training diverged: the validation loss is ", validation_loss, " after epoch ", epoch,
-          "; lower learning_rate"));
+          " (predicting the mean scores about 1); lower learning_rate"));
     }
     if (context.progress) context.progress(epoch, validation_loss);
   }

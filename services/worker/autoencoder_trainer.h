@@ -3,7 +3,8 @@
 // AutoEncoder trials on libtorch: an MLP encoder and a mirrored decoder trained to reconstruct
 // the (standardised) features. The objective is the reconstruction R² on the validation split,
 // 1 - SSE/SST over every feature in the data's own units; the validation loss (MSE on
-// standardised features) is streamed after every epoch.
+// standardised features) is streamed after every epoch. A run whose validation loss turns
+// non-finite or exceeds 10^4 (the mean scores about 1) fails as diverged.
 //
 // Hyperparameters (defaults in brackets):
 //   hidden_layers [2]     hidden layers on each side of the bottleneck, 1..8

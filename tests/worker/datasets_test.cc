@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <set>
@@ -83,6 +84,81 @@ TEST(SplitTest, HoldsOutTheFractionDeterministically) {
   std::multiset<float> joined(a.train.target.begin(), a.train.target.end());
   joined.insert(a.validation.target.begin(), a.validation.target.end());
   EXPECT_EQ(all, joined);
+}
+
+v1::SensorChannels Sensors(int samples, uint64_t seed) {
+  v1::SensorChannels spec;
+  spec.set_samples(samples);
+  spec.set_seed(seed);
+  return spec;
+}
+
+TEST(SensorChannelsTest, SeededShapeAndDefaults) {
+  Dataset a = *GenerateSensorChannels(Sensors(500, 3));
+  EXPECT_EQ(a.rows, 500);
+  EXPECT_EQ(a.cols, kDefaultSensorChannels);
+  EXPECT_EQ(a.feature_names.front(), "s1");
+  EXPECT_EQ(a.target.size(), 500u);
+  EXPECT_EQ(a.features, GenerateSensorChannels(Sensors(500, 3))->features);
+  EXPECT_NE(a.features, GenerateSensorChannels(Sensors(500, 4))->features);
+  // The mixing does not depend on the number of rows: a longer recording starts the same.
+  Dataset longer = *GenerateSensorChannels(Sensors(800, 3));
+  EXPECT_TRUE(std::equal(a.features.begin(), a.features.begin() + 10 * a.cols, longer.features.begin()));
+  for (float target : a.target) EXPECT_LE(std::abs(target), 1.0f);  // z_1 is a sine.
+}
+
+// The channels are few latent signals mixed: strongly correlated, unlike independent
+// features. The mean absolute correlation between channel pairs shows it.
+TEST(SensorChannelsTest, ChannelsShareLatentStructure) {
+  v1::SensorChannels spec = Sensors(3000, 1);
+  spec.set_channels(16);
+  spec.set_latent(2);
+  Dataset data = *GenerateSensorChannels(spec);
+  auto column = [&](int j) {
+    std::vector<double> values;
+    for (int64_t i = 0; i < data.rows; ++i) values.push_back(data.features[i * data.cols + j]);
+    return values;
+  };
+  auto correlation = [](const std::vector<double>& x, const std::vector<double>& y) {
+    const double n = static_cast<double>(x.size());
+    double mx = 0, my = 0;
+    for (size_t i = 0; i < x.size(); ++i) mx += x[i] / n, my += y[i] / n;
+    double sxy = 0, sxx = 0, syy = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      sxy += (x[i] - mx) * (y[i] - my);
+      sxx += (x[i] - mx) * (x[i] - mx);
+      syy += (y[i] - my) * (y[i] - my);
+    }
+    return sxy / std::sqrt(sxx * syy);
+  };
+  double total = 0;
+  int pairs = 0;
+  for (int a = 0; a < 16; ++a) {
+    for (int b = a + 1; b < 16; ++b, ++pairs) total += std::abs(correlation(column(a), column(b)));
+  }
+  // Two latent signals: any two channels are close to dependent (independent ones give ~0.02).
+  EXPECT_GT(total / pairs, 0.4);
+}
+
+TEST(SensorChannelsTest, RejectsImpossibleSpecs) {
+  v1::SensorChannels spec = Sensors(10, 0);
+  spec.set_channels(4);
+  spec.set_latent(4);
+  EXPECT_FALSE(GenerateSensorChannels(spec).ok());
+  EXPECT_FALSE(GenerateSensorChannels(Sensors(0, 0)).ok());
+}
+
+TEST(CsvTest, WithoutATargetEveryColumnIsAFeature) {
+  absl::StatusOr<Dataset> data = LoadCsv(std::string(DHPT_TEST_DATA_DIR) + "/small.csv", "");
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_TRUE(data->target.empty());
+  absl::StatusOr<Dataset> with_target = LoadCsv(std::string(DHPT_TEST_DATA_DIR) + "/small.csv", "price");
+  ASSERT_TRUE(with_target.ok());
+  EXPECT_EQ(data->cols, with_target->cols + 1);
+  absl::StatusOr<SplitDataset> split = SplitTrainValidation(*data, 0.25, 1);
+  ASSERT_TRUE(split.ok());
+  EXPECT_TRUE(split->train.target.empty());
+  EXPECT_EQ(split->train.rows + split->validation.rows, data->rows);
 }
 
 TEST(DatasetCacheTest, LoadsOnceAndDoesNotCacheFailures) {

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
 
 namespace dhpt::worker {
@@ -39,7 +40,7 @@ TEST(TrialRunnerTest, XgboostTrialReportsR2AndMse) {
     model { kind: XGBOOST fixed { key: "objective" value { string_value: "reg:squarederror" } } }
     dataset { friedman1 { samples: 1000 features: 10 noise: 1 } validation_fraction: 0.2 }
     params { key: "max_depth" value { int_value: 4 } }
-    params { key: "eta" value { double_value: 0.1 } })pb"), {.threads = 1});
+    params { key: "eta" value { double_value: 0.1 } })pb"), TrialContext{});
   ASSERT_EQ(result.state(), v1::Trial::COMPLETED) << result.error();
   EXPECT_GT(result.metrics().at("r2"), 0.8);
   EXPECT_GT(result.metrics().at("mse"), 0);
@@ -60,10 +61,11 @@ TEST(TrialRunnerTest, BadCsvFailsTheTrialWithTheReason) {
 TEST(TrialRunnerTest, CancelledTrainingIsReportedAsCancelled) {
   TrialRunner runner;
   std::atomic<bool> cancelled = true;
+  TrialContext context;
+  context.cancelled = &cancelled;
   v1::TrialResult result = runner.Run(Parse(R"pb(
     trial_id: 1 attempt: 1 model { kind: XGBOOST }
-    dataset { friedman1 { samples: 100 features: 5 } validation_fraction: 0.2 })pb"),
-                                      {.cancelled = &cancelled});
+    dataset { friedman1 { samples: 100 features: 5 } validation_fraction: 0.2 })pb"), context);
   EXPECT_EQ(result.state(), v1::Trial::CANCELLED);
 }
 
@@ -72,6 +74,55 @@ TEST(TrialRunnerTest, ModelsThisWorkerCannotRunFail) {
   v1::TrialResult result = runner.Run(Parse("trial_id: 1 model { kind: AUTOENCODER }"), {});
   EXPECT_EQ(result.state(), v1::Trial::FAILED);
   EXPECT_THAT(result.error(), HasSubstr("cannot run AUTOENCODER"));
+}
+
+// Reports a fixed utilisation and memory, as a GPU busy at 40% would.
+class SteadyGpu : public GpuReader {
+ public:
+  SteadyGpu() {
+    device_.name = "Steady GPU";
+    device_.memory_total_bytes = 1 << 30;
+    device_.source = "test";
+  }
+  const GpuDevice& device() const override { return device_; }
+  absl::StatusOr<GpuSample> Sample() override {
+    GpuSample sample;
+    sample.utilization = 0.4;
+    sample.memory_used_bytes = 1 << 20;
+    return sample;
+  }
+
+ private:
+  GpuDevice device_;
+};
+
+constexpr char kBranin[] = R"pb(
+  trial_id: 1 attempt: 1 model { kind: FUNCTION function: "branin" }
+  params { key: "x1" value { double_value: 1 } }
+  params { key: "x2" value { double_value: 2 } })pb";
+
+TEST(TrialRunnerTest, GpuFiguresOnlyWhereAGpuIsObserved) {
+  TrialRunnerOptions options;
+  options.gpu = std::make_shared<SteadyGpu>();
+  TrialRunner with_gpu(options);
+  v1::TrialResult result = with_gpu.Run(Parse(kBranin), {});
+  ASSERT_EQ(result.state(), v1::Trial::COMPLETED);
+  EXPECT_DOUBLE_EQ(result.metrics().at("gpu_utilization_avg"), 0.4);
+  EXPECT_DOUBLE_EQ(result.metrics().at("gpu_utilization_peak"), 0.4);
+  EXPECT_DOUBLE_EQ(result.metrics().at("gpu_memory_used_peak_bytes"), 1 << 20);
+  EXPECT_DOUBLE_EQ(result.metrics().at("gpu_memory_total_bytes"), 1 << 30);
+
+  // Absent, not zero, without a GPU.
+  v1::TrialResult plain = TrialRunner().Run(Parse(kBranin), {});
+  for (const auto& [name, value] : plain.metrics()) EXPECT_THAT(name, ::testing::Not(HasSubstr("gpu")));
+}
+
+TEST(TrialRunnerTest, XgboostNeedsATargetColumn) {
+  v1::TrialResult result = TrialRunner().Run(Parse(absl::StrCat(R"pb(
+    trial_id: 1 attempt: 1 model { kind: XGBOOST }
+    dataset { csv { path: ")pb", DHPT_TEST_DATA_DIR, R"pb(/small.csv" } validation_fraction: 0.2 })pb")), {});
+  EXPECT_EQ(result.state(), v1::Trial::FAILED);
+  EXPECT_THAT(result.error(), HasSubstr("dataset.csv.target"));
 }
 
 }  // namespace
