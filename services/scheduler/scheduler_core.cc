@@ -181,6 +181,11 @@ absl::StatusOr<v1::Study> SchedulerCore::GetStudy(absl::string_view name) const 
   return BuildStudyLocked(*study);
 }
 
+int SchedulerCore::ConnectedWorkers() const {
+  absl::MutexLock lock(&mutex_);
+  return static_cast<int>(workers_.size());
+}
+
 std::vector<v1::Study> SchedulerCore::ListStudies() const {
   absl::MutexLock lock(&mutex_);
   std::vector<v1::Study> studies;

@@ -41,8 +41,12 @@ void WorkerClient::Run() {
     absl::MutexLock lock(&mutex_);
     while (!stream_done_) {
       const absl::Duration interval = stopping_ ? absl::Seconds(1) : heartbeat_interval_;
-      mutex_.AwaitWithTimeout(absl::Condition(&stream_done_), interval);
+      mutex_.AwaitWithTimeout(absl::Condition(this, &WorkerClient::HeartbeatLoopShouldWake), interval);
       if (stream_done_) break;
+      if (interval_changed_) {
+        interval_changed_ = false;
+        continue;
+      }
       if (stopping_) {
         // Half-close first; a scheduler that does not answer within a second is cut off.
         if (closed) stream->Cancel();
@@ -80,6 +84,7 @@ void WorkerClient::HandleMessage(const v1::SchedulerMessage& message) {
     welcomed_ = true;
     if (message.welcome().heartbeat_interval_ms() > 0) {
       heartbeat_interval_ = absl::Milliseconds(message.welcome().heartbeat_interval_ms());
+      interval_changed_ = true;
     }
   }
   core_->Handle(message);

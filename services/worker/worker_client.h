@@ -58,6 +58,12 @@ class WorkerClient {
   int connects_ ABSL_GUARDED_BY(mutex_) = 0;
   SchedulerStream* stream_ ABSL_GUARDED_BY(mutex_) = nullptr;
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mutex_);
+  // Set when the Welcome changes the interval, so the heartbeat loop stops waiting out the old
+  // one (the default can be longer than the scheduler's whole lease).
+  bool interval_changed_ ABSL_GUARDED_BY(mutex_) = false;
+  bool HeartbeatLoopShouldWake() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return stream_done_ || interval_changed_;
+  }
   absl::Duration backoff_ ABSL_GUARDED_BY(mutex_);
   std::mt19937_64 jitter_ ABSL_GUARDED_BY(mutex_);
 };

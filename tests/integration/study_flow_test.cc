@@ -162,16 +162,7 @@ max_trials: 3
   EXPECT_EQ(cluster.WaitForEnd("good-csv").trials_completed(), 3);
 }
 
-// Runs the CLI binary, returning its exit code and output.
-std::pair<int, std::string> RunCli(const std::string& args) {
-  const std::string command = absl::StrCat(DHPT_BIN_DIR "/dhpt ", args, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string output;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+std::pair<int, std::string> RunCli(const std::string& args) { return RunBinary("dhpt", args); }
 
 // Processes whose command line mentions `needle`.
 int ProcessesMentioning(const std::string& needle) {

@@ -11,6 +11,16 @@
 
 namespace dhpt::testing {
 
+std::pair<int, std::string> RunBinary(const std::string& name, const std::string& args) {
+  const std::string command = absl::StrCat(DHPT_BIN_DIR "/", name, " ", args, " 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
 bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
@@ -74,15 +84,17 @@ InProcessWorker& TestCluster::AddWorker(const std::string& id, int slots) {
   return *workers_.back();
 }
 
-pid_t TestCluster::SpawnWorkerProcess(const std::string& id, int slots) {
-  const std::string binary = DHPT_BIN_DIR "/dhpt-cpu-worker";
-  const std::string scheduler = "--scheduler=" + address();
-  const std::string worker_id = "--worker_id=" + id;
-  const std::string slot_flag = absl::StrCat("--slots=", slots);
+pid_t TestCluster::SpawnWorkerProcess(const std::string& id, int slots, const std::string& binary,
+                                       std::vector<std::string> flags) {
+  const std::string path = absl::StrCat(DHPT_BIN_DIR "/", binary);
+  flags.insert(flags.begin(), {path, "--scheduler=" + address(), "--worker_id=" + id,
+                               absl::StrCat("--slots=", slots), "--threads_per_trial=1"});
+  std::vector<char*> argv;
+  for (std::string& flag : flags) argv.push_back(flag.data());
+  argv.push_back(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
-    execl(binary.c_str(), binary.c_str(), scheduler.c_str(), worker_id.c_str(), slot_flag.c_str(),
-          "--threads_per_trial=1", static_cast<char*>(nullptr));
+    execv(path.c_str(), argv.data());
     _exit(127);
   }
   processes_.push_back(pid);

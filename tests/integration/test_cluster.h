@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -17,6 +18,10 @@
 #include "services/worker/worker_client.h"
 
 namespace dhpt::testing {
+
+// Runs a built binary (build/bin/NAME) with `args`, returning its exit code and its stdout and
+// stderr together.
+std::pair<int, std::string> RunBinary(const std::string& name, const std::string& args);
 
 // Polls `condition` until it holds or `timeout` passes; returns whether it held.
 bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout = absl::Seconds(60));
@@ -44,8 +49,11 @@ class TestCluster {
   scheduler::SchedulerCore& core() { return server_->core(); }
   cli::StudyClient& client() { return *client_; }
   InProcessWorker& AddWorker(const std::string& id, int slots = 1);
-  // Starts the real dhpt-cpu-worker binary; the test may kill it.
-  pid_t SpawnWorkerProcess(const std::string& id, int slots = 1);
+  // Starts a real worker binary (dhpt-cpu-worker unless `binary` says otherwise) with extra
+  // `flags`; the test may kill it.
+  pid_t SpawnWorkerProcess(const std::string& id, int slots = 1,
+                           const std::string& binary = "dhpt-cpu-worker",
+                           std::vector<std::string> flags = {});
   // Waits until the study has ended and returns it.
   v1::Study WaitForEnd(const std::string& study, absl::Duration timeout = absl::Seconds(120));
 

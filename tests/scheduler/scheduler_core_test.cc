@@ -117,6 +117,51 @@ TEST_F(SchedulerCoreTest, CreateIsIdempotentByNameAndRejectsAChangedSpec) {
   EXPECT_EQ(core_->GetStudy("missing").status().code(), absl::StatusCode::kNotFound);
 }
 
+v1::StudySpec AutoencoderStudy(const std::string& name, int max_trials, bool allow_cpu_fallback) {
+  v1::StudySpec spec;
+  google::protobuf::TextFormat::ParseFromString(R"pb(
+    model { kind: AUTOENCODER }
+    dataset { sensors { samples: 200 } }
+    parameters { name: "learning_rate" double_range { min: 0.0001 max: 0.01 log: true } })pb", &spec);
+  spec.set_name(name);
+  spec.set_max_trials(max_trials);
+  spec.set_allow_cpu_fallback(allow_cpu_fallback);
+  return spec;
+}
+
+v1::Hello CudaHello(const std::string& id, int slots, std::vector<v1::Model::Kind> models) {
+  v1::Hello hello = Hello(id, slots, std::move(models));
+  hello.mutable_capabilities()->set_device_kind(v1::WorkerCapabilities::CUDA);
+  return hello;
+}
+
+TEST_F(SchedulerCoreTest, AutoencoderStudiesWaitForACudaWorkerAndSayWhy) {
+  ASSERT_TRUE(core_->CreateStudy(AutoencoderStudy("ae", 4, false)).ok());
+  RecordingChannel gpu_without_cuda, cuda;
+  Connect(gpu_without_cuda, Hello("g0", 2, {v1::Model::AUTOENCODER}));
+  EXPECT_EQ(gpu_without_cuda.Assigns().size(), 0u);
+  EXPECT_THAT(core_->GetStudy("ae")->state_reason(),
+              HasSubstr("waiting for a CUDA worker that runs AUTOENCODER (connected: 1 CPU worker;"));
+  Connect(cuda, CudaHello("g1", 2, {v1::Model::AUTOENCODER}));
+  EXPECT_EQ(cuda.Assigns().size(), 2u);
+  EXPECT_EQ(gpu_without_cuda.Assigns().size(), 0u);
+  EXPECT_EQ(core_->GetStudy("ae")->state_reason(), "");
+}
+
+TEST_F(SchedulerCoreTest, CudaSlotsGoToGpuStudiesFirst) {
+  // The function study comes first in round-robin order, yet the CUDA worker's slots go to the
+  // AutoEncoder study, and only its spare slots to the function study.
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("f", 10)).ok());
+  ASSERT_TRUE(core_->CreateStudy(AutoencoderStudy("ae", 2, false)).ok());
+  RecordingChannel cuda;
+  Connect(cuda, CudaHello("g", 3, {v1::Model::AUTOENCODER, v1::Model::FUNCTION}));
+  std::vector<v1::Assign> assigns = cuda.Assigns();
+  ASSERT_EQ(assigns.size(), 3u);
+  EXPECT_EQ(assigns[0].study(), "ae");
+  EXPECT_EQ(assigns[1].study(), "ae");
+  EXPECT_EQ(assigns[2].study(), "f");
+}
+
 TEST_F(SchedulerCoreTest, AssignsUpToSlotsAndOnlyToCapableWorkers) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 10)).ok());
   RecordingChannel xgb_only, functions;

@@ -120,6 +120,56 @@ TEST(SpecValidationTest, RejectsEachInvalidField) {
       "parameters[0].name", "also in model.fixed");
 }
 
+const char kAutoencoder[] = R"pb(
+  name: "ae"
+  model { kind: AUTOENCODER fixed { key: "epochs" value { number_value: 5 } } }
+  dataset { sensors { samples: 1000 } }
+  objective { metric: "r2" goal: MAXIMIZE }
+  parameters { name: "learning_rate" double_range { min: 0.0001 max: 0.01 log: true } }
+  parameters { name: "activation" categorical { values: "relu" values: "tanh" } }
+  max_trials: 10
+  allow_cpu_fallback: true
+)pb";
+
+TEST(SpecValidationTest, AutoencoderStudiesOnSensorsGetTheSensorDefaults) {
+  absl::StatusOr<v1::StudySpec> spec = NormalizeStudySpec(Parse(kAutoencoder));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->dataset().sensors().channels(), 32);
+  EXPECT_EQ(spec->dataset().sensors().latent(), 4);
+  EXPECT_DOUBLE_EQ(spec->dataset().sensors().noise(), 0.1);
+  EXPECT_TRUE(spec->allow_cpu_fallback());
+}
+
+TEST(SpecValidationTest, RejectsBadAutoencoderAndSensorFields) {
+  auto rejected = [](const std::function<void(v1::StudySpec&)>& edit, const std::string& field) {
+    v1::StudySpec spec = Parse(kAutoencoder);
+    edit(spec);
+    absl::StatusOr<v1::StudySpec> result = NormalizeStudySpec(spec);
+    ASSERT_FALSE(result.ok()) << spec.ShortDebugString();
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(result.status().message()), HasSubstr(field));
+  };
+  rejected([](auto& s) { s.mutable_dataset()->mutable_sensors()->set_samples(5); }, "dataset.sensors.samples");
+  rejected([](auto& s) { s.mutable_dataset()->mutable_sensors()->set_latent(40); }, "dataset.sensors.latent");
+  rejected([](auto& s) { s.mutable_dataset()->mutable_sensors()->set_noise(-1); }, "dataset.sensors.noise");
+  rejected([](auto& s) { s.mutable_parameters(0)->set_name("eta"); }, "eta");
+  rejected([](auto& s) { (*s.mutable_model()->mutable_fixed())["max_depth"].set_number_value(3); },
+           "model.fixed.max_depth");
+  // The fallback is for AutoEncoders only.
+  v1::StudySpec xgboost = Parse(kValid);
+  xgboost.set_allow_cpu_fallback(true);
+  EXPECT_THAT(std::string(NormalizeStudySpec(xgboost).status().message()), HasSubstr("allow_cpu_fallback"));
+}
+
+TEST(SpecValidationTest, CsvTargetIsOptionalOnlyForAutoencoders) {
+  v1::StudySpec ae = Parse(kAutoencoder);
+  ae.mutable_dataset()->mutable_csv()->set_path("/data/sensors.csv");
+  EXPECT_TRUE(NormalizeStudySpec(ae).ok());
+  v1::StudySpec xgboost = Parse(kValid);
+  xgboost.mutable_dataset()->mutable_csv()->set_path("/data/sensors.csv");
+  EXPECT_THAT(std::string(NormalizeStudySpec(xgboost).status().message()), HasSubstr("dataset.csv.target"));
+}
+
 TEST(SpecValidationTest, GridTooLargeIsRejectedAndGridSizeBecomesMaxTrials) {
   v1::StudySpec spec = Parse(kValid);
   spec.mutable_algorithm()->set_name(v1::Algorithm::GRID);

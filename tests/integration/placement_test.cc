@@ -1,0 +1,124 @@
+// Device-aware placement with real worker processes of both kinds: dhpt-cpu-worker and
+// dhpt-gpu-worker (which, on a machine without a CUDA device, announces itself as a CPU device).
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/text_format.h"
+#include "tests/integration/test_cluster.h"
+
+namespace dhpt::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::StudySpec AutoencoderStudy(const std::string& name, bool allow_cpu_fallback) {
+  v1::StudySpec spec;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(R"pb(
+    model {
+      kind: AUTOENCODER
+      fixed { key: "epochs" value { number_value: 3 } }
+      fixed { key: "hidden_width" value { number_value: 32 } }
+    }
+    dataset { sensors { samples: 600 seed: 5 } }
+    objective { metric: "r2" goal: MAXIMIZE }
+    algorithm { name: RANDOM seed: 3 }
+    parameters { name: "learning_rate" double_range { min: 0.001 max: 0.01 log: true } }
+    parameters { name: "bottleneck" int_range { min: 4 max: 8 } }
+    max_trials: 3)pb", &spec));
+  spec.set_name(name);
+  spec.set_allow_cpu_fallback(allow_cpu_fallback);
+  return spec;
+}
+
+v1::StudySpec FunctionStudy(const std::string& name, int trials) {
+  v1::StudySpec spec;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(R"pb(
+    model { kind: FUNCTION function: "branin" }
+    parameters { name: "x1" double_range { min: -5 max: 10 } }
+    parameters { name: "x2" double_range { min: 0 max: 15 } })pb", &spec));
+  spec.set_name(name);
+  spec.set_max_trials(trials);
+  return spec;
+}
+
+bool Connected(TestCluster& cluster, int workers) {
+  return WaitFor([&] { return cluster.core().ConnectedWorkers() == workers; });
+}
+
+TEST(PlacementTest, AnAutoencoderStudyNeverLandsOnAWorkerWithoutCuda) {
+  TestCluster cluster(/*workers=*/1);  // An in-process CPU worker.
+  cluster.SpawnWorkerProcess("gpu-node-without-cuda", 1, "dhpt-gpu-worker");
+  ASSERT_TRUE(Connected(cluster, 2));
+  ASSERT_TRUE(cluster.client().CreateStudy(AutoencoderStudy("ae-strict", false)).ok());
+  // Meanwhile CPU work flows, so the scheduler is not simply idle.
+  ASSERT_TRUE(cluster.client().CreateStudy(FunctionStudy("cpu-work", 20)).ok());
+  EXPECT_EQ(cluster.WaitForEnd("cpu-work").trials_completed(), 20);
+
+  absl::StatusOr<v1::Study> study = cluster.client().GetStudy("ae-strict");
+  ASSERT_TRUE(study.ok());
+  EXPECT_EQ(study->state(), v1::Study::PENDING);
+  EXPECT_EQ(study->trials_running() + study->trials_completed() + study->trials_failed(), 0);
+  EXPECT_EQ(study->state_reason(),
+            "waiting for a CUDA worker that runs AUTOENCODER (connected: 2 CPU workers; set "
+            "allow_cpu_fallback to let a GPU worker without a CUDA device run it)");
+  absl::StatusOr<std::vector<v1::Trial>> trials = cluster.client().ListTrials("ae-strict");
+  ASSERT_TRUE(trials.ok());
+  for (const v1::Trial& trial : *trials) EXPECT_EQ(trial.state(), v1::Trial::PENDING);
+  // Function trials never went to the GPU worker: it does not announce them.
+  absl::StatusOr<std::vector<v1::Trial>> cpu_trials = cluster.client().ListTrials("cpu-work");
+  for (const v1::Trial& trial : *cpu_trials) EXPECT_EQ(trial.worker_id(), "worker-1");
+}
+
+TEST(PlacementTest, WithTheFallbackAutoencoderTrialsCompleteOnTheCpuAndSaySo) {
+  TestCluster cluster(/*workers=*/1);
+  cluster.SpawnWorkerProcess("gpu-worker", 1, "dhpt-gpu-worker");
+  ASSERT_TRUE(Connected(cluster, 2));
+  ASSERT_TRUE(cluster.client().CreateStudy(AutoencoderStudy("ae-fallback", true)).ok());
+  const v1::Study study = cluster.WaitForEnd("ae-fallback");
+  EXPECT_EQ(study.state(), v1::Study::COMPLETED);
+  EXPECT_EQ(study.trials_completed(), 3);
+  absl::StatusOr<std::vector<v1::Trial>> trials = cluster.client().ListTrials("ae-fallback");
+  ASSERT_TRUE(trials.ok());
+  for (const v1::Trial& trial : *trials) {
+    EXPECT_EQ(trial.worker_id(), "gpu-worker");  // Never the CPU worker: it has no libtorch.
+    EXPECT_EQ(trial.device(), "cpu");
+    EXPECT_GT(trial.metrics().at("r2"), 0);
+    EXPECT_TRUE(trial.metrics().contains("val_loss"));
+    EXPECT_FALSE(trial.metrics().contains("gpu_utilization_avg"));  // No GPU: absent, not 0.
+  }
+}
+
+TEST(PlacementTest, GpuWorkersRunCpuModelsOnlyWhenTheOperatorSaysSo) {
+  TestCluster cluster(/*workers=*/0);
+  cluster.SpawnWorkerProcess("gpu-plain", 1, "dhpt-gpu-worker");
+  cluster.SpawnWorkerProcess("gpu-all", 1, "dhpt-gpu-worker", {"--run-cpu-models"});
+  ASSERT_TRUE(Connected(cluster, 2));
+  ASSERT_TRUE(cluster.client().CreateStudy(FunctionStudy("functions", 6)).ok());
+  EXPECT_EQ(cluster.WaitForEnd("functions").trials_completed(), 6);
+  absl::StatusOr<std::vector<v1::Trial>> trials = cluster.client().ListTrials("functions");
+  for (const v1::Trial& trial : *trials) EXPECT_EQ(trial.worker_id(), "gpu-all");
+}
+
+TEST(PlacementTest, RequireGpuRefusesToStartWithoutACudaDevice) {
+  auto [code, output] = RunBinary("dhpt-gpu-worker", "--require-gpu --scheduler=127.0.0.1:1");
+  if (output.find("this libtorch was built without CUDA") == std::string::npos &&
+      output.find("sees 0 CUDA devices") == std::string::npos) {
+    GTEST_SKIP() << "a CUDA device is visible here: " << output;
+  }
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(output, HasSubstr("no CUDA device visible: this worker must run on a GPU node; check "
+                                "the node's gpu label and the Deployment's node affinity"));
+  // --device=cpu with --require-gpu (underscores work too) is a contradiction, refused alike.
+  auto [env_code, env_output] =
+      RunBinary("dhpt-gpu-worker", "--scheduler=127.0.0.1:1 --device=cpu --require_gpu");
+  EXPECT_EQ(env_code, 1);
+  EXPECT_THAT(env_output, HasSubstr("--device=cpu was given"));
+  auto [bad_code, bad_output] = RunBinary("dhpt-gpu-worker", "--device=tpu");
+  EXPECT_EQ(bad_code, 2);
+  EXPECT_THAT(bad_output, HasSubstr("--device must be auto, cuda or cpu"));
+}
+
+}  // namespace
+}  // namespace dhpt::testing
