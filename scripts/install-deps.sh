@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages DHPT builds, tests and benchmarks with; only what is missing.
 # Idempotent: a second run installs nothing. Needs root or sudo.
+#   scripts/install-deps.sh          what the build and the tests need
+#   scripts/install-deps.sh --bench  also the Python peers the benchmarks compare against
 set -euo pipefail
 
 packages=(
@@ -8,9 +10,13 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libyaml-cpp-dev libsqlite3-dev libeigen3-dev
   libxgboost-dev xgboost          # xgboost's CMake config points at /usr/bin/xgboost
+  libtorch-dev                    # CPU-only libtorch 1.13 for dhpt-gpu-worker
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
+if [[ ${1:-} == --bench ]]; then
+  packages+=(python3-optuna python3-torch)  # run with /usr/bin/python3
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -107,19 +107,27 @@ absl::StatusOr<LocalCluster> LocalCluster::Start(const LocalClusterOptions& opti
     return address.status();
   }
   cluster.address_ = *address;
-  const std::string worker = options.binary_dir + "/dhpt-cpu-worker";
-  for (int i = 1; i <= options.cpu_workers; ++i) {
-    absl::StatusOr<pid_t> worker_pid =
-        Spawn({worker, "--scheduler=" + cluster.address_, absl::StrCat("--slots=", options.slots),
-               absl::StrCat("--threads_per_trial=", options.threads_per_trial),
-               absl::StrCat("--worker_id=local-cpu-", i)},
-              -1, log_fd);
-    if (!worker_pid.ok()) {
-      if (log_fd >= 0) close(log_fd);
-      cluster.Stop();
-      return worker_pid.status();
+  struct WorkerBinary {
+    const char* binary;
+    const char* id_prefix;
+    int count;
+  };
+  for (const WorkerBinary& kind : {WorkerBinary{"dhpt-cpu-worker", "local-cpu-", options.cpu_workers},
+                                   WorkerBinary{"dhpt-gpu-worker", "local-gpu-", options.gpu_workers}}) {
+    for (int i = 1; i <= kind.count; ++i) {
+      absl::StatusOr<pid_t> worker_pid =
+          Spawn({absl::StrCat(options.binary_dir, "/", kind.binary), "--scheduler=" + cluster.address_,
+                 absl::StrCat("--slots=", options.slots),
+                 absl::StrCat("--threads_per_trial=", options.threads_per_trial),
+                 absl::StrCat("--worker_id=", kind.id_prefix, i)},
+                -1, log_fd);
+      if (!worker_pid.ok()) {
+        if (log_fd >= 0) close(log_fd);
+        cluster.Stop();
+        return worker_pid.status();
+      }
+      cluster.children_.push_back(*worker_pid);
     }
-    cluster.children_.push_back(*worker_pid);
   }
   if (log_fd >= 0) close(log_fd);
   return cluster;

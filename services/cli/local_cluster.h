@@ -15,8 +15,9 @@
 namespace dhpt::cli {
 
 struct LocalClusterOptions {
-  std::string binary_dir;  // Where dhpt-scheduler and dhpt-cpu-worker live.
+  std::string binary_dir;  // Where dhpt-scheduler and the worker binaries live.
   int cpu_workers = 2;
+  int gpu_workers = 0;  // dhpt-gpu-worker with --device=auto (the CPU where no CUDA device is).
   int slots = 1;
   int threads_per_trial = 1;
   std::string log_file;  // The children's stderr; empty: inherit.

@@ -26,7 +26,12 @@
 ABSL_FLAG(std::string, scheduler, "localhost:50051", "the scheduler's HOST:PORT");
 ABSL_FLAG(std::string, study, "", "local: the study file (YAML or JSON) to run");
 ABSL_FLAG(std::string, demo, "xgboost", "local: the built-in study to run when --study is not set");
-ABSL_FLAG(int, workers, 2, "local: CPU workers to start");
+ABSL_FLAG(int, workers, -1,
+          "local: CPU workers to start (default 2, or 0 for an AUTOENCODER study)");
+ABSL_FLAG(int, gpu_workers, -1,
+          "local: GPU workers (dhpt-gpu-worker) to start (default 1 for an AUTOENCODER study, "
+          "else 0); without a CUDA device they train on the CPU, for studies that set "
+          "allow_cpu_fallback");
 ABSL_FLAG(int, slots, 1, "local: trials each worker runs at once");
 ABSL_FLAG(int, threads_per_trial, 0, "local: threads per trial; 0 = cores / (workers * slots)");
 ABSL_FLAG(std::string, log, "", "local: file for the services' logs (default: a temp file)");
@@ -44,10 +49,13 @@ struct Command {
 const std::map<std::string, Command>& Commands() {
   static const auto* const kCommands = new std::map<std::string, Command>{
       {"local",
-       {"dhpt local [--study=FILE | --demo=NAME] [--workers=N] [--slots=N] [--threads_per_trial=N]",
-        "Starts a scheduler and N CPU workers on this machine, runs the study (the demo XGBoost "
-        "study\nwhen none is given), shows live progress, prints the results, and stops every "
-        "process it\nstarted (Ctrl-C included). Demos: xgboost, random-forest, branin."}},
+       {"dhpt local [--study=FILE | --demo=NAME] [--workers=N] [--gpu-workers=M] [--slots=N]\n"
+        "           [--threads-per-trial=N]",
+        "Starts a scheduler, N CPU workers and M GPU workers on this machine, runs the study (the "
+        "demo\nXGBoost study when none is given), shows live progress, prints the results, and "
+        "stops every\nprocess it started (Ctrl-C included). AUTOENCODER studies get one GPU worker "
+        "and no CPU\nworkers unless told otherwise. Demos: xgboost, random-forest, autoencoder, "
+        "branin."}},
       {"submit",
        {"dhpt submit FILE [--watch] [--scheduler=HOST:PORT]",
         "Submits the study in FILE (YAML or JSON, as for grpcurl). Submitting the same spec "
@@ -186,30 +194,38 @@ int RunLocal() {
                                            ? DemoStudy(absl::GetFlag(FLAGS_demo))
                                            : ReadStudyFile(absl::GetFlag(FLAGS_study));
   if (!spec.ok()) return Fail(spec.status());
+  const bool autoencoder = spec->model().kind() == v1::Model::AUTOENCODER;
   LocalClusterOptions options;
   options.binary_dir = ExecutableDir();
-  options.cpu_workers = absl::GetFlag(FLAGS_workers);
+  options.cpu_workers = absl::GetFlag(FLAGS_workers) >= 0 ? absl::GetFlag(FLAGS_workers) : autoencoder ? 0 : 2;
+  options.gpu_workers = absl::GetFlag(FLAGS_gpu_workers) >= 0 ? absl::GetFlag(FLAGS_gpu_workers) : autoencoder ? 1 : 0;
   options.slots = absl::GetFlag(FLAGS_slots);
-  if (options.cpu_workers < 1 || options.slots < 1) {
-    return Fail(absl::InvalidArgumentError("--workers and --slots must be at least 1"));
+  if (autoencoder && options.gpu_workers < 1) {
+    return Fail(absl::InvalidArgumentError(
+        "an AUTOENCODER study runs only on GPU workers: give --gpu-workers=1 or more"));
   }
+  if (options.slots < 1 || options.cpu_workers + options.gpu_workers < 1) {
+    return Fail(absl::InvalidArgumentError("--slots and --workers + --gpu-workers must be at least 1"));
+  }
+  const int workers = options.cpu_workers + options.gpu_workers;
   const int cores = std::max(1u, std::thread::hardware_concurrency());
   options.threads_per_trial = absl::GetFlag(FLAGS_threads_per_trial) > 0
                                   ? absl::GetFlag(FLAGS_threads_per_trial)
-                                  : std::max(1, cores / (options.cpu_workers * options.slots));
+                                  : std::max(1, cores / (workers * options.slots));
   options.log_file = absl::GetFlag(FLAGS_log).empty()
                          ? absl::StrCat("/tmp/dhpt-local-", getpid(), ".log")
                          : absl::GetFlag(FLAGS_log);
-  if (options.cpu_workers * options.slots > cores) {
-    std::cerr << "warning: " << options.cpu_workers * options.slots << " trial slots on " << cores
+  if (workers * options.slots > cores) {
+    std::cerr << "warning: " << workers * options.slots << " trial slots on " << cores
               << " cores: trials will compete for CPU\n";
   }
 
   absl::StatusOr<LocalCluster> cluster = LocalCluster::Start(options);
   if (!cluster.ok()) return Fail(cluster.status());
   std::cout << "scheduler on " << cluster->scheduler_address() << ", " << options.cpu_workers
-            << " CPU workers x " << options.slots << " slots x " << options.threads_per_trial
-            << " threads; logs in " << options.log_file << "\n";
+            << " CPU workers, " << options.gpu_workers << " GPU workers, each " << options.slots
+            << " slots x " << options.threads_per_trial << " threads; logs in "
+            << options.log_file << "\n";
   auto client = std::make_unique<StudyClient>(cluster->scheduler_address());
   int exit_code = 0;
   const bool interrupted = WithInterrupts([&] { client->Cancel(); }, [&] {

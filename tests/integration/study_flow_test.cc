@@ -205,6 +205,28 @@ max_trials: 6
   EXPECT_EQ(ProcessesMentioning(address), 0);
 }
 
+TEST(CliTest, LocalStartsAGpuWorkerForAnAutoencoderStudy) {
+  const std::string path = ::testing::TempDir() + "/local-ae.yaml";
+  std::ofstream(path) << R"(
+name: local-ae
+model: {kind: AUTOENCODER, fixed: {epochs: 3}}
+dataset: {sensors: {samples: 800, seed: 4}}
+parameters:
+  - {name: bottleneck, int_range: {min: 3, max: 6}}
+max_trials: 3
+allow_cpu_fallback: true
+)";
+  auto [code, output] = RunCli("local --study=" + path);
+  EXPECT_EQ(code, 0) << output;
+  EXPECT_THAT(output, HasSubstr("0 CPU workers, 1 GPU workers"));
+  EXPECT_THAT(output, HasSubstr("study local-ae: COMPLETED"));
+  EXPECT_THAT(output, HasSubstr("on local-gpu-1 (cpu)"));
+  // Without a GPU worker an AutoEncoder study could never run: refused up front.
+  auto [refused_code, refused] = RunCli("local --gpu-workers=0 --study=" + path);
+  EXPECT_EQ(refused_code, 1);
+  EXPECT_THAT(refused, HasSubstr("give --gpu-workers=1 or more"));
+}
+
 TEST(CliTest, CtrlCStopsEveryProcessOfLocal) {
   const std::string log = ::testing::TempDir() + "/ctrl-c.log";
   const std::string out = ::testing::TempDir() + "/ctrl-c.out";
