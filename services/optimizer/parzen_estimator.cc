@@ -6,13 +6,30 @@
 #include <numbers>
 #include <numeric>
 
+#include <Eigen/Core>
+
 namespace dhpt::optimizer {
 namespace {
 
 constexpr double kMultivariateSigma0 = 0.2;
 constexpr double kLogTiny = -1e300;
+const double kLogInverseSqrtTwoPi = -0.5 * std::log(2 * std::numbers::pi);
 
 double NormalCdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
+
+// sum_k exp(terms[k] - top), top being the largest term. Terms more than 40 below it change
+// the sum by less than a double holds, so they need no exp (with many narrow kernels, most
+// of them); the rest are gathered and exponentiated together by Eigen's vectorised exp.
+double SumExpAbove(const double* terms, int n, double top) {
+  thread_local std::vector<double> kept;
+  kept.resize(static_cast<size_t>(n));
+  int m = 0;
+  for (int k = 0; k < n; ++k) {
+    kept[m] = terms[k] - top;
+    m += terms[k] > top - 40;
+  }
+  return Eigen::Map<const Eigen::ArrayXd>(kept.data(), m).exp().sum();
+}
 
 }  // namespace
 
@@ -27,22 +44,36 @@ std::vector<double> TpeObservationWeights(int n) {
   return weights;
 }
 
-ParzenEstimator::ParzenEstimator(const SearchSpace& space, std::vector<int> dims,
-                                 const std::vector<std::vector<double>>& observations,
-                                 const std::vector<double>& weights, const ParzenOptions& options)
-    : bandwidth_weighted_(options.bandwidth_weighted) {
-  const int n = static_cast<int>(observations.size());
-  const int components = n + 1;  // The observations, then the prior.
-  std::vector<double> w(weights.begin(), weights.end());
-  w.push_back(options.prior_weight);
-  const double total = std::accumulate(w.begin(), w.end(), 0.0);
+MixtureWeights::MixtureWeights(const std::vector<double>& observation_weights,
+                               double prior_weight) {
+  const double total =
+      std::accumulate(observation_weights.begin(), observation_weights.end(), prior_weight);
+  const double log_total = std::log(total);
+  log_weights.reserve(observation_weights.size() + 1);
+  cumulative.reserve(observation_weights.size() + 1);
   double running = 0;
-  for (double v : w) {
-    log_weights_.push_back(std::log(v / total));
-    running += v / total;
-    cumulative_weights_.push_back(running);
-  }
+  auto add = [&](double w) {
+    log_weights.push_back(std::log(w) - log_total);
+    running += w / total;
+    cumulative.push_back(running);
+  };
+  for (double w : observation_weights) add(w);
+  add(prior_weight);
+}
 
+ParzenEstimator::ParzenEstimator(const SearchSpace& space, std::vector<int> dims,
+                                 const std::vector<double>& observations,
+                                 const MixtureWeights& weights, const ParzenOptions& options,
+                                 const std::vector<int>* sorted_rows)
+    : bandwidth_weighted_(options.bandwidth_weighted),
+      log_weights_(weights.log_weights),
+      cumulative_weights_(weights.cumulative) {
+  const int n = static_cast<int>(log_weights_.size()) - 1;
+  const int components = n + 1;  // The observations, then the prior.
+  const size_t stride = dims.size();
+  auto observation = [&](int k, size_t j) { return observations[static_cast<size_t>(k) * stride + j]; };
+
+  std::vector<std::pair<double, int>> order;  // Of the last dimension's centres, when sorted.
   for (size_t j = 0; j < dims.size(); ++j) {
     Dimension d;
     d.domain = space.InternalDomain(dims[j]);
@@ -50,7 +81,7 @@ ParzenEstimator::ParzenEstimator(const SearchSpace& space, std::vector<int> dims
       const int c = d.domain.choices;
       for (int k = 0; k < components; ++k) {
         std::vector<double> p(static_cast<size_t>(c), options.prior_weight / c);
-        if (k < n) p[static_cast<size_t>(std::llround(observations[k][j]))] += 1.0;
+        if (k < n) p[static_cast<size_t>(std::llround(observation(k, j)))] += 1.0;
         const double sum = std::accumulate(p.begin(), p.end(), 0.0);
         for (double& v : p) v /= sum;
         d.probabilities.push_back(std::move(p));
@@ -61,7 +92,8 @@ ParzenEstimator::ParzenEstimator(const SearchSpace& space, std::vector<int> dims
     d.low = d.domain.low - d.domain.step / 2;
     d.high = d.domain.high + d.domain.step / 2;
     const double range = d.high - d.low;
-    for (int k = 0; k < n; ++k) d.mus.push_back(observations[k][j]);
+    d.mus.reserve(static_cast<size_t>(components));
+    for (int k = 0; k < n; ++k) d.mus.push_back(observation(k, j));
     d.mus.push_back(0.5 * (d.low + d.high));
     if (options.multivariate) {
       const double sigma = kMultivariateSigma0 *
@@ -69,30 +101,44 @@ ParzenEstimator::ParzenEstimator(const SearchSpace& space, std::vector<int> dims
                            range;
       d.sigmas.assign(static_cast<size_t>(components), sigma);
     } else {
-      std::vector<int> order(static_cast<size_t>(components));
-      std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return d.mus[a] < d.mus[b]; });
-      std::vector<double> sorted = {d.low};
-      for (int k : order) sorted.push_back(d.mus[k]);
-      sorted.push_back(d.high);
+      // Sorted by centre, ties by component: the order a stable sort gives.
+      order.clear();
+      if (sorted_rows != nullptr && dims.size() == 1) {
+        for (int k : *sorted_rows) order.emplace_back(d.mus[k], k);
+        // The prior has the last index, so among equal centres it comes last.
+        const std::pair<double, int> prior(d.mus[n], n);
+        order.insert(std::upper_bound(order.begin(), order.end(), prior), prior);
+      } else {
+        for (int k = 0; k < components; ++k) order.emplace_back(d.mus[k], k);
+        std::sort(order.begin(), order.end());
+      }
+      auto sorted = [&](int r) {  // d.low, the sorted centres, d.high
+        return r == 0 ? d.low : r == components + 1 ? d.high : order[r - 1].first;
+      };
       d.sigmas.assign(static_cast<size_t>(components), 0);
       for (int r = 0; r < components; ++r) {
-        double sigma = std::max(sorted[r + 1] - sorted[r], sorted[r + 2] - sorted[r + 1]);
+        double sigma = std::max(sorted(r + 1) - sorted(r), sorted(r + 2) - sorted(r + 1));
         // Endpoints are not neighbours: the outermost kernels look inwards only.
-        if (components >= 2 && r == 0) sigma = sorted[2] - sorted[1];
-        if (components >= 2 && r == components - 1) sigma = sorted[r + 1] - sorted[r];
-        d.sigmas[order[r]] = sigma;
+        if (components >= 2 && r == 0) sigma = sorted(2) - sorted(1);
+        if (components >= 2 && r == components - 1) sigma = sorted(r + 1) - sorted(r);
+        d.sigmas[order[r].second] = sigma;
       }
     }
     const double max_sigma = range;
     const double min_sigma = range / std::min(100.0, 1.0 + components);
     for (double& sigma : d.sigmas) sigma = std::clamp(sigma, min_sigma, max_sigma);
     d.sigmas.back() = range;  // The prior is wide.
+    d.inverse_sigmas.reserve(d.sigmas.size());
+    for (double sigma : d.sigmas) d.inverse_sigmas.push_back(1 / sigma);
     if (d.domain.step == 0) {
       for (int k = 0; k < components; ++k) {
         const double a = (d.low - d.mus[k]) / d.sigmas[k], b = (d.high - d.mus[k]) / d.sigmas[k];
-        // Kernels well inside the range lose no mass to truncation (to double precision).
-        const double z = a < -9 && b > 9 ? 1.0 : NormalCdf(b) - NormalCdf(a);
+        const bool inside = a < -9 && b > 9;  // No mass lost to truncation (to double precision).
+        if (inside && bandwidth_weighted_) {
+          d.log_norms.push_back(kLogInverseSqrtTwoPi);
+          continue;
+        }
+        const double z = inside ? 1.0 : NormalCdf(b) - NormalCdf(a);
         const double scale = bandwidth_weighted_ ? 1.0 : d.sigmas[k];
         d.log_norms.push_back(z > 0 ? -std::log(scale * std::sqrt(2 * std::numbers::pi) * z)
                                     : kLogTiny);
@@ -104,6 +150,61 @@ ParzenEstimator::ParzenEstimator(const SearchSpace& space, std::vector<int> dims
   for (const Dimension& d : dims_) {
     for (size_t k = 0; k < d.log_norms.size(); ++k) log_constants_[k] += d.log_norms[k];
   }
+  if (dims_.size() == 1 && !dims_[0].domain.choice && dims_[0].domain.step == 0) {
+    if (order.empty()) {
+      for (int k = 0; k < components; ++k) order.emplace_back(dims_[0].mus[k], k);
+      std::sort(order.begin(), order.end());
+    }
+    SortKernels(order);
+  }
+}
+
+void ParzenEstimator::SortKernels(const std::vector<std::pair<double, int>>& order) {
+  const Dimension& d = dims_[0];
+  SortedKernels sorted;
+  sorted.prior = components() - 1;
+  sorted.max_constant = -std::numeric_limits<double>::infinity();
+  for (const auto& [mu, k] : order) {
+    if (k == sorted.prior) continue;
+    sorted.mus.push_back(mu);
+    sorted.inverse_sigmas.push_back(d.inverse_sigmas[k]);
+    sorted.constants.push_back(log_constants_[k]);
+    sorted.max_constant = std::max(sorted.max_constant, log_constants_[k]);
+    sorted.max_sigma = std::max(sorted.max_sigma, d.sigmas[k]);
+  }
+  sorted_ = std::move(sorted);
+}
+
+double ParzenEstimator::SortedLogPdf(double x) const {
+  const SortedKernels& s = *sorted_;
+  const Dimension& d = dims_[0];
+  auto term = [&](int k) {
+    const double t = (x - s.mus[k]) * s.inverse_sigmas[k];
+    return s.constants[k] - 0.5 * t * t;
+  };
+  const double prior_t = (x - d.mus[s.prior]) * d.inverse_sigmas[s.prior];
+  const double prior_term = log_constants_[s.prior] - 0.5 * prior_t * prior_t;
+  // A first lower bound on the largest term: the prior and the kernels either side of x.
+  const int n = static_cast<int>(s.mus.size());
+  const int next = static_cast<int>(std::lower_bound(s.mus.begin(), s.mus.end(), x) - s.mus.begin());
+  double top = prior_term;
+  if (next < n) top = std::max(top, term(next));
+  if (next > 0) top = std::max(top, term(next - 1));
+  if (!std::isfinite(top)) return top;
+  // Kernels farther than `reach` have terms below top - 40, which a double cannot add.
+  const double slack = s.max_constant - top + 40;
+  const double reach = slack > 0 ? s.max_sigma * std::sqrt(2 * slack) : 0;
+  const int first = static_cast<int>(std::lower_bound(s.mus.begin(), s.mus.begin() + next, x - reach) - s.mus.begin());
+  const int last = static_cast<int>(std::upper_bound(s.mus.begin() + next, s.mus.end(), x + reach) - s.mus.begin());
+  thread_local std::vector<double> buffer;
+  buffer.resize(static_cast<size_t>(last - first + 1));
+  Eigen::Map<Eigen::ArrayXd> terms(buffer.data(), last - first + 1);
+  for (int k = first; k < last; ++k) terms[k - first] = term(k);
+  terms[last - first] = prior_term;
+  top = std::max(top, terms.maxCoeff());
+  // Every term of the window, exponentiated together (Eigen's vectorised exp): cheaper here
+  // than picking out the few that fall below top - 40.
+  return top + std::log((terms - top).exp().sum());
 }
 
 std::vector<double> ParzenEstimator::Sample(std::mt19937_64& generator) const {
@@ -157,7 +258,7 @@ double ParzenEstimator::LogComponentPdf(int k, const std::vector<double>& x) con
       const double mass = NormalCdf((x[j] + half - mu) / sigma) - NormalCdf((x[j] - half - mu) / sigma);
       log_pdf += mass > 0 && z > 0 ? std::log(mass / z) : kLogTiny;
     } else {
-      const double t = (x[j] - d.mus[k]) / d.sigmas[k];
+      const double t = (x[j] - d.mus[k]) * d.inverse_sigmas[k];
       log_pdf -= 0.5 * t * t;
     }
   }
@@ -165,29 +266,14 @@ double ParzenEstimator::LogComponentPdf(int k, const std::vector<double>& x) con
 }
 
 double ParzenEstimator::LogPdf(const std::vector<double>& x) const {
+  if (sorted_) return SortedLogPdf(x[0]);
   const int n = components();
   thread_local std::vector<double> terms;
   terms.resize(static_cast<size_t>(n));
-  const bool one_continuous = dims_.size() == 1 && !dims_[0].domain.choice && dims_[0].domain.step == 0;
-  if (one_continuous) {
-    // The common univariate case, without the per-component call.
-    const Dimension& d = dims_[0];
-    for (int k = 0; k < n; ++k) {
-      const double t = (x[0] - d.mus[k]) / d.sigmas[k];
-      terms[k] = log_constants_[k] - 0.5 * t * t;
-    }
-  } else {
-    for (int k = 0; k < n; ++k) terms[k] = LogComponentPdf(k, x);
-  }
+  for (int k = 0; k < n; ++k) terms[k] = LogComponentPdf(k, x);
   const double top = *std::max_element(terms.begin(), terms.end());
   if (!std::isfinite(top)) return top;
-  // Terms more than e^-40 below the largest change the sum by less than a double can hold,
-  // so they need no exp: with many narrow kernels that is most of them.
-  double sum = 0;
-  for (int k = 0; k < n; ++k) {
-    if (terms[k] > top - 40) sum += std::exp(terms[k] - top);
-  }
-  return top + std::log(sum);
+  return top + std::log(SumExpAbove(terms.data(), n, top));
 }
 
 }  // namespace dhpt::optimizer

@@ -6,7 +6,9 @@
 // lattice cell for ints and steps); choices use the observed category with smoothed counts
 // (prior_weight / choices added to every category).
 
+#include <optional>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "services/optimizer/search_space.h"
@@ -26,13 +28,29 @@ struct ParzenOptions {
   bool bandwidth_weighted = false;
 };
 
+// The normalised component weights of a mixture: one per observation, then the prior's. TPE
+// builds them once per group of observations and shares them between dimensions.
+struct MixtureWeights {
+  MixtureWeights(const std::vector<double>& observation_weights, double prior_weight);
+  std::vector<double> log_weights;
+  std::vector<double> cumulative;  // For sampling a component.
+};
+
 class ParzenEstimator {
  public:
-  // `observations[k]` holds internal values (SearchSpace::ToInternal) of dimensions `dims`;
-  // `weights[k]` its weight before normalisation.
+  // `observations` holds internal values (SearchSpace::ToInternal) of dimensions `dims`, row
+  // after row (one row per observation, dims.size() values each); `weights` has one weight per
+  // row and the prior's. For one dimension, `sorted_rows` may give the rows already sorted by
+  // value (ties by row), which spares the estimator its sort.
   ParzenEstimator(const SearchSpace& space, std::vector<int> dims,
-                  const std::vector<std::vector<double>>& observations,
-                  const std::vector<double>& weights, const ParzenOptions& options);
+                  const std::vector<double>& observations, const MixtureWeights& weights,
+                  const ParzenOptions& options, const std::vector<int>* sorted_rows = nullptr);
+  // The same, with `weights[k]` the weight of row k before normalisation.
+  ParzenEstimator(const SearchSpace& space, std::vector<int> dims,
+                  const std::vector<double>& observations, const std::vector<double>& weights,
+                  const ParzenOptions& options)
+      : ParzenEstimator(space, std::move(dims), observations,
+                        MixtureWeights(weights, options.prior_weight), options) {}
 
   // A draw from the mixture, in internal values of `dims` (on the lattice where there is one).
   std::vector<double> Sample(std::mt19937_64& generator) const;
@@ -48,11 +66,23 @@ class ParzenEstimator {
     SearchSpace::Internal domain;
     double low = 0, high = 0;  // Truncation bounds: the range widened by half a step.
     std::vector<double> mus, sigmas;              // Numeric, per component.
+    std::vector<double> inverse_sigmas;
     // Continuous: log of each kernel's normalising factor, so an evaluation costs one exp.
     std::vector<double> log_norms;
     std::vector<std::vector<double>> probabilities;  // Choices, per component.
   };
   double LogComponentPdf(int k, const std::vector<double>& x) const;
+  // One continuous dimension (univariate TPE's common case): the observation kernels sorted by
+  // centre, so that LogPdf visits only those near x. A kernel at distance D has a log density
+  // of at most max_constant - (D / max_sigma)^2 / 2, so beyond the distance where that falls
+  // 40 below a term already seen it cannot change the sum (see LogPdf).
+  struct SortedKernels {
+    std::vector<double> mus, inverse_sigmas, constants;
+    double max_constant = 0, max_sigma = 0;
+    int prior = 0;  // The prior's component, evaluated on its own.
+  };
+  void SortKernels(const std::vector<std::pair<double, int>>& order);
+  double SortedLogPdf(double x) const;
 
   std::vector<Dimension> dims_;
   bool bandwidth_weighted_ = false;
@@ -60,6 +90,7 @@ class ParzenEstimator {
   // log weight plus every continuous dimension's log normaliser, per component.
   std::vector<double> log_constants_;
   std::vector<double> cumulative_weights_;
+  std::optional<SortedKernels> sorted_;
 };
 
 // Optuna's default_weights: 1 for the newest 25 observations, a ramp from 1/n up for older ones.

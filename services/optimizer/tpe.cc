@@ -13,22 +13,28 @@ namespace {
 constexpr uint64_t kTpeStream = 0x54504531;  // "TPE1"
 constexpr double kInfiniteLoss = std::numeric_limits<double>::infinity();
 
-struct Observation {
-  std::vector<double> internal;  // Every dimension.
-  double loss;
-  size_t number;
-};
-
-// Observations of the dimensions `dims` and their weights.
-std::pair<std::vector<std::vector<double>>, std::vector<double>> Project(
-    const std::vector<const Observation*>& group, const std::vector<int>& dims) {
-  std::vector<std::vector<double>> values;
-  for (const Observation* o : group) {
-    std::vector<double> v;
-    for (int d : dims) v.push_back(o->internal[d]);
-    values.push_back(std::move(v));
+// The values of dimensions `dims` of the trials `group`, row after row.
+std::vector<double> Project(const std::vector<double>& internal, int stride,
+                            const std::vector<int>& group, const std::vector<int>& dims) {
+  std::vector<double> values;
+  values.reserve(group.size() * dims.size());
+  for (int trial : group) {
+    const double* row = &internal[static_cast<size_t>(trial) * stride];
+    for (int d : dims) values.push_back(row[d]);
   }
-  return {values, TpeObservationWeights(static_cast<int>(group.size()))};
+  return values;
+}
+
+// The components of `group` (its positions, in trial order) sorted by the value of dimension
+// `dim`, from that dimension's sorted trials; `position[t]` is trial t's place in the group
+// or -1.
+std::vector<int> SortedComponents(const std::vector<int>& sorted_trials,
+                                  const std::vector<int>& position) {
+  std::vector<int> components;
+  for (int trial : sorted_trials) {
+    if (position[trial] >= 0) components.push_back(position[trial]);
+  }
+  return components;
 }
 
 }  // namespace
@@ -36,13 +42,40 @@ std::pair<std::vector<std::vector<double>>, std::vector<double>> Project(
 TpeSearch::TpeSearch(SearchSpace space, uint64_t seed, bool minimize, TpeOptions options)
     : space_(space), seed_(seed), minimize_(minimize), options_(options), random_(space, seed) {}
 
+void TpeSearch::UpdateSortedColumns(const std::vector<double>& internal) {
+  const size_t dims = static_cast<size_t>(space_.dims());
+  const size_t seen = columns_.internal.size();
+  const bool extends = seen <= internal.size() && !columns_.order.empty() &&
+                       std::equal(columns_.internal.begin(), columns_.internal.end(), internal.begin());
+  const int first_new = extends ? static_cast<int>(seen / dims) : 0;
+  if (!extends) columns_.order.assign(dims, {});
+  const int trials = static_cast<int>(internal.size() / dims);
+  for (size_t d = 0; d < dims; ++d) {
+    auto before = [&](int a, int b) {
+      const double va = internal[a * dims + d], vb = internal[b * dims + d];
+      return va < vb || (va == vb && a < b);
+    };
+    std::vector<int>& order = columns_.order[d];
+    const size_t old_size = order.size();
+    for (int t = first_new; t < trials; ++t) order.push_back(t);
+    std::sort(order.begin() + old_size, order.end(), before);
+    std::inplace_merge(order.begin(), order.begin() + old_size, order.end(), before);
+  }
+  columns_.internal = internal;
+}
+
 absl::StatusOr<std::optional<Point>> TpeSearch::Suggest(const History& history) {
   if (SpaceExhausted(space_, history)) return std::nullopt;
 
-  std::vector<Observation> observations;
+  const int dims = space_.dims();
+  std::vector<double> internal;  // Every trial, row after row.
+  internal.reserve(history.trials.size() * static_cast<size_t>(dims));
+  std::vector<int> observed;      // The trials with a loss, in trial order,
+  std::vector<double> losses;     // and their losses.
   int completed = 0;
-  for (size_t n = 0; n < history.trials.size(); ++n) {
-    const TrialRecord& trial = history.trials[n];
+  for (size_t t = 0; t < history.trials.size(); ++t) {
+    const TrialRecord& trial = history.trials[t];
+    for (int i = 0; i < dims; ++i) internal.push_back(space_.ToInternal(i, trial.point[i]));
     double loss;
     if (trial.status == TrialStatus::kCompleted && trial.value) {
       loss = minimize_ ? *trial.value : -*trial.value;
@@ -53,24 +86,31 @@ absl::StatusOr<std::optional<Point>> TpeSearch::Suggest(const History& history) 
     } else {
       continue;
     }
-    Observation o{{}, loss, n};
-    for (int i = 0; i < space_.dims(); ++i) o.internal.push_back(space_.ToInternal(i, trial.point[i]));
-    observations.push_back(std::move(o));
+    observed.push_back(static_cast<int>(t));
+    losses.push_back(loss);
   }
   if (completed < options_.n_startup_trials) return random_.Suggest(history);
 
   // Split into the best few ("below") and the rest, each kept in trial order.
-  std::vector<const Observation*> ranked;
-  for (const Observation& o : observations) ranked.push_back(&o);
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const Observation* a, const Observation* b) { return a->loss < b->loss; });
+  std::vector<int> ranked(observed.size());
+  std::iota(ranked.begin(), ranked.end(), 0);
+  std::stable_sort(ranked.begin(), ranked.end(), [&](int a, int b) { return losses[a] < losses[b]; });
   const int n_below = std::min(
       {static_cast<int>(std::ceil(0.1 * static_cast<double>(ranked.size()))), 25, completed});
-  std::vector<const Observation*> below(ranked.begin(), ranked.begin() + n_below);
-  std::vector<const Observation*> above(ranked.begin() + n_below, ranked.end());
-  auto by_number = [](const Observation* a, const Observation* b) { return a->number < b->number; };
-  std::sort(below.begin(), below.end(), by_number);
-  std::sort(above.begin(), above.end(), by_number);
+  std::vector<int> below, above;  // Trial indices, in trial order.
+  for (int r = 0; r < static_cast<int>(ranked.size()); ++r) {
+    (r < n_below ? below : above).push_back(observed[ranked[r]]);
+  }
+  std::sort(below.begin(), below.end());
+  std::sort(above.begin(), above.end());
+  std::vector<int> below_position(history.trials.size(), -1), above_position(history.trials.size(), -1);
+  for (size_t k = 0; k < below.size(); ++k) below_position[below[k]] = static_cast<int>(k);
+  for (size_t k = 0; k < above.size(); ++k) above_position[above[k]] = static_cast<int>(k);
+  if (!options_.multivariate) UpdateSortedColumns(internal);
+  // Shared by every group of dimensions.
+  const MixtureWeights below_weights(TpeObservationWeights(n_below), options_.prior_weight);
+  const MixtureWeights above_weights(TpeObservationWeights(static_cast<int>(above.size())),
+                                     options_.prior_weight);
 
   std::mt19937_64 generator = SeededGenerator(seed_, kTpeStream, history.trials.size());
   const ParzenOptions parzen{.prior_weight = options_.prior_weight,
@@ -86,11 +126,16 @@ absl::StatusOr<std::optional<Point>> TpeSearch::Suggest(const History& history) 
   }
   // Candidates per group, best first by log l - log g.
   std::vector<std::vector<std::vector<double>>> ranked_candidates;
-  for (const std::vector<int>& dims : groups) {
-    auto [below_values, below_weights] = Project(below, dims);
-    auto [above_values, above_weights] = Project(above, dims);
-    const ParzenEstimator l(space_, dims, below_values, below_weights, parzen);
-    const ParzenEstimator g(space_, dims, above_values, above_weights, parzen);
+  for (const std::vector<int>& group : groups) {
+    std::optional<std::vector<int>> below_order, above_order;
+    if (!options_.multivariate) {
+      below_order = SortedComponents(columns_.order[group[0]], below_position);
+      above_order = SortedComponents(columns_.order[group[0]], above_position);
+    }
+    const ParzenEstimator l(space_, group, Project(internal, dims, below, group), below_weights,
+                            parzen, below_order ? &*below_order : nullptr);
+    const ParzenEstimator g(space_, group, Project(internal, dims, above, group), above_weights,
+                            parzen, above_order ? &*above_order : nullptr);
     std::vector<std::pair<double, std::vector<double>>> scored;
     for (int c = 0; c < options_.n_ei_candidates; ++c) {
       std::vector<double> x = l.Sample(generator);

@@ -32,8 +32,8 @@ TEST(ParzenEstimatorTest, UnivariateBandwidthsAreNeighbourGapsClippedPriorWide) 
 TEST(ParzenEstimatorTest, MultivariateBandwidthFollowsScottsRule) {
   SearchSpace space({{.name = "a", .kind = ParameterKind::kDouble, .min = 0, .max = 2},
                      {.name = "b", .kind = ParameterKind::kDouble, .min = 0, .max = 1}});
-  std::vector<std::vector<double>> observations;
-  for (int k = 0; k < 20; ++k) observations.push_back({k / 10.0, k / 20.0});
+  std::vector<double> observations;  // Row after row: (a, b).
+  for (int k = 0; k < 20; ++k) observations.insert(observations.end(), {k / 10.0, k / 20.0});
   ParzenEstimator pe(space, {0, 1}, observations, std::vector<double>(20, 1.0),
                      {.multivariate = true});
   // 0.2 n^(-1/(d+4)) of the range; the 1/(n+2) floor does not bind at n = 20.

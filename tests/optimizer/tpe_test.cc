@@ -4,6 +4,8 @@
 
 #include <numeric>
 
+#include "services/common/random.h"
+
 #include "tests/optimizer/optimizer_test_util.h"
 
 namespace dhpt::optimizer {
@@ -29,6 +31,43 @@ TEST(TpeTest, DeterministicAndRebuildable) {
   std::vector<Point> rest = RunMixed(rebuilt, space, 15, b);
   part.insert(part.end(), rest.begin(), rest.end());
   EXPECT_EQ(all, part);
+}
+
+// The sorted columns kept between suggestions are only a cache: a warm optimiser suggests what a
+// fresh one suggests for the same history, also when the history is not an extension of the
+// last one it saw.
+TEST(TpeTest, KeptSortOrderNeverChangesASuggestion) {
+  SearchSpace space({{.name = "a", .kind = ParameterKind::kDouble, .min = -1, .max = 1},
+                     {.name = "b", .kind = ParameterKind::kDouble, .min = 1, .max = 100, .log = true},
+                     {.name = "c", .kind = ParameterKind::kDouble, .min = 0, .max = 1, .step = 0.1}});
+  std::mt19937_64 generator = SeededGenerator(4, 0, 0);
+  TestStudy study;
+  for (int t = 0; t < 40; ++t) {
+    Point point = space.FromUnitPoint({UniformUnit(generator), UniformUnit(generator), UniformUnit(generator)});
+    // Ties on purpose: every fifth trial repeats an earlier value of a.
+    if (t % 5 == 4) point[0] = study.trials[t / 2].point[0];
+    const TrialStatus status = t % 7 == 3 ? TrialStatus::kFailed : t % 11 == 5 ? TrialStatus::kRunning
+                                                                               : TrialStatus::kCompleted;
+    study.trials.push_back({point, status, UniformUnit(generator)});
+    study.keys.insert(space.Key(point));
+  }
+  TpeSearch warm(space, 2, true, {});
+  auto prefix = [&](size_t n) {
+    TestStudy part;
+    part.trials.assign(study.trials.begin(), study.trials.begin() + n);
+    for (const TrialRecord& trial : part.trials) part.keys.insert(space.Key(trial.point));
+    return part;
+  };
+  for (size_t n = 12; n <= 40; n += 4) {
+    TestStudy part = prefix(n);
+    TpeSearch fresh(space, 2, true, {});
+    EXPECT_EQ(**warm.Suggest(part.history()), **fresh.Suggest(part.history())) << n;
+  }
+  // A history that does not extend the last one: an earlier trial's point differs.
+  TestStudy changed = prefix(30);
+  changed.trials[3].point[0] = 0.123;
+  TpeSearch fresh(space, 2, true, {});
+  EXPECT_EQ(**warm.Suggest(changed.history()), **fresh.Suggest(changed.history()));
 }
 
 TEST(TpeTest, ConcentratesOnTheGoodRegion) {
