@@ -12,6 +12,7 @@ packages=(
   libxgboost-dev xgboost          # xgboost's CMake config points at /usr/bin/xgboost
   libtorch-dev                    # CPU-only libtorch 1.13 for dhpt-gpu-worker
   prometheus-cpp-dev
+  prometheus                      # the real Prometheus of the metrics test (promtool too)
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 if [[ ${1:-} == --bench ]]; then

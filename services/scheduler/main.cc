@@ -12,11 +12,15 @@
 #include "services/common/env_flags.h"
 #include "services/common/logging.h"
 #include "services/common/signals.h"
+#include "services/common/metrics_endpoint.h"
+#include "services/scheduler/scheduler_metrics.h"
 #include "services/scheduler/scheduler_server.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
           "HOST:PORT to serve on; port 0 picks a free port (printed as 'listening on HOST:PORT')");
-ABSL_FLAG(int, metrics_port, 0, "Prometheus /metrics port; 0 = off (not available yet)");
+ABSL_FLAG(int, metrics_port, -1,
+          "serve Prometheus metrics on this port at /metrics; 0 picks a free port (printed as "
+          "'metrics on :PORT'); -1 = off");
 ABSL_FLAG(std::string, db, "",
           "SQLite file for durable state (not available yet: state is kept in memory)");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(5),
@@ -43,14 +47,18 @@ int main(int argc, char** argv) {
                          "no study is silently kept only in memory\n");
     return 2;
   }
-  if (absl::GetFlag(FLAGS_metrics_port) != 0) {
-    std::fprintf(stderr, "--metrics-port: metrics are not available yet\n");
+  const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  if (metrics_port < -1 || metrics_port > 65535) {
+    std::fprintf(stderr, "--metrics_port must be -1 (off), 0 (any) or a port number\n");
     return 2;
   }
+  // Declared before the server, so the core never outlives its observer.
+  dhpt::scheduler::SchedulerMetrics metrics;
   dhpt::scheduler::SchedulerServerOptions options;
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.core.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   options.core.missed_heartbeats = absl::GetFlag(FLAGS_missed_heartbeats);
+  if (metrics_port >= 0) options.core.observer = &metrics;
   if (options.core.heartbeat_interval < absl::Milliseconds(10) ||
       options.core.missed_heartbeats < 1) {
     std::fprintf(stderr, "--heartbeat_interval must be >= 10ms and --missed_heartbeats >= 1\n");
@@ -66,9 +74,23 @@ int main(int argc, char** argv) {
   const std::string& listen = options.listen_address;
   std::cout << "listening on " << listen.substr(0, listen.rfind(':')) << ":" << (*server)->port()
             << std::endl;
+  std::unique_ptr<dhpt::MetricsEndpoint> metrics_endpoint;
+  if (metrics_port >= 0) {
+    auto endpoint = dhpt::MetricsEndpoint::Start(
+        "0.0.0.0", metrics_port, {{"component", "scheduler"}},
+        {metrics.registry(), std::make_shared<dhpt::scheduler::SchedulerStateCollector>(&(*server)->core())});
+    if (!endpoint.ok()) {
+      std::fprintf(stderr, "dhpt-scheduler: %s\n", endpoint.status().ToString().c_str());
+      (*server)->Shutdown();
+      return 1;
+    }
+    metrics_endpoint = std::move(*endpoint);
+    std::cout << "metrics on :" << metrics_endpoint->port() << std::endl;
+  }
 
   const int signal = dhpt::WaitForTerminationSignal();
   DHPT_LOG_INFO("received %s; shutting down", strsignal(signal));
+  metrics_endpoint.reset();  // Stop scraping the core before it goes.
   (*server)->Shutdown();
   return 0;
 }

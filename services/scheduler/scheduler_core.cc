@@ -52,6 +52,24 @@ struct SchedulerCore::StudyEntry {
 
 namespace {
 
+absl::Time FromTimestamp(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(t));
+}
+
+// Bounded device labels for metrics: "cpu" or "cuda", whatever the device index.
+std::string DeviceLabel(const v1::WorkerCapabilities& worker) {
+  return worker.device_kind() == v1::WorkerCapabilities::CUDA ? "cuda" : "cpu";
+}
+std::string DeviceLabel(absl::string_view device) {
+  if (device.empty()) return "unknown";
+  return std::string(device.substr(0, device.find(':')));
+}
+
+SchedulerObserver* NoObserver() {
+  static SchedulerObserver* const none = new SchedulerObserver();
+  return none;
+}
+
 google::protobuf::Timestamp ToTimestamp(absl::Time t) {
   return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
 }
@@ -73,6 +91,7 @@ v1::SchedulerMessage CancelMessage(uint64_t trial_id, std::string reason) {
 SchedulerCore::SchedulerCore(StudyStore* store, SchedulerOptions options)
     : store_(store),
       options_(std::move(options)),
+      observer_(options_.observer != nullptr ? options_.observer : NoObserver()),
       suggestions_(std::make_unique<WorkQueue>(std::max(1, options_.suggestion_threads))) {}
 
 SchedulerCore::~SchedulerCore() = default;
@@ -181,6 +200,15 @@ absl::StatusOr<v1::Study> SchedulerCore::GetStudy(absl::string_view name) const 
   return BuildStudyLocked(*study);
 }
 
+std::vector<WorkerSummary> SchedulerCore::ListWorkers() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<WorkerSummary> workers;
+  for (const auto& [session, worker] : workers_) {
+    workers.push_back({worker.capabilities, static_cast<int>(worker.running.size())});
+  }
+  return workers;
+}
+
 int SchedulerCore::ConnectedWorkers() const {
   absl::MutexLock lock(&mutex_);
   return static_cast<int>(workers_.size());
@@ -285,6 +313,7 @@ absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
   welcome.mutable_welcome()->set_heartbeat_interval_ms(
       absl::ToInt64Milliseconds(options_.heartbeat_interval));
   channel->Send(std::move(welcome));
+  observer_->WorkerConnected(caps);
   DHPT_LOG_INFO("worker %s connected: %s on %s, %d slots", hello.worker_id(),
                 v1::WorkerCapabilities::DeviceKind_Name(caps.device_kind()), caps.node_name(),
                 caps.slots());
@@ -470,8 +499,11 @@ std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study) {
     RequestSuggestionLocked(study);
     return std::nullopt;
   }
-  return AcceptSuggestionLocked(
-      study, study.optimizer->Suggest(optimizer::History{study.history, study.keys}));
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::optional<optimizer::Point>> suggestion =
+      study.optimizer->Suggest(optimizer::History{study.history, study.keys});
+  observer_->SuggestionMade(study.spec.algorithm().name(), absl::Now() - start);
+  return AcceptSuggestionLocked(study, std::move(suggestion));
 }
 
 void SchedulerCore::RequestSuggestionLocked(StudyEntry& study) {
@@ -481,9 +513,12 @@ void SchedulerCore::RequestSuggestionLocked(StudyEntry& study) {
   auto history = std::make_shared<std::vector<optimizer::TrialRecord>>(study.history);
   auto keys = std::make_shared<absl::flat_hash_set<std::string>>(study.keys);
   suggestions_->Post([this, &study, history, keys] {
+    const absl::Time start = absl::Now();
     absl::StatusOr<std::optional<optimizer::Point>> suggestion =
         study.optimizer->Suggest(optimizer::History{*history, *keys});
+    const absl::Duration took = absl::Now() - start;
     absl::MutexLock lock(&mutex_);
+    observer_->SuggestionMade(study.spec.algorithm().name(), took);
     study.suggesting = false;
     if (study.terminal() || shutting_down_) return;
     if (std::optional<uint64_t> id = AcceptSuggestionLocked(study, std::move(suggestion))) {
@@ -516,6 +551,7 @@ std::optional<uint64_t> SchedulerCore::AcceptSuggestionLocked(
   trial.set_state(v1::Trial::PENDING);
   *trial.mutable_params() = ToParamMap(study.space, point);
   *trial.mutable_create_time() = ToTimestamp(options_.clock());
+  entry.pending_since = options_.clock();
   study.keys.insert(study.space.Key(point));
   study.history.push_back({std::move(point), optimizer::TrialStatus::kRunning, {}});
   study.trial_ids.push_back(id);
@@ -550,6 +586,8 @@ bool SchedulerCore::AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
     trial.set_worker_id(worker.worker_id);
     trial.set_node_name(worker.capabilities.node_name());
     *trial.mutable_start_time() = ToTimestamp(options_.clock());
+    observer_->TrialStarted(study.spec, DeviceLabel(worker.capabilities),
+                            options_.clock() - entry.pending_since);
     entry.session = session;
     worker.running.insert(*id);
     ++study.running;
@@ -613,6 +651,8 @@ void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason) {
     t.clear_worker_id();
     t.clear_node_name();
     study.pending.push_front(t.id());
+    trial.pending_since = options_.clock();
+    observer_->TrialRequeued(study.spec);
   }
   SaveTrialLocked(trial);
   PublishTrialLocked(trial);
@@ -620,6 +660,11 @@ void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason) {
 
 void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
   StudyEntry& study = *trial.study;
+  const v1::Trial& ended = trial.trial;
+  const bool ran = ended.has_start_time() && ended.has_end_time();
+  observer_->TrialEnded(
+      study.spec, ended.state(), ran ? DeviceLabel(ended.device()) : "",
+      ran ? FromTimestamp(ended.end_time()) - FromTimestamp(ended.start_time()) : absl::ZeroDuration());
   optimizer::TrialRecord& record = study.history[trial.trial.number()];
   switch (trial.trial.state()) {
     case v1::Trial::COMPLETED: {

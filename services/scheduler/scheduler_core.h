@@ -29,6 +29,7 @@
 #include "dhpt/v1/worker_service.pb.h"
 #include "services/common/work_queue.h"
 #include "services/optimizer/optimizer.h"
+#include "services/scheduler/scheduler_observer.h"
 #include "services/scheduler/study_store.h"
 
 namespace dhpt::scheduler {
@@ -66,6 +67,14 @@ struct SchedulerOptions {
   // holds up the dispatch of another.
   int suggestion_threads = 1;
   OptimizerFactory optimizer_factory = optimizer::MakeOptimizer;
+  // Told of trials, suggestions and workers as they happen (metrics); may be null.
+  SchedulerObserver* observer = nullptr;
+};
+
+// One connected worker, for metrics and status.
+struct WorkerSummary {
+  v1::WorkerCapabilities capabilities;
+  int running = 0;
 };
 
 class SchedulerCore {
@@ -86,6 +95,7 @@ class SchedulerCore {
   std::vector<v1::Study> ListStudies() const;
   // Workers with an open stream.
   int ConnectedWorkers() const;
+  std::vector<WorkerSummary> ListWorkers() const;
   absl::StatusOr<v1::Study> StopStudy(absl::string_view name);
   absl::StatusOr<std::vector<v1::Trial>> ListTrials(absl::string_view study,
                                                     v1::Trial::State only) const;
@@ -118,6 +128,7 @@ class SchedulerCore {
     v1::Trial trial;
     StudyEntry* study = nullptr;
     uint64_t session = 0;  // The session running it; 0 when none.
+    absl::Time pending_since;  // When it last joined the queue, for the queue-wait metric.
   };
   struct WorkerEntry {
     std::string worker_id;
@@ -168,6 +179,7 @@ class SchedulerCore {
 
   StudyStore* const store_;
   const SchedulerOptions options_;
+  SchedulerObserver* const observer_;
 
   mutable absl::Mutex mutex_;
   absl::flat_hash_map<std::string, std::unique_ptr<StudyEntry>> studies_ ABSL_GUARDED_BY(mutex_);

@@ -73,6 +73,7 @@ absl::StatusOr<WorkerSetup> SetUpGpuWorker() {
 int main(int argc, char** argv) {
   dhpt::worker::WorkerKind kind;
   kind.binary = "dhpt-gpu-worker";
+  kind.label = "gpu";
   kind.purpose = "Runs AutoEncoder trials on libtorch, on a CUDA device when one is visible.";
   kind.own_flags = {"device", "require_gpu", "run_cpu_models"};
   kind.setup = dhpt::worker::SetUpGpuWorker;

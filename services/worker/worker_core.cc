@@ -109,7 +109,9 @@ void WorkerCore::RunSlot() {
       absl::MutexLock lock(&mutex_);
       SendLocked(std::move(message));
     };
+    if (options_.observer != nullptr) options_.observer->TrialStarted(assign);
     v1::TrialResult result = runner_->Run(assign, context);
+    if (options_.observer != nullptr) options_.observer->TrialFinished(assign, result);
 
     absl::MutexLock lock(&mutex_);
     auto range = running_.equal_range(assign.trial_id());

@@ -22,10 +22,20 @@
 
 namespace dhpt::worker {
 
+// Told of every trial a slot starts and finishes (metrics). Called from the slot threads,
+// outside the core's lock, possibly concurrently: implementations must be thread-safe.
+class WorkerObserver {
+ public:
+  virtual ~WorkerObserver() = default;
+  virtual void TrialStarted(const v1::Assign& assign) {}
+  virtual void TrialFinished(const v1::Assign& assign, const v1::TrialResult& result) {}
+};
+
 struct WorkerCoreOptions {
   int slots = 1;
   // Threads each trial's trainer may use.
   int threads_per_trial = 1;
+  WorkerObserver* observer = nullptr;  // May be null.
 };
 
 class WorkerCore {

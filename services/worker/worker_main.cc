@@ -17,9 +17,11 @@
 #include "services/common/env_flags.h"
 #include "services/common/logging.h"
 #include "services/common/signals.h"
+#include "services/common/metrics_endpoint.h"
 #include "services/worker/trial_runner.h"
 #include "services/worker/worker_client.h"
 #include "services/worker/worker_core.h"
+#include "services/worker/worker_metrics.h"
 
 ABSL_FLAG(std::string, scheduler, "localhost:50051", "the scheduler's HOST:PORT");
 ABSL_FLAG(int, slots, 1, "trials this worker runs at once");
@@ -30,7 +32,9 @@ ABSL_FLAG(std::string, worker_id, "",
 ABSL_FLAG(std::string, node_name, "",
           "node reported with results; default $NODE_NAME (Kubernetes downward API), else "
           "the hostname");
-ABSL_FLAG(int, metrics_port, 0, "Prometheus /metrics port; 0 = off (not available yet)");
+ABSL_FLAG(int, metrics_port, -1,
+          "serve Prometheus metrics on this port at /metrics; 0 picks a free port (logged as "
+          "'metrics on :PORT'); -1 = off");
 
 namespace dhpt::worker {
 namespace {
@@ -65,8 +69,9 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
     std::fprintf(stderr, "--slots must be between 1 and 1024\n");
     return 2;
   }
-  if (absl::GetFlag(FLAGS_metrics_port) != 0) {
-    std::fprintf(stderr, "--metrics-port: metrics are not available yet\n");
+  const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  if (metrics_port < -1 || metrics_port > 65535) {
+    std::fprintf(stderr, "--metrics_port must be -1 (off), 0 (any) or a port number\n");
     return 2;
   }
   int threads = absl::GetFlag(FLAGS_threads_per_trial);
@@ -102,8 +107,27 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   caps.set_arch(machine.machine);
   caps.set_version(DHPT_VERSION);
 
+  const bool gpu_observed = setup->runner.gpu != nullptr;
   TrialRunner runner(std::move(setup->runner));
-  WorkerCore core({.slots = slots, .threads_per_trial = threads}, &runner);
+  WorkerMetrics metrics(kind.label, node, slots, gpu_observed);
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint;
+  if (metrics_port >= 0) {
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
+        MetricsEndpoint::Start(
+            "0.0.0.0", metrics_port,
+            {{"component", absl::StrCat(kind.label, "-worker")}, {"kind", kind.label}, {"node", node}},
+            {metrics.registry()});
+    if (!endpoint.ok()) {
+      std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(endpoint.status().message()).c_str());
+      return 1;
+    }
+    metrics_endpoint = std::move(*endpoint);
+    DHPT_LOG_INFO("metrics on :%d", metrics_endpoint->port());
+  }
+  WorkerCore core({.slots = slots,
+                   .threads_per_trial = threads,
+                   .observer = metrics_port >= 0 ? &metrics : nullptr},
+                  &runner);
   core.Start();
   WorkerClient client(options, &core);
   std::thread connection([&client] { client.Run(); });

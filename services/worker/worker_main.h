@@ -27,6 +27,7 @@ struct WorkerSetup {
 struct WorkerKind {
   const char* binary = "";   // "dhpt-cpu-worker"
   const char* purpose = "";  // One line for --help.
+  const char* label = "cpu";  // The `kind` label of its metrics: "cpu" or "gpu".
   // The binary's own flags that DHPT_<FLAG> variables may set.
   std::vector<absl::string_view> own_flags;
   // Called after the flags are parsed. An error is printed and the worker exits with status 1

@@ -12,7 +12,11 @@
 namespace dhpt::testing {
 
 std::pair<int, std::string> RunBinary(const std::string& name, const std::string& args) {
-  const std::string command = absl::StrCat(DHPT_BIN_DIR "/", name, " ", args, " 2>&1");
+  return RunCommandLine(absl::StrCat(DHPT_BIN_DIR "/", name, " ", args));
+}
+
+std::pair<int, std::string> RunCommandLine(const std::string& command_line) {
+  const std::string command = command_line + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   std::string output;
   char buffer[4096];
@@ -55,8 +59,9 @@ InProcessWorker::~InProcessWorker() {
   thread_.join();
 }
 
-TestCluster::TestCluster(int workers, int slots) {
+TestCluster::TestCluster(int workers, int slots, scheduler::SchedulerObserver* observer) {
   scheduler::SchedulerServerOptions options;
+  options.core.observer = observer;
   options.listen_address = "127.0.0.1:0";
   options.core.heartbeat_interval = absl::Milliseconds(200);
   options.core.missed_heartbeats = 3;

@@ -22,6 +22,8 @@ namespace dhpt::testing {
 // Runs a built binary (build/bin/NAME) with `args`, returning its exit code and its stdout and
 // stderr together.
 std::pair<int, std::string> RunBinary(const std::string& name, const std::string& args);
+// Runs a shell command line, the same way.
+std::pair<int, std::string> RunCommandLine(const std::string& command);
 
 // Polls `condition` until it holds or `timeout` passes; returns whether it held.
 bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout = absl::Seconds(60));
@@ -41,8 +43,9 @@ class InProcessWorker {
 
 class TestCluster {
  public:
-  // Heartbeats every 200 ms, so lost workers are noticed within a second.
-  explicit TestCluster(int workers, int slots = 1);
+  // Heartbeats every 200 ms, so lost workers are noticed within a second. `observer` (may be
+  // null) is told of the core's events, as the scheduler's metrics are.
+  explicit TestCluster(int workers, int slots = 1, scheduler::SchedulerObserver* observer = nullptr);
   ~TestCluster();
 
   std::string address() const;

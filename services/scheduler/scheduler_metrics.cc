@@ -1,0 +1,181 @@
+#include "services/scheduler/scheduler_metrics.h"
+
+#include <array>
+
+#include "absl/strings/ascii.h"
+
+namespace dhpt::scheduler {
+namespace {
+
+using prometheus::Histogram;
+
+std::string Lower(const std::string& name) { return absl::AsciiStrToLower(name); }
+std::string ModelLabel(const v1::StudySpec& spec) { return Lower(v1::Model::Kind_Name(spec.model().kind())); }
+std::string AlgorithmLabel(v1::Algorithm::Name name) {
+  return Lower(v1::Algorithm::Name_Name(name == v1::Algorithm::NAME_UNSPECIFIED ? v1::Algorithm::RANDOM : name));
+}
+
+// Trial durations from 10 ms to ~3 h; suggestions from 10 µs to ~40 s.
+Histogram::BucketBoundaries Exponential(double start, double factor, int count) {
+  Histogram::BucketBoundaries bounds;
+  for (double b = start; count-- > 0; b *= factor) bounds.push_back(b);
+  return bounds;
+}
+const Histogram::BucketBoundaries& TrialBuckets() {
+  static const auto* const bounds = new Histogram::BucketBoundaries(Exponential(0.01, 2.5, 15));
+  return *bounds;
+}
+const Histogram::BucketBoundaries& SuggestionBuckets() {
+  static const auto* const bounds = new Histogram::BucketBoundaries(Exponential(1e-5, 3, 15));
+  return *bounds;
+}
+
+prometheus::MetricFamily GaugeFamily(const char* name, const char* help) {
+  return {name, help, prometheus::MetricType::Gauge, {}};
+}
+void AddGauge(prometheus::MetricFamily& family, std::vector<prometheus::ClientMetric::Label> labels,
+              double value) {
+  prometheus::ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.gauge.value = value;
+  family.metric.push_back(std::move(metric));
+}
+
+}  // namespace
+
+SchedulerMetrics::SchedulerMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      trials_(prometheus::BuildCounter()
+                  .Name("dhpt_trials_total")
+                  .Help("Trials that ended, by study, model, algorithm and final state.")
+                  .Register(*registry_)),
+      assignments_(prometheus::BuildCounter()
+                       .Name("dhpt_trial_assignments_total")
+                       .Help("Trial attempts assigned to workers, by model and device kind.")
+                       .Register(*registry_)),
+      trial_duration_(prometheus::BuildHistogram()
+                          .Name("dhpt_trial_duration_seconds")
+                          .Help("Time a trial's last attempt spent on a worker, by model and device kind.")
+                          .Register(*registry_)),
+      queue_wait_(prometheus::BuildHistogram()
+                      .Name("dhpt_trial_queue_wait_seconds")
+                      .Help("Time from a trial joining the queue to its assignment, by model and device kind.")
+                      .Register(*registry_)),
+      suggestion_duration_(prometheus::BuildHistogram()
+                               .Name("dhpt_suggestion_duration_seconds")
+                               .Help("Time an optimiser took for one suggestion, by algorithm.")
+                               .Register(*registry_)),
+      requeues_(prometheus::BuildCounter()
+                    .Name("dhpt_trial_requeues_total")
+                    .Help("Running trials sent back to the queue (worker lost or gave it back), by model.")
+                    .Register(*registry_)),
+      connections_(prometheus::BuildCounter()
+                       .Name("dhpt_worker_connections_total")
+                       .Help("Worker streams opened (first connections and reconnects), by device kind.")
+                       .Register(*registry_)) {
+  // Counters of rare events start at 0 for every known label value, so that rate() and
+  // increase() show 0 rather than nothing.
+  for (int kind = v1::Model::XGBOOST; kind <= v1::Model::FUNCTION; ++kind) {
+    requeues_.Add({{"model", Lower(v1::Model::Kind_Name(static_cast<v1::Model::Kind>(kind)))}});
+  }
+  for (const char* kind : {"cpu", "cuda"}) connections_.Add({{"kind", kind}});
+}
+
+Histogram& SchedulerMetrics::Duration(const ModelDevice& key) {
+  Histogram*& histogram = durations_[key];
+  if (histogram == nullptr) {
+    histogram = &trial_duration_.Add({{"model", key.first}, {"device", key.second}}, TrialBuckets());
+  }
+  return *histogram;
+}
+
+Histogram& SchedulerMetrics::QueueWait(const ModelDevice& key) {
+  Histogram*& histogram = queue_waits_[key];
+  if (histogram == nullptr) {
+    histogram = &queue_wait_.Add({{"model", key.first}, {"device", key.second}}, TrialBuckets());
+  }
+  return *histogram;
+}
+
+void SchedulerMetrics::TrialStarted(const v1::StudySpec& spec, absl::string_view device,
+                                    absl::Duration queue_wait) {
+  const ModelDevice key(ModelLabel(spec), std::string(device));
+  prometheus::Counter*& counter = assignment_counters_[key];
+  if (counter == nullptr) counter = &assignments_.Add({{"model", key.first}, {"device", key.second}});
+  counter->Increment();
+  QueueWait(key).Observe(absl::ToDoubleSeconds(queue_wait));
+}
+
+void SchedulerMetrics::TrialEnded(const v1::StudySpec& spec, v1::Trial::State state,
+                                  absl::string_view device, absl::Duration run_time) {
+  trials_
+      .Add({{"study", spec.name()},
+            {"model", ModelLabel(spec)},
+            {"algorithm", AlgorithmLabel(spec.algorithm().name())},
+            {"state", Lower(v1::Trial::State_Name(state))}})
+      .Increment();
+  if (!device.empty() && device != "unknown") {
+    Duration({ModelLabel(spec), std::string(device)}).Observe(absl::ToDoubleSeconds(run_time));
+  }
+}
+
+void SchedulerMetrics::TrialRequeued(const v1::StudySpec& spec) {
+  requeues_.Add({{"model", ModelLabel(spec)}}).Increment();
+}
+
+void SchedulerMetrics::SuggestionMade(v1::Algorithm::Name algorithm, absl::Duration took) {
+  Histogram*& histogram = suggestions_[algorithm];
+  if (histogram == nullptr) {
+    histogram = &suggestion_duration_.Add({{"algorithm", AlgorithmLabel(algorithm)}}, SuggestionBuckets());
+  }
+  histogram->Observe(absl::ToDoubleSeconds(took));
+}
+
+void SchedulerMetrics::WorkerConnected(const v1::WorkerCapabilities& worker) {
+  connections_.Add({{"kind", Lower(v1::WorkerCapabilities::DeviceKind_Name(worker.device_kind()))}}).Increment();
+}
+
+std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
+  auto studies_by_state = GaugeFamily("dhpt_studies", "Studies by state.");
+  auto trials = GaugeFamily("dhpt_study_trials", "Trials of each study by state (pending counts those not yet created).");
+  auto max_trials = GaugeFamily("dhpt_study_max_trials", "Each study's trial budget.");
+  auto best = GaugeFamily("dhpt_study_best_objective", "Each study's best objective value so far.");
+  std::map<std::string, int> by_state;
+  for (int s = v1::Study::PENDING; s <= v1::Study::FAILED; ++s) {
+    by_state[Lower(v1::Study::State_Name(static_cast<v1::Study::State>(s)))] = 0;
+  }
+  for (const v1::Study& study : core_->ListStudies()) {
+    ++by_state[Lower(v1::Study::State_Name(study.state()))];
+    const std::string& name = study.spec().name();
+    for (const auto& [state, count] :
+         {std::pair<const char*, int>{"pending", study.trials_pending()},
+          {"running", study.trials_running()}, {"completed", study.trials_completed()},
+          {"failed", study.trials_failed()}, {"cancelled", study.trials_cancelled()}}) {
+      AddGauge(trials, {{"study", name}, {"state", state}}, count);
+    }
+    AddGauge(max_trials, {{"study", name}}, study.spec().max_trials());
+    if (study.best_trial().has_objective_value()) {
+      AddGauge(best, {{"metric", study.spec().objective().metric()}, {"study", name}},
+               study.best_trial().objective_value());
+    }
+  }
+  for (const auto& [state, count] : by_state) AddGauge(studies_by_state, {{"state", state}}, count);
+
+  auto workers = GaugeFamily("dhpt_workers_connected", "Connected workers by device kind.");
+  auto slots = GaugeFamily("dhpt_worker_slots", "Trial slots of the connected workers by device kind and state.");
+  std::map<std::string, std::array<int, 3>> by_kind = {{"cpu", {}}, {"cuda", {}}};  // workers, busy, free
+  for (const WorkerSummary& worker : core_->ListWorkers()) {
+    auto& counts = by_kind[Lower(v1::WorkerCapabilities::DeviceKind_Name(worker.capabilities.device_kind()))];
+    ++counts[0];
+    counts[1] += worker.running;
+    counts[2] += std::max(0, worker.capabilities.slots() - worker.running);
+  }
+  for (const auto& [kind, counts] : by_kind) {
+    AddGauge(workers, {{"kind", kind}}, counts[0]);
+    AddGauge(slots, {{"kind", kind}, {"state", "busy"}}, counts[1]);
+    AddGauge(slots, {{"kind", kind}, {"state", "free"}}, counts[2]);
+  }
+  return {studies_by_state, trials, max_trials, best, workers, slots};
+}
+
+}  // namespace dhpt::scheduler

@@ -1,0 +1,70 @@
+#pragma once
+
+// The scheduler's Prometheus metrics, declared once here. Events (trials started and ended,
+// suggestions, requeues, connections) arrive through the SchedulerObserver interface; the
+// state (studies by state, trials per study, best objective, connected workers and slots) is
+// read from the core at every scrape by SchedulerStateCollector.
+//
+// Names use base units and bounded labels: study names, model kinds, algorithms, device kinds
+// ("cpu", "cuda") and states; never a trial or worker id.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "prometheus/collectable.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/histogram.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/registry.h"
+#include "services/scheduler/scheduler_core.h"
+#include "services/scheduler/scheduler_observer.h"
+
+namespace dhpt::scheduler {
+
+class SchedulerMetrics : public SchedulerObserver {
+ public:
+  SchedulerMetrics();
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+  void TrialStarted(const v1::StudySpec& spec, absl::string_view device,
+                    absl::Duration queue_wait) override;
+  void TrialEnded(const v1::StudySpec& spec, v1::Trial::State state, absl::string_view device,
+                  absl::Duration run_time) override;
+  void TrialRequeued(const v1::StudySpec& spec) override;
+  void SuggestionMade(v1::Algorithm::Name algorithm, absl::Duration took) override;
+  void WorkerConnected(const v1::WorkerCapabilities& worker) override;
+
+ private:
+  // The core serialises every call under its mutex, so these caches of metric handles (which
+  // spare a label lookup per event) need no lock of their own.
+  using ModelDevice = std::pair<std::string, std::string>;
+  prometheus::Histogram& Duration(const ModelDevice& key);
+  prometheus::Histogram& QueueWait(const ModelDevice& key);
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& trials_;
+  prometheus::Family<prometheus::Counter>& assignments_;
+  prometheus::Family<prometheus::Histogram>& trial_duration_;
+  prometheus::Family<prometheus::Histogram>& queue_wait_;
+  prometheus::Family<prometheus::Histogram>& suggestion_duration_;
+  prometheus::Family<prometheus::Counter>& requeues_;
+  prometheus::Family<prometheus::Counter>& connections_;
+  std::map<ModelDevice, prometheus::Counter*> assignment_counters_;
+  std::map<ModelDevice, prometheus::Histogram*> durations_, queue_waits_;
+  std::map<v1::Algorithm::Name, prometheus::Histogram*> suggestions_;
+};
+
+// Gauges of the scheduler's state, computed from the core when Prometheus scrapes.
+class SchedulerStateCollector : public prometheus::Collectable {
+ public:
+  explicit SchedulerStateCollector(const SchedulerCore* core) : core_(core) {}
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const SchedulerCore* const core_;
+};
+
+}  // namespace dhpt::scheduler

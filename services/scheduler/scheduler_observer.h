@@ -1,0 +1,31 @@
+#pragma once
+
+// What the scheduler core reports as it happens, for metrics (scheduler_metrics.h implements
+// it; tests may record). Called under the core's mutex: implementations must be cheap, must
+// not block and must not call back into the core.
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "dhpt/v1/common.pb.h"
+#include "dhpt/v1/worker_service.pb.h"
+
+namespace dhpt::scheduler {
+
+class SchedulerObserver {
+ public:
+  virtual ~SchedulerObserver() = default;
+  // A trial was assigned to a worker with `device` ("cpu", "cuda") after waiting `queue_wait`
+  // since it became pending.
+  virtual void TrialStarted(const v1::StudySpec& spec, absl::string_view device,
+                            absl::Duration queue_wait) {}
+  // A trial reached COMPLETED, FAILED or CANCELLED; `run_time` is its last attempt's time on a
+  // worker (zero when it never ran), `device` where that was ("" when it never ran).
+  virtual void TrialEnded(const v1::StudySpec& spec, v1::Trial::State state,
+                          absl::string_view device, absl::Duration run_time) {}
+  // A running trial went back to pending because its worker was lost or gave it back.
+  virtual void TrialRequeued(const v1::StudySpec& spec) {}
+  virtual void SuggestionMade(v1::Algorithm::Name algorithm, absl::Duration took) {}
+  virtual void WorkerConnected(const v1::WorkerCapabilities& worker) {}
+};
+
+}  // namespace dhpt::scheduler
