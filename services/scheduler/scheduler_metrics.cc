@@ -81,46 +81,44 @@ SchedulerMetrics::SchedulerMetrics()
   for (const char* kind : {"cpu", "cuda"}) connections_.Add({{"kind", kind}});
 }
 
-Histogram& SchedulerMetrics::Duration(const ModelDevice& key) {
-  Histogram*& histogram = durations_[key];
-  if (histogram == nullptr) {
-    histogram = &trial_duration_.Add({{"model", key.first}, {"device", key.second}}, TrialBuckets());
+SchedulerMetrics::PerModelDevice& SchedulerMetrics::ForModelDevice(v1::Model::Kind model,
+                                                                    absl::string_view device) {
+  auto [it, added] = per_model_device_.try_emplace(ModelDevice(model, std::string(device)));
+  if (added) {
+    const prometheus::Labels labels = {{"model", Lower(v1::Model::Kind_Name(model))},
+                                       {"device", std::string(device)}};
+    it->second = {&assignments_.Add(labels), &trial_duration_.Add(labels, TrialBuckets()),
+                  &queue_wait_.Add(labels, TrialBuckets())};
   }
-  return *histogram;
-}
-
-Histogram& SchedulerMetrics::QueueWait(const ModelDevice& key) {
-  Histogram*& histogram = queue_waits_[key];
-  if (histogram == nullptr) {
-    histogram = &queue_wait_.Add({{"model", key.first}, {"device", key.second}}, TrialBuckets());
-  }
-  return *histogram;
+  return it->second;
 }
 
 void SchedulerMetrics::TrialStarted(const v1::StudySpec& spec, absl::string_view device,
                                     absl::Duration queue_wait) {
-  const ModelDevice key(ModelLabel(spec), std::string(device));
-  prometheus::Counter*& counter = assignment_counters_[key];
-  if (counter == nullptr) counter = &assignments_.Add({{"model", key.first}, {"device", key.second}});
-  counter->Increment();
-  QueueWait(key).Observe(absl::ToDoubleSeconds(queue_wait));
+  PerModelDevice& metrics = ForModelDevice(spec.model().kind(), device);
+  metrics.assignments->Increment();
+  metrics.queue_wait->Observe(absl::ToDoubleSeconds(queue_wait));
 }
 
 void SchedulerMetrics::TrialEnded(const v1::StudySpec& spec, v1::Trial::State state,
                                   absl::string_view device, absl::Duration run_time) {
-  trials_
-      .Add({{"study", spec.name()},
-            {"model", ModelLabel(spec)},
-            {"algorithm", AlgorithmLabel(spec.algorithm().name())},
-            {"state", Lower(v1::Trial::State_Name(state))}})
-      .Increment();
+  prometheus::Counter*& ended = ended_[{spec.name(), state}];
+  if (ended == nullptr) {
+    ended = &trials_.Add({{"study", spec.name()},
+                          {"model", ModelLabel(spec)},
+                          {"algorithm", AlgorithmLabel(spec.algorithm().name())},
+                          {"state", Lower(v1::Trial::State_Name(state))}});
+  }
+  ended->Increment();
   if (!device.empty() && device != "unknown") {
-    Duration({ModelLabel(spec), std::string(device)}).Observe(absl::ToDoubleSeconds(run_time));
+    ForModelDevice(spec.model().kind(), device).duration->Observe(absl::ToDoubleSeconds(run_time));
   }
 }
 
 void SchedulerMetrics::TrialRequeued(const v1::StudySpec& spec) {
-  requeues_.Add({{"model", ModelLabel(spec)}}).Increment();
+  prometheus::Counter*& counter = requeue_counters_[spec.model().kind()];
+  if (counter == nullptr) counter = &requeues_.Add({{"model", ModelLabel(spec)}});
+  counter->Increment();
 }
 
 void SchedulerMetrics::SuggestionMade(v1::Algorithm::Name algorithm, absl::Duration took) {

@@ -40,9 +40,13 @@ class SchedulerMetrics : public SchedulerObserver {
  private:
   // The core serialises every call under its mutex, so these caches of metric handles (which
   // spare a label lookup per event) need no lock of their own.
-  using ModelDevice = std::pair<std::string, std::string>;
-  prometheus::Histogram& Duration(const ModelDevice& key);
-  prometheus::Histogram& QueueWait(const ModelDevice& key);
+  using ModelDevice = std::pair<v1::Model::Kind, std::string>;
+  struct PerModelDevice {
+    prometheus::Counter* assignments;
+    prometheus::Histogram* duration;
+    prometheus::Histogram* queue_wait;
+  };
+  PerModelDevice& ForModelDevice(v1::Model::Kind model, absl::string_view device);
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& trials_;
@@ -52,8 +56,9 @@ class SchedulerMetrics : public SchedulerObserver {
   prometheus::Family<prometheus::Histogram>& suggestion_duration_;
   prometheus::Family<prometheus::Counter>& requeues_;
   prometheus::Family<prometheus::Counter>& connections_;
-  std::map<ModelDevice, prometheus::Counter*> assignment_counters_;
-  std::map<ModelDevice, prometheus::Histogram*> durations_, queue_waits_;
+  std::map<ModelDevice, PerModelDevice> per_model_device_;
+  std::map<std::pair<std::string, v1::Trial::State>, prometheus::Counter*> ended_;
+  std::map<v1::Model::Kind, prometheus::Counter*> requeue_counters_;
   std::map<v1::Algorithm::Name, prometheus::Histogram*> suggestions_;
 };
 

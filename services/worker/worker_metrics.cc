@@ -65,10 +65,16 @@ void WorkerMetrics::TrialStarted(const v1::Assign&) { busy_slots_.Increment(); }
 
 void WorkerMetrics::TrialFinished(const v1::Assign& assign, const v1::TrialResult& result) {
   busy_slots_.Decrement();
-  trials_
-      .Add(With(With(labels_, "model", absl::AsciiStrToLower(v1::Model::Kind_Name(assign.model().kind()))),
-                "state", absl::AsciiStrToLower(v1::Trial::State_Name(result.state()))))
-      .Increment();
+  {
+    absl::MutexLock lock(&mutex_);
+    prometheus::Counter*& counter = trial_counters_[{assign.model().kind(), result.state()}];
+    if (counter == nullptr) {
+      counter = &trials_.Add(
+          With(With(labels_, "model", absl::AsciiStrToLower(v1::Model::Kind_Name(assign.model().kind()))),
+               "state", absl::AsciiStrToLower(v1::Trial::State_Name(result.state()))));
+    }
+    counter->Increment();
+  }
   const auto& metrics = result.metrics();
   auto find = [&](absl::string_view name) -> const double* {
     auto it = metrics.find(std::string(name));

@@ -4,9 +4,12 @@
 // WorkerObserver interface. Every series carries the worker's kind ("cpu", "gpu") and node;
 // none carries a trial or worker id.
 
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
+#include "absl/synchronization/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -28,6 +31,9 @@ class WorkerMetrics : public WorkerObserver {
   std::shared_ptr<prometheus::Registry> registry_;
   const prometheus::Labels labels_;
   prometheus::Family<prometheus::Counter>& trials_;
+  absl::Mutex mutex_;  // Slots finish trials concurrently.
+  std::map<std::pair<v1::Model::Kind, v1::Trial::State>, prometheus::Counter*> trial_counters_
+      ABSL_GUARDED_BY(mutex_);
   prometheus::Counter& cpu_seconds_;
   prometheus::Counter& wall_seconds_;
   prometheus::Gauge& peak_rss_;
