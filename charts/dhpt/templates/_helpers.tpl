@@ -1,0 +1,180 @@
+{{/* Names, labels and shared pieces of the DHPT chart. */}}
+
+{{- define "dhpt.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "dhpt.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains (include "dhpt.name" .) .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name (include "dhpt.name" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Selector labels: immutable once deployed, so only name, instance and component. */}}
+{{- define "dhpt.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "dhpt.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "dhpt.labels" -}}
+{{ include "dhpt.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: dhpt
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "dhpt.image" -}}
+{{- $image := .root.Values.image -}}
+{{- printf "%s/%s/%s:%s" $image.registry $image.repository .component (default .root.Chart.AppVersion $image.tag) -}}
+{{- end -}}
+
+{{- define "dhpt.schedulerAddress" -}}
+{{- printf "%s-scheduler:%d" (include "dhpt.fullname" .) (int .Values.scheduler.grpcPort) -}}
+{{- end -}}
+
+{{- define "dhpt.scrapeAnnotations" -}}
+{{- if .root.Values.metrics.podAnnotations }}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ .port | quote }}
+prometheus.io/path: /metrics
+{{- end }}
+{{- end -}}
+
+{{/* A worker Deployment; .kind is "cpu" or "gpu", .values its section of the values. */}}
+{{- define "dhpt.workerDeployment" -}}
+{{- $root := .root -}}
+{{- $values := .values -}}
+{{- $component := printf "%s-worker" .kind -}}
+{{- $context := dict "root" $root "component" $component -}}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ include "dhpt.fullname" $root }}-{{ $component }}
+  labels:
+    {{- include "dhpt.labels" $context | nindent 4 }}
+spec:
+  replicas: {{ $values.replicas }}
+  selector:
+    matchLabels:
+      {{- include "dhpt.selectorLabels" $context | nindent 6 }}
+  template:
+    metadata:
+      labels:
+        {{- include "dhpt.labels" $context | nindent 8 }}
+      {{- $annotations := merge (dict) $values.podAnnotations (include "dhpt.scrapeAnnotations" (dict "root" $root "port" $values.metricsPort) | fromYaml) }}
+      {{- with $annotations }}
+      annotations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+    spec:
+      {{- with $root.Values.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- if and (eq .kind "gpu") $values.runtimeClassName }}
+      runtimeClassName: {{ $values.runtimeClassName }}
+      {{- end }}
+      automountServiceAccountToken: false
+      securityContext:
+        {{- toYaml $root.Values.podSecurityContext | nindent 8 }}
+      {{- with $values.nodeSelector }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $values.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- $affinity := deepCopy $values.affinity }}
+      {{- $gpuTerm := dict "key" $root.Values.gpuNodeLabel.key "operator" "In" "values" $root.Values.gpuNodeLabel.values }}
+      {{- if eq .kind "gpu" }}
+      {{- /* GPU workers must sit on GPU boards: required node affinity, merged with the user's. */}}
+      {{- $node := get $affinity "nodeAffinity" | default (dict) }}
+      {{- $required := get $node "requiredDuringSchedulingIgnoredDuringExecution" | default (dict "nodeSelectorTerms" (list (dict "matchExpressions" (list)))) }}
+      {{- $terms := list }}
+      {{- range $term := $required.nodeSelectorTerms }}
+      {{- $terms = append $terms (set (deepCopy $term) "matchExpressions" (append (default (list) $term.matchExpressions) $gpuTerm)) }}
+      {{- end }}
+      {{- $_ := set $node "requiredDuringSchedulingIgnoredDuringExecution" (dict "nodeSelectorTerms" $terms) }}
+      {{- $_ := set $affinity "nodeAffinity" $node }}
+      {{- else if ne $values.gpuNodes "none" }}
+      {{- $avoid := dict "key" $root.Values.gpuNodeLabel.key "operator" "NotIn" "values" $root.Values.gpuNodeLabel.values }}
+      {{- $node := get $affinity "nodeAffinity" | default (dict) }}
+      {{- if eq $values.gpuNodes "required" }}
+      {{- $_ := set $node "requiredDuringSchedulingIgnoredDuringExecution" (dict "nodeSelectorTerms" (list (dict "matchExpressions" (list $avoid)))) }}
+      {{- else }}
+      {{- $preferred := get $node "preferredDuringSchedulingIgnoredDuringExecution" | default (list) }}
+      {{- $_ := set $node "preferredDuringSchedulingIgnoredDuringExecution" (append $preferred (dict "weight" 100 "preference" (dict "matchExpressions" (list $avoid)))) }}
+      {{- end }}
+      {{- $_ := set $affinity "nodeAffinity" $node }}
+      {{- end }}
+      {{- with $affinity }}
+      affinity:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      containers:
+        - name: worker
+          image: {{ include "dhpt.image" $context }}
+          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          args:
+            - --scheduler={{ include "dhpt.schedulerAddress" $root }}
+            - --slots={{ $values.slots }}
+            - --threads-per-trial={{ $values.threadsPerTrial }}
+            - --metrics-port={{ $values.metricsPort }}
+            {{- if eq .kind "gpu" }}
+            - --device={{ $values.device }}
+            {{- if $values.requireGpu }}
+            - --require-gpu
+            {{- end }}
+            {{- if $values.runCpuModels }}
+            - --run-cpu-models
+            {{- end }}
+            {{- end }}
+            {{- range $values.extraArgs }}
+            - {{ . | quote }}
+            {{- end }}
+          env:
+            # The worker id is the pod's name (stable across reconnects of the pod) and the
+            # node its node, for placement and the dashboards.
+            - name: DHPT_WORKER_ID
+              valueFrom: {fieldRef: {fieldPath: metadata.name}}
+            - name: NODE_NAME
+              valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
+          ports:
+            - name: metrics
+              containerPort: {{ $values.metricsPort }}
+              protocol: TCP
+          startupProbe:
+            httpGet: {path: /metrics, port: metrics}
+            {{- toYaml $root.Values.probes.startup | nindent 12 }}
+          livenessProbe:
+            httpGet: {path: /metrics, port: metrics}
+            {{- toYaml $root.Values.probes.liveness | nindent 12 }}
+          securityContext:
+            {{- toYaml $root.Values.containerSecurityContext | nindent 12 }}
+          resources:
+            {{- $resources := deepCopy $values.resources }}
+            {{- if and (eq .kind "gpu") $values.gpuResource.enabled }}
+            {{- $limits := get $resources "limits" | default (dict) }}
+            {{- $_ := set $limits $values.gpuResource.name $values.gpuResource.count }}
+            {{- $_ := set $resources "limits" $limits }}
+            {{- end }}
+            {{- toYaml $resources | nindent 12 }}
+          volumeMounts:
+            - {name: tmp, mountPath: /tmp}
+            {{- with $values.extraVolumeMounts }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+      volumes:
+        - name: tmp
+          emptyDir: {}
+        {{- with $values.extraVolumes }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+{{- end -}}

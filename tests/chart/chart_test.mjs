@@ -1,0 +1,204 @@
+// Chart tests: helm lint and template with the default values and every ci/*-values.yaml,
+// every rendered object validated against the Kubernetes schemas (kubernetes-models), and
+// the promises the chart makes checked on the rendered objects. HELM names the helm binary.
+//
+//   HELM=/path/to/helm node --test tests/chart/chart_test.mjs
+
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { readdirSync } from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { parseAllDocuments } from "yaml";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const chart = path.resolve(here, "../../charts/dhpt");
+const helm = process.env.HELM;
+assert.ok(helm, "set HELM to the helm binary (tests/chart/run.sh does)");
+const ciValues = readdirSync(path.join(chart, "ci")).filter((f) => f.endsWith("-values.yaml"));
+const withMonitoring = ["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"];
+
+function helmRun(args) {
+  return execFileSync(helm, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+}
+
+function render(args = []) {
+  return parseAllDocuments(helmRun(["template", "t", chart, ...args]))
+    .map((doc) => doc.toJS())
+    .filter((object) => object);
+}
+
+function renderFails(args) {
+  try {
+    helmRun(["template", "t", chart, ...args]);
+  } catch (error) {
+    return String(error.stderr);
+  }
+  assert.fail(`helm template ${args.join(" ")} was accepted`);
+}
+
+async function validate(object) {
+  const [group, version] = object.apiVersion.includes("/") ? object.apiVersion.split("/") : [null, object.apiVersion];
+  const module = group === "monitoring.coreos.com"
+    ? `@kubernetes-models/prometheus-operator/${group}/${version}/${object.kind}`
+    : `kubernetes-models/${group ? `${group}/` : ""}${version}/${object.kind}`;
+  const Model = (await import(module))[object.kind];
+  new Model(object).validate();
+}
+
+const find = (objects, kind, nameSuffix) =>
+  objects.find((o) => o.kind === kind && o.metadata.name.endsWith(nameSuffix));
+const podSpec = (deployment) => deployment.spec.template.spec;
+const container = (deployment) => podSpec(deployment).containers[0];
+
+test("helm lint --strict passes with the defaults and every ci values file", () => {
+  helmRun(["lint", "--strict", chart]);
+  for (const file of ciValues) helmRun(["lint", "--strict", chart, "-f", path.join(chart, "ci", file)]);
+});
+
+test("every rendered object is valid against the Kubernetes schemas", async () => {
+  for (const args of [[], withMonitoring, ...ciValues.map((f) => ["-f", path.join(chart, "ci", f), ...withMonitoring])]) {
+    const objects = render(args);
+    assert.ok(objects.length >= 4, `rendered ${objects.length} objects for ${args}`);
+    for (const object of objects) {
+      await assert.doesNotReject(async () => validate(object), `${object.kind} ${object.metadata.name} (${args.join(" ")})`);
+    }
+  }
+});
+
+test("GPU workers carry exactly the required gpu In [orin, nano] affinity", () => {
+  const gpu = find(render(), "Deployment", "-gpu-worker");
+  const affinity = podSpec(gpu).affinity.nodeAffinity;
+  assert.deepEqual(affinity.requiredDuringSchedulingIgnoredDuringExecution, {
+    nodeSelectorTerms: [{ matchExpressions: [{ key: "gpu", operator: "In", values: ["orin", "nano"] }] }],
+  });
+  assert.equal(affinity.preferredDuringSchedulingIgnoredDuringExecution, undefined);
+  assert.ok(container(gpu).args.includes("--require-gpu"));
+  assert.ok(container(gpu).args.includes("--device=cuda"));
+});
+
+test("CPU workers never require a GPU label and by default prefer other nodes", () => {
+  for (const args of [[], ...ciValues.map((f) => ["-f", path.join(chart, "ci", f)])]) {
+    const cpu = find(render(args), "Deployment", "-cpu-worker");
+    const affinity = podSpec(cpu).affinity?.nodeAffinity ?? {};
+    for (const term of affinity.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms ?? []) {
+      for (const expression of term.matchExpressions) assert.notEqual(expression.operator, "In", JSON.stringify(expression));
+    }
+    assert.ok(!container(cpu).args.some((a) => a.startsWith("--require-gpu")));
+  }
+  const preferred = podSpec(find(render(), "Deployment", "-cpu-worker")).affinity.nodeAffinity
+    .preferredDuringSchedulingIgnoredDuringExecution;
+  assert.deepEqual(preferred, [{ weight: 100, preference: { matchExpressions: [{ key: "gpu", operator: "NotIn", values: ["orin", "nano"] }] } }]);
+  const none = render(["--set", "cpuWorker.gpuNodes=none"]);
+  assert.equal(podSpec(find(none, "Deployment", "-cpu-worker")).affinity, undefined);
+});
+
+test("overrides of the label key, values, replicas and GPU resources take effect", () => {
+  const objects = render(["-f", path.join(chart, "ci", "gpu-cluster-values.yaml")]);
+  const gpu = find(objects, "Deployment", "-gpu-worker");
+  const cpu = find(objects, "Deployment", "-cpu-worker");
+  // The user's own required term is kept, and the GPU requirement is added to it.
+  assert.deepEqual(podSpec(gpu).affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms, [
+    { matchExpressions: [
+      { key: "kubernetes.io/arch", operator: "In", values: ["arm64", "amd64"] },
+      { key: "accelerator", operator: "In", values: ["jetson-orin", "rtx"] },
+    ] },
+  ]);
+  assert.deepEqual(podSpec(cpu).affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms, [
+    { matchExpressions: [{ key: "accelerator", operator: "NotIn", values: ["jetson-orin", "rtx"] }] },
+  ]);
+  assert.equal(gpu.spec.replicas, 3);
+  assert.equal(cpu.spec.replicas, 5);
+  assert.ok(container(cpu).args.includes("--slots=2"));
+  assert.equal(podSpec(gpu).runtimeClassName, "nvidia");
+  assert.equal(container(gpu).resources.limits["nvidia.com/gpu"], 1);
+  assert.ok(container(gpu).args.includes("--run-cpu-models"));
+  assert.equal(find(objects, "NetworkPolicy", "-scheduler").spec.ingress[1].from[0].namespaceSelector.matchLabels["kubernetes.io/metadata.name"], "monitoring");
+});
+
+test("probes point at ports the containers declare", () => {
+  for (const args of [[], ...ciValues.map((f) => ["-f", path.join(chart, "ci", f)])]) {
+    for (const deployment of render(args).filter((o) => o.kind === "Deployment")) {
+      const c = container(deployment);
+      const ports = c.ports.flatMap((p) => [p.containerPort, p.name]);
+      const probes = ["startupProbe", "livenessProbe", "readinessProbe"].filter((p) => c[p]);
+      assert.ok(probes.length >= 2, `${deployment.metadata.name} has probes`);
+      for (const name of probes) {
+        const port = (c[name].grpc ?? c[name].httpGet).port;
+        assert.ok(ports.includes(port), `${deployment.metadata.name} ${name} port ${port} is not one of ${ports}`);
+      }
+    }
+  }
+  const scheduler = container(find(render(), "Deployment", "-scheduler"));
+  assert.equal(scheduler.livenessProbe.grpc.port, scheduler.ports.find((p) => p.name === "grpc").containerPort);
+  assert.equal(scheduler.readinessProbe.grpc.service, "dhpt.v1.StudyService");
+  assert.ok(scheduler.args.includes(`--metrics-port=${scheduler.ports.find((p) => p.name === "metrics").containerPort}`));
+});
+
+test("pods run restricted: non-root, read-only root, no capabilities, RuntimeDefault seccomp", () => {
+  for (const deployment of render().filter((o) => o.kind === "Deployment")) {
+    const pod = podSpec(deployment);
+    assert.equal(pod.securityContext.runAsNonRoot, true);
+    assert.equal(pod.securityContext.seccompProfile.type, "RuntimeDefault");
+    assert.equal(pod.automountServiceAccountToken, false);
+    const security = pod.containers[0].securityContext;
+    assert.equal(security.readOnlyRootFilesystem, true);
+    assert.equal(security.allowPrivilegeEscalation, false);
+    assert.deepEqual(security.capabilities.drop, ["ALL"]);
+  }
+});
+
+test("selector labels are the immutable subset of the pod labels", () => {
+  for (const deployment of render().filter((o) => o.kind === "Deployment")) {
+    const selector = deployment.spec.selector.matchLabels;
+    assert.deepEqual(Object.keys(selector).sort(), ["app.kubernetes.io/component", "app.kubernetes.io/instance", "app.kubernetes.io/name"]);
+    for (const [key, value] of Object.entries(selector)) assert.equal(deployment.spec.template.metadata.labels[key], value);
+    assert.equal(deployment.spec.template.metadata.labels["app.kubernetes.io/managed-by"], "Helm");
+  }
+  const scheduler = find(render(), "Deployment", "-scheduler");
+  assert.equal(scheduler.spec.replicas, 1);
+  assert.equal(scheduler.spec.strategy.type, "Recreate");
+});
+
+test("dashboards ship as ConfigMaps for the Grafana sidecar, and can be switched off", () => {
+  const maps = render().filter((o) => o.kind === "ConfigMap" && o.metadata.labels.grafana_dashboard === "1");
+  assert.equal(maps.length, 3);
+  for (const map of maps) {
+    for (const json of Object.values(map.data)) assert.match(JSON.parse(json).uid, /^dhpt-/);
+  }
+  assert.equal(render(["--set", "dashboards.enabled=false"]).filter((o) => o.kind === "ConfigMap").length, 0);
+});
+
+test("scrape annotations point at the metrics ports; ServiceMonitor only where the CRD exists", () => {
+  for (const deployment of render().filter((o) => o.kind === "Deployment")) {
+    const annotations = deployment.spec.template.metadata.annotations;
+    const metrics = container(deployment).ports.find((p) => p.name === "metrics").containerPort;
+    assert.equal(annotations["prometheus.io/scrape"], "true");
+    assert.equal(annotations["prometheus.io/port"], String(metrics));
+  }
+  assert.equal(render().filter((o) => o.apiVersion.startsWith("monitoring.coreos.com")).length, 0);
+  const monitors = render(withMonitoring).filter((o) => o.apiVersion.startsWith("monitoring.coreos.com"));
+  assert.deepEqual(monitors.map((o) => o.kind).sort(), ["PodMonitor", "PodMonitor", "ServiceMonitor"]);
+});
+
+test("the schema rejects malformed values with a message that names them", () => {
+  const cases = [
+    [["--set", "cpuWorker.gpuNodes=sometimes"], "/cpuWorker/gpuNodes"],
+    [["--set", "gpuWorker.replicas=-1"], "/gpuWorker/replicas"],
+    [["--set", "gpuWorker.device=tpu"], "/gpuWorker/device"],
+    [["--set", "cpuWorker.replica=3"], "replica"],
+    [["--set", "scheduler.grpcPort=70000"], "/scheduler/grpcPort"],
+    [["--set", "gpuNodeLabel.key=bad key"], "/gpuNodeLabel/key"],
+    [["--set-json", "gpuNodeLabel.values=[]"], "/gpuNodeLabel/values"],
+    [["--set", "cpuWorker.slots=0"], "/cpuWorker/slots"],
+    [["--set", "scheduler.heartbeatInterval=soon"], "/scheduler/heartbeatInterval"],
+  ];
+  for (const [args, field] of cases) assert.match(renderFails(args), new RegExp(field.replace(/[/]/g, "\\/")), args.join(" "));
+});
+
+test("NOTES print the grpcurl commands", () => {
+  const notes = helmRun(["install", "t", chart, "--dry-run=client", "--namespace", "tuning"]);
+  assert.match(notes, /grpcurl -plaintext -d @ localhost:50051 dhpt\.v1\.StudyService\/CreateStudy/);
+  assert.match(notes, /kubectl label node NODE gpu=orin/);
+});
