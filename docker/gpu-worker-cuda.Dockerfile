@@ -27,7 +27,7 @@ COPY CMakeLists.txt ./
 COPY proto proto
 COPY services services
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDHPT_BUILD_TESTS=OFF \
-      -DDHPT_BUILD_BENCHMARKS=OFF -DCMAKE_PREFIX_PATH="/opt/dhpt-deps;/opt/libtorch" \
+      -DDHPT_BUILD_BENCHMARKS=OFF -DDHPT_NATIVE=OFF -DCMAKE_PREFIX_PATH="/opt/dhpt-deps;/opt/libtorch" \
     && cmake --build /build --target dhpt-gpu-worker && strip /build/bin/dhpt-gpu-worker
 
 FROM docker.io/nvidia/cuda:${CUDA_VERSION}-cudnn8-runtime-ubuntu${UBUNTU_VERSION}

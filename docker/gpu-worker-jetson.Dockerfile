@@ -26,7 +26,7 @@ COPY services services
 # The base's PyTorch ships libtorch and its CMake config inside the Python package.
 RUN torch_cmake=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "share/cmake"))') \
     && cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDHPT_BUILD_TESTS=OFF \
-         -DDHPT_BUILD_BENCHMARKS=OFF -DCMAKE_PREFIX_PATH="/opt/dhpt-deps;${torch_cmake}" \
+         -DDHPT_BUILD_BENCHMARKS=OFF -DDHPT_NATIVE=OFF -DCMAKE_PREFIX_PATH="/opt/dhpt-deps;${torch_cmake}" \
     && cmake --build /build --target dhpt-gpu-worker && strip /build/bin/dhpt-gpu-worker
 
 # The runtime stays on the same base: its CUDA, cuDNN and libtorch libraries are the ones the

@@ -36,13 +36,25 @@ for image in $images; do
 done
 
 declare -A roots
+# A container gets /proc, /sys and /dev from its runtime; a chroot needs them mounted (libtorch
+# reads /proc/cpuinfo, for one).
+unmount_all() {
+  for root in "${roots[@]}"; do umount "$root/dev" "$root/sys" "$root/proc" 2>/dev/null || true; done
+}
+trap unmount_all EXIT
 for image in $images; do
   roots[$image]=$(podman image mount "dhpt/$image:check")
+  mount -t proc proc "${roots[$image]}/proc"
+  mount --rbind /sys "${roots[$image]}/sys"
+  mount --rbind /dev "${roots[$image]}/dev"
   binary=dhpt-$image
   echo -n "check-images: $image: "
   chroot "${roots[$image]}" /usr/local/bin/$binary --version
   # No compilers in a runtime image.
-  ! chroot "${roots[$image]}" sh -c 'command -v gcc || command -v g++ || command -v cc' >/dev/null
+  if chroot "${roots[$image]}" sh -c 'command -v gcc || command -v g++ || command -v cc' >/dev/null; then
+    echo "check-images: $image contains a compiler" >&2
+    exit 1
+  fi
 done
 
 if [[ " $images " == *" scheduler "* && " $images " == *" cpu-worker "* ]]; then
@@ -58,7 +70,7 @@ if [[ " $images " == *" scheduler "* && " $images " == *" cpu-worker "* ]]; then
     chroot "${roots[gpu-worker]}" /usr/local/bin/dhpt-gpu-worker --scheduler="$address" --worker_id=image-gpu --device=auto 2>>"$log" &
     pids+=("$!")
   fi
-  trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
+  trap 'kill "${pids[@]}" 2>/dev/null || true; unmount_all' EXIT
   study=$(mktemp --suffix=.yaml)
   cat >"$study" <<'YAML'
 name: image-check
@@ -72,7 +84,8 @@ max_trials: 12
 YAML
   chroot "${roots[cpu-worker]}" /usr/local/bin/dhpt --version
   # The CLI of the host build submits (the images' own CLI needs the file inside its root).
-  build/bin/dhpt submit "$study" --watch --scheduler="$address" | tail -4
+  build/bin/dhpt submit "$study" --watch --scheduler="$address" | tail -4 | tee "$log.study"
+  grep -q "12 completed, 0 failed" "$log.study" || { echo "check-images: the XGBoost study did not complete" >&2; exit 1; }
   if [[ " $images " == *" gpu-worker "* ]]; then
     cat >"$study" <<'YAML'
 name: image-check-ae
@@ -83,8 +96,14 @@ parameters:
 max_trials: 3
 allow_cpu_fallback: true
 YAML
-    build/bin/dhpt submit "$study" --watch --scheduler="$address" | tail -4
+    build/bin/dhpt submit "$study" --watch --scheduler="$address" | tail -4 | tee "$log.study"
+    grep -q "3 completed, 0 failed" "$log.study" || {
+      build/bin/dhpt trials image-check-ae --json --scheduler="$address" | grep '"error"' >&2
+      echo "check-images: the AutoEncoder study did not complete" >&2; exit 1; }
   fi
+  kill "${pids[@]}" 2>/dev/null || true
+  wait "${pids[@]}" 2>/dev/null || true
 fi
+unmount_all
 for image in $images; do podman image unmount "dhpt/$image:check" >/dev/null; done
 echo "check-images: all images built and smoke-tested"
