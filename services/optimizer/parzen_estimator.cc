@@ -126,23 +126,24 @@ ParzenEstimator::ParzenEstimator(const SearchSpace& space, std::vector<int> dims
     }
     const double max_sigma = range;
     const double min_sigma = range / std::min(100.0, 1.0 + components);
-    for (double& sigma : d.sigmas) sigma = std::clamp(sigma, min_sigma, max_sigma);
     d.sigmas.back() = range;  // The prior is wide.
-    d.inverse_sigmas.reserve(d.sigmas.size());
-    for (double sigma : d.sigmas) d.inverse_sigmas.push_back(1 / sigma);
-    if (d.domain.step == 0) {
-      for (int k = 0; k < components; ++k) {
-        const double a = (d.low - d.mus[k]) / d.sigmas[k], b = (d.high - d.mus[k]) / d.sigmas[k];
-        const bool inside = a < -9 && b > 9;  // No mass lost to truncation (to double precision).
-        if (inside && bandwidth_weighted_) {
-          d.log_norms.push_back(kLogInverseSqrtTwoPi);
-          continue;
-        }
-        const double z = inside ? 1.0 : NormalCdf(b) - NormalCdf(a);
-        const double scale = bandwidth_weighted_ ? 1.0 : d.sigmas[k];
-        d.log_norms.push_back(z > 0 ? -std::log(scale * std::sqrt(2 * std::numbers::pi) * z)
-                                    : kLogTiny);
+    d.inverse_sigmas.resize(d.sigmas.size());
+    if (d.domain.step == 0) d.log_norms.resize(d.sigmas.size());
+    for (int k = 0; k < components; ++k) {
+      double& sigma = d.sigmas[k];
+      if (k < n) sigma = std::clamp(sigma, min_sigma, max_sigma);
+      d.inverse_sigmas[k] = 1 / sigma;
+      if (d.domain.step > 0) continue;
+      // Kernels 9 bandwidths inside both bounds lose no mass to truncation (to double
+      // precision), so they need no normal CDF.
+      const bool inside = d.mus[k] - d.low > 9 * sigma && d.high - d.mus[k] > 9 * sigma;
+      if (inside && bandwidth_weighted_) {
+        d.log_norms[k] = kLogInverseSqrtTwoPi;
+        continue;
       }
+      const double z = inside ? 1.0 : NormalCdf((d.high - d.mus[k]) / sigma) - NormalCdf((d.low - d.mus[k]) / sigma);
+      const double scale = bandwidth_weighted_ ? 1.0 : sigma;
+      d.log_norms[k] = z > 0 ? -std::log(scale * std::sqrt(2 * std::numbers::pi) * z) : kLogTiny;
     }
     dims_.push_back(std::move(d));
   }
