@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "services/common/param_values.h"
 #include "services/common/status_macros.h"
 
 namespace dhpt::worker {
@@ -27,14 +28,8 @@ absl::Status Invalid(absl::string_view name, absl::string_view message) {
 }
 
 absl::StatusOr<double> Number(const std::string& name, const v1::ParameterValue& value) {
-  switch (value.kind_case()) {
-    case v1::ParameterValue::kDoubleValue:
-      return value.double_value();
-    case v1::ParameterValue::kIntValue:
-      return static_cast<double>(value.int_value());
-    default:
-      return Invalid(name, absl::StrCat("must be a number, got \"", value.string_value(), "\""));
-  }
+  if (std::optional<double> number = AsNumber(value)) return *number;
+  return Invalid(name, absl::StrCat("must be a number, got \"", value.string_value(), "\""));
 }
 
 absl::Status ReadInt(const Hyperparameters& params, const std::string& name, int64_t min,

@@ -86,6 +86,14 @@ v1::TrialResult TrialRunner::Run(const v1::Assign& assign, const TrialContext& c
     meter.emplace();
     if (options_.gpu) gpu_sampler.emplace(options_.gpu.get(), options_.gpu_sample_interval);
   };
+  // Loading is measured apart: it happens once per worker, not once per trial.
+  auto load_dataset = [&] {
+    const auto load_start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::shared_ptr<const SplitDataset>> data = datasets_.Get(assign.dataset());
+    metrics["dataset_seconds"] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+    return data;
+  };
   switch (assign.model().kind()) {
     case v1::Model::FUNCTION:
       start_measuring();
@@ -93,10 +101,7 @@ v1::TrialResult TrialRunner::Run(const v1::Assign& assign, const TrialContext& c
       break;
     case v1::Model::AUTOENCODER: {
       if (!options_.autoencoder) break;
-      const auto load_start = std::chrono::steady_clock::now();
-      absl::StatusOr<std::shared_ptr<const SplitDataset>> data = datasets_.Get(assign.dataset());
-      metrics["dataset_seconds"] =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+      absl::StatusOr<std::shared_ptr<const SplitDataset>> data = load_dataset();
       if (!data.ok()) {
         outcome = data.status();
         break;
@@ -108,11 +113,7 @@ v1::TrialResult TrialRunner::Run(const v1::Assign& assign, const TrialContext& c
     }
     case v1::Model::XGBOOST:
     case v1::Model::RANDOM_FOREST: {
-      // Loading is measured apart: it happens once per worker, not once per trial.
-      const auto load_start = std::chrono::steady_clock::now();
-      absl::StatusOr<std::shared_ptr<const SplitDataset>> data = datasets_.Get(assign.dataset());
-      metrics["dataset_seconds"] =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+      absl::StatusOr<std::shared_ptr<const SplitDataset>> data = load_dataset();
       if (!data.ok()) {
         outcome = data.status();
         break;
