@@ -209,11 +209,6 @@ std::vector<WorkerSummary> SchedulerCore::ListWorkers() const {
   return workers;
 }
 
-int SchedulerCore::ConnectedWorkers() const {
-  absl::MutexLock lock(&mutex_);
-  return static_cast<int>(workers_.size());
-}
-
 std::vector<v1::Study> SchedulerCore::ListStudies() const {
   absl::MutexLock lock(&mutex_);
   std::vector<v1::Study> studies;

@@ -93,8 +93,7 @@ class SchedulerCore {
   absl::StatusOr<v1::Study> CreateStudy(const v1::StudySpec& spec);
   absl::StatusOr<v1::Study> GetStudy(absl::string_view name) const;
   std::vector<v1::Study> ListStudies() const;
-  // Workers with an open stream.
-  int ConnectedWorkers() const;
+  // Connected workers with their capabilities and running trials.
   std::vector<WorkerSummary> ListWorkers() const;
   absl::StatusOr<v1::Study> StopStudy(absl::string_view name);
   absl::StatusOr<std::vector<v1::Trial>> ListTrials(absl::string_view study,

@@ -166,7 +166,7 @@ scrape_configs:
                       "--storage.tsdb.path=" + (dir / "data").string(),
                       absl::StrCat("--web.listen-address=127.0.0.1:", prometheus_port), "--log.level=warn"});
   ASSERT_TRUE(WaitFor([&] { return HttpGet(prometheus_port, "/-/ready").ok(); }, absl::Seconds(60)));
-  ASSERT_TRUE(WaitFor([&] { return cluster.core().ConnectedWorkers() == 2; }));
+  ASSERT_TRUE(WaitFor([&] { return cluster.core().connected_workers() == 2; }));
 
   ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"pb(
     name: "branin-tpe" model { kind: FUNCTION function: "branin" }

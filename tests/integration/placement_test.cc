@@ -44,7 +44,7 @@ v1::StudySpec FunctionStudy(const std::string& name, int trials) {
 }
 
 bool Connected(TestCluster& cluster, int workers) {
-  return WaitFor([&] { return cluster.core().ConnectedWorkers() == workers; });
+  return WaitFor([&] { return cluster.core().connected_workers() == workers; });
 }
 
 TEST(PlacementTest, AnAutoencoderStudyNeverLandsOnAWorkerWithoutCuda) {
