@@ -3,8 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,33 +16,9 @@
 namespace dhpt::cli {
 namespace {
 
-// Starts `argv` with stdout to `stdout_fd` (or inherited when -1) and stderr to `stderr_fd`.
-absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, int stdout_fd, int stderr_fd) {
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(1);  // The parent died before prctl took effect.
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    // Ctrl-C reaches the CLI, which stops the children in order; not the children directly.
-    setpgid(0, 0);
-    if (stdout_fd >= 0) dup2(stdout_fd, STDOUT_FILENO);
-    if (stderr_fd >= 0) dup2(stderr_fd, STDERR_FILENO);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
-  }
-  return pid;
-}
-
 // Reads the scheduler's "listening on HOST:PORT" line.
-absl::StatusOr<std::string> ReadListenLine(int fd, pid_t pid, absl::Duration timeout) {
+absl::StatusOr<std::string> ReadListenLine(int fd, ChildProcess& scheduler,
+                                           absl::Duration timeout) {
   std::string text;
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
@@ -61,8 +35,7 @@ absl::StatusOr<std::string> ReadListenLine(int fd, pid_t pid, absl::Duration tim
         return absl::InternalError(absl::StrCat("unexpected scheduler output: ", line));
       }
     }
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
+    if (scheduler.Poll()) {
       return absl::InternalError("dhpt-scheduler exited during start-up (see its log above)");
     }
   }
@@ -90,16 +63,18 @@ absl::StatusOr<LocalCluster> LocalCluster::Start(const LocalClusterOptions& opti
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   const std::string scheduler = options.binary_dir + "/dhpt-scheduler";
-  absl::StatusOr<pid_t> pid =
-      Spawn({scheduler, "--listen=127.0.0.1:0", "--heartbeat_interval=1s"}, pipe_fds[1], log_fd);
+  absl::StatusOr<std::unique_ptr<ChildProcess>> scheduler_process = ChildProcess::Start(
+      "scheduler", {scheduler, "--listen=127.0.0.1:0", "--heartbeat_interval=1s"}, pipe_fds[1],
+      log_fd, options.sampler);
   close(pipe_fds[1]);
-  if (!pid.ok()) {
+  if (!scheduler_process.ok()) {
     close(pipe_fds[0]);
     if (log_fd >= 0) close(log_fd);
-    return pid.status();
+    return scheduler_process.status();
   }
-  cluster.children_.push_back(*pid);
-  absl::StatusOr<std::string> address = ReadListenLine(pipe_fds[0], *pid, absl::Seconds(15));
+  cluster.children_.push_back(std::move(*scheduler_process));
+  absl::StatusOr<std::string> address =
+      ReadListenLine(pipe_fds[0], *cluster.children_.front(), absl::Seconds(15));
   close(pipe_fds[0]);
   if (!address.ok()) {
     if (log_fd >= 0) close(log_fd);
@@ -115,18 +90,20 @@ absl::StatusOr<LocalCluster> LocalCluster::Start(const LocalClusterOptions& opti
   for (const WorkerBinary& kind : {WorkerBinary{"dhpt-cpu-worker", "local-cpu-", options.cpu_workers},
                                    WorkerBinary{"dhpt-gpu-worker", "local-gpu-", options.gpu_workers}}) {
     for (int i = 1; i <= kind.count; ++i) {
-      absl::StatusOr<pid_t> worker_pid =
-          Spawn({absl::StrCat(options.binary_dir, "/", kind.binary), "--scheduler=" + cluster.address_,
-                 absl::StrCat("--slots=", options.slots),
-                 absl::StrCat("--threads_per_trial=", options.threads_per_trial),
-                 absl::StrCat("--worker_id=", kind.id_prefix, i)},
-                -1, log_fd);
-      if (!worker_pid.ok()) {
+      const std::string id = absl::StrCat(kind.id_prefix, i);
+      absl::StatusOr<std::unique_ptr<ChildProcess>> worker = ChildProcess::Start(
+          id,
+          {absl::StrCat(options.binary_dir, "/", kind.binary), "--scheduler=" + cluster.address_,
+           absl::StrCat("--slots=", options.slots),
+           absl::StrCat("--threads_per_trial=", options.threads_per_trial),
+           absl::StrCat("--worker_id=", id)},
+          -1, log_fd, options.sampler);
+      if (!worker.ok()) {
         if (log_fd >= 0) close(log_fd);
         cluster.Stop();
-        return worker_pid.status();
+        return worker.status();
       }
-      cluster.children_.push_back(*worker_pid);
+      cluster.children_.push_back(std::move(*worker));
     }
   }
   if (log_fd >= 0) close(log_fd);
@@ -140,24 +117,33 @@ LocalCluster::LocalCluster(LocalCluster&& other) noexcept
 
 LocalCluster::~LocalCluster() { Stop(); }
 
-void LocalCluster::Stop(absl::Duration grace) {
-  if (children_.empty()) return;
+std::vector<double> LocalCluster::CpuSecondsSoFar() const {
+  std::vector<double> seconds;
+  for (const auto& child : children_) seconds.push_back(child->CpuSecondsSoFar());
+  return seconds;
+}
+
+std::vector<v1::ProcessUsage> LocalCluster::Stop(absl::Duration grace) {
+  if (children_.empty()) return {};
   // Workers first, so that they give back their trials while the scheduler still listens.
-  for (auto it = children_.rbegin(); it != children_.rend(); ++it) kill(*it, SIGTERM);
+  for (auto it = children_.rbegin(); it != children_.rend(); ++it) (*it)->Signal(SIGTERM);
   const absl::Time deadline = absl::Now() + grace;
-  std::vector<pid_t> alive = children_;
-  while (!alive.empty() && absl::Now() < deadline) {
-    std::erase_if(alive, [](pid_t pid) {
-      int status = 0;
-      return waitpid(pid, &status, WNOHANG) == pid;
-    });
-    if (!alive.empty()) absl::SleepFor(absl::Milliseconds(20));
-  }
-  for (pid_t pid : alive) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
+  auto all_exited = [&] {
+    bool exited = true;
+    for (auto& child : children_) exited = child->Poll() && exited;
+    return exited;
+  };
+  while (!all_exited() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  std::vector<v1::ProcessUsage> usage;
+  for (auto& child : children_) {
+    if (!child->exited()) {
+      child->Signal(SIGKILL);
+      child->Wait();
+    }
+    usage.push_back(child->Usage());
   }
   children_.clear();
+  return usage;
 }
 
 }  // namespace dhpt::cli

@@ -4,13 +4,13 @@
 // Children get SIGTERM when the CLI dies (PR_SET_PDEATHSIG), and Stop() ends them all, so no
 // process is left behind, Ctrl-C included.
 
-#include <sys/types.h>
-
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "services/cli/child_process.h"
 
 namespace dhpt::cli {
 
@@ -21,6 +21,7 @@ struct LocalClusterOptions {
   int slots = 1;
   int threads_per_trial = 1;
   std::string log_file;  // The children's stderr; empty: inherit.
+  PeakRssSampler* sampler = nullptr;  // Watches the children's memory when set.
 };
 
 class LocalCluster {
@@ -31,13 +32,16 @@ class LocalCluster {
 
   // "127.0.0.1:PORT".
   const std::string& scheduler_address() const { return address_; }
-  // SIGTERM to every child, then SIGKILL to any still alive after `grace`.
-  void Stop(absl::Duration grace = absl::Seconds(5));
+  // Each child's CPU seconds so far, in the order Stop() reports them.
+  std::vector<double> CpuSecondsSoFar() const;
+  // SIGTERM to every child, then SIGKILL to any still alive after `grace`. Returns what each
+  // child cost, the scheduler first (empty when already stopped).
+  std::vector<v1::ProcessUsage> Stop(absl::Duration grace = absl::Seconds(5));
 
  private:
   LocalCluster() = default;
   std::string address_;
-  std::vector<pid_t> children_;
+  std::vector<std::unique_ptr<ChildProcess>> children_;
 };
 
 // The folder of the running executable (for finding sibling binaries).

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <thread>
@@ -16,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/util/json_util.h"
+#include "services/cli/compare_command.h"
+#include "services/cli/compare_report.h"
 #include "services/cli/demo_studies.h"
 #include "services/cli/local_cluster.h"
 #include "services/cli/report.h"
@@ -23,9 +26,12 @@
 #include "services/cli/study_file.h"
 #include "services/common/env_flags.h"
 
-ABSL_FLAG(std::string, scheduler, "localhost:50051", "the scheduler's HOST:PORT");
-ABSL_FLAG(std::string, study, "", "local: the study file (YAML or JSON) to run");
-ABSL_FLAG(std::string, demo, "xgboost", "local: the built-in study to run when --study is not set");
+ABSL_FLAG(std::string, scheduler, "",
+          "the scheduler's HOST:PORT (default localhost:50051); compare: run the framework "
+          "side on this scheduler instead of a local one");
+ABSL_FLAG(std::string, study, "", "local, compare: the study file (YAML or JSON) to run");
+ABSL_FLAG(std::string, demo, "xgboost",
+          "local, compare: the built-in study to run when --study is not set");
 ABSL_FLAG(int, workers, -1,
           "local: CPU workers to start (default 2, or 0 for an AUTOENCODER study)");
 ABSL_FLAG(int, gpu_workers, -1,
@@ -35,7 +41,11 @@ ABSL_FLAG(int, gpu_workers, -1,
 ABSL_FLAG(int, slots, 1, "local: trials each worker runs at once");
 ABSL_FLAG(int, threads_per_trial, 0, "local: threads per trial; 0 = cores / (workers * slots)");
 ABSL_FLAG(std::string, log, "", "local: file for the services' logs (default: a temp file)");
-ABSL_FLAG(bool, json, false, "trials, best, studies: print JSON instead of a table");
+ABSL_FLAG(bool, json, false, "trials, best, studies, workers: print JSON instead of a table");
+ABSL_FLAG(std::string, matrix, "", "compare: a file of studies x algorithms to compare, cell by cell");
+ABSL_FLAG(std::string, out, "",
+          "compare: the folder for report.md, report.json and the plots (default "
+          "compare-<study> or compare-<matrix file name>)");
 ABSL_FLAG(bool, watch, false, "submit: watch the study until it ends");
 
 namespace dhpt::cli {
@@ -56,6 +66,24 @@ const std::map<std::string, Command>& Commands() {
         "stops every\nprocess it started (Ctrl-C included). AUTOENCODER studies get one GPU worker "
         "and no CPU\nworkers unless told otherwise. Demos: xgboost, random-forest, autoencoder, "
         "branin."}},
+      {"compare",
+       {"dhpt compare [--study=FILE | --demo=NAME] [--workers=N] [--gpu-workers=M] [--slots=N]\n"
+        "             [--threads-per-trial=N] [--scheduler=HOST:PORT] [--out=DIR]\n"
+        "  dhpt compare --matrix=FILE [--out=DIR] [same options]",
+        "Runs the study twice with the same seed and budget: sequentially (one process, trial "
+        "after\ntrial, the same trainers, no scheduler) and through the framework (a local "
+        "scheduler and N\nworkers, or the scheduler given with --scheduler), then prints wall "
+        "time and speedup, CPU\ntime and utilisation, peak memory, GPU use, best and median "
+        "objective, trials and overhead\nside by side, and writes report.md, report.json and "
+        "plots (SVG and PNG, by gnuplot) to --out.\nThreads per trial are the same in both runs. "
+        "--matrix runs every study of FILE with every\nalgorithm (one cell each) and a summary; "
+        "run it again to resume an interrupted matrix.\nMatrix file: studies: [{demo: xgboost}, "
+        "{file: my-study.yaml}], algorithms: [RANDOM, TPE],\nmax_trials: 20, seed: 1 (see "
+        "README)."}},
+      {"workers",
+       {"dhpt workers [--json] [--scheduler=HOST:PORT]",
+        "Lists the workers connected to the scheduler: device, models, slots, running trials, "
+        "node."}},
       {"submit",
        {"dhpt submit FILE [--watch] [--scheduler=HOST:PORT]",
         "Submits the study in FILE (YAML or JSON, as for grpcurl). Submitting the same spec "
@@ -251,6 +279,95 @@ int RunLocal() {
   return exit_code;
 }
 
+// Progress lines of a comparison: rewritten in place on a terminal, only the final ones
+// otherwise.
+std::function<void(const std::string&, bool)> CompareProgress() {
+  const bool tty = isatty(STDOUT_FILENO);
+  return [tty](const std::string& line, bool final) {
+    if (tty) {
+      std::cout << "\r\033[K" << line << (final ? "\n" : "") << std::flush;
+    } else if (final) {
+      std::cout << line << std::endl;
+    }
+  };
+}
+
+int RunCompare() {
+  CompareOptions options;
+  options.binary_dir = ExecutableDir();
+  options.scheduler = absl::GetFlag(FLAGS_scheduler);
+  options.workers = absl::GetFlag(FLAGS_workers);
+  options.gpu_workers = absl::GetFlag(FLAGS_gpu_workers);
+  options.slots = absl::GetFlag(FLAGS_slots);
+  options.threads_per_trial = absl::GetFlag(FLAGS_threads_per_trial);
+  options.log_file = absl::GetFlag(FLAGS_log).empty()
+                         ? absl::StrCat("/tmp/dhpt-compare-", getpid(), ".log")
+                         : absl::GetFlag(FLAGS_log);
+  options.progress = CompareProgress();
+  if (options.slots < 1) return Fail(absl::InvalidArgumentError("--slots must be at least 1"));
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  if (options.scheduler.empty()) {
+    const int workers = std::max(0, options.workers) + std::max(0, options.gpu_workers);
+    if (workers * options.slots > cores) {
+      std::cerr << "warning: " << workers * options.slots << " trial slots on " << cores
+                << " cores: the framework's trials will compete for CPU\n";
+    }
+  }
+  Comparison comparison(options);
+  int exit_code = 0;
+  const std::string matrix_file = absl::GetFlag(FLAGS_matrix);
+  const bool interrupted = WithInterrupts([&] { comparison.Cancel(); }, [&] {
+    if (!matrix_file.empty()) {
+      absl::StatusOr<v1::CompareMatrix> matrix = ReadMatrixFile(matrix_file);
+      if (!matrix.ok()) {
+        exit_code = Fail(matrix.status());
+        return;
+      }
+      const std::filesystem::path path(matrix_file);
+      const std::string out = absl::GetFlag(FLAGS_out).empty()
+                                  ? absl::StrCat("compare-", path.stem().string())
+                                  : absl::GetFlag(FLAGS_out);
+      std::cout << "matrix " << matrix_file << " -> " << out << " (logs in " << options.log_file
+                << ")\n";
+      absl::StatusOr<v1::MatrixReport> report =
+          comparison.RunMatrix(*matrix, path.parent_path().string(), out);
+      if (!report.ok()) {
+        exit_code = Fail(report.status());
+        return;
+      }
+      std::cout << "\n" << MatrixTable(*report) << "\nreport: " << out << "/report.md\n";
+      return;
+    }
+    absl::StatusOr<v1::StudySpec> spec = absl::GetFlag(FLAGS_study).empty()
+                                             ? DemoStudy(absl::GetFlag(FLAGS_demo))
+                                             : ReadStudyFile(absl::GetFlag(FLAGS_study));
+    if (!spec.ok()) {
+      exit_code = Fail(spec.status());
+      return;
+    }
+    const std::string out = absl::GetFlag(FLAGS_out).empty()
+                                ? absl::StrCat("compare-", spec->name())
+                                : absl::GetFlag(FLAGS_out);
+    std::cout << "comparing " << spec->name() << " -> " << out << " (logs in "
+              << options.log_file << ")\n";
+    absl::StatusOr<v1::CompareReport> report = comparison.Run(*spec, out);
+    if (!report.ok()) {
+      exit_code = Fail(report.status());
+      return;
+    }
+    std::cout << "\n" << RunsLines(*report) << "\n" << ComparisonTable(*report);
+    for (const std::string& warning : report->warnings()) {
+      std::cout << "warning: " << warning << "\n";
+    }
+    std::cout << "\nreport: " << out << "/report.md (and report.json, plots)\n";
+  });
+  if (interrupted) {
+    std::cout << "\ninterrupted: stopped every process the comparison started\n";
+    return 130;
+  }
+  return exit_code;
+}
+
 int RunCommand(const std::string& name, const std::vector<std::string>& args) {
   auto need_one = [&](const char* what) -> absl::Status {
     if (args.size() != 1) {
@@ -260,7 +377,9 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     return absl::OkStatus();
   };
   if (name == "local") return RunLocal();
-  StudyClient client(absl::GetFlag(FLAGS_scheduler));
+  if (name == "compare") return RunCompare();
+  const std::string scheduler = absl::GetFlag(FLAGS_scheduler);
+  StudyClient client(scheduler.empty() ? "localhost:50051" : scheduler);
   const bool json = absl::GetFlag(FLAGS_json);
   if (name == "studies") {
     absl::StatusOr<std::vector<v1::Study>> studies = client.ListStudies();
@@ -271,6 +390,18 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
       std::cout << ToJson(response);
     } else {
       std::cout << StudiesTable(*studies);
+    }
+    return 0;
+  }
+  if (name == "workers") {
+    absl::StatusOr<std::vector<v1::Worker>> workers = client.ListWorkers();
+    if (!workers.ok()) return Fail(workers.status());
+    if (json) {
+      v1::ListWorkersResponse response;
+      for (const v1::Worker& w : *workers) *response.add_workers() = w;
+      std::cout << ToJson(response);
+    } else {
+      std::cout << WorkersTable(*workers);
     }
     return 0;
   }
@@ -370,7 +501,7 @@ int main(int argc, char** argv) {
     std::cout << "Usage: " << c.usage << "\n\n" << c.help << "\n";
     return 0;
   }
-  if (command == "local" || command == "submit" || command == "watch") {
+  if (command == "local" || command == "submit" || command == "watch" || command == "compare") {
     // Before any thread starts: Ctrl-C is handled in order (see WithInterrupts).
     const sigset_t interrupts = dhpt::cli::InterruptSignals();
     pthread_sigmask(SIG_BLOCK, &interrupts, nullptr);

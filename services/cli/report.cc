@@ -5,46 +5,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "services/cli/text_table.h"
 #include "services/common/model_catalog.h"
 #include "services/common/param_values.h"
 
 namespace dhpt::cli {
 namespace {
-
-// Columns sized to their widest cell; left-aligned text, right-aligned numbers.
-class Table {
- public:
-  explicit Table(std::vector<std::string> header) : rows_{std::move(header)} {}
-  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-  std::string Render() const {
-    std::vector<size_t> width(rows_[0].size(), 0);
-    for (const auto& row : rows_) {
-      for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-    }
-    std::string out;
-    for (size_t r = 0; r < rows_.size(); ++r) {
-      std::string line;
-      for (size_t i = 0; i < rows_[r].size(); ++i) {
-        const std::string& cell = rows_[r][i];
-        const bool numeric = r > 0 && !cell.empty() &&
-                             (std::isdigit(static_cast<unsigned char>(cell[0])) || cell[0] == '-');
-        const std::string pad(width[i] - cell.size(), ' ');
-        absl::StrAppend(&line, i ? "  " : "", numeric ? pad + cell : cell + pad);
-      }
-      while (!line.empty() && line.back() == ' ') line.pop_back();
-      absl::StrAppend(&out, line, "\n");
-      if (r == 0) {
-        size_t total = 0;
-        for (size_t w : width) total += w;
-        absl::StrAppend(&out, std::string(total + 2 * (width.size() - 1), '-'), "\n");
-      }
-    }
-    return out;
-  }
-
- private:
-  std::vector<std::vector<std::string>> rows_;
-};
 
 std::string Metric(const v1::Trial& trial, absl::string_view name, int digits) {
   auto it = trial.metrics().find(std::string(name));
@@ -80,7 +46,7 @@ std::string TrialsTable(const v1::StudySpec& spec, const std::vector<v1::Trial>&
   for (const v1::Parameter& p : spec.parameters()) header.push_back(p.name());
   const std::string& objective = spec.objective().metric();
   header.insert(header.end(), {objective, "wall s", "cpu s", "cpu util", "peak MiB", "worker"});
-  Table table(header);
+  TextTable table(header);
   for (const v1::Trial& trial : trials) {
     std::vector<std::string> row = {absl::StrCat(trial.number()), ShortState(trial.state())};
     for (const v1::Parameter& p : spec.parameters()) {
@@ -120,7 +86,7 @@ std::string StudySummary(const v1::Study& study) {
 }
 
 std::string StudiesTable(const std::vector<v1::Study>& studies) {
-  Table table({"study", "state", "model", "algorithm", "done", "failed", "running", "best"});
+  TextTable table({"study", "state", "model", "algorithm", "done", "failed", "running", "best"});
   for (const v1::Study& s : studies) {
     table.Add({s.spec().name(), v1::Study::State_Name(s.state()),
                v1::Model::Kind_Name(s.spec().model().kind()),
@@ -128,6 +94,24 @@ std::string StudiesTable(const std::vector<v1::Study>& studies) {
                absl::StrCat(s.trials_completed() + s.trials_failed(), "/", s.spec().max_trials()),
                absl::StrCat(s.trials_failed()), absl::StrCat(s.trials_running()),
                s.has_best_trial() ? absl::StrFormat("%.6g", s.best_trial().objective_value()) : ""});
+  }
+  return table.Render();
+}
+
+std::string WorkersTable(const std::vector<v1::Worker>& workers) {
+  TextTable table({"worker", "device", "models", "slots", "running", "node", "arch", "version"});
+  for (const v1::Worker& w : workers) {
+    const v1::WorkerCapabilities& caps = w.capabilities();
+    std::vector<std::string> models;
+    for (int model : caps.models()) {
+      models.push_back(v1::Model::Kind_Name(static_cast<v1::Model::Kind>(model)));
+    }
+    table.Add({w.worker_id(),
+               absl::StrCat(v1::WorkerCapabilities::DeviceKind_Name(caps.device_kind()), " ",
+                            caps.device_name()),
+               absl::StrJoin(models, ","), absl::StrCat(caps.slots()),
+               absl::StrCat(w.running_trials_size()), caps.node_name(), caps.arch(),
+               caps.version()});
   }
   return table.Render();
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "dhpt/v1/common.pb.h"
+#include "dhpt/v1/study_service.pb.h"
 
 namespace dhpt::cli {
 
@@ -16,5 +17,7 @@ std::string TrialsTable(const v1::StudySpec& spec, const std::vector<v1::Trial>&
 // The best trial's parameters and measurements, and the study's outcome.
 std::string StudySummary(const v1::Study& study);
 std::string StudiesTable(const std::vector<v1::Study>& studies);
+// One row per connected worker: id, device, models, slots, running trials, node, arch.
+std::string WorkersTable(const std::vector<v1::Worker>& workers);
 
 }  // namespace dhpt::cli

@@ -50,6 +50,15 @@ absl::StatusOr<std::vector<v1::Study>> StudyClient::ListStudies() {
   return std::vector<v1::Study>(response->studies().begin(), response->studies().end());
 }
 
+absl::StatusOr<std::vector<v1::Worker>> StudyClient::ListWorkers() {
+  auto response = Unary<v1::ListWorkersResponse>(
+      NewContext(), [&](grpc::ClientContext* c, v1::ListWorkersResponse* r) {
+        return stub_->ListWorkers(c, v1::ListWorkersRequest(), r);
+      });
+  if (!response.ok()) return response.status();
+  return std::vector<v1::Worker>(response->workers().begin(), response->workers().end());
+}
+
 absl::StatusOr<v1::Study> StudyClient::StopStudy(const std::string& name) {
   v1::StopStudyRequest request;
   request.set_name(name);

@@ -24,6 +24,7 @@ class StudyClient {
   absl::StatusOr<v1::Study> CreateStudy(const v1::StudySpec& spec);
   absl::StatusOr<v1::Study> GetStudy(const std::string& name);
   absl::StatusOr<std::vector<v1::Study>> ListStudies();
+  absl::StatusOr<std::vector<v1::Worker>> ListWorkers();
   absl::StatusOr<v1::Study> StopStudy(const std::string& name);
   absl::StatusOr<std::vector<v1::Trial>> ListTrials(const std::string& study);
   absl::StatusOr<v1::Trial> GetBestTrial(const std::string& study);

@@ -104,25 +104,37 @@ absl::StatusOr<std::string> YamlToJson(const std::string& yaml) {
   }
 }
 
-absl::StatusOr<v1::StudySpec> ParseStudySpec(const std::string& text) {
+absl::Status ParseYamlMessage(const std::string& text, absl::string_view what,
+                              google::protobuf::Message& message) {
   ASSIGN_OR_RETURN(std::string json, YamlToJson(text));
-  v1::StudySpec spec;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
-  auto status = google::protobuf::util::JsonStringToMessage(json, &spec, options);
+  auto status = google::protobuf::util::JsonStringToMessage(json, &message, options);
   if (!status.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("not a study spec: ", std::string(status.message().data(), status.message().size())));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "not a ", what, ": ",
+        std::string(status.message().data(), status.message().size())));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::StudySpec> ParseStudySpec(const std::string& text) {
+  v1::StudySpec spec;
+  RETURN_IF_ERROR(ParseYamlMessage(text, "study spec", spec));
   return spec;
 }
 
-absl::StatusOr<v1::StudySpec> ReadStudyFile(const std::string& path) {
+absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
   std::stringstream text;
   text << in.rdbuf();
-  absl::StatusOr<v1::StudySpec> spec = ParseStudySpec(text.str());
+  return text.str();
+}
+
+absl::StatusOr<v1::StudySpec> ReadStudyFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  absl::StatusOr<v1::StudySpec> spec = ParseStudySpec(text);
   if (!spec.ok()) return absl::Status(spec.status().code(), absl::StrCat(path, ": ", spec.status().message()));
   return spec;
 }

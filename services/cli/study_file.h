@@ -7,10 +7,16 @@
 
 #include "absl/status/statusor.h"
 #include "dhpt/v1/common.pb.h"
+#include "google/protobuf/message.h"
 
 namespace dhpt::cli {
 
 absl::StatusOr<v1::StudySpec> ParseStudySpec(const std::string& text);
+// Any message from YAML or JSON text, in the proto JSON mapping; unknown fields are errors
+// ("not a WHAT: ...").
+absl::Status ParseYamlMessage(const std::string& text, absl::string_view what,
+                              google::protobuf::Message& message);
+absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 absl::StatusOr<v1::StudySpec> ReadStudyFile(const std::string& path);
 // The YAML document as JSON text: quoted scalars stay strings; plain ones become numbers,
 // booleans or null where they read as such.

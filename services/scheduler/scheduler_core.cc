@@ -1,7 +1,6 @@
 #include "services/scheduler/scheduler_core.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -11,6 +10,7 @@
 #include "services/scheduler/placement.h"
 #include "services/scheduler/spec_translation.h"
 #include "services/scheduler/spec_validation.h"
+#include "services/scheduler/trial_outcome.h"
 
 namespace dhpt::scheduler {
 
@@ -95,11 +95,6 @@ SchedulerCore::SchedulerCore(StudyStore* store, SchedulerOptions options)
       suggestions_(std::make_unique<WorkQueue>(std::max(1, options_.suggestion_threads))) {}
 
 SchedulerCore::~SchedulerCore() = default;
-
-bool SchedulerCore::IsBetter(const StudyEntry& study, double candidate, double incumbent) const {
-  return study.spec.objective().goal() == v1::Objective::MAXIMIZE ? candidate > incumbent
-                                                                  : candidate < incumbent;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Recovery
@@ -200,12 +195,20 @@ absl::StatusOr<v1::Study> SchedulerCore::GetStudy(absl::string_view name) const 
   return BuildStudyLocked(*study);
 }
 
-std::vector<WorkerSummary> SchedulerCore::ListWorkers() const {
+std::vector<v1::Worker> SchedulerCore::ListWorkers() const {
   absl::MutexLock lock(&mutex_);
-  std::vector<WorkerSummary> workers;
+  std::vector<v1::Worker> workers;
   for (const auto& [session, worker] : workers_) {
-    workers.push_back({worker.capabilities, static_cast<int>(worker.running.size())});
+    v1::Worker& out = workers.emplace_back();
+    out.set_worker_id(worker.worker_id);
+    *out.mutable_capabilities() = worker.capabilities;
+    std::vector<uint64_t> running(worker.running.begin(), worker.running.end());
+    std::sort(running.begin(), running.end());
+    out.mutable_running_trials()->Add(running.begin(), running.end());
   }
+  std::sort(workers.begin(), workers.end(), [](const v1::Worker& a, const v1::Worker& b) {
+    return a.worker_id() < b.worker_id();
+  });
   return workers;
 }
 
@@ -405,24 +408,9 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& result
                                          "an earlier attempt of this trial already finished"));
   }
   v1::Trial& t = trial.trial;
-  *t.mutable_metrics() = result.metrics();
-  t.set_device(result.device());
+  RecordResult(study.spec, result, t);
   if (worker_it != workers_.end()) t.set_worker_id(worker_it->second.worker_id);
   *t.mutable_end_time() = ToTimestamp(options_.clock());
-  const std::string& metric = study.spec.objective().metric();
-  auto objective = result.metrics().find(metric);
-  if (result.state() == v1::Trial::COMPLETED && objective != result.metrics().end() &&
-      std::isfinite(objective->second)) {
-    t.set_state(v1::Trial::COMPLETED);
-    t.set_objective_value(objective->second);
-    t.clear_error();
-  } else {
-    t.set_state(v1::Trial::FAILED);
-    t.set_error(result.state() == v1::Trial::COMPLETED
-                    ? absl::StrCat("the worker reported no finite value for the objective metric \"",
-                                   metric, "\"")
-                    : result.error());
-  }
   RecordTrialEndLocked(trial);
   SaveTrialLocked(trial);
   SendLocked(session, std::move(ack));
@@ -666,7 +654,7 @@ void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
       ++study.completed;
       record.status = optimizer::TrialStatus::kCompleted;
       record.value = trial.trial.objective_value();
-      if (!study.best || IsBetter(study, trial.trial.objective_value(),
+      if (!study.best || IsBetterObjective(study.spec, trial.trial.objective_value(),
                                   trials_.at(*study.best).trial.objective_value())) {
         study.best = trial.trial.id();
       }

@@ -72,11 +72,6 @@ struct SchedulerOptions {
 };
 
 // One connected worker, for metrics and status.
-struct WorkerSummary {
-  v1::WorkerCapabilities capabilities;
-  int running = 0;
-};
-
 class SchedulerCore {
  public:
   SchedulerCore(StudyStore* store, SchedulerOptions options);
@@ -94,7 +89,7 @@ class SchedulerCore {
   absl::StatusOr<v1::Study> GetStudy(absl::string_view name) const;
   std::vector<v1::Study> ListStudies() const;
   // Connected workers with their capabilities and running trials.
-  std::vector<WorkerSummary> ListWorkers() const;
+  std::vector<v1::Worker> ListWorkers() const;
   absl::StatusOr<v1::Study> StopStudy(absl::string_view name);
   absl::StatusOr<std::vector<v1::Trial>> ListTrials(absl::string_view study,
                                                     v1::Trial::State only) const;
@@ -174,7 +169,6 @@ class SchedulerCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::StatusOr<const StudyEntry*> FindStudyLocked(absl::string_view name) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  bool IsBetter(const StudyEntry& study, double candidate, double incumbent) const;
 
   StudyStore* const store_;
   const SchedulerOptions options_;

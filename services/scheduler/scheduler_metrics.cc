@@ -162,11 +162,12 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
   auto workers = GaugeFamily("dhpt_workers_connected", "Connected workers by device kind.");
   auto slots = GaugeFamily("dhpt_worker_slots", "Trial slots of the connected workers by device kind and state.");
   std::map<std::string, std::array<int, 3>> by_kind = {{"cpu", {}}, {"cuda", {}}};  // workers, busy, free
-  for (const WorkerSummary& worker : core_->ListWorkers()) {
-    auto& counts = by_kind[Lower(v1::WorkerCapabilities::DeviceKind_Name(worker.capabilities.device_kind()))];
+  for (const v1::Worker& worker : core_->ListWorkers()) {
+    auto& counts = by_kind[Lower(v1::WorkerCapabilities::DeviceKind_Name(worker.capabilities().device_kind()))];
+    const int running = worker.running_trials_size();
     ++counts[0];
-    counts[1] += worker.running;
-    counts[2] += std::max(0, worker.capabilities.slots() - worker.running);
+    counts[1] += running;
+    counts[2] += std::max(0, worker.capabilities().slots() - running);
   }
   for (const auto& [kind, counts] : by_kind) {
     AddGauge(workers, {{"kind", kind}}, counts[0]);

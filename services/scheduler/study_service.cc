@@ -136,6 +136,15 @@ grpc::ServerUnaryReactor* StudyServiceImpl::ListStudies(grpc::CallbackServerCont
   return reactor;
 }
 
+grpc::ServerUnaryReactor* StudyServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
+                                                        const v1::ListWorkersRequest* request,
+                                                        v1::ListWorkersResponse* response) {
+  for (v1::Worker& worker : core_->ListWorkers()) *response->add_workers() = std::move(worker);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* StudyServiceImpl::StopStudy(grpc::CallbackServerContext* context,
                                                       const v1::StopStudyRequest* request,
                                                       v1::Study* response) {

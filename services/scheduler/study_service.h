@@ -22,6 +22,9 @@ class StudyServiceImpl : public v1::StudyService::CallbackService {
   grpc::ServerUnaryReactor* ListStudies(grpc::CallbackServerContext* context,
                                         const v1::ListStudiesRequest* request,
                                         v1::ListStudiesResponse* response) override;
+  grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* context,
+                                        const v1::ListWorkersRequest* request,
+                                        v1::ListWorkersResponse* response) override;
   grpc::ServerUnaryReactor* StopStudy(grpc::CallbackServerContext* context,
                                       const v1::StopStudyRequest* request,
                                       v1::Study* response) override;

@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -14,10 +16,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "dhpt/v1/study_service.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "services/common/env_flags.h"
 #include "services/common/logging.h"
 #include "services/common/metrics_endpoint.h"
 #include "services/common/signals.h"
+#include "services/worker/sequential_study.h"
 #include "services/worker/trial_runner.h"
 #include "services/worker/worker_client.h"
 #include "services/worker/worker_core.h"
@@ -32,6 +37,11 @@ ABSL_FLAG(std::string, worker_id, "",
 ABSL_FLAG(std::string, node_name, "",
           "node reported with results; default $NODE_NAME (Kubernetes downward API), else "
           "the hostname");
+ABSL_FLAG(std::string, sequential_study, "",
+          "run the study in this JSON file (a dhpt.v1.StudySpec) here, with no scheduler, one "
+          "trial after another, printing the study as it starts, each ended trial, then the "
+          "study as it ended, as JSON lines (dhpt.v1.StudyEvent) on stdout; dhpt compare's "
+          "sequential baseline");
 ABSL_FLAG(int, metrics_port, -1,
           "serve Prometheus metrics on this port at /metrics; 0 picks a free port (logged as "
           "'metrics on :PORT'); -1 = off");
@@ -43,6 +53,55 @@ std::string Hostname() {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
   return name;
+}
+
+void PrintEvent(const v1::StudyEvent& event) {
+  std::string line;
+  google::protobuf::util::JsonPrintOptions json;
+  json.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(event, &line, json);
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+// --sequential_study: the whole study in this process. Exit status 0 when the study ran to
+// its end (whatever its trials did), 1 when interrupted, 2 for a bad file or spec.
+int RunSequentialStudy(const std::string& path, TrialRunner& runner, SequentialOptions options) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  v1::StudySpec spec;
+  if (!file || !google::protobuf::util::JsonStringToMessage(text.str(), &spec).ok()) {
+    std::fprintf(stderr, "--sequential_study: %s is not a readable JSON study spec\n",
+                 path.c_str());
+    return 2;
+  }
+  std::atomic<bool> cancelled = false;
+  // A signal stops the study after its running trial; the waiter dies with the process.
+  std::thread([&cancelled] {
+    WaitForTerminationSignal();
+    cancelled = true;
+  }).detach();
+  options.cancelled = &cancelled;
+  options.on_start = [](const v1::Study& study) {
+    v1::StudyEvent event;
+    *event.mutable_study() = study;
+    PrintEvent(event);
+  };
+  options.on_trial_end = [](const v1::Trial& trial) {
+    v1::StudyEvent event;
+    *event.mutable_trial() = trial;
+    PrintEvent(event);
+  };
+  absl::StatusOr<SequentialRun> run = RunStudySequentially(spec, runner, options);
+  if (!run.ok()) {
+    std::fprintf(stderr, "--sequential_study: %s\n", std::string(run.status().message()).c_str());
+    return 2;
+  }
+  v1::StudyEvent event;
+  *event.mutable_study() = run->study;
+  PrintEvent(event);
+  return cancelled ? 1 : 0;
 }
 
 }  // namespace
@@ -92,6 +151,13 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   }
 
   BlockTerminationSignals();
+  const bool gpu_observed = setup->runner.gpu != nullptr;
+  TrialRunner runner(std::move(setup->runner));
+  if (const std::string study = absl::GetFlag(FLAGS_sequential_study); !study.empty()) {
+    return RunSequentialStudy(
+        study, runner, {.threads_per_trial = threads, .worker_id = worker_id, .node_name = node});
+  }
+
   WorkerClientOptions options;
   options.scheduler_address = absl::GetFlag(FLAGS_scheduler);
   v1::Hello& hello = options.hello;
@@ -107,8 +173,6 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   caps.set_arch(machine.machine);
   caps.set_version(DHPT_VERSION);
 
-  const bool gpu_observed = setup->runner.gpu != nullptr;
-  TrialRunner runner(std::move(setup->runner));
   WorkerMetrics metrics(kind.label, node, slots, gpu_observed);
   std::unique_ptr<MetricsEndpoint> metrics_endpoint;
   if (metrics_port >= 0) {

@@ -1,0 +1,520 @@
+#include "services/cli/compare_command.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "google/protobuf/util/time_util.h"
+#include "services/cli/child_process.h"
+#include "services/cli/compare_plots.h"
+#include "services/cli/compare_report.h"
+#include "services/cli/demo_studies.h"
+#include "services/cli/local_cluster.h"
+#include "services/cli/study_client.h"
+#include "services/cli/study_file.h"
+#include "services/common/status_macros.h"
+#include "services/scheduler/spec_validation.h"
+
+namespace dhpt::cli {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+google::protobuf::Timestamp Now() {
+  return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
+}
+
+std::string ToJson(const google::protobuf::Message& message, bool pretty) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = pretty;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
+absl::Status WriteText(const std::filesystem::path& path, const std::string& text) {
+  // Written aside and renamed, so an interrupted write never leaves a half report that a
+  // resumed matrix would trust.
+  const std::filesystem::path partial = path.string() + ".partial";
+  std::ofstream file(partial);
+  file << text;
+  file.close();
+  if (!file) return absl::InternalError(absl::StrCat("cannot write ", partial.string()));
+  std::error_code error;
+  std::filesystem::rename(partial, path, error);
+  if (error) return absl::InternalError(absl::StrCat("cannot write ", path.string()));
+  return absl::OkStatus();
+}
+
+std::string StudyProgress(const std::string& mode, const v1::Study& study, int running) {
+  std::string line = absl::StrFormat("%-10s %d/%d trials", mode,
+                                     study.trials_completed() + study.trials_failed(),
+                                     study.spec().max_trials());
+  if (study.trials_failed() > 0) absl::StrAppend(&line, " (", study.trials_failed(), " failed)");
+  if (running > 0) absl::StrAppend(&line, ", ", running, " running");
+  if (study.has_best_trial() && study.best_trial().has_objective_value()) {
+    absl::StrAppendFormat(&line, ", best %s %.5g", study.spec().objective().metric(),
+                          study.best_trial().objective_value());
+  }
+  return line;
+}
+
+// What `binary --version` prints (its first line), or empty.
+std::string VersionOf(const std::string& binary) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return "";
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Start("version", {binary, "--version"}, fds[1], fds[1]);
+  close(fds[1]);
+  std::string out;
+  char buffer[256];
+  ssize_t n;
+  while (child.ok() && (n = read(fds[0], buffer, sizeof buffer)) > 0) out.append(buffer, n);
+  close(fds[0]);
+  if (child.ok()) (*child)->Wait();
+  return std::string(absl::StripAsciiWhitespace(out.substr(0, out.find('\n'))));
+}
+
+bool IsAutoencoder(const v1::StudySpec& spec) {
+  return spec.model().kind() == v1::Model::AUTOENCODER;
+}
+
+std::string CellName(const v1::StudySpec& spec, v1::Algorithm::Name algorithm) {
+  std::string name = absl::StrCat(spec.name(), "-", v1::Algorithm::Name_Name(algorithm));
+  absl::AsciiStrToLower(&name);
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::CompareMatrix> ReadMatrixFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  v1::CompareMatrix matrix;
+  if (absl::Status parsed = ParseYamlMessage(text, "compare matrix", matrix); !parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", parsed.message()));
+  }
+  if (matrix.studies_size() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": studies is empty; list at least one, e.g. studies: [{demo: xgboost}]"));
+  }
+  for (int i = 0; i < matrix.studies_size(); ++i) {
+    if (matrix.studies(i).source_case() == v1::CompareMatrix::Study::SOURCE_NOT_SET) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": studies[", i, "] needs one of demo, file or spec"));
+    }
+  }
+  if (matrix.max_trials() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": max_trials must be positive"));
+  }
+  return matrix;
+}
+
+Comparison::Comparison(CompareOptions options) : options_(std::move(options)) {}
+Comparison::~Comparison() = default;
+
+void Comparison::Cancel() {
+  cancelled_ = true;
+  absl::MutexLock lock(&mutex_);
+  if (sequential_ != nullptr) sequential_->Signal(SIGTERM);
+  if (client_ != nullptr) client_->Cancel();
+}
+
+void Comparison::Progress(const std::string& line, bool final) const {
+  if (options_.progress) options_.progress(line, final);
+}
+
+absl::StatusOr<v1::CompareReport> Comparison::Run(const v1::StudySpec& request,
+                                                  const std::string& dir) {
+  ASSIGN_OR_RETURN(v1::StudySpec spec, scheduler::NormalizeStudySpec(request));
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return absl::InvalidArgumentError(absl::StrCat("cannot create ", dir, ": ", error.message()));
+
+  v1::CompareReport report;
+  report.set_dhpt_version(DHPT_VERSION);
+  *report.mutable_create_time() = Now();
+  *report.mutable_machine() = DescribeMachine();
+  *report.mutable_spec() = spec;
+
+  RETURN_IF_ERROR(RunSequential(spec, dir, *report.mutable_sequential()));
+  if (cancelled()) return absl::CancelledError("interrupted");
+  RETURN_IF_ERROR(RunFramework(spec, *report.mutable_framework()));
+  if (cancelled()) return absl::CancelledError("interrupted");
+
+  for (const char* binary : {"dhpt-scheduler", "dhpt-cpu-worker", "dhpt-gpu-worker"}) {
+    const bool ran = std::string(binary) == "dhpt-gpu-worker"
+                         ? IsAutoencoder(spec) || options_.gpu_workers > 0
+                         : std::string(binary) == "dhpt-cpu-worker" ? !IsAutoencoder(spec) : true;
+    if (!ran) continue;
+    const std::string version = VersionOf(absl::StrCat(options_.binary_dir, "/", binary));
+    if (!version.empty()) (*report.mutable_versions())[binary] = version;
+  }
+  Conclude(report, options_.scheduler.empty() ? report.machine().cores() : 0);
+
+  std::vector<std::string> plots;
+  absl::StatusOr<std::vector<std::string>> drawn = DrawPlots(report, dir);
+  if (drawn.ok()) {
+    plots = *drawn;
+  } else {
+    report.add_warnings(std::string(drawn.status().message()));
+  }
+  const std::filesystem::path root(dir);
+  RETURN_IF_ERROR(WriteText(root / "report.json", ToJson(report, /*pretty=*/true)));
+  RETURN_IF_ERROR(WriteText(root / "report.md", CompareMarkdown(report, plots)));
+  return report;
+}
+
+absl::Status Comparison::RunSequential(const v1::StudySpec& spec, const std::string& dir,
+                                       v1::RunReport& run) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const bool autoencoder = IsAutoencoder(spec);
+  int threads = options_.threads_per_trial;
+  if (threads <= 0 && options_.scheduler.empty()) {
+    // As the framework's local workers will have: the cores shared among their slots.
+    const int workers = std::max(1, (options_.workers >= 0 ? options_.workers : autoencoder ? 0 : 2) +
+                                        (options_.gpu_workers >= 0 ? options_.gpu_workers
+                                                                   : autoencoder ? 1 : 0));
+    threads = std::max(1, cores / (workers * options_.slots));
+  } else if (threads <= 0) {
+    threads = cores;
+  }
+  const std::string spec_path = (std::filesystem::path(dir) / "spec.json").string();
+  RETURN_IF_ERROR(WriteText(spec_path, ToJson(spec, /*pretty=*/true)));
+
+  run.set_mode(v1::RunReport::SEQUENTIAL);
+  run.set_where("one process on this machine");
+  run.set_workers(1);
+  run.set_slots_per_worker(1);
+  run.set_threads_per_trial(threads);
+  const std::string binary = absl::StrCat(options_.binary_dir, "/",
+                                          autoencoder ? "dhpt-gpu-worker" : "dhpt-cpu-worker");
+  int log_fd = -1;
+  if (!options_.log_file.empty()) {
+    log_fd = open(options_.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  }
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
+  PeakRssSampler sampler;
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(
+      "sequential",
+      {binary, "--sequential_study=" + spec_path, absl::StrCat("--threads_per_trial=", threads),
+       "--worker_id=sequential"},
+      fds[1], log_fd, &sampler);
+  close(fds[1]);
+  if (log_fd >= 0) close(log_fd);
+  if (!child.ok()) {
+    close(fds[0]);
+    return child.status();
+  }
+  {
+    absl::MutexLock lock(&mutex_);
+    sequential_ = child->get();
+  }
+  if (cancelled()) (*child)->Signal(SIGTERM);
+
+  // One JSON StudyEvent per line: the study as it starts, each ended trial, the study as it
+  // ended. The clock runs from the first to the last, as the framework's runs from submission
+  // to the end: process start-up is not the study's (the framework's workers are long-lived).
+  std::string pending;
+  bool ended = false;
+  absl::Time start = absl::Now();
+  double cpu_at_start = 0;
+  char buffer[1 << 16];
+  v1::Study progress;
+  *progress.mutable_spec() = spec;
+  ssize_t n;
+  while ((n = read(fds[0], buffer, sizeof buffer)) != 0) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    pending.append(buffer, static_cast<size_t>(n));
+    size_t newline;
+    while ((newline = pending.find('\n')) != std::string::npos) {
+      const std::string line = pending.substr(0, newline);
+      pending.erase(0, newline + 1);
+      v1::StudyEvent event;
+      if (!google::protobuf::util::JsonStringToMessage(line, &event).ok()) continue;
+      if (event.has_trial()) {
+        *run.add_trials() = event.trial();
+        const v1::Trial& trial = event.trial();
+        if (trial.state() == v1::Trial::COMPLETED) {
+          progress.set_trials_completed(progress.trials_completed() + 1);
+          const bool better =
+              !progress.has_best_trial() ||
+              (spec.objective().goal() == v1::Objective::MAXIMIZE
+                   ? trial.objective_value() > progress.best_trial().objective_value()
+                   : trial.objective_value() < progress.best_trial().objective_value());
+          if (better) *progress.mutable_best_trial() = trial;
+        } else if (trial.state() == v1::Trial::FAILED) {
+          progress.set_trials_failed(progress.trials_failed() + 1);
+        }
+        Progress(StudyProgress("sequential", progress, 0), false);
+      } else if (event.has_study() && event.study().state() == v1::Study::RUNNING) {
+        start = absl::Now();
+        *run.mutable_start_time() = Now();
+        cpu_at_start = (*child)->CpuSecondsSoFar();
+      } else if (event.has_study()) {
+        run.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+        run.set_state(event.study().state());
+        run.set_state_reason(event.study().state_reason());
+        ended = true;
+      }
+    }
+  }
+  close(fds[0]);
+  (*child)->Wait();
+  v1::ProcessUsage& usage = *run.add_processes();
+  usage = (*child)->Usage();
+  usage.set_cpu_seconds(usage.cpu_seconds() - cpu_at_start);
+  usage.set_wall_seconds(run.wall_seconds());
+  {
+    absl::MutexLock lock(&mutex_);
+    sequential_ = nullptr;
+  }
+  Progress(StudyProgress("sequential", progress, 0), true);
+  if (cancelled()) return absl::CancelledError("interrupted");
+  const int status = (*child)->wait_status();
+  if (!ended || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::InternalError(absl::StrCat(
+        "the sequential run (", binary, " --sequential_study) did not finish",
+        options_.log_file.empty() ? "" : "; see its log in " + options_.log_file));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Comparison::RunFramework(const v1::StudySpec& spec, v1::RunReport& run) {
+  run.set_mode(v1::RunReport::FRAMEWORK);
+  v1::StudySpec submitted = spec;
+  std::optional<LocalCluster> cluster;
+  PeakRssSampler sampler;
+  std::string address = options_.scheduler;
+  int expected_workers = 0;
+  if (address.empty()) {
+    const bool autoencoder = IsAutoencoder(spec);
+    LocalClusterOptions local;
+    local.binary_dir = options_.binary_dir;
+    local.cpu_workers = options_.workers >= 0 ? options_.workers : autoencoder ? 0 : 2;
+    local.gpu_workers = options_.gpu_workers >= 0 ? options_.gpu_workers : autoencoder ? 1 : 0;
+    local.slots = options_.slots;
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int workers = local.cpu_workers + local.gpu_workers;
+    if (workers < 1) return absl::InvalidArgumentError("--workers + --gpu-workers must be at least 1");
+    local.threads_per_trial = options_.threads_per_trial > 0
+                                  ? options_.threads_per_trial
+                                  : std::max(1, cores / (workers * local.slots));
+    local.log_file = options_.log_file;
+    local.sampler = &sampler;
+    ASSIGN_OR_RETURN(LocalCluster started, LocalCluster::Start(local));
+    cluster.emplace(std::move(started));
+    address = cluster->scheduler_address();
+    expected_workers = workers;
+    run.set_where(absl::StrCat("local scheduler, ", local.cpu_workers, " CPU and ",
+                               local.gpu_workers, " GPU workers"));
+    run.set_workers(workers);
+    run.set_slots_per_worker(local.slots);
+    run.set_threads_per_trial(local.threads_per_trial);
+  } else {
+    // A shared scheduler keeps its studies: a name of its own for this comparison.
+    submitted.set_name(absl::StrCat(spec.name(), "-compare-",
+                                    absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(),
+                                                     absl::UTCTimeZone())));
+    run.set_where(absl::StrCat("scheduler at ", address, ", study ", submitted.name()));
+    run.set_threads_per_trial(options_.threads_per_trial);
+  }
+
+  StudyClient client(address);
+  {
+    absl::MutexLock lock(&mutex_);
+    client_ = &client;
+  }
+  // Workers connect before the clock starts: on a cluster they are long-lived.
+  const absl::Time connect_deadline = absl::Now() + absl::Seconds(60);
+  absl::StatusOr<std::vector<v1::Worker>> workers = client.ListWorkers();
+  while (!cancelled() && workers.ok() && expected_workers > 0 &&
+         static_cast<int>(workers->size()) < expected_workers && absl::Now() < connect_deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+    workers = client.ListWorkers();
+  }
+  absl::Status status = workers.status();
+  if (status.ok() && workers->empty()) {
+    status = absl::FailedPreconditionError(absl::StrCat("no worker is connected to ", address));
+  }
+  if (status.ok() && !cluster) {
+    int slots = 0;
+    for (const v1::Worker& worker : *workers) slots += worker.capabilities().slots();
+    run.set_workers(static_cast<int>(workers->size()));
+    run.set_slots_per_worker(std::max(1, slots / static_cast<int>(workers->size())));
+  }
+  std::vector<double> cpu_before, cpu_after;
+  if (status.ok() && !cancelled()) {
+    *run.mutable_start_time() = Now();
+    if (cluster) cpu_before = cluster->CpuSecondsSoFar();
+    const absl::Time start = absl::Now();
+    status = client.CreateStudy(submitted).status();
+    if (status.ok()) status = WatchFramework(client, submitted.name(), run);
+    run.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+    if (cluster) cpu_after = cluster->CpuSecondsSoFar();
+  }
+  if (status.ok()) {
+    absl::StatusOr<std::vector<v1::Trial>> trials = client.ListTrials(submitted.name());
+    if (trials.ok()) {
+      for (v1::Trial& trial : *trials) *run.add_trials() = std::move(trial);
+    }
+    status = trials.status();
+  }
+  {
+    absl::MutexLock lock(&mutex_);
+    client_ = nullptr;
+  }
+  if (cluster) {
+    std::vector<v1::ProcessUsage> usage = cluster->Stop();
+    // The services' CPU while the study ran, not their start-up and shutdown: on a cluster
+    // they are long-lived.
+    for (size_t i = 0; i < usage.size(); ++i) {
+      if (i < cpu_after.size() && i < cpu_before.size()) {
+        usage[i].set_cpu_seconds(cpu_after[i] - cpu_before[i]);
+        usage[i].set_wall_seconds(run.wall_seconds());
+      }
+      *run.add_processes() = std::move(usage[i]);
+    }
+  }
+  if (cancelled()) return absl::CancelledError("interrupted");
+  return status;
+}
+
+absl::Status Comparison::WatchFramework(StudyClient& client, const std::string& name,
+                                        v1::RunReport& run) {
+  v1::Study last;
+  absl::Time last_refresh = absl::InfinitePast();
+  absl::Status watched = client.Watch(name, [&](const v1::StudyEvent& event) {
+    if (event.has_study()) {
+      last = event.study();
+    } else if (absl::Now() - last_refresh > absl::Milliseconds(200)) {
+      last_refresh = absl::Now();
+      absl::StatusOr<v1::Study> study = client.GetStudy(name);
+      if (study.ok()) last = *study;
+    } else {
+      return;
+    }
+    Progress(StudyProgress("framework", last, last.trials_running()), false);
+  });
+  if (!watched.ok()) return watched;
+  ASSIGN_OR_RETURN(v1::Study study, client.GetStudy(name));
+  run.set_state(study.state());
+  run.set_state_reason(study.state_reason());
+  Progress(StudyProgress("framework", study, 0), true);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::MatrixReport> Comparison::RunMatrix(const v1::CompareMatrix& matrix,
+                                                       const std::string& matrix_dir,
+                                                       const std::string& dir) {
+  std::vector<v1::StudySpec> studies;
+  for (const v1::CompareMatrix::Study& study : matrix.studies()) {
+    absl::StatusOr<v1::StudySpec> spec;
+    switch (study.source_case()) {
+      case v1::CompareMatrix::Study::kDemo:
+        spec = DemoStudy(study.demo());
+        break;
+      case v1::CompareMatrix::Study::kFile: {
+        std::filesystem::path path(study.file());
+        if (path.is_relative()) path = std::filesystem::path(matrix_dir) / path;
+        spec = ReadStudyFile(path.string());
+        break;
+      }
+      default:
+        spec = study.spec();
+    }
+    if (!spec.ok()) return spec.status();
+    studies.push_back(*std::move(spec));
+  }
+  std::vector<v1::Algorithm::Name> algorithms;
+  for (int algorithm : matrix.algorithms()) {
+    algorithms.push_back(static_cast<v1::Algorithm::Name>(algorithm));
+  }
+  if (algorithms.empty()) {
+    algorithms = {v1::Algorithm::RANDOM, v1::Algorithm::GRID, v1::Algorithm::BAYESIAN,
+                  v1::Algorithm::TPE, v1::Algorithm::HILL_CLIMBING};
+  }
+
+  // Every cell's spec first, so that a bad one is reported before hours of running.
+  struct Cell {
+    std::string name;
+    v1::StudySpec spec;
+  };
+  std::vector<Cell> cells;
+  for (const v1::StudySpec& study : studies) {
+    for (v1::Algorithm::Name algorithm : algorithms) {
+      v1::StudySpec spec = study;
+      spec.mutable_algorithm()->set_name(algorithm);
+      if (matrix.seed() != 0) spec.mutable_algorithm()->set_seed(matrix.seed());
+      if (matrix.max_trials() > 0) spec.set_max_trials(matrix.max_trials());
+      const std::string name = CellName(study, algorithm);
+      spec.set_name(name);
+      absl::StatusOr<v1::StudySpec> normalized = scheduler::NormalizeStudySpec(spec);
+      if (!normalized.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("cell ", name, ": ", normalized.status().message()));
+      }
+      cells.push_back({name, *std::move(normalized)});
+    }
+  }
+
+  v1::MatrixReport summary;
+  summary.set_dhpt_version(DHPT_VERSION);
+  *summary.mutable_create_time() = Now();
+  *summary.mutable_machine() = DescribeMachine();
+  absl::Status failures;
+  for (size_t i = 0; i < cells.size() && !cancelled(); ++i) {
+    const Cell& cell = cells[i];
+    const std::filesystem::path cell_dir = std::filesystem::path(dir) / "cells" / cell.name;
+    Progress(absl::StrFormat("cell %d/%d: %s", i + 1, cells.size(), cell.name), true);
+    // A finished cell of the same spec is kept: the matrix resumes where it stopped.
+    v1::CompareReport kept;
+    absl::StatusOr<std::string> text = ReadTextFile((cell_dir / "report.json").string());
+    if (text.ok() && google::protobuf::util::JsonStringToMessage(*text, &kept).ok() &&
+        google::protobuf::util::MessageDifferencer::Equals(kept.spec(), cell.spec)) {
+      Progress("  kept from an earlier run", true);
+      *summary.add_cells() = MatrixCellOf(cell.name, kept);
+      continue;
+    }
+    absl::StatusOr<v1::CompareReport> report = Run(cell.spec, cell_dir.string());
+    if (!report.ok()) {
+      if (absl::IsCancelled(report.status())) break;
+      Progress(absl::StrCat("  failed: ", report.status().message()), true);
+      failures = absl::InternalError(absl::StrCat(
+          "cell ", cell.name, " failed (", report.status().message(),
+          "); run the same command again to retry the cells that did not finish"));
+      continue;
+    }
+    *summary.add_cells() = MatrixCellOf(cell.name, *report);
+  }
+  const std::filesystem::path root(dir);
+  RETURN_IF_ERROR(WriteText(root / "report.json", ToJson(summary, /*pretty=*/true)));
+  RETURN_IF_ERROR(WriteText(root / "report.md", MatrixMarkdown(summary)));
+  if (cancelled()) return absl::CancelledError("interrupted; run the same command to resume");
+  if (!failures.ok()) return failures;
+  return summary;
+}
+
+}  // namespace dhpt::cli

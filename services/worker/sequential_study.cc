@@ -1,0 +1,125 @@
+#include "services/worker/sequential_study.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "google/protobuf/util/time_util.h"
+#include "services/common/status_macros.h"
+#include "services/scheduler/spec_translation.h"
+#include "services/scheduler/spec_validation.h"
+#include "services/scheduler/trial_outcome.h"
+
+namespace dhpt::worker {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+google::protobuf::Timestamp Now() {
+  return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
+}
+
+}  // namespace
+
+absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
+                                                   TrialRunner& runner,
+                                                   const SequentialOptions& options) {
+  ASSIGN_OR_RETURN(v1::StudySpec spec, scheduler::NormalizeStudySpec(request));
+  const optimizer::SearchSpace space = scheduler::ToSearchSpace(spec);
+  ASSIGN_OR_RETURN(std::unique_ptr<optimizer::Optimizer> optimizer,
+                   optimizer::MakeOptimizer(space, scheduler::ToOptimizerConfig(spec)));
+
+  SequentialRun run;
+  v1::Study& study = run.study;
+  *study.mutable_spec() = spec;
+  *study.mutable_create_time() = Now();
+  study.set_state(v1::Study::RUNNING);
+  std::vector<optimizer::TrialRecord> records;
+  absl::flat_hash_set<std::string> keys;
+  TrialContext context{.threads = options.threads_per_trial, .cancelled = options.cancelled};
+  if (options.on_start) options.on_start(study);
+
+  auto end = [&](v1::Study::State state, std::string reason) {
+    study.set_state(state);
+    study.set_state_reason(std::move(reason));
+    *study.mutable_end_time() = Now();
+  };
+  while (study.state() == v1::Study::RUNNING) {
+    const int finished = study.trials_completed() + study.trials_failed();
+    if (spec.has_max_failed_trials() && study.trials_failed() > spec.max_failed_trials()) {
+      end(v1::Study::FAILED, absl::StrCat(study.trials_failed(),
+                                          " trials failed, more than max_failed_trials (",
+                                          spec.max_failed_trials(), ")"));
+      break;
+    }
+    if (finished >= spec.max_trials()) {
+      end(v1::Study::COMPLETED, absl::StrCat("all ", finished, " trials finished"));
+      break;
+    }
+    if (options.cancelled != nullptr && options.cancelled->load()) {
+      end(v1::Study::STOPPED, "interrupted");
+      break;
+    }
+    absl::StatusOr<std::optional<optimizer::Point>> suggestion =
+        optimizer->Suggest(optimizer::History{records, keys});
+    if (!suggestion.ok()) {
+      end(v1::Study::COMPLETED, absl::StrCat("optimiser stopped: ", suggestion.status().message()));
+      break;
+    }
+    if (!suggestion->has_value()) {
+      end(v1::Study::COMPLETED,
+          absl::StrCat("search space exhausted after ", finished, " trials"));
+      break;
+    }
+
+    v1::Trial& trial = run.trials.emplace_back();
+    trial.set_id(run.trials.size());
+    trial.set_study(spec.name());
+    trial.set_number(static_cast<int64_t>(run.trials.size()) - 1);
+    trial.set_attempt(1);
+    trial.set_worker_id(options.worker_id);
+    trial.set_node_name(options.node_name);
+    *trial.mutable_params() = scheduler::ToParamMap(space, **suggestion);
+    *trial.mutable_create_time() = Now();
+    keys.insert(space.Key(**suggestion));
+    records.push_back({std::move(**suggestion), optimizer::TrialStatus::kRunning, {}});
+
+    v1::Assign assign;
+    assign.set_trial_id(trial.id());
+    assign.set_attempt(1);
+    assign.set_study(spec.name());
+    *assign.mutable_model() = spec.model();
+    if (spec.has_dataset()) *assign.mutable_dataset() = spec.dataset();
+    assign.set_objective_metric(spec.objective().metric());
+    *assign.mutable_params() = trial.params();
+    *trial.mutable_start_time() = Now();
+    const v1::TrialResult result = runner.Run(assign, context);
+    *trial.mutable_end_time() = Now();
+
+    optimizer::TrialRecord& record = records.back();
+    if (result.state() == v1::Trial::CANCELLED) {
+      trial.set_state(v1::Trial::CANCELLED);
+      trial.set_error(result.error());
+      trial.set_device(result.device());
+      study.set_trials_cancelled(study.trials_cancelled() + 1);
+      record.status = optimizer::TrialStatus::kFailed;
+    } else {
+      scheduler::RecordResult(spec, result, trial);
+      if (trial.state() == v1::Trial::COMPLETED) {
+        study.set_trials_completed(study.trials_completed() + 1);
+        record.status = optimizer::TrialStatus::kCompleted;
+        record.value = trial.objective_value();
+        if (!study.has_best_trial() ||
+            scheduler::IsBetterObjective(spec, trial.objective_value(),
+                                         study.best_trial().objective_value())) {
+          *study.mutable_best_trial() = trial;
+        }
+      } else {
+        study.set_trials_failed(study.trials_failed() + 1);
+        record.status = optimizer::TrialStatus::kFailed;
+      }
+    }
+    if (options.on_trial_end) options.on_trial_end(trial);
+  }
+  return run;
+}
+
+}  // namespace dhpt::worker
