@@ -155,6 +155,20 @@ absl::StatusOr<v1::CompareReport> Comparison::Run(const v1::StudySpec& request,
   *report.mutable_machine() = DescribeMachine();
   *report.mutable_spec() = spec;
 
+  if (!options_.scheduler.empty()) {
+    // Before the sequential run, which may take long: a cluster that cannot run the study
+    // should say so at once.
+    absl::StatusOr<std::vector<v1::Worker>> workers = StudyClient(options_.scheduler).ListWorkers();
+    if (!workers.ok()) {
+      return absl::Status(workers.status().code(),
+                          absl::StrCat("scheduler ", options_.scheduler, ": ",
+                                       workers.status().message()));
+    }
+    if (workers->empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("no worker is connected to the scheduler at ", options_.scheduler));
+    }
+  }
   RETURN_IF_ERROR(RunSequential(spec, dir, *report.mutable_sequential()));
   if (cancelled()) return absl::CancelledError("interrupted");
   RETURN_IF_ERROR(RunFramework(spec, *report.mutable_framework()));
@@ -342,7 +356,8 @@ absl::Status Comparison::RunFramework(const v1::StudySpec& spec, v1::RunReport& 
     run.set_threads_per_trial(options_.threads_per_trial);
   }
 
-  StudyClient client(address);
+  auto owned_client = std::make_unique<StudyClient>(address);
+  StudyClient& client = *owned_client;
   {
     absl::MutexLock lock(&mutex_);
     client_ = &client;
@@ -386,6 +401,8 @@ absl::Status Comparison::RunFramework(const v1::StudySpec& spec, v1::RunReport& 
     absl::MutexLock lock(&mutex_);
     client_ = nullptr;
   }
+  // Our channel closed first: the scheduler's shutdown waits for open connections' calls.
+  owned_client.reset();
   if (cluster) {
     std::vector<v1::ProcessUsage> usage = cluster->Stop();
     // The services' CPU while the study ran, not their start-up and shutdown: on a cluster

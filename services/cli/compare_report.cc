@@ -351,11 +351,13 @@ std::string CompareMarkdown(const v1::CompareReport& report,
                                   report.framework().threads_per_trial()),
                   "- Datasets are generated or read once per process in both runs (the first "
                   "trial of each process pays it; its trials report `dataset_seconds`).\n",
-                  "- Wall time: sequential from starting its process to its last trial; "
-                  "framework from submitting the study to its end, with the workers already "
-                  "connected (on a cluster they are long-lived).\n",
-                  "- CPU time is every thread of every process of the run (wait4); peak memory "
-                  "is the larger of the kernel's high-water mark and a 10 Hz sample.\n",
+                  "- Wall time runs from the study's start to its end in both runs: the "
+                  "sequential process's first line (after its start-up) and the framework's "
+                  "submission (with the workers already connected). Start-up is counted in "
+                  "neither: on a cluster the services are long-lived.\n",
+                  "- CPU time is every thread of every process of the run over the same "
+                  "interval (/proc and wait4); peak memory is each process's largest resident "
+                  "size (the kernel's high-water mark and a 10 Hz sample).\n",
                   absl::StrFormat("- This machine has %d cores.\n\n", machine.cores()));
   if (report.warnings_size() > 0) {
     absl::StrAppend(&md, "## Warnings\n\n");

@@ -60,6 +60,23 @@ TEST(ApiTest, BestTrialIsNotFoundUntilOneCompletes) {
   EXPECT_TRUE(cluster.client().GetBestTrial("waiting").ok());
 }
 
+TEST(ApiTest, ListWorkersShowsWhatEachWorkerAnnouncedAndRuns) {
+  TestCluster cluster(0);
+  cluster.AddWorker("worker-b", 2);
+  cluster.AddWorker("worker-a", 1);
+  ASSERT_TRUE(WaitFor([&] { return cluster.core().connected_workers() == 2; }));
+  absl::StatusOr<std::vector<v1::Worker>> workers = cluster.client().ListWorkers();
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  ASSERT_EQ(workers->size(), 2u);
+  EXPECT_EQ((*workers)[0].worker_id(), "worker-a");  // Sorted by id.
+  EXPECT_EQ((*workers)[1].capabilities().slots(), 2);
+  EXPECT_EQ((*workers)[1].running_trials_size(), 0);
+  const auto [code, output] = RunBinary("dhpt", "workers --scheduler=" + cluster.address());
+  EXPECT_EQ(code, 0) << output;
+  EXPECT_THAT(output, HasSubstr("worker-a"));
+  EXPECT_THAT(output, HasSubstr("worker-b"));
+}
+
 TEST(ApiTest, HealthReportsServingForEachService) {
   TestCluster cluster(0);
   auto health = grpc::health::v1::Health::NewStub(
