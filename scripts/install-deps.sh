@@ -15,6 +15,8 @@ packages=(
   prometheus                      # the real Prometheus of the metrics test (promtool too)
   libgtest-dev libgmock-dev libbenchmark-dev
   unzip                           # helm comes zipped inside an npm package (tests/chart)
+  gnuplot-nox                     # dhpt compare's plots (SVG and PNG)
+  python3                         # the child-process test's CPU burner
 )
 # The chart tests run on Node.js; a machine without it gets Debian's.
 command -v node >/dev/null || packages+=(nodejs)
