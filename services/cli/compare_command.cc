@@ -483,6 +483,12 @@ absl::StatusOr<v1::MatrixReport> Comparison::RunMatrix(const v1::CompareMatrix& 
   for (const v1::StudySpec& study : studies) {
     for (v1::Algorithm::Name algorithm : algorithms) {
       v1::StudySpec spec = study;
+      // The study's own algorithm settings (grid points, TPE options...) only for its own
+      // algorithm: another algorithm would refuse them.
+      if (study.algorithm().name() != algorithm) {
+        spec.clear_algorithm();
+        spec.mutable_algorithm()->set_seed(study.algorithm().seed());
+      }
       spec.mutable_algorithm()->set_name(algorithm);
       if (matrix.seed() != 0) spec.mutable_algorithm()->set_seed(matrix.seed());
       if (matrix.max_trials() > 0) spec.set_max_trials(matrix.max_trials());

@@ -200,11 +200,12 @@ studies:
   - spec:
       name: levy
       model: {kind: FUNCTION, function: levy}
+      algorithm: {name: GRID, grid_points: 4}
       parameters:
         - {name: x1, double_range: {min: -10, max: 10}}
         - {name: x2, double_range: {min: -10, max: 10}}
   - demo: branin
-algorithms: [RANDOM, TPE]
+algorithms: [RANDOM, GRID]
 max_trials: 8
 seed: 4
 )");
@@ -228,12 +229,15 @@ seed: 4
     EXPECT_EQ(report.spec().max_trials(), 8);
     EXPECT_EQ(report.spec().name(), cell.name());
   }
-  EXPECT_EQ(names, (std::set<std::string>{"levy-random", "levy-tpe", "demo-branin-random",
-                                          "demo-branin-tpe"}));
-  EXPECT_THAT(ReadFile(out / "report.md"), HasSubstr("| levy-tpe"));
+  EXPECT_EQ(names, (std::set<std::string>{"levy-random", "levy-grid", "demo-branin-random",
+                                          "demo-branin-grid"}));
+  // The study's own grid settings stay with GRID and leave the other algorithms.
+  EXPECT_EQ(ParseReport(out / "cells" / "levy-grid").spec().algorithm().grid_points(), 4);
+  EXPECT_EQ(ParseReport(out / "cells" / "levy-random").spec().algorithm().grid_points(), 0);
+  EXPECT_THAT(ReadFile(out / "report.md"), HasSubstr("| levy-grid"));
 
   // Interrupted after three cells: a second run redoes only the missing one.
-  std::filesystem::remove(out / "cells" / "levy-tpe" / "report.json");
+  std::filesystem::remove(out / "cells" / "levy-grid" / "report.json");
   const std::string kept = ReadFile(out / "cells" / "levy-random" / "report.json");
   const auto [code, output] = RunBinary("dhpt", args);
   ASSERT_EQ(code, 0) << output;
@@ -245,7 +249,7 @@ seed: 4
   }
   EXPECT_EQ(kept_lines, 3u) << output;
   EXPECT_EQ(ReadFile(out / "cells" / "levy-random" / "report.json"), kept);
-  EXPECT_TRUE(std::filesystem::exists(out / "cells" / "levy-tpe" / "report.json"));
+  EXPECT_TRUE(std::filesystem::exists(out / "cells" / "levy-grid" / "report.json"));
 }
 
 TEST_F(CompareTest, BadInputIsRefusedWithAClearMessage) {
