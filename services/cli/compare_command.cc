@@ -158,7 +158,8 @@ absl::StatusOr<v1::CompareReport> Comparison::Run(const v1::StudySpec& request,
   if (!options_.scheduler.empty()) {
     // Before the sequential run, which may take long: a cluster that cannot run the study
     // should say so at once.
-    absl::StatusOr<std::vector<v1::Worker>> workers = StudyClient(options_.scheduler).ListWorkers();
+    absl::StatusOr<std::vector<v1::Worker>> workers =
+        StudyClient(options_.scheduler, options_.security).ListWorkers();
     if (!workers.ok()) {
       return absl::Status(workers.status().code(),
                           absl::StrCat("scheduler ", options_.scheduler, ": ",
@@ -356,7 +357,9 @@ absl::Status Comparison::RunFramework(const v1::StudySpec& spec, v1::RunReport& 
     run.set_threads_per_trial(options_.threads_per_trial);
   }
 
-  auto owned_client = std::make_unique<StudyClient>(address);
+  // Local services listen on loopback in plaintext; a remote scheduler as the flags say.
+  auto owned_client =
+      std::make_unique<StudyClient>(address, cluster ? ChannelSecurity{} : options_.security);
   StudyClient& client = *owned_client;
   {
     absl::MutexLock lock(&mutex_);

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "dhpt/v1/compare.pb.h"
+#include "services/common/transport_security.h"
 
 namespace dhpt::cli {
 
@@ -25,6 +26,7 @@ struct CompareOptions {
   // The framework run: a remote scheduler at this address, or (empty) a local one with these
   // workers (-1: the `dhpt local` defaults).
   std::string scheduler;
+  ChannelSecurity security;  // For the remote scheduler.
   int workers = -1;
   int gpu_workers = -1;
   int slots = 1;

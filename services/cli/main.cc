@@ -24,6 +24,7 @@
 #include "services/cli/report.h"
 #include "services/cli/study_client.h"
 #include "services/cli/study_file.h"
+#include "services/common/client_security_flags.h"
 #include "services/common/env_flags.h"
 
 ABSL_FLAG(std::string, scheduler, "",
@@ -108,6 +109,8 @@ const std::map<std::string, Command>& Commands() {
 void PrintUsage() {
   std::cout << "dhpt " DHPT_VERSION " - distributed hyperparameter tuning\n\nUsage:\n";
   for (const auto& [name, command] : Commands()) std::cout << "  " << command.usage << "\n";
+  std::cout << "\nA scheduler serving TLS: --tls_ca=CA.pem [--tls_cert=C --tls_key=K] "
+               "[--auth_token_file=F] [--tls_server_name=N].\n";
   std::cout << "\n'dhpt COMMAND --help' explains a command. Flags may also be set as DHPT_<FLAG>"
                " in the environment.\n";
 }
@@ -296,6 +299,9 @@ int RunCompare() {
   CompareOptions options;
   options.binary_dir = ExecutableDir();
   options.scheduler = absl::GetFlag(FLAGS_scheduler);
+  absl::StatusOr<ChannelSecurity> security = MakeChannelSecurity(ClientSecurityFromFlags());
+  if (!security.ok()) return Fail(security.status());
+  options.security = *security;
   options.workers = absl::GetFlag(FLAGS_workers);
   options.gpu_workers = absl::GetFlag(FLAGS_gpu_workers);
   options.slots = absl::GetFlag(FLAGS_slots);
@@ -379,7 +385,9 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
   if (name == "local") return RunLocal();
   if (name == "compare") return RunCompare();
   const std::string scheduler = absl::GetFlag(FLAGS_scheduler);
-  StudyClient client(scheduler.empty() ? "localhost:50051" : scheduler);
+  absl::StatusOr<ChannelSecurity> security = MakeChannelSecurity(ClientSecurityFromFlags());
+  if (!security.ok()) return Fail(security.status());
+  StudyClient client(scheduler.empty() ? "localhost:50051" : scheduler, *security);
   const bool json = absl::GetFlag(FLAGS_json);
   if (name == "studies") {
     absl::StatusOr<std::vector<v1::Study>> studies = client.ListStudies();
@@ -507,6 +515,7 @@ int main(int argc, char** argv) {
     pthread_sigmask(SIG_BLOCK, &interrupts, nullptr);
   }
   dhpt::ApplyEnvironmentToFlags({"scheduler"});
+  dhpt::ApplyEnvironmentToFlags(dhpt::ClientSecurityFlagNames());
   std::vector<char*> positional = dhpt::ParseCommandLineWithDashes(argc, argv);
   std::vector<std::string> args;
   for (size_t i = 2; i < positional.size(); ++i) args.push_back(positional[i]);

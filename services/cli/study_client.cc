@@ -5,10 +5,18 @@
 
 namespace dhpt::cli {
 
-StudyClient::StudyClient(const std::string& address, absl::Duration deadline)
-    : stub_(v1::StudyService::NewStub(grpc::CreateCustomChannel(
-          address, grpc::InsecureChannelCredentials(),
-          ClientChannelArguments(KeepaliveOptions{})))),
+namespace {
+grpc::ChannelArguments Arguments(const ChannelSecurity& security) {
+  grpc::ChannelArguments arguments = ClientChannelArguments(KeepaliveOptions{});
+  security.ApplyTo(arguments);
+  return arguments;
+}
+}  // namespace
+
+StudyClient::StudyClient(const std::string& address, const ChannelSecurity& security,
+                         absl::Duration deadline)
+    : stub_(v1::StudyService::NewStub(
+          grpc::CreateCustomChannel(address, security.credentials, Arguments(security)))),
       deadline_(deadline) {}
 
 std::unique_ptr<grpc::ClientContext> StudyClient::NewContext() const {

@@ -14,12 +14,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "dhpt/v1/study_service.grpc.pb.h"
+#include "services/common/transport_security.h"
 
 namespace dhpt::cli {
 
 class StudyClient {
  public:
-  explicit StudyClient(const std::string& address, absl::Duration deadline = absl::Seconds(10));
+  explicit StudyClient(const std::string& address, const ChannelSecurity& security = {},
+                       absl::Duration deadline = absl::Seconds(10));
 
   absl::StatusOr<v1::Study> CreateStudy(const v1::StudySpec& spec);
   absl::StatusOr<v1::Study> GetStudy(const std::string& name);

@@ -11,7 +11,7 @@
 
 namespace dhpt {
 
-void ApplyEnvironmentToFlags(std::initializer_list<absl::string_view> flag_names) {
+void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names) {
   for (absl::string_view name : flag_names) {
     std::string variable =
         "DHPT_" + absl::AsciiStrToUpper(absl::StrReplaceAll(name, {{"-", "_"}}));

@@ -3,13 +3,14 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace dhpt {
 
 // For every registered flag that has an environment variable DHPT_<FLAG_NAME> (upper case,
 // dashes as underscores), sets the flag from it. Call before absl::ParseCommandLine so that
 // the command line still wins. Exits with a message when a variable does not parse.
-void ApplyEnvironmentToFlags(std::initializer_list<absl::string_view> flag_names);
+void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names);
 
 // absl::ParseCommandLine that also takes flag names spelled with dashes (--require-gpu for
 // --require_gpu), as Kubernetes manifests and the issue tracker write them. Arguments after a

@@ -13,6 +13,7 @@
 #include "services/common/logging.h"
 #include "services/common/signals.h"
 #include "services/common/metrics_endpoint.h"
+#include "services/common/transport_security.h"
 #include "services/scheduler/scheduler_metrics.h"
 #include "services/scheduler/scheduler_server.h"
 
@@ -23,6 +24,14 @@ ABSL_FLAG(int, metrics_port, -1,
           "'metrics on :PORT'); -1 = off");
 ABSL_FLAG(std::string, db, "",
           "SQLite file for durable state (not available yet: state is kept in memory)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "serve TLS with this certificate chain (PEM); with --tls_key");
+ABSL_FLAG(std::string, tls_key, "", "the private key (PEM) of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "mutual TLS: accept only clients with a certificate signed by this CA (PEM)");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "require 'authorization: Bearer TOKEN' on every call, TOKEN being this file's content "
+          "(needs TLS)");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(5),
           "how often workers must send a heartbeat");
 ABSL_FLAG(int, missed_heartbeats, 3, "silent intervals after which a worker loses its trials");
@@ -37,8 +46,9 @@ int main(int argc, char** argv) {
   usage.contains_helpshort_flags = [](absl::string_view file) { return absl::StrContains(file, "services/"); };
   usage.contains_help_flags = usage.contains_helpshort_flags;
   absl::SetFlagsUsageConfig(usage);
-  dhpt::ApplyEnvironmentToFlags(
-      {"listen", "metrics_port", "db", "heartbeat_interval", "missed_heartbeats"});
+  dhpt::ApplyEnvironmentToFlags({"listen", "metrics_port", "db", "heartbeat_interval",
+                                 "missed_heartbeats", "tls_cert", "tls_key", "tls_client_ca",
+                                 "auth_token_file"});
   dhpt::ParseCommandLineWithDashes(argc, argv);
   dhpt::BlockTerminationSignals();
 
@@ -64,6 +74,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--heartbeat_interval must be >= 10ms and --missed_heartbeats >= 1\n");
     return 2;
   }
+
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      dhpt::MakeServerCredentials({.tls_cert_file = absl::GetFlag(FLAGS_tls_cert),
+                                   .tls_key_file = absl::GetFlag(FLAGS_tls_key),
+                                   .tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca),
+                                   .token_file = absl::GetFlag(FLAGS_auth_token_file)});
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "dhpt-scheduler: %s\n", std::string(credentials.status().message()).c_str());
+    return 2;
+  }
+  options.credentials = *credentials;
 
   dhpt::scheduler::InMemoryStudyStore store;
   auto server = dhpt::scheduler::SchedulerServer::Start(options, &store);

@@ -19,8 +19,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(),
-                           &server->port_);
+  builder.AddListeningPort(
+      options.listen_address,
+      options.credentials ? options.credentials : grpc::InsecureServerCredentials(),
+      &server->port_);
   builder.RegisterService(server->study_service_.get());
   builder.RegisterService(server->worker_service_.get());
   ApplyKeepalive(options.keepalive, builder);

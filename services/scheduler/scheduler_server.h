@@ -23,6 +23,8 @@ struct SchedulerServerOptions {
   std::string listen_address = "0.0.0.0:50051";
   SchedulerOptions core;
   KeepaliveOptions keepalive;
+  // TLS and token checks (MakeServerCredentials); plaintext when unset.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
 };
 
 class SchedulerServer {

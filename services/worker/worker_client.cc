@@ -10,9 +10,10 @@ WorkerClient::WorkerClient(WorkerClientOptions options, WorkerCore* core)
       heartbeat_interval_(options_.heartbeat_interval),
       backoff_(options_.initial_backoff),
       jitter_(std::random_device{}()) {
-  channel_ = grpc::CreateCustomChannel(options_.scheduler_address,
-                                       grpc::InsecureChannelCredentials(),
-                                       ClientChannelArguments(options_.keepalive));
+  grpc::ChannelArguments arguments = ClientChannelArguments(options_.keepalive);
+  options_.security.ApplyTo(arguments);
+  channel_ = grpc::CreateCustomChannel(options_.scheduler_address, options_.security.credentials,
+                                       arguments);
   stub_ = v1::WorkerService::NewStub(channel_);
 }
 

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "dhpt/v1/worker_service.grpc.pb.h"
 #include "services/common/channel_options.h"
+#include "services/common/transport_security.h"
 #include "services/worker/scheduler_stream.h"
 #include "services/worker/worker_core.h"
 
@@ -22,6 +23,7 @@ struct WorkerClientOptions {
   std::string scheduler_address;
   v1::Hello hello;
   KeepaliveOptions keepalive;
+  ChannelSecurity security;  // Plaintext unless set (MakeChannelSecurity).
   absl::Duration initial_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(10);
   // Until the scheduler's Welcome says otherwise.

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "dhpt/v1/study_service.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "services/common/client_security_flags.h"
 #include "services/common/env_flags.h"
 #include "services/common/logging.h"
 #include "services/common/metrics_endpoint.h"
@@ -120,6 +121,7 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   absl::SetFlagsUsageConfig(usage);
   ApplyEnvironmentToFlags(
       {"scheduler", "slots", "threads_per_trial", "worker_id", "node_name", "metrics_port"});
+  ApplyEnvironmentToFlags(ClientSecurityFlagNames());
   for (absl::string_view flag : kind.own_flags) ApplyEnvironmentToFlags({flag});
   ParseCommandLineWithDashes(argc, argv);
 
@@ -151,6 +153,11 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   }
 
   BlockTerminationSignals();
+  absl::StatusOr<ChannelSecurity> security = MakeChannelSecurity(ClientSecurityFromFlags());
+  if (!security.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(security.status().message()).c_str());
+    return 2;
+  }
   const bool gpu_observed = setup->runner.gpu != nullptr;
   TrialRunner runner(std::move(setup->runner));
   if (const std::string study = absl::GetFlag(FLAGS_sequential_study); !study.empty()) {
@@ -160,6 +167,7 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
 
   WorkerClientOptions options;
   options.scheduler_address = absl::GetFlag(FLAGS_scheduler);
+  options.security = *std::move(security);
   v1::Hello& hello = options.hello;
   hello.set_worker_id(worker_id);
   v1::WorkerCapabilities& caps = *hello.mutable_capabilities();

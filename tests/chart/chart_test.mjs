@@ -125,7 +125,7 @@ test("probes point at ports the containers declare", () => {
       const probes = ["startupProbe", "livenessProbe", "readinessProbe"].filter((p) => c[p]);
       assert.ok(probes.length >= 2, `${deployment.metadata.name} has probes`);
       for (const name of probes) {
-        const port = (c[name].grpc ?? c[name].httpGet).port;
+        const port = (c[name].grpc ?? c[name].httpGet ?? c[name].tcpSocket).port;
         assert.ok(ports.includes(port), `${deployment.metadata.name} ${name} port ${port} is not one of ${ports}`);
       }
     }
@@ -193,12 +193,57 @@ test("the schema rejects malformed values with a message that names them", () =>
     [["--set-json", "gpuNodeLabel.values=[]"], "/gpuNodeLabel/values"],
     [["--set", "cpuWorker.slots=0"], "/cpuWorker/slots"],
     [["--set", "scheduler.heartbeatInterval=soon"], "/scheduler/heartbeatInterval"],
+    [["--set", "security.tls.enabled=true"], "/security/tls/secretName"],
+    [["--set", "security.token.enabled=true"], "/security/tls/enabled"],
+    [["--set", "security.tls.insecure=true"], "insecure"],
   ];
   for (const [args, field] of cases) assert.match(renderFails(args), new RegExp(field.replace(/[/]/g, "\\/")), args.join(" "));
+});
+
+test("TLS and the token reach the scheduler and every worker, from Secrets", () => {
+  const objects = render(["-f", path.join(chart, "ci", "secure-values.yaml")]);
+  const scheduler = find(objects, "Deployment", "-scheduler");
+  const args = container(scheduler).args;
+  for (const flag of ["--tls-cert=/etc/dhpt/tls/tls.crt", "--tls-key=/etc/dhpt/tls/tls.key",
+                      "--tls-client-ca=/etc/dhpt/tls/ca.crt", "--auth-token-file=/etc/dhpt/token/token"]) {
+    assert.ok(args.includes(flag), `scheduler ${flag}`);
+  }
+  // The kubelet's gRPC probes cannot speak TLS: TCP probes on the gRPC port instead.
+  for (const probe of ["startupProbe", "livenessProbe", "readinessProbe"]) {
+    assert.equal(container(scheduler)[probe].grpc, undefined);
+    assert.equal(container(scheduler)[probe].tcpSocket.port, "grpc");
+  }
+  const token = find(objects, "Secret", "-token");
+  assert.ok(Buffer.from(token.data.token, "base64").toString().length >= 32, "a long random token");
+  for (const suffix of ["-cpu-worker", "-gpu-worker"]) {
+    const worker = find(objects, "Deployment", suffix);
+    const c = container(worker);
+    for (const flag of ["--tls-ca=/etc/dhpt/tls/ca.crt", "--tls-cert=/etc/dhpt/client-tls/tls.crt",
+                        "--auth-token-file=/etc/dhpt/token/token"]) {
+      assert.ok(c.args.includes(flag), `${suffix} ${flag}`);
+    }
+    const volumes = Object.fromEntries(podSpec(worker).volumes.map((v) => [v.name, v]));
+    assert.equal(volumes.tls.secret.secretName, "dhpt-scheduler-tls");
+    assert.equal(volumes.token.secret.secretName, token.metadata.name);
+    for (const mount of c.volumeMounts.filter((m) => m.mountPath.startsWith("/etc/dhpt"))) {
+      assert.ok(mount.readOnly && volumes[mount.name], `${suffix} mounts ${mount.name} read-only`);
+    }
+  }
+  // A user's own token Secret is used as it is: the chart makes none.
+  const own = render(["-f", path.join(chart, "ci", "secure-values.yaml"),
+                      "--set", "security.token.existingSecret=my-token"]);
+  assert.equal(own.filter((o) => o.kind === "Secret").length, 0);
+  assert.equal(podSpec(find(own, "Deployment", "-scheduler")).volumes.find((v) => v.name === "token").secret.secretName, "my-token");
+  // Off by default: plaintext, gRPC probes, no Secret.
+  const plain = render();
+  assert.equal(plain.filter((o) => o.kind === "Secret").length, 0);
+  assert.ok(!container(find(plain, "Deployment", "-cpu-worker")).args.some((a) => a.startsWith("--tls")));
 });
 
 test("NOTES print the grpcurl commands", () => {
   const notes = helmRun(["install", "t", chart, "--dry-run=client", "--namespace", "tuning"]);
   assert.match(notes, /grpcurl -plaintext -d @ localhost:50051 dhpt\.v1\.StudyService\/CreateStudy/);
   assert.match(notes, /kubectl label node NODE gpu=orin/);
+  const secure = helmRun(["install", "t", chart, "--dry-run=client", "-f", path.join(chart, "ci", "secure-values.yaml")]);
+  assert.match(secure, /grpcurl -cacert ca\.crt -servername t-dhpt-scheduler -H "authorization: Bearer \$TOKEN" localhost:50051 list/);
 });

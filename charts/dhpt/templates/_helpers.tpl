@@ -38,6 +38,59 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 {{- printf "%s-scheduler:%d" (include "dhpt.fullname" .) (int .Values.scheduler.grpcPort) -}}
 {{- end -}}
 
+{{/* The token Secret's name. */}}
+{{- define "dhpt.tokenSecret" -}}
+{{- .Values.security.token.existingSecret | default (printf "%s-token" (include "dhpt.fullname" .)) -}}
+{{- end -}}
+
+{{/* Security flags of a client (worker) container, for .root's values. */}}
+{{- define "dhpt.clientSecurityArgs" -}}
+{{- $security := .Values.security -}}
+{{- if $security.tls.enabled }}
+- --tls-ca=/etc/dhpt/tls/ca.crt
+{{- with $security.tls.serverName }}
+- --tls-server-name={{ . }}
+{{- end }}
+{{- if $security.tls.mutual }}
+- --tls-cert=/etc/dhpt/client-tls/tls.crt
+- --tls-key=/etc/dhpt/client-tls/tls.key
+{{- end }}
+{{- end }}
+{{- if $security.token.enabled }}
+- --auth-token-file=/etc/dhpt/token/token
+{{- end }}
+{{- end -}}
+
+{{/* The mounts and volumes those flags read: "mounts" or "volumes" as .part. */}}
+{{- define "dhpt.securityVolumes" -}}
+{{- $security := .root.Values.security -}}
+{{- $client := eq .component "worker" -}}
+{{- if eq .part "mounts" }}
+{{- if $security.tls.enabled }}
+- {name: tls, mountPath: /etc/dhpt/tls, readOnly: true}
+{{- if and $client $security.tls.mutual }}
+- {name: client-tls, mountPath: /etc/dhpt/client-tls, readOnly: true}
+{{- end }}
+{{- end }}
+{{- if $security.token.enabled }}
+- {name: token, mountPath: /etc/dhpt/token, readOnly: true}
+{{- end }}
+{{- else }}
+{{- if $security.tls.enabled }}
+- name: tls
+  secret: {secretName: {{ $security.tls.secretName }}, defaultMode: 0440}
+{{- if and $client $security.tls.mutual }}
+- name: client-tls
+  secret: {secretName: {{ $security.tls.clientSecretName | default $security.tls.secretName }}, defaultMode: 0440}
+{{- end }}
+{{- end }}
+{{- if $security.token.enabled }}
+- name: token
+  secret: {secretName: {{ include "dhpt.tokenSecret" .root }}, defaultMode: 0440}
+{{- end }}
+{{- end }}
+{{- end -}}
+
 {{- define "dhpt.scrapeAnnotations" -}}
 {{- if .root.Values.metrics.podAnnotations }}
 prometheus.io/scrape: "true"
@@ -136,6 +189,7 @@ spec:
             - --run-cpu-models
             {{- end }}
             {{- end }}
+            {{- include "dhpt.clientSecurityArgs" $root | nindent 12 }}
             {{- range $values.extraArgs }}
             - {{ . | quote }}
             {{- end }}
@@ -168,12 +222,14 @@ spec:
             {{- toYaml $resources | nindent 12 }}
           volumeMounts:
             - {name: tmp, mountPath: /tmp}
+            {{- include "dhpt.securityVolumes" (dict "root" $root "component" "worker" "part" "mounts") | nindent 12 }}
             {{- with $values.extraVolumeMounts }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
       volumes:
         - name: tmp
           emptyDir: {}
+        {{- include "dhpt.securityVolumes" (dict "root" $root "component" "worker" "part" "volumes") | nindent 8 }}
         {{- with $values.extraVolumes }}
         {{- toYaml . | nindent 8 }}
         {{- end }}

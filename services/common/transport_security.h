@@ -1,0 +1,53 @@
+#pragma once
+
+// TLS and bearer tokens on DHPT's connections. The scheduler serves TLS with its certificate
+// (and, for mutual TLS, asks clients for one signed by a CA it trusts); workers and the CLI
+// verify it against a CA and may present their own. A bearer token, when set, is required on
+// every call (gRPC's AuthMetadataProcessor answers UNAUTHENTICATED before any handler runs)
+// and is sent by clients as call credentials. Tokens need TLS: over plaintext anyone on the
+// path could read and replay them, and gRPC itself refuses to send call credentials there.
+// Without any of it, connections are plaintext, as on a trusted cluster network.
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/support/channel_arguments.h>
+
+#include "absl/status/statusor.h"
+
+namespace dhpt {
+
+// File paths; empty means not used.
+struct ServerSecurityOptions {
+  std::string tls_cert_file;       // PEM certificate chain; with tls_key_file, turns TLS on.
+  std::string tls_key_file;
+  std::string tls_client_ca_file;  // Mutual TLS: clients must present a certificate it signed.
+  std::string token_file;          // Every call must carry "authorization: Bearer <token>".
+};
+
+struct ClientSecurityOptions {
+  std::string tls_ca_file;      // Turns TLS on: the scheduler's certificate must chain to it.
+  std::string tls_cert_file;    // Mutual TLS: this client's certificate and key.
+  std::string tls_key_file;
+  std::string tls_server_name;  // The name to verify instead of the address's host.
+  std::string token_file;
+};
+
+// INVALID_ARGUMENT naming the flag for unreadable files, half-given pairs and a token
+// without TLS.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const ServerSecurityOptions& options);
+
+struct ChannelSecurity {
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  std::string server_name_override;  // Applied by ApplyTo.
+  void ApplyTo(grpc::ChannelArguments& arguments) const;
+};
+absl::StatusOr<ChannelSecurity> MakeChannelSecurity(const ClientSecurityOptions& options);
+
+// The token in `path`, surrounding whitespace removed; an error when unreadable or empty.
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
+
+}  // namespace dhpt
