@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
        {.algorithm = Algorithm::kTpe, .tpe = {.multivariate = true}}},
       {"dhpt HILL_CLIMBING", {.algorithm = Algorithm::kHillClimbing}},
       {"dhpt BAYESIAN", {.algorithm = Algorithm::kBayesian}},
+      {"dhpt BAYESIAN warped", {.algorithm = Algorithm::kBayesian, .bayesian = {.warp_objective = true}}},
   };
   const std::vector<int> checkpoints = {25, 50, 100};
   std::printf("| function | algorithm |");

@@ -17,6 +17,7 @@ packages=(
   unzip                           # helm comes zipped inside an npm package (tests/chart)
   gnuplot-nox                     # dhpt compare's plots (SVG and PNG)
   python3                         # the child-process test's CPU burner
+  openssl                         # the TLS tests make their certificates
 )
 # The chart tests run on Node.js; a machine without it gets Debian's.
 command -v node >/dev/null || packages+=(nodejs)

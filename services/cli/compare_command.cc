@@ -41,15 +41,6 @@ google::protobuf::Timestamp Now() {
   return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
 }
 
-std::string ToJson(const google::protobuf::Message& message, bool pretty) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = pretty;
-  options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
-  return json;
-}
-
 absl::Status WriteText(const std::filesystem::path& path, const std::string& text) {
   // Written aside and renamed, so an interrupted write never leaves a half report that a
   // resumed matrix would trust.
@@ -193,7 +184,7 @@ absl::StatusOr<v1::CompareReport> Comparison::Run(const v1::StudySpec& request,
     report.add_warnings(std::string(drawn.status().message()));
   }
   const std::filesystem::path root(dir);
-  RETURN_IF_ERROR(WriteText(root / "report.json", ToJson(report, /*pretty=*/true)));
+  RETURN_IF_ERROR(WriteText(root / "report.json", ToJson(report)));
   RETURN_IF_ERROR(WriteText(root / "report.md", CompareMarkdown(report, plots)));
   return report;
 }
@@ -213,7 +204,7 @@ absl::Status Comparison::RunSequential(const v1::StudySpec& spec, const std::str
     threads = cores;
   }
   const std::string spec_path = (std::filesystem::path(dir) / "spec.json").string();
-  RETURN_IF_ERROR(WriteText(spec_path, ToJson(spec, /*pretty=*/true)));
+  RETURN_IF_ERROR(WriteText(spec_path, ToJson(spec)));
 
   run.set_mode(v1::RunReport::SEQUENTIAL);
   run.set_where("one process on this machine");
@@ -536,7 +527,7 @@ absl::StatusOr<v1::MatrixReport> Comparison::RunMatrix(const v1::CompareMatrix& 
     *summary.add_cells() = MatrixCellOf(cell.name, *report);
   }
   const std::filesystem::path root(dir);
-  RETURN_IF_ERROR(WriteText(root / "report.json", ToJson(summary, /*pretty=*/true)));
+  RETURN_IF_ERROR(WriteText(root / "report.json", ToJson(summary)));
   RETURN_IF_ERROR(WriteText(root / "report.md", MatrixMarkdown(summary)));
   if (cancelled()) return absl::CancelledError("interrupted; run the same command to resume");
   if (!failures.ok()) return failures;

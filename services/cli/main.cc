@@ -16,7 +16,6 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "google/protobuf/util/json_util.h"
 #include "services/cli/compare_command.h"
 #include "services/cli/compare_report.h"
 #include "services/cli/demo_studies.h"
@@ -119,15 +118,6 @@ int Fail(const absl::Status& status) {
   std::cerr << "dhpt: " << status.message() << " [" << absl::StatusCodeToString(status.code())
             << "]\n";
   return 1;
-}
-
-std::string ToJson(const google::protobuf::Message& message) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
-  return json;
 }
 
 // Prints progress from watch events: a line rewritten in place on a terminal, a line per

@@ -132,6 +132,15 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
   return text.str();
 }
 
+std::string ToJson(const google::protobuf::Message& message) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
 absl::StatusOr<v1::StudySpec> ReadStudyFile(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
   absl::StatusOr<v1::StudySpec> spec = ParseStudySpec(text);

@@ -17,6 +17,8 @@ absl::StatusOr<v1::StudySpec> ParseStudySpec(const std::string& text);
 absl::Status ParseYamlMessage(const std::string& text, absl::string_view what,
                               google::protobuf::Message& message);
 absl::StatusOr<std::string> ReadTextFile(const std::string& path);
+// The message as indented JSON with the .proto field names, as the files above are read.
+std::string ToJson(const google::protobuf::Message& message);
 absl::StatusOr<v1::StudySpec> ReadStudyFile(const std::string& path);
 // The YAML document as JSON text: quoted scalars stay strings; plain ones become numbers,
 // booleans or null where they read as such.

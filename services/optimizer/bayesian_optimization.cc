@@ -128,9 +128,13 @@ absl::StatusOr<std::optional<Point>> BayesianOptimization::Suggest(const History
     x.row(k) = encoder.Encode(t.point).transpose();
     y(k) = minimize_ ? *t.value : -*t.value;
   }
-  const double mean = y.mean();
-  const double spread = std::sqrt((y.array() - mean).square().mean());
-  y = (y.array() - mean) / (spread > 1e-12 ? spread : 1.0);
+  if (options_.warp_objective) {
+    y = YeoJohnsonStandardize(y);
+  } else {
+    const double mean = y.mean();
+    const double spread = std::sqrt((y.array() - mean).square().mean());
+    y = (y.array() - mean) / (spread > 1e-12 ? spread : 1.0);
+  }
 
   // Hyperparameters from the best half and the most recent half, at most max_fit_points.
   std::vector<int> fit_rows(static_cast<size_t>(n));

@@ -1,6 +1,7 @@
 #include "services/optimizer/gaussian_process.h"
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 namespace dhpt::optimizer {
@@ -177,6 +178,51 @@ double LogExpectedImprovement(double mean, double variance, double best) {
   const double w = 1 / (z * z);
   const double series = w * (1 - 3 * w * (1 - 5 * w * (1 - 7 * w)));
   return std::log(sigma) - 0.5 * z * z - kLogRoot2Pi + std::log(series);
+}
+
+namespace {
+
+double YeoJohnson(double y, double lambda) {
+  if (y >= 0) {
+    return std::abs(lambda) < 1e-9 ? std::log1p(y) : (std::pow(y + 1, lambda) - 1) / lambda;
+  }
+  return std::abs(lambda - 2) < 1e-9 ? -std::log1p(-y)
+                                     : -(std::pow(1 - y, 2 - lambda) - 1) / (2 - lambda);
+}
+
+Eigen::VectorXd Standardized(const Eigen::VectorXd& y) {
+  const double mean = y.mean();
+  const double spread = std::sqrt((y.array() - mean).square().mean());
+  return (y.array() - mean) / (spread > 1e-12 ? spread : 1.0);
+}
+
+}  // namespace
+
+Eigen::VectorXd YeoJohnsonStandardize(const Eigen::VectorXd& y, double* lambda_out) {
+  // Scaled but not centred, as HEBO does: the power then acts on the values' own origin
+  // (Rosenbrock's 0, a loss's 0), where a centred copy would leave the bulk untouched.
+  const double spread = std::sqrt((y.array() - y.mean()).square().mean());
+  const Eigen::VectorXd z = y / (spread > 1e-12 ? spread : 1.0);
+  const int n = static_cast<int>(z.size());
+  // The Jacobian term of the Yeo-Johnson log-likelihood, per unit of (lambda - 1).
+  double jacobian = 0;
+  for (int i = 0; i < n; ++i) jacobian += std::copysign(std::log1p(std::abs(z(i))), z(i));
+  double best_lambda = 1, best_likelihood = -std::numeric_limits<double>::infinity();
+  Eigen::VectorXd t(n);
+  for (int step = 0; step <= 120; ++step) {
+    const double lambda = -3 + 0.05 * step;
+    for (int i = 0; i < n; ++i) t(i) = YeoJohnson(z(i), lambda);
+    const double variance = (t.array() - t.mean()).square().mean();
+    if (!(variance > 1e-300) || !std::isfinite(variance)) continue;
+    const double likelihood = -0.5 * n * std::log(variance) + (lambda - 1) * jacobian;
+    if (likelihood > best_likelihood) {
+      best_likelihood = likelihood;
+      best_lambda = lambda;
+    }
+  }
+  if (lambda_out != nullptr) *lambda_out = best_lambda;
+  for (int i = 0; i < n; ++i) t(i) = YeoJohnson(z(i), best_lambda);
+  return Standardized(t);
 }
 
 }  // namespace dhpt::optimizer

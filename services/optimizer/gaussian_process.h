@@ -44,6 +44,12 @@ class GaussianProcess {
   Eigen::VectorXd alpha_;  // K^-1 y
 };
 
+// Objectives for the GP: scaled to unit spread, then Yeo-Johnson-transformed with the power that
+// makes them most normal (maximum likelihood over [-3, 3]), then standardised. Monotone, so
+// the best stays the best; heavy tails (Rosenbrock's values span five orders of magnitude)
+// stop dominating the fit. `lambda`, when given, receives the power chosen.
+Eigen::VectorXd YeoJohnsonStandardize(const Eigen::VectorXd& y, double* lambda = nullptr);
+
 // log EI for minimisation: log E[max(best - f, 0)] with f ~ N(mean, variance), computed
 // without underflow far from the incumbent.
 double LogExpectedImprovement(double mean, double variance, double best);

@@ -61,6 +61,9 @@ struct BayesianOptions {
   int candidates = 512;
   int max_fit_points = 128;
   int fit_iterations = 40;
+  // Fit the GP to Yeo-Johnson-transformed objectives (YeoJohnsonStandardize) instead of
+  // merely standardised ones.
+  bool warp_objective = false;
 };
 
 struct OptimizerConfig {

@@ -59,21 +59,41 @@ kubectl -n "$namespace" port-forward "svc/$fullname-scheduler" 50051:50051 >/dev
 forward=$!
 trap 'kill $forward 2>/dev/null || true' EXIT
 sleep 2
-grpcurl -plaintext localhost:50051 list
+# Plaintext, or the chart's TLS and token (security.* values): the CA from the TLS Secret, the
+# token from its Secret, read off the scheduler's Deployment.
+deployment="deployment/$fullname-scheduler"
+args=$(kubectl -n "$namespace" get "$deployment" -o jsonpath='{.spec.template.spec.containers[0].args}')
+grpc=(-plaintext)
+if [[ $args == *--tls-cert* ]]; then
+  [[ $args == *--tls-client-ca* ]] && { echo "k3s.sh: mutual TLS needs a client certificate; run without security.tls.mutual" >&2; exit 1; }
+  secret_of() { kubectl -n "$namespace" get "$deployment" -o jsonpath="{.spec.template.spec.volumes[?(@.name==\"$1\")].secret.secretName}"; }
+  tmp=$(mktemp -d)
+  kubectl -n "$namespace" get secret "$(secret_of tls)" -o jsonpath='{.data.ca\.crt}' | base64 -d >"$tmp/ca.crt"
+  # The name the workers check (security.tls.serverName), else the Service's.
+  server_name=$(kubectl -n "$namespace" get "deployment/$fullname-cpu-worker" \
+                  -o jsonpath='{.spec.template.spec.containers[0].args}' |
+                grep -o -- '--tls-server-name=[^",]*' | cut -d= -f2 || true)
+  grpc=(-cacert "$tmp/ca.crt" -servername "${server_name:-$fullname-scheduler}")
+  if [[ $args == *--auth-token-file* ]]; then
+    token=$(kubectl -n "$namespace" get secret "$(secret_of token)" -o jsonpath='{.data.token}' | base64 -d)
+    grpc+=(-H "authorization: Bearer $token")
+  fi
+fi
+grpcurl "${grpc[@]}" localhost:50051 list
 study='{"name": "e2e-xgboost", "model": {"kind": "XGBOOST"},
         "dataset": {"friedman1": {"samples": 5000, "features": 10, "seed": 1}},
         "algorithm": {"name": "TPE", "seed": 1},
         "parameters": [{"name": "max_depth", "intRange": {"min": 2, "max": 8}},
                        {"name": "eta", "doubleRange": {"min": 0.01, "max": 0.3, "log": true}}],
         "maxTrials": 20}'
-grpcurl -plaintext -d "$study" localhost:50051 dhpt.v1.StudyService/CreateStudy
+grpcurl "${grpc[@]}" -d "$study" localhost:50051 dhpt.v1.StudyService/CreateStudy
 for _ in $(seq 600); do
-  state=$(grpcurl -plaintext -d '{"name": "e2e-xgboost"}' localhost:50051 dhpt.v1.StudyService/GetStudy |
+  state=$(grpcurl "${grpc[@]}" -d '{"name": "e2e-xgboost"}' localhost:50051 dhpt.v1.StudyService/GetStudy |
           sed -n 's/.*"state": "\([A-Z]*\)".*/\1/p' | head -1)
   [[ $state == COMPLETED ]] && break
   [[ $state == FAILED || $state == STOPPED ]] && { echo "k3s.sh: study ended $state" >&2; exit 1; }
   sleep 2
 done
 [[ $state == COMPLETED ]] || { echo "k3s.sh: study did not complete" >&2; exit 1; }
-grpcurl -plaintext -d '{"study": "e2e-xgboost"}' localhost:50051 dhpt.v1.StudyService/GetBestTrial
+grpcurl "${grpc[@]}" -d '{"study": "e2e-xgboost"}' localhost:50051 dhpt.v1.StudyService/GetBestTrial
 echo "k3s.sh: chart installed, GPU placement correct, study completed"

@@ -94,5 +94,44 @@ TEST(LogExpectedImprovementTest, MatchesTheClosedFormAndStaysFiniteFarAway) {
   EXPECT_NEAR(LogExpectedImprovement(2 - 1e-9, 0.01, 0), LogExpectedImprovement(2 + 1e-9, 0.01, 0), 1e-6);
 }
 
+TEST(YeoJohnsonStandardizeTest, TamesAHeavyTailAndKeepsTheOrder) {
+  // Log-normal values, Rosenbrock-like: most small, a few orders of magnitude larger.
+  std::mt19937_64 generator(3);
+  std::normal_distribution<double> normal;
+  Eigen::VectorXd y(200);
+  for (int i = 0; i < y.size(); ++i) y(i) = std::exp(2.0 * normal(generator));
+  double lambda = 1;
+  const Eigen::VectorXd t = YeoJohnsonStandardize(y, &lambda);
+  EXPECT_LT(lambda, 0.5);  // A strong compression was chosen.
+  EXPECT_NEAR(t.mean(), 0, 1e-9);
+  EXPECT_NEAR((t.array() - t.mean()).square().mean(), 1, 1e-9);
+  auto skewness = [](const Eigen::VectorXd& v) {
+    const Eigen::ArrayXd c = v.array() - v.mean();
+    return (c.cube().mean()) / std::pow(c.square().mean(), 1.5);
+  };
+  // Yeo-Johnson cannot undo a log-normal entirely (its +1 keeps the bulk near zero linear), but
+  // it must take most of the skew out.
+  EXPECT_GT(skewness(y), 5);
+  EXPECT_LT(skewness(t), skewness(y) / 2);
+  for (int i = 0; i < y.size(); ++i) {
+    for (int j = 0; j < y.size(); ++j) {
+      if (y(i) < y(j)) ASSERT_LT(t(i), t(j));
+    }
+  }
+}
+
+TEST(YeoJohnsonStandardizeTest, LeavesNormalDataNearlyAsItIs) {
+  std::mt19937_64 generator(5);
+  std::normal_distribution<double> normal;
+  Eigen::VectorXd y(500);
+  for (int i = 0; i < y.size(); ++i) y(i) = 10 + 3 * normal(generator);
+  double lambda = 0;
+  const Eigen::VectorXd t = YeoJohnsonStandardize(y, &lambda);
+  EXPECT_NEAR(lambda, 1, 0.5);
+  const Eigen::ArrayXd a = y.array() - y.mean(), b = t.array() - t.mean();
+  const double correlation = (a * b).sum() / std::sqrt(a.square().sum() * b.square().sum());
+  EXPECT_GT(correlation, 0.995);
+}
+
 }  // namespace
 }  // namespace dhpt::optimizer
