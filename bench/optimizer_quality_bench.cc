@@ -19,6 +19,10 @@
 ABSL_FLAG(int, seeds, 10, "seeds per algorithm and function");
 ABSL_FLAG(int, trials, 100, "trials per run");
 ABSL_FLAG(std::string, only, "", "run only the algorithms whose label contains this");
+ABSL_FLAG(std::string, regrets_out, "",
+          "also write every seed's regret at the last checkpoint to this file, one line per "
+          "function and algorithm (function<TAB>algorithm<TAB>comma-separated regrets), for "
+          "bench/quality_significance.py");
 
 namespace dhpt::optimizer {
 namespace {
@@ -61,9 +65,17 @@ int main(int argc, char** argv) {
        {.algorithm = Algorithm::kTpe, .tpe = {.multivariate = true}}},
       {"dhpt HILL_CLIMBING", {.algorithm = Algorithm::kHillClimbing}},
       {"dhpt BAYESIAN", {.algorithm = Algorithm::kBayesian}},
-      {"dhpt BAYESIAN warped", {.algorithm = Algorithm::kBayesian, .bayesian = {.warp_objective = true}}},
+      {"dhpt BAYESIAN unwarped", {.algorithm = Algorithm::kBayesian, .bayesian = {.warp_objective = false}}},
   };
   const std::vector<int> checkpoints = {25, 50, 100};
+  FILE* regrets_out = nullptr;
+  if (!absl::GetFlag(FLAGS_regrets_out).empty()) {
+    regrets_out = std::fopen(absl::GetFlag(FLAGS_regrets_out).c_str(), "w");
+    if (regrets_out == nullptr) {
+      std::fprintf(stderr, "cannot write %s\n", absl::GetFlag(FLAGS_regrets_out).c_str());
+      return 1;
+    }
+  }
   std::printf("| function | algorithm |");
   for (int c : checkpoints) std::printf(" regret @%d median [IQR] |", c);
   std::printf("\n|---|---|---|---|---|\n");
@@ -89,7 +101,17 @@ int main(int argc, char** argv) {
       }
       std::printf("\n");
       std::fflush(stdout);
+      if (regrets_out != nullptr) {
+        std::fprintf(regrets_out, "%s-%d\t%s\t", problem.function, problem.dims,
+                     contender.label.c_str());
+        for (size_t s = 0; s < regrets.back().size(); ++s) {
+          std::fprintf(regrets_out, "%s%.17g", s ? "," : "", regrets.back()[s]);
+        }
+        std::fprintf(regrets_out, "\n");
+        std::fflush(regrets_out);
+      }
     }
   }
+  if (regrets_out != nullptr) std::fclose(regrets_out);
   return 0;
 }

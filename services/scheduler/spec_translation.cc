@@ -75,6 +75,7 @@ optimizer::OptimizerConfig ToOptimizerConfig(const v1::StudySpec& spec) {
   config.bayesian.n_startup_trials = bayesian.n_startup_trials();
   config.bayesian.candidates = bayesian.candidates();
   config.bayesian.max_fit_points = bayesian.max_fit_points();
+  config.bayesian.warp_objective = bayesian.warp_objective();
   const v1::HillClimbingSettings& hill = algorithm.hill_climbing();
   config.hill_climbing = {.initial_step = hill.initial_step(),
                           .shrink_factor = hill.shrink_factor(),

@@ -304,6 +304,7 @@ absl::Status ValidateBayesian(v1::Algorithm& algorithm) {
   if (bayesian.candidates() < 16 || bayesian.candidates() > 100000) {
     return Invalid("algorithm.bayesian.candidates", "must be between 16 and 100000");
   }
+  if (!bayesian.has_warp_objective()) bayesian.set_warp_objective(true);
   if (bayesian.max_fit_points() == 0) bayesian.set_max_fit_points(128);
   if (bayesian.max_fit_points() < 8 || bayesian.max_fit_points() > 2000) {
     return Invalid("algorithm.bayesian.max_fit_points", "must be between 8 and 2000");
