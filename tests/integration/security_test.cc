@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "services/cli/child_process.h"
 #include "services/cli/study_client.h"
 #include "tests/integration/test_cluster.h"
@@ -116,6 +117,19 @@ TEST_F(SecurityTest, TlsAndATokenGuardEveryCall) {
   cli::StudyClient client(address, Security({.tls_ca_file = File("ca.crt"),
                                              .token_file = File("token")}));
   EXPECT_TRUE(client.ListStudies().ok());
+  // gRPC's own services are behind the token too: health answers only with it.
+  for (const char* token : {"", "token"}) {
+    ClientSecurityOptions options{.tls_ca_file = File("ca.crt")};
+    if (*token) options.token_file = File(token);
+    auto health = grpc::health::v1::Health::NewStub(
+        grpc::CreateChannel(address, Security(options).credentials));
+    grpc::ClientContext context;
+    grpc::health::v1::HealthCheckResponse response;
+    const grpc::Status status =
+        health->Check(&context, grpc::health::v1::HealthCheckRequest(), &response);
+    EXPECT_EQ(status.error_code(),
+              *token ? grpc::StatusCode::OK : grpc::StatusCode::UNAUTHENTICATED);
+  }
 
   // Workers: only the one with the token gets in.
   StartWorker(address, "good", {"--tls_ca=" + File("ca.crt"), "--auth_token_file=" + File("token")});
