@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -31,6 +32,7 @@
 #include "services/cli/study_file.h"
 #include "services/common/status_macros.h"
 #include "services/scheduler/spec_validation.h"
+#include "services/scheduler/trial_outcome.h"
 
 namespace dhpt::cli {
 namespace {
@@ -84,8 +86,9 @@ std::string VersionOf(const std::string& binary) {
   return std::string(absl::StripAsciiWhitespace(out.substr(0, out.find('\n'))));
 }
 
-bool IsAutoencoder(const v1::StudySpec& spec) {
-  return spec.model().kind() == v1::Model::AUTOENCODER;
+// The worker binary that runs the study sequentially: the one with its trainer.
+std::string SequentialBinary(const v1::StudySpec& spec) {
+  return spec.model().kind() == v1::Model::AUTOENCODER ? "dhpt-gpu-worker" : "dhpt-cpu-worker";
 }
 
 std::string CellName(const v1::StudySpec& spec, v1::Algorithm::Name algorithm) {
@@ -166,11 +169,15 @@ absl::StatusOr<v1::CompareReport> Comparison::Run(const v1::StudySpec& request,
   RETURN_IF_ERROR(RunFramework(spec, *report.mutable_framework()));
   if (cancelled()) return absl::CancelledError("interrupted");
 
-  for (const char* binary : {"dhpt-scheduler", "dhpt-cpu-worker", "dhpt-gpu-worker"}) {
-    const bool ran = std::string(binary) == "dhpt-gpu-worker"
-                         ? IsAutoencoder(spec) || options_.gpu_workers > 0
-                         : std::string(binary) == "dhpt-cpu-worker" ? !IsAutoencoder(spec) : true;
-    if (!ran) continue;
+  // The binaries that ran here: the sequential run's worker and the local cluster's.
+  std::set<std::string> binaries = {SequentialBinary(spec)};
+  if (options_.scheduler.empty()) {
+    binaries.insert("dhpt-scheduler");
+    absl::StatusOr<LocalClusterOptions> local = ResolveLocalCluster(spec, options_.local);
+    if (local.ok() && local->cpu_workers > 0) binaries.insert("dhpt-cpu-worker");
+    if (local.ok() && local->gpu_workers > 0) binaries.insert("dhpt-gpu-worker");
+  }
+  for (const std::string& binary : binaries) {
     const std::string version = VersionOf(absl::StrCat(options_.binary_dir, "/", binary));
     if (!version.empty()) (*report.mutable_versions())[binary] = version;
   }
@@ -191,17 +198,13 @@ absl::StatusOr<v1::CompareReport> Comparison::Run(const v1::StudySpec& request,
 
 absl::Status Comparison::RunSequential(const v1::StudySpec& spec, const std::string& dir,
                                        v1::RunReport& run) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const bool autoencoder = IsAutoencoder(spec);
-  int threads = options_.threads_per_trial;
-  if (threads <= 0 && options_.scheduler.empty()) {
-    // As the framework's local workers will have: the cores shared among their slots.
-    const int workers = std::max(1, (options_.workers >= 0 ? options_.workers : autoencoder ? 0 : 2) +
-                                        (options_.gpu_workers >= 0 ? options_.gpu_workers
-                                                                   : autoencoder ? 1 : 0));
-    threads = std::max(1, cores / (workers * options_.slots));
+  int threads = options_.local.threads_per_trial;
+  if (options_.scheduler.empty()) {
+    // As the framework's local workers will have.
+    ASSIGN_OR_RETURN(LocalClusterOptions local, ResolveLocalCluster(spec, options_.local));
+    threads = local.threads_per_trial;
   } else if (threads <= 0) {
-    threads = cores;
+    threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
   const std::string spec_path = (std::filesystem::path(dir) / "spec.json").string();
   RETURN_IF_ERROR(WriteText(spec_path, ToJson(spec)));
@@ -211,8 +214,7 @@ absl::Status Comparison::RunSequential(const v1::StudySpec& spec, const std::str
   run.set_workers(1);
   run.set_slots_per_worker(1);
   run.set_threads_per_trial(threads);
-  const std::string binary = absl::StrCat(options_.binary_dir, "/",
-                                          autoencoder ? "dhpt-gpu-worker" : "dhpt-cpu-worker");
+  const std::string binary = absl::StrCat(options_.binary_dir, "/", SequentialBinary(spec));
   int log_fd = -1;
   if (!options_.log_file.empty()) {
     log_fd = open(options_.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -265,12 +267,11 @@ absl::Status Comparison::RunSequential(const v1::StudySpec& spec, const std::str
         const v1::Trial& trial = event.trial();
         if (trial.state() == v1::Trial::COMPLETED) {
           progress.set_trials_completed(progress.trials_completed() + 1);
-          const bool better =
-              !progress.has_best_trial() ||
-              (spec.objective().goal() == v1::Objective::MAXIMIZE
-                   ? trial.objective_value() > progress.best_trial().objective_value()
-                   : trial.objective_value() < progress.best_trial().objective_value());
-          if (better) *progress.mutable_best_trial() = trial;
+          if (!progress.has_best_trial() ||
+              scheduler::IsBetterObjective(spec, trial.objective_value(),
+                                           progress.best_trial().objective_value())) {
+            *progress.mutable_best_trial() = trial;
+          }
         } else if (trial.state() == v1::Trial::FAILED) {
           progress.set_trials_failed(progress.trials_failed() + 1);
         }
@@ -316,18 +317,9 @@ absl::Status Comparison::RunFramework(const v1::StudySpec& spec, v1::RunReport& 
   std::string address = options_.scheduler;
   int expected_workers = 0;
   if (address.empty()) {
-    const bool autoencoder = IsAutoencoder(spec);
-    LocalClusterOptions local;
+    ASSIGN_OR_RETURN(LocalClusterOptions local, ResolveLocalCluster(spec, options_.local));
     local.binary_dir = options_.binary_dir;
-    local.cpu_workers = options_.workers >= 0 ? options_.workers : autoencoder ? 0 : 2;
-    local.gpu_workers = options_.gpu_workers >= 0 ? options_.gpu_workers : autoencoder ? 1 : 0;
-    local.slots = options_.slots;
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const int workers = local.cpu_workers + local.gpu_workers;
-    if (workers < 1) return absl::InvalidArgumentError("--workers + --gpu-workers must be at least 1");
-    local.threads_per_trial = options_.threads_per_trial > 0
-                                  ? options_.threads_per_trial
-                                  : std::max(1, cores / (workers * local.slots));
     local.log_file = options_.log_file;
     local.sampler = &sampler;
     ASSIGN_OR_RETURN(LocalCluster started, LocalCluster::Start(local));
@@ -345,7 +337,7 @@ absl::Status Comparison::RunFramework(const v1::StudySpec& spec, v1::RunReport& 
                                     absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(),
                                                      absl::UTCTimeZone())));
     run.set_where(absl::StrCat("scheduler at ", address, ", study ", submitted.name()));
-    run.set_threads_per_trial(options_.threads_per_trial);
+    run.set_threads_per_trial(options_.local.threads_per_trial);  // 0: each worker's own.
   }
 
   // Local services listen on loopback in plaintext; a remote scheduler as the flags say.

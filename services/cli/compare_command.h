@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "dhpt/v1/compare.pb.h"
+#include "services/cli/local_cluster.h"
 #include "services/common/transport_security.h"
 
 namespace dhpt::cli {
@@ -27,11 +28,10 @@ struct CompareOptions {
   // workers (-1: the `dhpt local` defaults).
   std::string scheduler;
   ChannelSecurity security;  // For the remote scheduler.
-  int workers = -1;
-  int gpu_workers = -1;
-  int slots = 1;
-  int threads_per_trial = 0;  // 0: cores / trial slots (local), this machine's cores (remote).
-  std::string log_file;       // The services' logs.
+  // The local cluster; its threads per trial are the sequential run's too (with a remote
+  // scheduler: threads_per_trial, or this machine's cores).
+  LocalClusterRequest local;
+  std::string log_file;  // The services' logs.
   // One line of progress at a time; `final` ends a run's line.
   std::function<void(const std::string& line, bool final)> progress;
 };

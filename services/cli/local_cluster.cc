@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -43,6 +44,28 @@ absl::StatusOr<std::string> ReadListenLine(int fd, ChildProcess& scheduler,
 }
 
 }  // namespace
+
+absl::StatusOr<LocalClusterOptions> ResolveLocalCluster(const v1::StudySpec& spec,
+                                                        const LocalClusterRequest& request) {
+  const bool autoencoder = spec.model().kind() == v1::Model::AUTOENCODER;
+  LocalClusterOptions options;
+  options.cpu_workers = request.cpu_workers >= 0 ? request.cpu_workers : autoencoder ? 0 : 2;
+  options.gpu_workers = request.gpu_workers >= 0 ? request.gpu_workers : autoencoder ? 1 : 0;
+  options.slots = request.slots;
+  if (autoencoder && options.gpu_workers < 1) {
+    return absl::InvalidArgumentError(
+        "an AUTOENCODER study runs only on GPU workers: give --gpu-workers=1 or more");
+  }
+  const int workers = options.cpu_workers + options.gpu_workers;
+  if (options.slots < 1 || workers < 1) {
+    return absl::InvalidArgumentError("--slots and --workers + --gpu-workers must be at least 1");
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.threads_per_trial = request.threads_per_trial > 0
+                                  ? request.threads_per_trial
+                                  : std::max(1, cores / (workers * options.slots));
+  return options;
+}
 
 std::string ExecutableDir() {
   std::error_code error;

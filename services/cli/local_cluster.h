@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "dhpt/v1/common.pb.h"
 #include "services/cli/child_process.h"
 
 namespace dhpt::cli {
@@ -23,6 +24,21 @@ struct LocalClusterOptions {
   std::string log_file;  // The children's stderr; empty: inherit.
   PeakRssSampler* sampler = nullptr;  // Watches the children's memory when set.
 };
+
+// What a user asked of a local cluster; -1 (workers) and 0 (threads) take the defaults.
+struct LocalClusterRequest {
+  int cpu_workers = -1;
+  int gpu_workers = -1;
+  int slots = 1;
+  int threads_per_trial = 0;
+};
+
+// The cluster a request makes for `spec`: 2 CPU workers and no GPU worker, or 1 GPU worker and
+// no CPU worker for an AUTOENCODER study; threads per trial the cores shared among the trial
+// slots. INVALID_ARGUMENT for an AUTOENCODER study without GPU workers, no workers or no slots.
+// binary_dir, log_file and sampler are left to the caller.
+absl::StatusOr<LocalClusterOptions> ResolveLocalCluster(const v1::StudySpec& spec,
+                                                        const LocalClusterRequest& request);
 
 class LocalCluster {
  public:

@@ -210,29 +210,24 @@ bool WithInterrupts(const std::function<void()>& on_signal, const std::function<
   return interrupted;
 }
 
+LocalClusterRequest LocalClusterFlags() {
+  return {.cpu_workers = absl::GetFlag(FLAGS_workers),
+          .gpu_workers = absl::GetFlag(FLAGS_gpu_workers),
+          .slots = absl::GetFlag(FLAGS_slots),
+          .threads_per_trial = absl::GetFlag(FLAGS_threads_per_trial)};
+}
+
 int RunLocal() {
   absl::StatusOr<v1::StudySpec> spec = absl::GetFlag(FLAGS_study).empty()
                                            ? DemoStudy(absl::GetFlag(FLAGS_demo))
                                            : ReadStudyFile(absl::GetFlag(FLAGS_study));
   if (!spec.ok()) return Fail(spec.status());
-  const bool autoencoder = spec->model().kind() == v1::Model::AUTOENCODER;
-  LocalClusterOptions options;
+  absl::StatusOr<LocalClusterOptions> resolved = ResolveLocalCluster(*spec, LocalClusterFlags());
+  if (!resolved.ok()) return Fail(resolved.status());
+  LocalClusterOptions& options = *resolved;
   options.binary_dir = ExecutableDir();
-  options.cpu_workers = absl::GetFlag(FLAGS_workers) >= 0 ? absl::GetFlag(FLAGS_workers) : autoencoder ? 0 : 2;
-  options.gpu_workers = absl::GetFlag(FLAGS_gpu_workers) >= 0 ? absl::GetFlag(FLAGS_gpu_workers) : autoencoder ? 1 : 0;
-  options.slots = absl::GetFlag(FLAGS_slots);
-  if (autoencoder && options.gpu_workers < 1) {
-    return Fail(absl::InvalidArgumentError(
-        "an AUTOENCODER study runs only on GPU workers: give --gpu-workers=1 or more"));
-  }
-  if (options.slots < 1 || options.cpu_workers + options.gpu_workers < 1) {
-    return Fail(absl::InvalidArgumentError("--slots and --workers + --gpu-workers must be at least 1"));
-  }
   const int workers = options.cpu_workers + options.gpu_workers;
   const int cores = std::max(1u, std::thread::hardware_concurrency());
-  options.threads_per_trial = absl::GetFlag(FLAGS_threads_per_trial) > 0
-                                  ? absl::GetFlag(FLAGS_threads_per_trial)
-                                  : std::max(1, cores / (workers * options.slots));
   options.log_file = absl::GetFlag(FLAGS_log).empty()
                          ? absl::StrCat("/tmp/dhpt-local-", getpid(), ".log")
                          : absl::GetFlag(FLAGS_log);
@@ -292,23 +287,11 @@ int RunCompare() {
   absl::StatusOr<ChannelSecurity> security = MakeChannelSecurity(ClientSecurityFromFlags());
   if (!security.ok()) return Fail(security.status());
   options.security = *security;
-  options.workers = absl::GetFlag(FLAGS_workers);
-  options.gpu_workers = absl::GetFlag(FLAGS_gpu_workers);
-  options.slots = absl::GetFlag(FLAGS_slots);
-  options.threads_per_trial = absl::GetFlag(FLAGS_threads_per_trial);
+  options.local = LocalClusterFlags();
   options.log_file = absl::GetFlag(FLAGS_log).empty()
                          ? absl::StrCat("/tmp/dhpt-compare-", getpid(), ".log")
                          : absl::GetFlag(FLAGS_log);
   options.progress = CompareProgress();
-  if (options.slots < 1) return Fail(absl::InvalidArgumentError("--slots must be at least 1"));
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
-  if (options.scheduler.empty()) {
-    const int workers = std::max(0, options.workers) + std::max(0, options.gpu_workers);
-    if (workers * options.slots > cores) {
-      std::cerr << "warning: " << workers * options.slots << " trial slots on " << cores
-                << " cores: the framework's trials will compete for CPU\n";
-    }
-  }
   Comparison comparison(options);
   int exit_code = 0;
   const std::string matrix_file = absl::GetFlag(FLAGS_matrix);
