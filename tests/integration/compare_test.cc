@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "dhpt/v1/compare.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "services/cli/study_file.h"
 #include "services/common/param_values.h"
 #include "tests/integration/test_cluster.h"
 
@@ -21,10 +21,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
+  return cli::ReadTextFile(path.string()).value_or("");
 }
 
 // report.json must be a CompareReport exactly: unknown or mistyped fields fail the parse.
