@@ -42,7 +42,9 @@ int main(int argc, char** argv) {
       "Holds studies and their optimisers, and streams trial assignments to dhpt workers.\n"
       "Every flag can also be set as DHPT_<FLAG> in the environment (e.g. DHPT_LISTEN).");
   absl::FlagsUsageConfig usage;
-  usage.version_string = [] { return std::string("dhpt-scheduler " DHPT_VERSION "\n"); };
+  usage.version_string = [] {
+    return "dhpt-scheduler " DHPT_VERSION " (grpc " + grpc::Version() + ")\n";
+  };
   usage.contains_helpshort_flags = [](absl::string_view file) { return absl::StrContains(file, "services/"); };
   usage.contains_help_flags = usage.contains_helpshort_flags;
   absl::SetFlagsUsageConfig(usage);

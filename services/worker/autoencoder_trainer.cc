@@ -1,6 +1,7 @@
 #include "services/worker/autoencoder_trainer.h"
 
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <cmath>
@@ -208,6 +209,8 @@ absl::StatusOr<DevicePreference> ParseDevicePreference(const std::string& text) 
   if (text == "cpu") return DevicePreference::kCpu;
   return absl::InvalidArgumentError(absl::StrCat("--device must be auto, cuda or cpu, not \"", text, "\""));
 }
+
+std::string LibtorchVersion() { return TORCH_VERSION; }
 
 absl::StatusOr<AutoencoderConfig> ParseAutoencoderConfig(const Hyperparameters& params) {
   static const absl::flat_hash_set<std::string> kKnown = {

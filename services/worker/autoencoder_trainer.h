@@ -51,6 +51,9 @@ struct AutoencoderConfig {
 absl::StatusOr<AutoencoderConfig> ParseAutoencoderConfig(const Hyperparameters& params);
 
 // What libtorch can offer this process.
+// "1.13.0": the libtorch this binary was built with.
+std::string LibtorchVersion();
+
 struct TorchDevices {
   bool built_with_cuda = false;
   int cuda_devices = 0;

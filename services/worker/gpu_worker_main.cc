@@ -77,5 +77,6 @@ int main(int argc, char** argv) {
   kind.purpose = "Runs AutoEncoder trials on libtorch, on a CUDA device when one is visible.";
   kind.own_flags = {"device", "require_gpu", "run_cpu_models"};
   kind.setup = dhpt::worker::SetUpGpuWorker;
+  kind.library_versions = ", libtorch " + dhpt::worker::LibtorchVersion();
   return dhpt::worker::WorkerMain(argc, argv, kind);
 }

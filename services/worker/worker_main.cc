@@ -28,6 +28,7 @@
 #include "services/worker/worker_client.h"
 #include "services/worker/worker_core.h"
 #include "services/worker/worker_metrics.h"
+#include "services/worker/xgboost_trainer.h"
 
 ABSL_FLAG(std::string, scheduler, "localhost:50051", "the scheduler's HOST:PORT");
 ABSL_FLAG(int, slots, 1, "trials this worker runs at once");
@@ -114,7 +115,10 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
       "reconnects with backoff when the scheduler goes away. Every flag can also be set as\n"
       "DHPT_<FLAG> in the environment (e.g. DHPT_SCHEDULER)."));
   absl::FlagsUsageConfig usage;
-  static std::string version = absl::StrCat(kind.binary, " " DHPT_VERSION "\n");
+  // The libraries too: a comparison's report.json records what ran.
+  static std::string version =
+      absl::StrCat(kind.binary, " " DHPT_VERSION " (grpc ", grpc::Version(), ", xgboost ",
+                   XgboostVersion(), kind.library_versions, ")\n");
   usage.version_string = [] { return version; };
   usage.contains_helpshort_flags = [](absl::string_view file) { return absl::StrContains(file, "services/"); };
   usage.contains_help_flags = usage.contains_helpshort_flags;

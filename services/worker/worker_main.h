@@ -28,6 +28,8 @@ struct WorkerKind {
   const char* binary = "";   // "dhpt-cpu-worker"
   const char* purpose = "";  // One line for --help.
   const char* label = "cpu";  // The `kind` label of its metrics: "cpu" or "gpu".
+  // Libraries of its own for --version, after gRPC's and XGBoost's: ", libtorch 1.13.0".
+  std::string library_versions;
   // The binary's own flags that DHPT_<FLAG> variables may set.
   std::vector<absl::string_view> own_flags;
   // Called after the flags are parsed. An error is printed and the worker exits with status 1

@@ -71,6 +71,12 @@ RegressionScores ScoreRegression(const std::vector<float>& truth, const float* p
   return scores;
 }
 
+std::string XgboostVersion() {
+  int major = 0, minor = 0, patch = 0;
+  XGBoostVersion(&major, &minor, &patch);
+  return absl::StrCat(major, ".", minor, ".", patch);
+}
+
 absl::StatusOr<RegressionScores> TrainXgboost(const SplitDataset& data,
                                               const XgboostRequest& request) {
   if (data.train.target.empty()) {

@@ -30,6 +30,9 @@ struct XgboostRequest {
   std::function<void(int64_t, double)> progress;
 };
 
+// "1.7.4": the XGBoost library this process loaded.
+std::string XgboostVersion();
+
 absl::StatusOr<RegressionScores> TrainXgboost(const SplitDataset& data,
                                               const XgboostRequest& request);
 

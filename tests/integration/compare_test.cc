@@ -88,7 +88,9 @@ void ExpectConsistent(const v1::CompareReport& report, int trials) {
   // Threads per trial are the same in both runs (a fairness rule).
   EXPECT_EQ(report.sequential().threads_per_trial(), report.framework().threads_per_trial());
   EXPECT_GE(report.machine().cores(), 1);
-  EXPECT_TRUE(report.versions().contains("dhpt-scheduler"));
+  // What ran, with its libraries.
+  EXPECT_THAT(report.versions().at("dhpt-scheduler"), HasSubstr("(grpc 1."));
+  EXPECT_THAT(report.versions().at("dhpt-cpu-worker"), HasSubstr("xgboost "));
 }
 
 void ExpectPlots(const std::filesystem::path& dir) {

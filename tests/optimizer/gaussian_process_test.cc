@@ -115,7 +115,9 @@ TEST(YeoJohnsonStandardizeTest, TamesAHeavyTailAndKeepsTheOrder) {
   EXPECT_LT(skewness(t), skewness(y) / 2);
   for (int i = 0; i < y.size(); ++i) {
     for (int j = 0; j < y.size(); ++j) {
-      if (y(i) < y(j)) ASSERT_LT(t(i), t(j));
+      if (y(i) < y(j)) {
+        ASSERT_LT(t(i), t(j));
+      }
     }
   }
 }
