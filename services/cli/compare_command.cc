@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <set>
 #include <thread>
@@ -41,20 +40,6 @@ using google::protobuf::util::TimeUtil;
 
 google::protobuf::Timestamp Now() {
   return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
-}
-
-absl::Status WriteText(const std::filesystem::path& path, const std::string& text) {
-  // Written aside and renamed, so an interrupted write never leaves a half report that a
-  // resumed matrix would trust.
-  const std::filesystem::path partial = path.string() + ".partial";
-  std::ofstream file(partial);
-  file << text;
-  file.close();
-  if (!file) return absl::InternalError(absl::StrCat("cannot write ", partial.string()));
-  std::error_code error;
-  std::filesystem::rename(partial, path, error);
-  if (error) return absl::InternalError(absl::StrCat("cannot write ", path.string()));
-  return absl::OkStatus();
 }
 
 std::string StudyProgress(const std::string& mode, const v1::Study& study, int running) {
@@ -191,8 +176,8 @@ absl::StatusOr<v1::CompareReport> Comparison::Run(const v1::StudySpec& request,
     report.add_warnings(std::string(drawn.status().message()));
   }
   const std::filesystem::path root(dir);
-  RETURN_IF_ERROR(WriteText(root / "report.json", ToJson(report)));
-  RETURN_IF_ERROR(WriteText(root / "report.md", CompareMarkdown(report, plots)));
+  RETURN_IF_ERROR(WriteTextFile((root / "report.json").string(), ToJson(report)));
+  RETURN_IF_ERROR(WriteTextFile((root / "report.md").string(), CompareMarkdown(report, plots)));
   return report;
 }
 
@@ -207,7 +192,7 @@ absl::Status Comparison::RunSequential(const v1::StudySpec& spec, const std::str
     threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
   const std::string spec_path = (std::filesystem::path(dir) / "spec.json").string();
-  RETURN_IF_ERROR(WriteText(spec_path, ToJson(spec)));
+  RETURN_IF_ERROR(WriteTextFile(spec_path, ToJson(spec)));
 
   run.set_mode(v1::RunReport::SEQUENTIAL);
   run.set_where("one process on this machine");
@@ -519,8 +504,8 @@ absl::StatusOr<v1::MatrixReport> Comparison::RunMatrix(const v1::CompareMatrix& 
     *summary.add_cells() = MatrixCellOf(cell.name, *report);
   }
   const std::filesystem::path root(dir);
-  RETURN_IF_ERROR(WriteText(root / "report.json", ToJson(summary)));
-  RETURN_IF_ERROR(WriteText(root / "report.md", MatrixMarkdown(summary)));
+  RETURN_IF_ERROR(WriteTextFile((root / "report.json").string(), ToJson(summary)));
+  RETURN_IF_ERROR(WriteTextFile((root / "report.md").string(), MatrixMarkdown(summary)));
   if (cancelled()) return absl::CancelledError("interrupted; run the same command to resume");
   if (!failures.ok()) return failures;
   return summary;

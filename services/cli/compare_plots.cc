@@ -6,14 +6,15 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/time_util.h"
 #include "services/cli/child_process.h"
+#include "services/cli/study_file.h"
 #include "services/common/model_catalog.h"
+#include "services/common/status_macros.h"
 
 namespace dhpt::cli {
 namespace {
@@ -86,14 +87,6 @@ std::string Escape(const std::string& text) {
     out += c;
   }
   return out;
-}
-
-absl::Status WriteFile(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream file(path);
-  file << text;
-  file.close();
-  if (!file) return absl::InternalError(absl::StrCat("cannot write ", path.string()));
-  return absl::OkStatus();
 }
 
 std::string FindGnuplot() {
@@ -194,26 +187,18 @@ absl::StatusOr<std::vector<std::string>> DrawPlots(const v1::CompareReport& repo
   std::error_code error;
   std::filesystem::create_directories(root / "data", error);
   if (error) return absl::InternalError(absl::StrCat("cannot create ", (root / "data").string()));
+  const std::filesystem::path data = root / "data";
   for (int mode = 0; mode < 2; ++mode) {
-    absl::Status written = WriteFile(root / "data" / absl::StrCat("best_so_far_", kModes[mode], ".dat"),
-                                     BestSoFarData(report, mode));
-    if (written.ok()) {
-      written = WriteFile(root / "data" / absl::StrCat("durations_", kModes[mode], ".dat"),
-                          DurationData(report, mode));
-    }
-    if (!written.ok()) return written;
+    RETURN_IF_ERROR(WriteTextFile((data / absl::StrCat("best_so_far_", kModes[mode], ".dat")).string(),
+                                  BestSoFarData(report, mode)));
+    RETURN_IF_ERROR(WriteTextFile((data / absl::StrCat("durations_", kModes[mode], ".dat")).string(),
+                                  DurationData(report, mode)));
   }
-  if (absl::Status written = WriteFile(root / "data" / "resources.dat", ResourceData(report));
-      !written.ok()) {
-    return written;
-  }
+  RETURN_IF_ERROR(WriteTextFile((data / "resources.dat").string(), ResourceData(report)));
   std::vector<std::string> files;
   for (const std::string terminal : {"svg", "pngcairo"}) {
     const std::string script = terminal == "svg" ? "plots-svg.gp" : "plots-png.gp";
-    if (absl::Status written = WriteFile(root / script, PlotScript(report, terminal));
-        !written.ok()) {
-      return written;
-    }
+    RETURN_IF_ERROR(WriteTextFile((root / script).string(), PlotScript(report, terminal)));
     // gnuplot reads and writes relative to the report's folder.
     const std::string log = (root / "data" / "gnuplot.log").string();
     const std::string command = absl::StrFormat("cd '%s' && '%s' %s 2>>'%s'", root.string(),

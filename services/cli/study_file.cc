@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -130,6 +131,18 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+absl::Status WriteTextFile(const std::string& path, const std::string& text) {
+  const std::string partial = path + ".partial";
+  std::ofstream file(partial);
+  file << text;
+  file.close();
+  if (!file) return absl::InternalError(absl::StrCat("cannot write ", partial));
+  std::error_code error;
+  std::filesystem::rename(partial, path, error);
+  if (error) return absl::InternalError(absl::StrCat("cannot write ", path, ": ", error.message()));
+  return absl::OkStatus();
 }
 
 std::string ToJson(const google::protobuf::Message& message) {

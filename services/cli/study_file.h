@@ -17,6 +17,9 @@ absl::StatusOr<v1::StudySpec> ParseStudySpec(const std::string& text);
 absl::Status ParseYamlMessage(const std::string& text, absl::string_view what,
                               google::protobuf::Message& message);
 absl::StatusOr<std::string> ReadTextFile(const std::string& path);
+// Writes `text` aside and renames it into place, so that an interrupted write never leaves a
+// half file that a later run (a resumed matrix) would trust.
+absl::Status WriteTextFile(const std::string& path, const std::string& text);
 // The message as indented JSON with the .proto field names, as the files above are read.
 std::string ToJson(const google::protobuf::Message& message);
 absl::StatusOr<v1::StudySpec> ReadStudyFile(const std::string& path);
