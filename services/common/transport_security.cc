@@ -33,14 +33,16 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return difference == 0;
 }
 
-// Runs on gRPC's thread before any handler: a call without the token never reaches one.
+// Runs on gRPC's thread before any handler: a call without a known token never reaches one.
+// Which token it was is recorded for the services (CheckRole).
 class BearerTokenProcessor : public grpc::AuthMetadataProcessor {
  public:
-  explicit BearerTokenProcessor(std::string token) : expected_("Bearer " + std::move(token)) {}
+  BearerTokenProcessor(std::string user_token, std::string worker_token)
+      : user_("Bearer " + std::move(user_token)), worker_("Bearer " + std::move(worker_token)) {}
 
   bool IsBlocking() const override { return false; }
 
-  grpc::Status Process(const InputMetadata& metadata, grpc::AuthContext* /*context*/,
+  grpc::Status Process(const InputMetadata& metadata, grpc::AuthContext* context,
                        OutputMetadata* consumed, OutputMetadata* /*response*/) override {
     auto it = metadata.find("authorization");
     if (it == metadata.end()) {
@@ -49,16 +51,21 @@ class BearerTokenProcessor : public grpc::AuthMetadataProcessor {
                           "--auth_token_file (grpcurl: -H 'authorization: Bearer TOKEN')");
     }
     const absl::string_view given(it->second.data(), it->second.size());
-    if (!ConstantTimeEquals(given, expected_)) {
+    // Both comparisons always run, so timing tells nothing of which one matched.
+    const bool user = ConstantTimeEquals(given, user_);
+    const bool worker = ConstantTimeEquals(given, worker_);
+    if (!user && !worker) {
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                           "the bearer token is not this scheduler's");
     }
+    context->AddProperty(kRoleProperty, user ? kUserRole : kWorkerRole);
     consumed->insert({std::string(it->first.data(), it->first.size()), std::string(given)});
     return grpc::Status::OK;
   }
 
  private:
-  const std::string expected_;
+  const std::string user_;
+  const std::string worker_;
 };
 
 }  // namespace
@@ -81,10 +88,15 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   if (!tls && !options.tls_client_ca_file.empty()) {
     return absl::InvalidArgumentError("--tls_client_ca needs TLS: give --tls_cert and --tls_key");
   }
-  if (!tls && !options.token_file.empty()) {
+  if (!tls && (!options.token_file.empty() || !options.worker_token_file.empty())) {
     return absl::InvalidArgumentError(
-        "--auth_token_file needs TLS (--tls_cert and --tls_key): over plaintext the token "
-        "could be read on the network");
+        "--auth_token_file and --worker_token_file need TLS (--tls_cert and --tls_key): over "
+        "plaintext a token could be read on the network");
+  }
+  if (options.token_file.empty() != options.worker_token_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--auth_token_file (users) and --worker_token_file (workers) go together: users and "
+        "workers hold different tokens, so that neither can act as the other");
   }
   if (!tls) return grpc::InsecureServerCredentials();
 
@@ -99,10 +111,31 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   }
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::SslServerCredentials(ssl);
   if (!options.token_file.empty()) {
-    ASSIGN_OR_RETURN(std::string token, ReadTokenFile(options.token_file));
-    credentials->SetAuthMetadataProcessor(std::make_shared<BearerTokenProcessor>(std::move(token)));
+    ASSIGN_OR_RETURN(std::string user_token, ReadTokenFile(options.token_file));
+    ASSIGN_OR_RETURN(std::string worker_token, ReadTokenFile(options.worker_token_file));
+    if (user_token == worker_token) {
+      return absl::InvalidArgumentError(
+          "--auth_token_file and --worker_token_file hold the same token; give workers their "
+          "own (e.g. openssl rand -hex 32 > worker.token)");
+    }
+    credentials->SetAuthMetadataProcessor(
+        std::make_shared<BearerTokenProcessor>(std::move(user_token), std::move(worker_token)));
   }
   return credentials;
+}
+
+absl::Status CheckRole(const grpc::AuthContext* context, absl::string_view role) {
+  if (context == nullptr) return absl::OkStatus();
+  const std::vector<grpc::string_ref> roles = context->FindPropertyValues(kRoleProperty);
+  if (roles.empty()) return absl::OkStatus();  // No tokens in use.
+  if (absl::string_view(roles.front().data(), roles.front().size()) == role) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(
+      role == kWorkerRole
+          ? "only workers may connect here: this is a user's token; start the worker with the "
+            "scheduler's worker token (--auth_token_file=WORKER_TOKEN_FILE)"
+          : "this is a worker's token; users call with the scheduler's user token");
 }
 
 void ChannelSecurity::ApplyTo(grpc::ChannelArguments& arguments) const {

@@ -16,6 +16,7 @@
 #include "services/common/transport_security.h"
 #include "services/scheduler/scheduler_metrics.h"
 #include "services/scheduler/scheduler_server.h"
+#include "services/scheduler/spec_validation.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
           "HOST:PORT to serve on; port 0 picks a free port (printed as 'listening on HOST:PORT')");
@@ -30,8 +31,20 @@ ABSL_FLAG(std::string, tls_key, "", "the private key (PEM) of --tls_cert");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "mutual TLS: accept only clients with a certificate signed by this CA (PEM)");
 ABSL_FLAG(std::string, auth_token_file, "",
-          "require 'authorization: Bearer TOKEN' on every call, TOKEN being this file's content "
-          "(needs TLS)");
+          "users' token: StudyService calls must carry 'authorization: Bearer TOKEN', TOKEN "
+          "being this file's content (needs TLS and --worker_token_file)");
+ABSL_FLAG(std::string, worker_token_file, "",
+          "workers' token: WorkerService streams must carry this file's token; it cannot call "
+          "StudyService, and the users' token cannot connect as a worker");
+ABSL_FLAG(std::string, metrics_listen, "0.0.0.0",
+          "address the metrics endpoint binds; it is plaintext HTTP without a token, so use "
+          "127.0.0.1 or a NetworkPolicy where that matters");
+ABSL_FLAG(int, max_studies, 10'000, "studies the scheduler holds at most (ended ones included)");
+ABSL_FLAG(int, max_parameters, dhpt::scheduler::kDefaultMaxParameters,
+          "parameters one study may tune at most");
+ABSL_FLAG(int64_t, max_dataset_bytes, dhpt::scheduler::kDefaultMaxDatasetBytes,
+          "largest generated data set a study may ask workers to hold, in bytes");
+ABSL_FLAG(int, max_message_bytes, 4 << 20, "largest request the scheduler reads, in bytes");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(5),
           "how often workers must send a heartbeat");
 ABSL_FLAG(int, missed_heartbeats, 3, "silent intervals after which a worker loses its trials");
@@ -48,9 +61,11 @@ int main(int argc, char** argv) {
   usage.contains_helpshort_flags = [](absl::string_view file) { return absl::StrContains(file, "services/"); };
   usage.contains_help_flags = usage.contains_helpshort_flags;
   absl::SetFlagsUsageConfig(usage);
-  dhpt::ApplyEnvironmentToFlags({"listen", "metrics_port", "db", "heartbeat_interval",
-                                 "missed_heartbeats", "tls_cert", "tls_key", "tls_client_ca",
-                                 "auth_token_file"});
+  dhpt::ApplyEnvironmentToFlags({"listen", "metrics_port", "metrics_listen", "db",
+                                 "heartbeat_interval", "missed_heartbeats", "tls_cert", "tls_key",
+                                 "tls_client_ca", "auth_token_file", "worker_token_file",
+                                 "max_studies", "max_parameters", "max_dataset_bytes",
+                                 "max_message_bytes"});
   dhpt::ParseCommandLineWithDashes(argc, argv);
   dhpt::BlockTerminationSignals();
 
@@ -71,6 +86,16 @@ int main(int argc, char** argv) {
   options.core.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   options.core.missed_heartbeats = absl::GetFlag(FLAGS_missed_heartbeats);
   if (metrics_port >= 0) options.core.observer = &metrics;
+  options.core.max_studies = absl::GetFlag(FLAGS_max_studies);
+  options.core.spec_limits.max_parameters = absl::GetFlag(FLAGS_max_parameters);
+  options.core.spec_limits.max_dataset_bytes = absl::GetFlag(FLAGS_max_dataset_bytes);
+  options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  if (options.core.max_studies < 1 || options.core.spec_limits.max_parameters < 1 ||
+      options.core.spec_limits.max_dataset_bytes < 1 || options.max_receive_message_bytes < 1024) {
+    std::fprintf(stderr, "--max_studies, --max_parameters and --max_dataset_bytes must be >= 1, "
+                         "--max_message_bytes >= 1024\n");
+    return 2;
+  }
   if (options.core.heartbeat_interval < absl::Milliseconds(10) ||
       options.core.missed_heartbeats < 1) {
     std::fprintf(stderr, "--heartbeat_interval must be >= 10ms and --missed_heartbeats >= 1\n");
@@ -81,7 +106,8 @@ int main(int argc, char** argv) {
       dhpt::MakeServerCredentials({.tls_cert_file = absl::GetFlag(FLAGS_tls_cert),
                                    .tls_key_file = absl::GetFlag(FLAGS_tls_key),
                                    .tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca),
-                                   .token_file = absl::GetFlag(FLAGS_auth_token_file)});
+                                   .token_file = absl::GetFlag(FLAGS_auth_token_file),
+                                   .worker_token_file = absl::GetFlag(FLAGS_worker_token_file)});
   if (!credentials.ok()) {
     std::fprintf(stderr, "dhpt-scheduler: %s\n", std::string(credentials.status().message()).c_str());
     return 2;
@@ -100,7 +126,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<dhpt::MetricsEndpoint> metrics_endpoint;
   if (metrics_port >= 0) {
     auto endpoint = dhpt::MetricsEndpoint::Start(
-        "0.0.0.0", metrics_port, {{"component", "scheduler"}},
+        absl::GetFlag(FLAGS_metrics_listen), metrics_port, {{"component", "scheduler"}},
         {metrics.registry(), std::make_shared<dhpt::scheduler::SchedulerStateCollector>(&(*server)->core())});
     if (!endpoint.ok()) {
       std::fprintf(stderr, "dhpt-scheduler: %s\n", endpoint.status().ToString().c_str());

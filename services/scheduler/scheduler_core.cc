@@ -61,8 +61,17 @@ std::string DeviceLabel(const v1::WorkerCapabilities& worker) {
   return worker.device_kind() == v1::WorkerCapabilities::CUDA ? "cuda" : "cpu";
 }
 std::string DeviceLabel(absl::string_view device) {
-  if (device.empty()) return "unknown";
-  return std::string(device.substr(0, device.find(':')));
+  // Workers write this text: only known values become labels, so none can grow the series.
+  const absl::string_view kind = device.substr(0, device.find(':'));
+  if (kind == "cpu" || kind == "cuda") return std::string(kind);
+  return device.empty() ? "unknown" : "other";
+}
+
+// The worker id attempt `attempt` of `trial` was given to; empty when unknown.
+const std::string& AttemptWorker(const std::vector<std::string>& attempt_workers, int attempt) {
+  static const std::string* const kNone = new std::string();
+  if (attempt < 1 || attempt > static_cast<int>(attempt_workers.size())) return *kNone;
+  return attempt_workers[static_cast<size_t>(attempt - 1)];
 }
 
 SchedulerObserver* NoObserver() {
@@ -131,6 +140,9 @@ absl::Status SchedulerCore::Recover() {
     TrialEntry& entry = trials_[stored_trial.id()];
     entry.trial = stored_trial;
     entry.study = &study;
+    // Only the last attempt's worker is stored: earlier attempts' late results are refused.
+    entry.attempt_workers.resize(static_cast<size_t>(std::max(0, stored_trial.attempt())));
+    if (!entry.attempt_workers.empty()) entry.attempt_workers.back() = stored_trial.worker_id();
     next_trial_id_ = std::max(next_trial_id_, stored_trial.id() + 1);
     study.keys.insert(study.space.Key(point));
     study.trial_ids.push_back(stored_trial.id());
@@ -152,7 +164,7 @@ absl::Status SchedulerCore::Recover() {
 // Users
 
 absl::StatusOr<v1::Study> SchedulerCore::CreateStudy(const v1::StudySpec& request) {
-  ASSIGN_OR_RETURN(v1::StudySpec spec, NormalizeStudySpec(request));
+  ASSIGN_OR_RETURN(v1::StudySpec spec, NormalizeStudySpec(request, options_.spec_limits));
   absl::MutexLock lock(&mutex_);
   if (shutting_down_) return absl::UnavailableError("the scheduler is shutting down");
   if (auto it = studies_.find(spec.name()); it != studies_.end()) {
@@ -161,6 +173,11 @@ absl::StatusOr<v1::Study> SchedulerCore::CreateStudy(const v1::StudySpec& reques
     }
     return absl::AlreadyExistsError(absl::StrCat(
         "study \"", spec.name(), "\" exists with a different spec; choose another name"));
+  }
+  if (static_cast<int>(studies_.size()) >= options_.max_studies) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the scheduler holds ", studies_.size(), " studies, its limit (--max_studies); "
+        "ask its operator to raise the limit"));
   }
   auto entry = std::make_unique<StudyEntry>();
   entry->space = ToSearchSpace(spec);
@@ -277,28 +294,93 @@ void SchedulerCore::Unwatch(uint64_t watch_id) {
 // ---------------------------------------------------------------------------------------------
 // Workers
 
-absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
-                                                      WorkerChannel* channel) {
-  if (hello.worker_id().empty()) {
-    return absl::InvalidArgumentError("hello.worker_id: is required");
+namespace {
+
+// Worker text for logs, results and metric labels: cut to `limit`, control bytes replaced, so
+// a worker cannot grow the scheduler's memory or forge log lines.
+std::string WorkerText(absl::string_view text, size_t limit) {
+  std::string out(text.substr(0, limit));
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  if (text.size() > limit) absl::StrAppend(&out, "...");
+  return out;
+}
+
+absl::Status ValidateHello(const v1::Hello& hello) {
+  if (hello.worker_id().empty()) return absl::InvalidArgumentError("hello.worker_id: is required");
+  if (hello.worker_id().size() > kMaxWorkerIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hello.worker_id: longer than ", kMaxWorkerIdBytes, " bytes"));
   }
   const v1::WorkerCapabilities& caps = hello.capabilities();
   if (caps.slots() < 1 || caps.slots() > 1024) {
     return absl::InvalidArgumentError("hello.capabilities.slots: must be between 1 and 1024");
   }
-  if (caps.models().empty()) {
-    return absl::InvalidArgumentError("hello.capabilities.models: must name at least one model");
+  if (caps.models().empty() || caps.models_size() > 16) {
+    return absl::InvalidArgumentError("hello.capabilities.models: must name 1 to 16 models");
   }
+  for (const std::string* text : {&caps.device_name(), &caps.node_name(), &caps.arch(),
+                                  &caps.version(), &caps.gpu_telemetry()}) {
+    if (text->size() > kMaxWorkerTextBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "hello.capabilities: names must be at most ", kMaxWorkerTextBytes, " bytes"));
+    }
+  }
+  if (hello.running_size() > 4 * caps.slots() + 16) {
+    return absl::InvalidArgumentError("hello.running: more attempts than the worker has slots");
+  }
+  return absl::OkStatus();
+}
+
+// A copy of a worker's result within the protocol's limits: the objective metric first, then
+// at most kMaxResultMetrics names of sane length; text cut short.
+v1::TrialResult BoundedResult(const v1::TrialResult& result, const std::string& objective) {
+  v1::TrialResult bounded;
+  bounded.set_trial_id(result.trial_id());
+  bounded.set_attempt(result.attempt());
+  bounded.set_state(result.state());
+  bounded.set_error(WorkerText(result.error(), kMaxWorkerErrorBytes));
+  bounded.set_device(WorkerText(result.device(), kMaxWorkerTextBytes));
+  auto& metrics = *bounded.mutable_metrics();
+  if (auto it = result.metrics().find(objective); it != result.metrics().end()) {
+    metrics[objective] = it->second;
+  }
+  for (const auto& [name, value] : result.metrics()) {
+    if (static_cast<int>(metrics.size()) >= kMaxResultMetrics) break;
+    if (!name.empty() && name.size() <= kMaxMetricNameBytes) metrics[name] = value;
+  }
+  return bounded;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
+                                                      const std::vector<std::string>& peer_names,
+                                                      WorkerChannel* channel) {
+  RETURN_IF_ERROR(ValidateHello(hello));
+  if (!peer_names.empty() &&
+      std::find(peer_names.begin(), peer_names.end(), hello.worker_id()) == peer_names.end()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "worker id \"", WorkerText(hello.worker_id(), kMaxWorkerIdBytes),
+        "\" is not a name of this worker's certificate; start the worker with "
+        "--worker_id set to its certificate's common name"));
+  }
+  const v1::WorkerCapabilities& caps = hello.capabilities();
   absl::MutexLock lock(&mutex_);
   if (shutting_down_) return absl::UnavailableError("the scheduler is shutting down");
-  // A worker that reconnects before its old stream was noticed dead replaces it.
-  for (auto it = workers_.begin(); it != workers_.end();) {
-    auto next = std::next(it);
-    if (it->second.worker_id == hello.worker_id()) {
-      it->second.channel->Close(absl::AbortedError("replaced by a newer connection"));
-      DisconnectLocked(it->first, "replaced by a newer connection");
+  // Without a certificate to prove it, a second connection may not push out a worker that is
+  // still heard from: anyone can read worker ids from ListWorkers. A worker whose old stream
+  // broke unnoticed is let in once that stream has been silent for 1.5 heartbeat intervals.
+  if (peer_names.empty()) {
+    for (const auto& [other, worker] : workers_) {
+      const absl::Duration silent = options_.clock() - worker.last_seen;
+      if (worker.worker_id == hello.worker_id() && silent < options_.heartbeat_interval * 3 / 2) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "worker id \"", worker.worker_id, "\" is connected and was heard from ",
+            absl::FormatDuration(silent), " ago; give every worker its own --worker_id"));
+      }
     }
-    it = next;
   }
   const uint64_t session = next_session_++;
   WorkerEntry& worker = workers_[session];
@@ -311,12 +393,64 @@ absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
   welcome.mutable_welcome()->set_heartbeat_interval_ms(
       absl::ToInt64Milliseconds(options_.heartbeat_interval));
   channel->Send(std::move(welcome));
+
+  // The attempts it still holds stay with it: moved from an older stream of the same worker
+  // id (a reconnect before the old one was noticed dead), or taken back from pending.
+  for (const v1::TrialAttempt& attempt : hello.running()) ReclaimLocked(session, worker, attempt);
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    auto next = std::next(it);
+    if (it->first != session && it->second.worker_id == hello.worker_id()) {
+      it->second.channel->Close(absl::AbortedError("replaced by a newer connection"));
+      DisconnectLocked(it->first, "replaced by a newer connection");
+    }
+    it = next;
+  }
   observer_->WorkerConnected(caps);
-  DHPT_LOG_INFO("worker %s connected: %s on %s, %d slots", hello.worker_id(),
-                v1::WorkerCapabilities::DeviceKind_Name(caps.device_kind()), caps.node_name(),
-                caps.slots());
+  DHPT_LOG_INFO("worker %s connected: %s on %s, %d slots, %d attempts kept", worker.worker_id,
+                v1::WorkerCapabilities::DeviceKind_Name(caps.device_kind()),
+                WorkerText(caps.node_name(), kMaxWorkerTextBytes), caps.slots(),
+                worker.running.size());
   DispatchLocked();
   return session;
+}
+
+bool SchedulerCore::ReclaimLocked(uint64_t session, WorkerEntry& worker,
+                                  const v1::TrialAttempt& attempt) {
+  auto it = trials_.find(attempt.trial_id());
+  if (it == trials_.end()) return false;
+  TrialEntry& trial = it->second;
+  v1::Trial& t = trial.trial;
+  // Only the current attempt, and only by the worker id it was given to.
+  if (attempt.attempt() != t.attempt() ||
+      AttemptWorker(trial.attempt_workers, t.attempt()) != worker.worker_id) {
+    return false;
+  }
+  StudyEntry& study = *trial.study;
+  if (t.state() == v1::Trial::RUNNING) {
+    if (trial.session == session) return true;
+    if (auto old = workers_.find(trial.session); old != workers_.end()) {
+      old->second.running.erase(t.id());
+    }
+  } else if (t.state() == v1::Trial::PENDING) {
+    study.pending.erase(std::remove(study.pending.begin(), study.pending.end(), t.id()),
+                        study.pending.end());
+    t.set_state(v1::Trial::RUNNING);
+    t.set_worker_id(worker.worker_id);
+    t.set_node_name(worker.capabilities.node_name());
+    t.clear_error();
+    ++study.running;
+    if (trial.charged) {  // It was not lost after all.
+      t.set_lost_attempts(t.lost_attempts() - 1);
+      trial.charged = false;
+    }
+    SaveTrialLocked(trial);
+    PublishTrialLocked(trial);
+  } else {
+    return false;
+  }
+  trial.session = session;
+  worker.running.insert(t.id());
+  return true;
 }
 
 void SchedulerCore::DisconnectWorker(uint64_t session, absl::string_view reason) {
@@ -337,10 +471,33 @@ void SchedulerCore::DisconnectLocked(uint64_t session, absl::string_view reason)
     TrialEntry& trial = trials_.at(id);
     trial.session = 0;
     --trial.study->running;
-    RequeueLocked(trial, absl::StrCat("worker ", worker.worker_id, " was lost: ", reason));
+    RequeueLocked(trial, absl::StrCat("worker ", worker.worker_id, " was lost: ", reason),
+                  /*lost=*/true);
     touched.push_back(trial.study);
   }
   for (StudyEntry* study : touched) CheckStudyEndLocked(*study);
+}
+
+void SchedulerCore::HandleWorkerMessage(uint64_t session, const v1::WorkerMessage& message) {
+  switch (message.kind_case()) {
+    case v1::WorkerMessage::kResult:
+      HandleResult(session, message.result());
+      break;
+    case v1::WorkerMessage::kProgress:
+      HandleProgress(session, message.progress());
+      break;
+    case v1::WorkerMessage::kStarted:
+      HandleStarted(session, message.started());
+      break;
+    case v1::WorkerMessage::kDraining:
+      HandleDraining(session, message.draining());
+      break;
+    case v1::WorkerMessage::kHeartbeat:
+    case v1::WorkerMessage::kHello:  // A second hello changes nothing.
+    case v1::WorkerMessage::KIND_NOT_SET:
+      HandleHeartbeat(session);
+      break;
+  }
 }
 
 void SchedulerCore::HandleHeartbeat(uint64_t session) {
@@ -348,55 +505,112 @@ void SchedulerCore::HandleHeartbeat(uint64_t session) {
   if (auto it = workers_.find(session); it != workers_.end()) it->second.last_seen = options_.clock();
 }
 
+bool SchedulerCore::RunsOnLocked(const TrialEntry& trial, uint64_t session, int attempt) const {
+  return trial.trial.state() == v1::Trial::RUNNING && trial.session == session &&
+         attempt == trial.trial.attempt();
+}
+
+void SchedulerCore::RefuseTrialLocked(uint64_t session, WorkerEntry& worker, uint64_t trial_id,
+                                      absl::string_view what) {
+  if (worker.refused_trials.contains(trial_id)) return;  // Answered already.
+  if (worker.refused_trials.size() >= kMaxUnknownTrialsPerSession) {
+    DHPT_LOG_WARNING("worker %s names too many trials it does not run; cutting it off",
+                     worker.worker_id);
+    worker.channel->Close(absl::ResourceExhaustedError(absl::StrCat(
+        "sent ", what, " for more than ", kMaxUnknownTrialsPerSession,
+        " trials it does not run")));
+    DisconnectLocked(session, "protocol abuse");
+    DispatchLocked();
+    return;
+  }
+  worker.refused_trials.insert(trial_id);
+  // Tell it to stop rather than fail the stream: a worker that missed a Cancel stops now.
+  worker.channel->Send(CancelMessage(
+      trial_id, absl::StrCat("trial ", trial_id, " is not running on this worker")));
+}
+
 void SchedulerCore::HandleProgress(uint64_t session, const v1::TrialProgress& progress) {
   absl::MutexLock lock(&mutex_);
   auto worker = workers_.find(session);
   if (worker == workers_.end()) return;
   worker->second.last_seen = options_.clock();
-  if (!worker->second.running.contains(progress.trial_id())) {
-    // Unknown or no longer this worker's: tell it to stop rather than fail the stream.
-    SendLocked(session, CancelMessage(progress.trial_id(),
-                                      absl::StrCat("trial ", progress.trial_id(),
-                                                   " is not running on this worker")));
+  auto trial = trials_.find(progress.trial_id());
+  if (trial == trials_.end() || !RunsOnLocked(trial->second, session, progress.attempt())) {
+    RefuseTrialLocked(session, worker->second, progress.trial_id(), "progress");
   }
   // Intermediate values feed early stopping, which a later issue adds.
 }
 
-void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& result) {
+void SchedulerCore::HandleStarted(uint64_t session, const v1::TrialAttempt& started) {
+  absl::MutexLock lock(&mutex_);
+  auto worker = workers_.find(session);
+  if (worker == workers_.end()) return;
+  worker->second.last_seen = options_.clock();
+  auto trial = trials_.find(started.trial_id());
+  if (trial == trials_.end() || !RunsOnLocked(trial->second, session, started.attempt())) {
+    RefuseTrialLocked(session, worker->second, started.trial_id(), "starts");
+    return;
+  }
+  trial->second.started = true;
+}
+
+void SchedulerCore::HandleDraining(uint64_t session, const v1::Draining& draining) {
+  absl::MutexLock lock(&mutex_);
+  auto worker = workers_.find(session);
+  if (worker == workers_.end() || worker->second.draining) return;
+  worker->second.draining = true;
+  worker->second.last_seen = options_.clock();
+  DHPT_LOG_INFO("worker %s drains (%s): no new trials for it", worker->second.worker_id,
+                WorkerText(draining.reason(), kMaxWorkerTextBytes));
+}
+
+void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& reported) {
   absl::MutexLock lock(&mutex_);
   auto worker_it = workers_.find(session);
-  if (worker_it != workers_.end()) worker_it->second.last_seen = options_.clock();
+  if (worker_it == workers_.end()) return;  // Closed: nothing to answer on.
+  WorkerEntry& worker = worker_it->second;
+  worker.last_seen = options_.clock();
   v1::SchedulerMessage ack;
-  ack.mutable_ack()->set_trial_id(result.trial_id());
-  ack.mutable_ack()->set_attempt(result.attempt());
+  ack.mutable_ack()->set_trial_id(reported.trial_id());
+  ack.mutable_ack()->set_attempt(reported.attempt());
 
-  auto trial_it = trials_.find(result.trial_id());
+  auto trial_it = trials_.find(reported.trial_id());
   if (trial_it == trials_.end()) {
-    DHPT_LOG_WARNING("result for unknown trial %d ignored", result.trial_id());
-    SendLocked(session, std::move(ack));  // Answered, so the worker stops resending it.
+    DHPT_LOG_WARNING("result for unknown trial %d ignored", reported.trial_id());
+    worker.channel->Send(std::move(ack));  // Answered, so the worker stops resending it.
     return;
   }
   TrialEntry& trial = trial_it->second;
   StudyEntry& study = *trial.study;
-  if (TrialTerminal(trial.trial.state())) {
-    SendLocked(session, std::move(ack));  // A duplicate or late result: counted once already.
+  // Only the worker an attempt was given to may settle it: a late result of an earlier attempt
+  // of the same worker counts (once); anyone else's is refused, whatever it claims.
+  const int attempt = reported.attempt();
+  if (attempt > trial.trial.attempt() ||
+      AttemptWorker(trial.attempt_workers, attempt) != worker.worker_id) {
+    DHPT_LOG_WARNING("worker %s sent a result for trial %d attempt %d, which it was not given; "
+                     "refused", worker.worker_id, reported.trial_id(), attempt);
+    RefuseTrialLocked(session, worker, reported.trial_id(), "results");
     return;
   }
-  const bool from_current_attempt =
-      trial.session == session && result.attempt() == trial.trial.attempt();
+  if (TrialTerminal(trial.trial.state())) {
+    worker.channel->Send(std::move(ack));  // A duplicate or late result: counted once already.
+    return;
+  }
+  const bool from_current_attempt = RunsOnLocked(trial, session, attempt);
+  const v1::TrialResult result = BoundedResult(reported, study.spec.objective().metric());
   if (result.state() == v1::Trial::CANCELLED) {
-    // The worker gave the trial back (it is shutting down); someone else runs it.
+    // The worker gave the trial back (it is stopping): someone else runs it, at no cost.
     if (from_current_attempt) {
       ReleaseLocked(trial);
-      RequeueLocked(trial, absl::StrCat("worker gave it back: ", result.error()));
+      RequeueLocked(trial, absl::StrCat("worker gave it back: ", result.error()), /*lost=*/false);
       CheckStudyEndLocked(study);
     }
-    SendLocked(session, std::move(ack));
+    worker.channel->Send(std::move(ack));
     DispatchLocked();
     return;
   }
 
-  // Accept the result, whichever attempt it came from: the first result wins.
+  // Accept the result, whichever of its attempts it came from: the first result wins.
   const uint64_t running_on = trial.session;
   if (trial.trial.state() == v1::Trial::RUNNING) ReleaseLocked(trial);
   if (trial.trial.state() == v1::Trial::PENDING) {
@@ -409,11 +623,11 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& result
   }
   v1::Trial& t = trial.trial;
   RecordResult(study.spec, result, t);
-  if (worker_it != workers_.end()) t.set_worker_id(worker_it->second.worker_id);
+  t.set_worker_id(worker.worker_id);
   *t.mutable_end_time() = ToTimestamp(options_.clock());
   RecordTrialEndLocked(trial);
   SaveTrialLocked(trial);
-  SendLocked(session, std::move(ack));
+  worker.channel->Send(std::move(ack));
   PublishTrialLocked(trial);
   CheckStudyEndLocked(study);
   DispatchLocked();
@@ -434,6 +648,38 @@ int SchedulerCore::ExpireLeases() {
   }
   if (!expired.empty()) DispatchLocked();
   return static_cast<int>(expired.size());
+}
+
+int SchedulerCore::ExpireTrials() {
+  absl::MutexLock lock(&mutex_);
+  const absl::Time now = options_.clock();
+  std::vector<uint64_t> late;
+  for (const auto& [session, worker] : workers_) {
+    for (uint64_t id : worker.running) {
+      if (trials_.at(id).deadline < now) late.push_back(id);
+    }
+  }
+  for (uint64_t id : late) {
+    TrialEntry& trial = trials_.at(id);
+    StudyEntry& study = *trial.study;
+    const uint64_t session = trial.session;
+    ReleaseLocked(trial);
+    const std::string reason = absl::StrCat(
+        "exceeded the study's trial_timeout of ",
+        absl::FormatDuration(absl::Seconds(study.spec.trial_timeout().seconds())),
+        " and its worker did not stop it");
+    SendLocked(session, CancelMessage(id, reason));
+    v1::Trial& t = trial.trial;
+    t.set_state(v1::Trial::FAILED);
+    t.set_error(reason);
+    *t.mutable_end_time() = ToTimestamp(now);
+    RecordTrialEndLocked(trial);
+    SaveTrialLocked(trial);
+    PublishTrialLocked(trial);
+    CheckStudyEndLocked(study);
+  }
+  if (!late.empty()) DispatchLocked();
+  return static_cast<int>(late.size());
 }
 
 void SchedulerCore::Shutdown(absl::string_view reason) {
@@ -566,6 +812,10 @@ bool SchedulerCore::AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
     v1::Trial& trial = entry.trial;
     trial.set_state(v1::Trial::RUNNING);
     trial.set_attempt(trial.attempt() + 1);
+    entry.attempt_workers.resize(static_cast<size_t>(trial.attempt() - 1));
+    entry.attempt_workers.push_back(worker.worker_id);
+    entry.started = false;
+    entry.charged = false;
     trial.set_worker_id(worker.worker_id);
     trial.set_node_name(worker.capabilities.node_name());
     *trial.mutable_start_time() = ToTimestamp(options_.clock());
@@ -591,6 +841,15 @@ bool SchedulerCore::AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
     if (study.spec.has_dataset()) *assign.mutable_dataset() = study.spec.dataset();
     assign.set_objective_metric(study.spec.objective().metric());
     *assign.mutable_params() = trial.params();
+    entry.deadline = absl::InfiniteFuture();
+    if (study.spec.has_trial_timeout()) {
+      const absl::Duration timeout = absl::Seconds(study.spec.trial_timeout().seconds()) +
+                                     absl::Nanoseconds(study.spec.trial_timeout().nanos());
+      assign.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+      // The worker stops the trial itself; the scheduler steps in a lease later.
+      entry.deadline = options_.clock() + timeout +
+                       options_.heartbeat_interval * options_.missed_heartbeats;
+    }
     worker.channel->Send(std::move(message));
     PublishTrialLocked(entry);
     return true;
@@ -620,12 +879,19 @@ void SchedulerCore::ReleaseLocked(TrialEntry& trial) {
   }
 }
 
-void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason) {
+void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason, bool lost) {
   StudyEntry& study = *trial.study;
   v1::Trial& t = trial.trial;
-  if (t.attempt() >= study.spec.max_attempts()) {
+  // Only an attempt its worker had begun counts: a worker that drops before starting (a
+  // flapping node) or hands a trial back costs no attempt.
+  if (lost && trial.started && !trial.charged) {
+    t.set_lost_attempts(t.lost_attempts() + 1);
+    trial.charged = true;
+  }
+  if (t.lost_attempts() >= study.spec.max_attempts()) {
     t.set_state(v1::Trial::FAILED);
-    t.set_error(absl::StrCat("gave up after ", t.attempt(), " attempts; last: ", reason));
+    t.set_error(absl::StrCat("gave up after losing ", t.lost_attempts(), " started attempts; last: ",
+                             reason));
     *t.mutable_end_time() = ToTimestamp(options_.clock());
     RecordTrialEndLocked(trial);
   } else {
@@ -680,11 +946,18 @@ void SchedulerCore::CheckStudyEndLocked(StudyEntry& study) {
     EndStudyLocked(study, v1::Study::FAILED,
                    absl::StrCat(study.failed, " trials failed, more than max_failed_trials (",
                                 study.spec.max_failed_trials(), ")"));
-  } else if (finished >= study.spec.max_trials()) {
-    EndStudyLocked(study, v1::Study::COMPLETED, absl::StrCat("all ", finished, " trials finished"));
-  } else if (study.exhausted && study.pending.empty() && study.running == 0) {
-    EndStudyLocked(study, v1::Study::COMPLETED,
-                   absl::StrCat("search space exhausted after ", finished, " trials"));
+  } else if (finished >= study.spec.max_trials() ||
+             (study.exhausted && study.pending.empty() && study.running == 0)) {
+    const std::string how = finished >= study.spec.max_trials()
+                                ? absl::StrCat("all ", finished, " trials finished")
+                                : absl::StrCat("search space exhausted after ", finished, " trials");
+    if (study.completed == 0 && finished > 0) {
+      // Nothing to show for it: not a success, whatever max_failed_trials allowed.
+      EndStudyLocked(study, v1::Study::FAILED,
+                     absl::StrCat(how, ", and every one failed; see the trials' errors"));
+    } else {
+      EndStudyLocked(study, v1::Study::COMPLETED, how);
+    }
   }
 }
 

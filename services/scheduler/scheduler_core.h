@@ -30,6 +30,7 @@
 #include "services/common/work_queue.h"
 #include "services/optimizer/optimizer.h"
 #include "services/scheduler/scheduler_observer.h"
+#include "services/scheduler/spec_validation.h"
 #include "services/scheduler/study_store.h"
 
 namespace dhpt::scheduler {
@@ -69,7 +70,20 @@ struct SchedulerOptions {
   OptimizerFactory optimizer_factory = optimizer::MakeOptimizer;
   // Told of trials, suggestions and workers as they happen (metrics); may be null.
   SchedulerObserver* observer = nullptr;
+  // Studies kept at once (finished ones count until deleted); more are RESOURCE_EXHAUSTED.
+  int max_studies = 10'000;
+  SpecLimits spec_limits;
 };
+
+// What one worker may send: longer text is cut, extra metrics dropped (the objective kept).
+inline constexpr size_t kMaxWorkerIdBytes = 128;
+inline constexpr size_t kMaxWorkerTextBytes = 256;  // Node, device and version names.
+inline constexpr size_t kMaxWorkerErrorBytes = 2048;
+inline constexpr int kMaxResultMetrics = 64;
+inline constexpr size_t kMaxMetricNameBytes = 64;
+// Distinct trials a session may name without running them (a stale worker names a few after
+// a reconnect); past it the session is cut off as broken or hostile.
+inline constexpr size_t kMaxUnknownTrialsPerSession = 256;
 
 // One connected worker, for metrics and status.
 class SchedulerCore {
@@ -101,15 +115,27 @@ class SchedulerCore {
 
   // --- Workers ---
   // Registers a worker's stream; answers Welcome and starts assigning. Returns the session id
-  // the other worker calls name.
-  absl::StatusOr<uint64_t> ConnectWorker(const v1::Hello& hello, WorkerChannel* channel);
+  // the other worker calls name. `peer_names`: the names of the worker's verified certificate
+  // (mutual TLS); when given, the worker id must be one of them. A worker id already connected
+  // is taken over: the attempts `hello` lists stay with the worker, the rest go back to pending.
+  absl::StatusOr<uint64_t> ConnectWorker(const v1::Hello& hello,
+                                         const std::vector<std::string>& peer_names,
+                                         WorkerChannel* channel);
   // The stream ended: the worker's running trials go back to pending. Unknown ids are ignored.
   void DisconnectWorker(uint64_t session, absl::string_view reason);
+  // Any message after Hello. Results, progress and starts count only for the attempts given to
+  // this session's worker id; anything else is refused (and answered at most once per trial).
+  void HandleWorkerMessage(uint64_t session, const v1::WorkerMessage& message);
   void HandleResult(uint64_t session, const v1::TrialResult& result);
   void HandleProgress(uint64_t session, const v1::TrialProgress& progress);
+  void HandleStarted(uint64_t session, const v1::TrialAttempt& started);
+  void HandleDraining(uint64_t session, const v1::Draining& draining);
   void HandleHeartbeat(uint64_t session);
   // Closes the streams of workers silent for longer than their lease; returns how many.
   int ExpireLeases();
+  // Fails the running trials past their study's trial_timeout (plus a lease of grace, so the
+  // worker's own timeout normally comes first); returns how many.
+  int ExpireTrials();
   // Stops assigning, asks every worker to drain and ends every watch.
   void Shutdown(absl::string_view reason);
 
@@ -123,6 +149,13 @@ class SchedulerCore {
     StudyEntry* study = nullptr;
     uint64_t session = 0;  // The session running it; 0 when none.
     absl::Time pending_since;  // When it last joined the queue, for the queue-wait metric.
+    // The worker id each attempt was given to (attempt n at n - 1): only that worker's
+    // results count for it.
+    std::vector<std::string> attempt_workers;
+    // The current attempt: whether its worker began it, and whether losing it was charged.
+    bool started = false;
+    bool charged = false;
+    absl::Time deadline = absl::InfiniteFuture();  // trial_timeout plus grace.
   };
   struct WorkerEntry {
     std::string worker_id;
@@ -130,8 +163,11 @@ class SchedulerCore {
     WorkerChannel* channel = nullptr;
     absl::flat_hash_set<uint64_t> running;
     absl::Time last_seen;
+    bool draining = false;
+    // Trials it named without running them, each answered with one Cancel.
+    absl::flat_hash_set<uint64_t> refused_trials;
     int free_slots() const {
-      return capabilities.slots() - static_cast<int>(running.size());
+      return draining ? 0 : capabilities.slots() - static_cast<int>(running.size());
     }
   };
 
@@ -151,8 +187,19 @@ class SchedulerCore {
   void RequestSuggestionLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   bool AssignOneLocked(uint64_t session, WorkerEntry& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void RequeueLocked(TrialEntry& trial, absl::string_view reason)
+  // Back to pending; `lost` charges the attempt when the worker had started it.
+  void RequeueLocked(TrialEntry& trial, absl::string_view reason, bool lost)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The worker of `session` claims `attempt` of a trial it reconnected with; true if it keeps it.
+  bool ReclaimLocked(uint64_t session, WorkerEntry& worker, const v1::TrialAttempt& attempt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The trial's current attempt runs on `session` (its result, progress and start count).
+  bool RunsOnLocked(const TrialEntry& trial, uint64_t session, int attempt) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Answers a message about a trial this session does not run: one Cancel per trial, and the
+  // session is cut off once it names too many.
+  void RefuseTrialLocked(uint64_t session, WorkerEntry& worker, uint64_t trial_id,
+                         absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ReleaseLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void DisconnectLocked(uint64_t session, absl::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

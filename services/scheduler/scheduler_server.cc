@@ -13,8 +13,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   std::unique_ptr<SchedulerServer> server(new SchedulerServer());
   server->core_ = std::make_unique<SchedulerCore>(store, options.core);
   RETURN_IF_ERROR(server->core_->Recover());
-  server->study_service_ = std::make_unique<StudyServiceImpl>(server->core_.get());
-  server->worker_service_ = std::make_unique<WorkerServiceImpl>(server->core_.get());
+  server->study_service_ =
+      std::make_unique<StudyServiceImpl>(server->core_.get(), options.watch_outbox);
+  server->worker_service_ =
+      std::make_unique<WorkerServiceImpl>(server->core_.get(), options.worker_outbox);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -26,6 +28,8 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   builder.RegisterService(server->study_service_.get());
   builder.RegisterService(server->worker_service_.get());
   ApplyKeepalive(options.keepalive, builder);
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_send_message_bytes);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(
@@ -42,7 +46,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
 
 void SchedulerServer::ExpireLeasesUntilShutdown() {
   const absl::Duration tick = core_->heartbeat_interval() / 2;
-  while (!stopping_.WaitForNotificationWithTimeout(tick)) core_->ExpireLeases();
+  while (!stopping_.WaitForNotificationWithTimeout(tick)) {
+    core_->ExpireLeases();
+    core_->ExpireTrials();
+  }
 }
 
 void SchedulerServer::Shutdown(absl::Duration grace) {

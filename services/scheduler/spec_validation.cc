@@ -20,13 +20,28 @@ absl::Status Invalid(absl::string_view field, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
 }
 
+// User text quoted back in an error, cut short: an error must not grow with the input.
+std::string Quote(absl::string_view text) {
+  constexpr size_t kQuoted = 64;
+  if (text.size() <= kQuoted) return absl::StrCat("\"", text, "\"");
+  return absl::StrCat("\"", text.substr(0, kQuoted), "...\" (", text.size(), " bytes)");
+}
+
+absl::Status CheckLength(absl::string_view field, absl::string_view text) {
+  if (text.size() > kMaxStringBytes) {
+    return Invalid(field, absl::StrCat("is ", text.size(), " bytes, more than the limit of ",
+                                       kMaxStringBytes));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateName(const std::string& name) {
   static const std::regex kName("[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?");
   if (name.empty()) return Invalid("name", "is required");
-  if (!std::regex_match(name, kName)) {
+  if (name.size() > 128 || !std::regex_match(name, kName)) {
     return Invalid("name",
-                   absl::StrCat("\"", name,
-                                "\" must be 1-128 letters, digits, '.', '_' or '-', starting "
+                   absl::StrCat(Quote(name),
+                                " must be 1-128 letters, digits, '.', '_' or '-', starting "
                                 "and ending with a letter or digit"));
   }
   return absl::OkStatus();
@@ -42,7 +57,7 @@ absl::Status ValidateModel(v1::StudySpec& spec) {
       const BenchmarkFunction* function = FindBenchmarkFunction(model.function());
       if (function == nullptr) {
         return Invalid("model.function",
-                       absl::StrCat("\"", model.function(), "\" is not one of ",
+                       absl::StrCat(Quote(model.function()), " is not one of ",
                                     BenchmarkFunctionNames()));
       }
       const int d = spec.parameters_size();
@@ -69,7 +84,13 @@ absl::Status ValidateModel(v1::StudySpec& spec) {
     return Invalid("allow_cpu_fallback",
                    "is only for AUTOENCODER studies; the other models run on CPU workers anyway");
   }
+  if (model.fixed_size() > kMaxFixedHyperparameters) {
+    return Invalid("model.fixed", absl::StrCat("has ", model.fixed_size(),
+                                               " entries, more than the limit of ",
+                                               kMaxFixedHyperparameters));
+  }
   for (const auto& [key, value] : model.fixed()) {
+    RETURN_IF_ERROR(CheckLength("model.fixed", key));
     const std::string field = absl::StrCat("model.fixed.", key);
     if (model.kind() == v1::Model::FUNCTION) {
       return Invalid(field, "FUNCTION models take no fixed hyperparameters");
@@ -84,11 +105,14 @@ absl::Status ValidateModel(v1::StudySpec& spec) {
         kind != google::protobuf::Value::kStringValue && kind != google::protobuf::Value::kBoolValue) {
       return Invalid(field, "must be a number, string or boolean");
     }
+    if (kind == google::protobuf::Value::kStringValue) {
+      RETURN_IF_ERROR(CheckLength(field, value.string_value()));
+    }
   }
   return absl::OkStatus();
 }
 
-absl::Status ValidateDataset(v1::StudySpec& spec) {
+absl::Status ValidateDataset(v1::StudySpec& spec, const SpecLimits& limits) {
   if (spec.model().kind() == v1::Model::FUNCTION) {
     if (spec.has_dataset()) return Invalid("dataset", "FUNCTION models take no dataset");
     return absl::OkStatus();
@@ -130,6 +154,8 @@ absl::Status ValidateDataset(v1::StudySpec& spec) {
     }
     case v1::Dataset::kCsv:
       if (dataset.csv().path().empty()) return Invalid("dataset.csv.path", "is required");
+      RETURN_IF_ERROR(CheckLength("dataset.csv.path", dataset.csv().path()));
+      RETURN_IF_ERROR(CheckLength("dataset.csv.target", dataset.csv().target()));
       if (dataset.csv().target().empty() && spec.model().kind() != v1::Model::AUTOENCODER) {
         return Invalid("dataset.csv.target", "is required: the column the model predicts");
       }
@@ -143,6 +169,13 @@ absl::Status ValidateDataset(v1::StudySpec& spec) {
   if (!(dataset.validation_fraction() > 0 && dataset.validation_fraction() < 1)) {
     return Invalid("dataset.validation_fraction", "must be between 0 and 1 (exclusive)");
   }
+  // Each bound alone is fine; together they may not be (10^7 rows x 10^4 columns).
+  if (const int64_t bytes = EstimatedDatasetBytes(dataset); bytes > limits.max_dataset_bytes) {
+    return Invalid("dataset",
+                   absl::StrCat("would take about ", bytes >> 20, " MiB on a worker, more than "
+                                "the scheduler's limit of ", limits.max_dataset_bytes >> 20,
+                                " MiB (--max_dataset_bytes); use fewer samples or features"));
+  }
   return absl::OkStatus();
 }
 
@@ -152,7 +185,9 @@ absl::Status ValidateParameter(const v1::Parameter& p, const std::string& field)
     case v1::Parameter::kDoubleRange: {
       const v1::DoubleRange& r = p.double_range();
       const std::string f = field + ".double_range";
-      if (!finite(r.min()) || !finite(r.max())) return Invalid(f, "min and max must be finite");
+      if (!finite(r.min()) || !finite(r.max()) || !finite(r.max() - r.min())) {
+        return Invalid(f, "min, max and their difference must be finite numbers");
+      }
       if (r.min() >= r.max()) {
         return Invalid(f, absl::StrCat("min (", r.min(), ") must be less than max (", r.max(), ")"));
       }
@@ -184,16 +219,23 @@ absl::Status ValidateParameter(const v1::Parameter& p, const std::string& field)
     case v1::Parameter::kCategorical: {
       const std::string f = field + ".categorical.values";
       if (p.categorical().values().empty()) return Invalid(f, "must not be empty");
+      if (p.categorical().values_size() > kMaxChoices) {
+        return Invalid(f, absl::StrCat("has more than ", kMaxChoices, " values"));
+      }
       absl::flat_hash_set<std::string> seen;
       for (const std::string& v : p.categorical().values()) {
         if (v.empty()) return Invalid(f, "values must not be empty strings");
-        if (!seen.insert(v).second) return Invalid(f, absl::StrCat("\"", v, "\" appears twice"));
+        RETURN_IF_ERROR(CheckLength(f, v));
+        if (!seen.insert(v).second) return Invalid(f, absl::StrCat(Quote(v), " appears twice"));
       }
       return absl::OkStatus();
     }
     case v1::Parameter::kDiscrete: {
       const std::string f = field + ".discrete.values";
       if (p.discrete().values().empty()) return Invalid(f, "must not be empty");
+      if (p.discrete().values_size() > kMaxChoices) {
+        return Invalid(f, absl::StrCat("has more than ", kMaxChoices, " values"));
+      }
       absl::flat_hash_set<double> seen;
       for (double v : p.discrete().values()) {
         if (!finite(v)) return Invalid(f, "values must be finite");
@@ -215,8 +257,9 @@ absl::Status ValidateParameters(const v1::StudySpec& spec) {
     const v1::Parameter& p = spec.parameters(i);
     const std::string field = absl::StrCat("parameters[", i, "]");
     if (p.name().empty()) return Invalid(field + ".name", "is required");
+    if (p.name().size() > 128) return Invalid(field + ".name", "is longer than 128 bytes");
     if (!names.insert(p.name()).second) {
-      return Invalid(field + ".name", absl::StrCat("\"", p.name(), "\" is defined twice"));
+      return Invalid(field + ".name", absl::StrCat(Quote(p.name()), " is defined twice"));
     }
     if (kind == v1::Model::FUNCTION) {
       const std::string expected = absl::StrCat("x", i + 1);
@@ -232,7 +275,7 @@ absl::Status ValidateParameters(const v1::StudySpec& spec) {
       }
     } else if (!IsKnownHyperparameter(kind, p.name())) {
       return Invalid(field + ".name",
-                     absl::StrCat("\"", p.name(), "\" is not a hyperparameter of ",
+                     absl::StrCat(Quote(p.name()), " is not a hyperparameter of ",
                                   v1::Model::Kind_Name(kind), "; known: ",
                                   absl::StrJoin(KnownHyperparameters(kind), ", ")));
     } else if (spec.model().fixed().contains(p.name())) {
@@ -256,7 +299,7 @@ absl::Status ValidateObjective(v1::StudySpec& spec) {
   }
   if (!IsReportedMetric(kind, objective.metric())) {
     return Invalid("objective.metric",
-                   absl::StrCat("\"", objective.metric(), "\" is not reported by ",
+                   absl::StrCat(Quote(objective.metric()), " is not reported by ",
                                 v1::Model::Kind_Name(kind), " trials; one of ",
                                 absl::StrJoin(ReportedMetrics(kind), ", ")));
   }
@@ -343,7 +386,7 @@ absl::Status ValidateHillClimbing(v1::Algorithm& algorithm) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateBudget(v1::StudySpec& spec) {
+absl::Status ValidateBudget(v1::StudySpec& spec, const SpecLimits& limits) {
   v1::Algorithm& algorithm = *spec.mutable_algorithm();
   switch (algorithm.name()) {
     case v1::Algorithm::NAME_UNSPECIFIED:
@@ -379,8 +422,8 @@ absl::Status ValidateBudget(v1::StudySpec& spec) {
     }
     if (spec.max_trials() == 0) spec.set_max_trials(static_cast<int32_t>(*size));
   }
-  if (spec.max_trials() <= 0 || spec.max_trials() > kMaxTrialsLimit) {
-    return Invalid("max_trials", absl::StrCat("must be between 1 and ", kMaxTrialsLimit));
+  if (spec.max_trials() <= 0 || spec.max_trials() > limits.max_trials) {
+    return Invalid("max_trials", absl::StrCat("must be between 1 and ", limits.max_trials));
   }
   if (spec.parallel_trials() < 0) return Invalid("parallel_trials", "must be >= 0 (0: no limit)");
   if (spec.has_max_failed_trials() && spec.max_failed_trials() < 0) {
@@ -390,18 +433,46 @@ absl::Status ValidateBudget(v1::StudySpec& spec) {
   if (spec.max_attempts() < 1 || spec.max_attempts() > 100) {
     return Invalid("max_attempts", "must be between 1 and 100");
   }
+  if (spec.has_trial_timeout()) {
+    const google::protobuf::Duration& timeout = spec.trial_timeout();
+    if (timeout.seconds() < 1 || timeout.seconds() >= kMaxTrialTimeoutSeconds ||
+        timeout.nanos() < 0) {
+      return Invalid("trial_timeout", absl::StrCat("must be between 1s and ",
+                                                   kMaxTrialTimeoutSeconds, "s, e.g. \"600s\""));
+    }
+  }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<v1::StudySpec> NormalizeStudySpec(v1::StudySpec spec) {
+int64_t EstimatedDatasetBytes(const v1::Dataset& dataset) {
+  int64_t rows = 0, columns = 0;
+  if (dataset.has_friedman1()) {
+    rows = dataset.friedman1().samples();
+    columns = dataset.friedman1().features();
+  } else if (dataset.has_sensors()) {
+    rows = dataset.sensors().samples();
+    columns = dataset.sensors().channels() > 0 ? dataset.sensors().channels()
+                                               : kDefaultSensorChannels;
+  }
+  // Floats for the features and the target, held whole and again as the split.
+  return 2 * rows * (columns + 1) * static_cast<int64_t>(sizeof(float));
+}
+
+absl::StatusOr<v1::StudySpec> NormalizeStudySpec(v1::StudySpec spec, const SpecLimits& limits) {
   RETURN_IF_ERROR(ValidateName(spec.name()));
+  if (spec.parameters_size() > limits.max_parameters) {
+    return Invalid("parameters", absl::StrCat("has ", spec.parameters_size(),
+                                              " entries, more than the limit of ",
+                                              limits.max_parameters,
+                                              " (dhpt-scheduler --max_parameters)"));
+  }
   RETURN_IF_ERROR(ValidateModel(spec));
-  RETURN_IF_ERROR(ValidateDataset(spec));
+  RETURN_IF_ERROR(ValidateDataset(spec, limits));
   RETURN_IF_ERROR(ValidateParameters(spec));
   RETURN_IF_ERROR(ValidateObjective(spec));
-  RETURN_IF_ERROR(ValidateBudget(spec));
+  RETURN_IF_ERROR(ValidateBudget(spec, limits));
   return spec;
 }
 

@@ -8,15 +8,34 @@
 
 namespace dhpt::scheduler {
 
-// Limits that keep one study from exhausting the scheduler.
+// Limits that keep one study from exhausting the scheduler or its workers. The first three
+// are operator settings (SpecLimits, dhpt-scheduler flags); the rest are fixed.
 inline constexpr int kMaxTrialsLimit = 1'000'000;
+inline constexpr int kDefaultMaxParameters = 100;
+// What the largest data set may take on a worker (features and target as floats, held once
+// whole and once split); a worker checks again against its own memory.
+inline constexpr int64_t kDefaultMaxDatasetBytes = int64_t{4} << 30;
+inline constexpr int kMaxStringBytes = 1024;  // Categorical values, fixed strings, paths.
+inline constexpr int kMaxChoices = 1000;      // Values of one categorical or discrete parameter.
+inline constexpr int kMaxFixedHyperparameters = 64;
+inline constexpr int64_t kMaxTrialTimeoutSeconds = 7 * 24 * 3600;
 inline constexpr int64_t kMaxGridPoints = 100'000;
 inline constexpr int kDefaultGridPoints = 5;
 inline constexpr int kDefaultMaxAttempts = 3;
 inline constexpr double kDefaultValidationFraction = 0.2;
 
+struct SpecLimits {
+  int max_trials = kMaxTrialsLimit;
+  int max_parameters = kDefaultMaxParameters;
+  int64_t max_dataset_bytes = kDefaultMaxDatasetBytes;
+};
+
+// Bytes a worker holds for a generated data set (0 for CSV files, whose size only the worker
+// knows).
+int64_t EstimatedDatasetBytes(const v1::Dataset& dataset);
+
 // Checks `spec` and returns it with every default filled in (objective, algorithm, grid
 // points, max_trials of a grid, attempts, validation fraction).
-absl::StatusOr<v1::StudySpec> NormalizeStudySpec(v1::StudySpec spec);
+absl::StatusOr<v1::StudySpec> NormalizeStudySpec(v1::StudySpec spec, const SpecLimits& limits = {});
 
 }  // namespace dhpt::scheduler

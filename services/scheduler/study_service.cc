@@ -1,9 +1,10 @@
 #include "services/scheduler/study_service.h"
 
-#include <deque>
-
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "services/common/grpc_status.h"
+#include "services/common/status_macros.h"
+#include "services/common/transport_security.h"
 
 namespace dhpt::scheduler {
 namespace {
@@ -18,19 +19,34 @@ grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context,
   return reactor;
 }
 
+// Every StudyService call runs only for a user's token (when tokens are in use); `compute`
+// runs after the check, so a worker's token reads nothing.
+template <typename T, typename Compute>
+grpc::ServerUnaryReactor* Authorized(grpc::CallbackServerContext* context, T* response,
+                                     Compute compute) {
+  const absl::Status allowed = CheckRole(context->auth_context().get(), kUserRole);
+  return Reply(context, allowed.ok() ? absl::StatusOr<T>(compute()) : absl::StatusOr<T>(allowed),
+               response);
+}
+
 // One WatchStudy stream.
 //
-// Invariants: at most one write in flight (`writing_`), events wait in the owned `outbox_`;
-// Finish is called once, after the last queued event is written; the core forgets the watcher
-// (Unwatch, or before OnEnd) before OnDone deletes it, so the core never calls a dead watcher.
+// Invariants: writes go through the bounded `outbox_` (at most one in flight); a watcher that
+// falls further behind than the outbox holds is ended with RESOURCE_EXHAUSTED, so a frozen
+// client costs bounded memory (it may watch again and gets a fresh snapshot first). Finish is
+// called once, with no write in flight. The core forgets the watcher (Unwatch, or before
+// OnEnd) before OnDone deletes it, so the core never calls a dead watcher.
 class WatchStudyReactor : public grpc::ServerWriteReactor<v1::StudyEvent>, public StudyWatcher {
  public:
-  WatchStudyReactor(SchedulerCore* core, const std::string& name) : core_(core) {
-    absl::StatusOr<uint64_t> id = core_->Watch(name, this);
+  // `allowed`: whether the caller may watch (CheckRole); if not, the stream ends with it.
+  WatchStudyReactor(SchedulerCore* core, const std::string& name, rpc::OutboxLimits limits,
+                    const absl::Status& allowed)
+      : core_(core), outbox_(limits) {
+    absl::StatusOr<uint64_t> id = allowed.ok() ? core_->Watch(name, this) : allowed;
     absl::MutexLock lock(&mutex_);
     if (!id.ok()) {
-      EndLocked(ToGrpcStatus(id.status()));
-    } else {
+      EndLocked(id.status());
+    } else if (!ending_) {
       watch_id_ = *id;
     }
   }
@@ -38,30 +54,33 @@ class WatchStudyReactor : public grpc::ServerWriteReactor<v1::StudyEvent>, publi
   void OnEvent(const v1::StudyEvent& event) override {
     absl::MutexLock lock(&mutex_);
     if (ending_) return;
-    outbox_.push_back(event);
-    if (!writing_) {
-      writing_ = true;
-      StartWrite(&outbox_.front());
+    absl::StatusOr<const v1::StudyEvent*> next = outbox_.Push(event);
+    if (!next.ok()) {
+      // Called under the core's lock: the core is told to forget us by OnDone, not here.
+      outbox_.DropPending();
+      EndLocked(absl::ResourceExhaustedError(absl::StrCat(
+          "this watcher fell too far behind the study (", next.status().message(),
+          "); watch again for a fresh snapshot")));
+    } else if (*next != nullptr) {
+      StartWrite(*next);
     }
   }
 
   void OnEnd(const absl::Status& status) override {
     absl::MutexLock lock(&mutex_);
     watch_id_ = 0;  // The core has forgotten us already.
-    EndLocked(ToGrpcStatus(status));
+    EndLocked(status);
   }
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mutex_);
-    outbox_.pop_front();
-    if (ok && !outbox_.empty()) {
-      StartWrite(&outbox_.front());
-      return;
-    }
-    writing_ = false;
+    const v1::StudyEvent* next = outbox_.OnWriteDone();
     if (!ok) {
-      outbox_.clear();
-      EndLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+      outbox_.DropPending();
+      EndLocked(absl::UnavailableError("writing to the watcher failed"));
+    } else if (next != nullptr && !finished_) {
+      StartWrite(next);
+      return;
     }
     MaybeFinishLocked();
   }
@@ -69,8 +88,8 @@ class WatchStudyReactor : public grpc::ServerWriteReactor<v1::StudyEvent>, publi
   void OnCancel() override {
     Forget();
     absl::MutexLock lock(&mutex_);
-    outbox_.clear();
-    EndLocked(grpc::Status::CANCELLED);
+    outbox_.DropPending();  // Never the event being written: gRPC still reads it.
+    EndLocked(absl::CancelledError("the watcher went away"));
   }
 
   void OnDone() override {
@@ -89,15 +108,15 @@ class WatchStudyReactor : public grpc::ServerWriteReactor<v1::StudyEvent>, publi
     if (id != 0) core_->Unwatch(id);
   }
 
-  void EndLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+  void EndLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     if (ending_) return;
     ending_ = true;
-    status_ = std::move(status);
+    status_ = ToGrpcStatus(status);
     MaybeFinishLocked();
   }
 
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    if (ending_ && !writing_ && !finished_) {
+    if (ending_ && outbox_.idle() && !finished_) {
       finished_ = true;
       Finish(status_);
     }
@@ -106,8 +125,7 @@ class WatchStudyReactor : public grpc::ServerWriteReactor<v1::StudyEvent>, publi
   SchedulerCore* const core_;
   absl::Mutex mutex_;
   uint64_t watch_id_ ABSL_GUARDED_BY(mutex_) = 0;
-  std::deque<v1::StudyEvent> outbox_ ABSL_GUARDED_BY(mutex_);
-  bool writing_ ABSL_GUARDED_BY(mutex_) = false;
+  rpc::StreamOutbox<v1::StudyEvent> outbox_ ABSL_GUARDED_BY(mutex_);
   bool ending_ ABSL_GUARDED_BY(mutex_) = false;
   bool finished_ ABSL_GUARDED_BY(mutex_) = false;
   grpc::Status status_ ABSL_GUARDED_BY(mutex_);
@@ -118,61 +136,63 @@ class WatchStudyReactor : public grpc::ServerWriteReactor<v1::StudyEvent>, publi
 grpc::ServerUnaryReactor* StudyServiceImpl::CreateStudy(grpc::CallbackServerContext* context,
                                                         const v1::StudySpec* request,
                                                         v1::Study* response) {
-  return Reply(context, core_->CreateStudy(*request), response);
+  return Authorized(context, response, [&] { return core_->CreateStudy(*request); });
 }
 
 grpc::ServerUnaryReactor* StudyServiceImpl::GetStudy(grpc::CallbackServerContext* context,
                                                      const v1::GetStudyRequest* request,
                                                      v1::Study* response) {
-  return Reply(context, core_->GetStudy(request->name()), response);
+  return Authorized(context, response, [&] { return core_->GetStudy(request->name()); });
 }
 
 grpc::ServerUnaryReactor* StudyServiceImpl::ListStudies(grpc::CallbackServerContext* context,
                                                         const v1::ListStudiesRequest* request,
                                                         v1::ListStudiesResponse* response) {
-  for (v1::Study& study : core_->ListStudies()) *response->add_studies() = std::move(study);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return Authorized(context, response, [&] {
+    v1::ListStudiesResponse out;
+    for (v1::Study& study : core_->ListStudies()) *out.add_studies() = std::move(study);
+    return absl::StatusOr<v1::ListStudiesResponse>(std::move(out));
+  });
 }
 
 grpc::ServerUnaryReactor* StudyServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
                                                         const v1::ListWorkersRequest* request,
                                                         v1::ListWorkersResponse* response) {
-  for (v1::Worker& worker : core_->ListWorkers()) *response->add_workers() = std::move(worker);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return Authorized(context, response, [&] {
+    v1::ListWorkersResponse out;
+    for (v1::Worker& worker : core_->ListWorkers()) *out.add_workers() = std::move(worker);
+    return absl::StatusOr<v1::ListWorkersResponse>(std::move(out));
+  });
 }
 
 grpc::ServerUnaryReactor* StudyServiceImpl::StopStudy(grpc::CallbackServerContext* context,
                                                       const v1::StopStudyRequest* request,
                                                       v1::Study* response) {
-  return Reply(context, core_->StopStudy(request->name()), response);
+  return Authorized(context, response, [&] { return core_->StopStudy(request->name()); });
 }
 
 grpc::ServerUnaryReactor* StudyServiceImpl::ListTrials(grpc::CallbackServerContext* context,
                                                        const v1::ListTrialsRequest* request,
                                                        v1::ListTrialsResponse* response) {
-  absl::StatusOr<std::vector<v1::Trial>> trials =
-      core_->ListTrials(request->study(), request->state());
-  if (trials.ok()) {
-    for (v1::Trial& trial : *trials) *response->add_trials() = std::move(trial);
-  }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(trials.status()));
-  return reactor;
+  return Authorized(context, response, [&]() -> absl::StatusOr<v1::ListTrialsResponse> {
+    ASSIGN_OR_RETURN(std::vector<v1::Trial> trials,
+                     core_->ListTrials(request->study(), request->state()));
+    v1::ListTrialsResponse out;
+    for (v1::Trial& trial : trials) *out.add_trials() = std::move(trial);
+    return out;
+  });
 }
 
 grpc::ServerUnaryReactor* StudyServiceImpl::GetBestTrial(grpc::CallbackServerContext* context,
                                                          const v1::GetBestTrialRequest* request,
                                                          v1::Trial* response) {
-  return Reply(context, core_->GetBestTrial(request->study()), response);
+  return Authorized(context, response, [&] { return core_->GetBestTrial(request->study()); });
 }
 
 grpc::ServerWriteReactor<v1::StudyEvent>* StudyServiceImpl::WatchStudy(
     grpc::CallbackServerContext* context, const v1::WatchStudyRequest* request) {
-  return new WatchStudyReactor(core_, request->name());
+  return new WatchStudyReactor(core_, request->name(), watch_limits_,
+                               CheckRole(context->auth_context().get(), kUserRole));
 }
 
 }  // namespace dhpt::scheduler

@@ -5,13 +5,16 @@
 #include <grpcpp/grpcpp.h>
 
 #include "dhpt/v1/study_service.grpc.pb.h"
+#include "services/rpc/stream_outbox.h"
 #include "services/scheduler/scheduler_core.h"
 
 namespace dhpt::scheduler {
 
 class StudyServiceImpl : public v1::StudyService::CallbackService {
  public:
-  explicit StudyServiceImpl(SchedulerCore* core) : core_(core) {}
+  // `watch_limits` bounds what waits for each WatchStudy reader.
+  StudyServiceImpl(SchedulerCore* core, rpc::OutboxLimits watch_limits)
+      : core_(core), watch_limits_(watch_limits) {}
 
   grpc::ServerUnaryReactor* CreateStudy(grpc::CallbackServerContext* context,
                                         const v1::StudySpec* request,
@@ -39,6 +42,7 @@ class StudyServiceImpl : public v1::StudyService::CallbackService {
 
  private:
   SchedulerCore* const core_;
+  const rpc::OutboxLimits watch_limits_;
 };
 
 }  // namespace dhpt::scheduler

@@ -1,23 +1,35 @@
 #include "services/scheduler/worker_session.h"
 
 #include "services/common/grpc_status.h"
+#include "services/common/transport_security.h"
 
 namespace dhpt::scheduler {
 
-WorkerSession::WorkerSession(SchedulerCore* core) : core_(core) { StartRead(&inbound_); }
+WorkerSession::WorkerSession(SchedulerCore* core, std::vector<std::string> peer_names,
+                             rpc::OutboxLimits limits)
+    : core_(core), peer_names_(std::move(peer_names)), outbox_(limits) {
+  StartRead(&inbound_);
+}
 
 void WorkerSession::Send(v1::SchedulerMessage message) {
   absl::MutexLock lock(&mutex_);
   if (closing_) return;
-  outbox_.push_back(std::move(message));
-  if (!writing_) {
-    writing_ = true;
-    StartWrite(&outbox_.front());
+  absl::StatusOr<const v1::SchedulerMessage*> next = outbox_.Push(std::move(message));
+  if (!next.ok()) {
+    // The worker does not read its stream: cut it off rather than hold unbounded memory. Its
+    // trials go back to pending when the stream ends (OnDone).
+    CloseLocked(next.status());
+  } else if (*next != nullptr) {
+    StartWrite(*next);
   }
 }
 
 void WorkerSession::Close(const absl::Status& status) {
   absl::MutexLock lock(&mutex_);
+  CloseLocked(status);
+}
+
+void WorkerSession::CloseLocked(const absl::Status& status) {
   if (closing_) return;
   closing_ = true;
   finish_status_ = ToGrpcStatus(status);
@@ -25,7 +37,7 @@ void WorkerSession::Close(const absl::Status& status) {
 }
 
 void WorkerSession::MaybeFinishLocked() {
-  if (closing_ && !writing_ && !finished_) {
+  if (closing_ && outbox_.idle() && !finished_) {
     finished_ = true;
     Finish(finish_status_);
   }
@@ -33,22 +45,20 @@ void WorkerSession::MaybeFinishLocked() {
 
 void WorkerSession::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mutex_);
-  outbox_.pop_front();
   if (!ok) {
     // The stream is broken; the read side sees it too and OnDone cleans up.
-    outbox_.clear();
-    writing_ = false;
-    if (!closing_) {
-      closing_ = true;
-      finish_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed");
-    }
-    MaybeFinishLocked();
+    outbox_.OnWriteDone();
+    outbox_.DropPending();
+    CloseLocked(absl::UnavailableError("writing to the worker failed"));
     return;
   }
-  if (!outbox_.empty() && !finished_) {
-    StartWrite(&outbox_.front());
+  if (finished_) {
+    outbox_.OnWriteDone();
+    return;
+  }
+  if (const v1::SchedulerMessage* next = outbox_.OnWriteDone()) {
+    StartWrite(next);
   } else {
-    writing_ = false;
     MaybeFinishLocked();
   }
 }
@@ -62,6 +72,11 @@ void WorkerSession::OnReadDone(bool ok) {
     return;
   }
   HandleMessage();
+  {
+    // No read after Finish: the call may already be on its way to OnDone.
+    absl::MutexLock lock(&mutex_);
+    if (closing_) return;
+  }
   StartRead(&inbound_);
 }
 
@@ -71,7 +86,7 @@ void WorkerSession::HandleMessage() {
       Close(absl::FailedPreconditionError("the first message on the stream must be hello"));
       return;
     }
-    absl::StatusOr<uint64_t> session = core_->ConnectWorker(inbound_.hello(), this);
+    absl::StatusOr<uint64_t> session = core_->ConnectWorker(inbound_.hello(), peer_names_, this);
     if (!session.ok()) {
       Close(session.status());
       return;
@@ -79,23 +94,7 @@ void WorkerSession::HandleMessage() {
     session_ = *session;
     return;
   }
-  switch (inbound_.kind_case()) {
-    case v1::WorkerMessage::kResult:
-      core_->HandleResult(session_, inbound_.result());
-      break;
-    case v1::WorkerMessage::kProgress:
-      core_->HandleProgress(session_, inbound_.progress());
-      break;
-    case v1::WorkerMessage::kHeartbeat:
-      core_->HandleHeartbeat(session_);
-      break;
-    case v1::WorkerMessage::kHello:
-      // A second hello changes nothing; the capabilities of a session are fixed.
-      core_->HandleHeartbeat(session_);
-      break;
-    case v1::WorkerMessage::KIND_NOT_SET:
-      break;
-  }
+  core_->HandleWorkerMessage(session_, inbound_);
 }
 
 void WorkerSession::OnCancel() {
@@ -108,9 +107,33 @@ void WorkerSession::OnDone() {
   delete this;
 }
 
+namespace {
+
+// A Connect refused before any message: ends at once with the reason.
+class RefusedStream : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::SchedulerMessage> {
+ public:
+  explicit RefusedStream(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::SchedulerMessage>* WorkerServiceImpl::Connect(
     grpc::CallbackServerContext* context) {
-  return new WorkerSession(core_);
+  if (absl::Status allowed = CheckRole(context->auth_context().get(), kWorkerRole); !allowed.ok()) {
+    return new RefusedStream(allowed);
+  }
+  // Under mutual TLS the worker's certificate names who it may claim to be.
+  std::vector<std::string> peer_names;
+  if (std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
+      auth != nullptr && auth->IsPeerAuthenticated()) {
+    for (const char* property : {"x509_common_name", "x509_subject_alternative_name"}) {
+      for (const grpc::string_ref& name : auth->FindPropertyValues(property)) {
+        peer_names.emplace_back(name.data(), name.size());
+      }
+    }
+  }
+  return new WorkerSession(core_, std::move(peer_names), limits_);
 }
 
 }  // namespace dhpt::scheduler

@@ -3,19 +3,23 @@
 // One worker's bidirectional stream (WorkerService.Connect) on the scheduler side.
 //
 // Invariants:
-// - At most one read in flight: StartRead is called in the constructor and from OnReadDone.
-// - At most one write in flight (`writing_`); messages wait in the owned `outbox_`.
+// - At most one read in flight: StartRead is called in the constructor and from OnReadDone,
+//   never once the session is closing.
+// - Writes go through the bounded `outbox_`: at most one in flight. A worker that stops reading
+//   until the outbox is full is cut off (RESOURCE_EXHAUSTED); its trials go back to pending.
 // - Finish is called exactly once, and only when no write is in flight.
 // - The core calls Send/Close only while the session is registered; OnDone unregisters it
 //   (under the core's lock) before deleting `this`, so no call can arrive afterwards.
 // - Reactions never block: they take `mutex_` briefly or call the core, never both at once.
 
-#include <deque>
+#include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/synchronization/mutex.h"
 #include "dhpt/v1/worker_service.grpc.pb.h"
+#include "services/rpc/stream_outbox.h"
 #include "services/scheduler/scheduler_core.h"
 
 namespace dhpt::scheduler {
@@ -23,7 +27,9 @@ namespace dhpt::scheduler {
 class WorkerSession : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::SchedulerMessage>,
                       public WorkerChannel {
  public:
-  explicit WorkerSession(SchedulerCore* core);
+  // `peer_names`: the names of the worker's verified TLS certificate (none without mutual TLS).
+  WorkerSession(SchedulerCore* core, std::vector<std::string> peer_names,
+                rpc::OutboxLimits limits);
 
   // WorkerChannel
   void Send(v1::SchedulerMessage message) override;
@@ -37,17 +43,18 @@ class WorkerSession : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Sche
 
  private:
   void HandleMessage();
+  void CloseLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Finishes when asked to and no write is in flight.
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   SchedulerCore* const core_;
+  const std::vector<std::string> peer_names_;
   v1::WorkerMessage inbound_;
   // Set once Hello was accepted; only the reaction thread (reads) touches it.
   uint64_t session_ = 0;
 
   absl::Mutex mutex_;
-  std::deque<v1::SchedulerMessage> outbox_ ABSL_GUARDED_BY(mutex_);
-  bool writing_ ABSL_GUARDED_BY(mutex_) = false;
+  rpc::StreamOutbox<v1::SchedulerMessage> outbox_ ABSL_GUARDED_BY(mutex_);
   bool closing_ ABSL_GUARDED_BY(mutex_) = false;
   bool finished_ ABSL_GUARDED_BY(mutex_) = false;
   grpc::Status finish_status_ ABSL_GUARDED_BY(mutex_);
@@ -56,12 +63,14 @@ class WorkerSession : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Sche
 // WorkerService: each Connect gets a WorkerSession.
 class WorkerServiceImpl : public v1::WorkerService::CallbackService {
  public:
-  explicit WorkerServiceImpl(SchedulerCore* core) : core_(core) {}
+  WorkerServiceImpl(SchedulerCore* core, rpc::OutboxLimits limits)
+      : core_(core), limits_(limits) {}
   grpc::ServerBidiReactor<v1::WorkerMessage, v1::SchedulerMessage>* Connect(
       grpc::CallbackServerContext* context) override;
 
  private:
   SchedulerCore* const core_;
+  const rpc::OutboxLimits limits_;
 };
 
 }  // namespace dhpt::scheduler

@@ -4,6 +4,7 @@ namespace dhpt::worker {
 
 void SchedulerStream::Begin(v1::WorkerService::Stub* stub) {
   stub->async()->Connect(&context_, this);
+  AddHold();  // Removed by StopSendingLocked.
   StartRead(&inbound_);
   StartCall();
 }
@@ -11,21 +12,32 @@ void SchedulerStream::Begin(v1::WorkerService::Stub* stub) {
 void SchedulerStream::Send(v1::WorkerMessage message) {
   absl::MutexLock lock(&mutex_);
   if (closing_) return;
-  outbox_.push_back(std::move(message));
-  if (!writing_) {
-    writing_ = true;
-    StartWrite(&outbox_.front());
+  absl::StatusOr<const v1::WorkerMessage*> next = outbox_.Push(std::move(message));
+  if (!next.ok()) {
+    // The scheduler does not read: start over on a new stream rather than queue without end.
+    StopSendingLocked();
+    context_.TryCancel();
+  } else if (*next != nullptr) {
+    StartWrite(*next);
   }
 }
 
 void SchedulerStream::Close() {
   absl::MutexLock lock(&mutex_);
-  closing_ = true;
+  StopSendingLocked();
   MaybeWritesDoneLocked();
 }
 
+void SchedulerStream::StopSendingLocked() {
+  closing_ = true;
+  if (!hold_removed_) {
+    hold_removed_ = true;
+    RemoveHold();
+  }
+}
+
 void SchedulerStream::MaybeWritesDoneLocked() {
-  if (closing_ && !writing_ && !writes_done_) {
+  if (closing_ && outbox_.idle() && !writes_done_) {
     writes_done_ = true;
     StartWritesDone();
   }
@@ -33,25 +45,28 @@ void SchedulerStream::MaybeWritesDoneLocked() {
 
 void SchedulerStream::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mutex_);
-  outbox_.pop_front();
+  const v1::WorkerMessage* next = outbox_.OnWriteDone();
   if (!ok) {
     // The stream is broken; OnDone follows. Results stay in the core until acknowledged.
-    outbox_.clear();
-    writing_ = false;
-    closing_ = true;
+    outbox_.DropPending();
     writes_done_ = true;
+    StopSendingLocked();
     return;
   }
-  if (!outbox_.empty()) {
-    StartWrite(&outbox_.front());
+  if (next != nullptr) {
+    StartWrite(next);
   } else {
-    writing_ = false;
     MaybeWritesDoneLocked();
   }
 }
 
 void SchedulerStream::OnReadDone(bool ok) {
-  if (!ok) return;  // The server ended the stream; OnDone brings the status.
+  if (!ok) {
+    // The server ended the stream; OnDone brings the status once the hold is gone.
+    absl::MutexLock lock(&mutex_);
+    StopSendingLocked();
+    return;
+  }
   on_message_(inbound_);
   StartRead(&inbound_);
 }

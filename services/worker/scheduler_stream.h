@@ -4,18 +4,23 @@
 //
 // Invariants:
 // - At most one read in flight: StartRead in Begin and from OnReadDone.
-// - At most one write in flight (`writing_`); messages wait in the owned `outbox_`.
+// - Writes go through the bounded `outbox_`, at most one in flight. A scheduler that stops
+//   reading until it is full gets the stream cancelled: results stay in the worker's core until
+//   acknowledged and go out again on the next stream.
+// - A hold (AddHold in Begin) keeps the call from finishing while Send may still write; it is
+//   removed once, when the stream closes or breaks, and every Send after that is dropped. So
+//   no write ever starts on a finished call.
 // - WritesDone is started once, only when no write is in flight.
 // - OnDone is the last reaction and touches nothing of `this` after calling `on_done_`, so the
 //   owner may destroy the stream as soon as it has been told.
 
-#include <deque>
 #include <functional>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/synchronization/mutex.h"
 #include "dhpt/v1/worker_service.grpc.pb.h"
+#include "services/rpc/stream_outbox.h"
 
 namespace dhpt::worker {
 
@@ -25,8 +30,8 @@ class SchedulerStream
   using OnMessage = std::function<void(const v1::SchedulerMessage&)>;
   using OnDoneCallback = std::function<void(const grpc::Status&)>;
 
-  SchedulerStream(OnMessage on_message, OnDoneCallback on_done)
-      : on_message_(std::move(on_message)), on_done_(std::move(on_done)) {}
+  SchedulerStream(OnMessage on_message, OnDoneCallback on_done, rpc::OutboxLimits limits = {})
+      : on_message_(std::move(on_message)), on_done_(std::move(on_done)), outbox_(limits) {}
 
   // Opens the stream on `stub`.
   void Begin(v1::WorkerService::Stub* stub);
@@ -44,6 +49,8 @@ class SchedulerStream
 
  private:
   void MaybeWritesDoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // No Send writes from now on; lets the call finish once its operations have.
+  void StopSendingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const OnMessage on_message_;
   const OnDoneCallback on_done_;
@@ -51,9 +58,9 @@ class SchedulerStream
   v1::SchedulerMessage inbound_;
 
   absl::Mutex mutex_;
-  std::deque<v1::WorkerMessage> outbox_ ABSL_GUARDED_BY(mutex_);
-  bool writing_ ABSL_GUARDED_BY(mutex_) = false;
+  rpc::StreamOutbox<v1::WorkerMessage> outbox_ ABSL_GUARDED_BY(mutex_);
   bool closing_ ABSL_GUARDED_BY(mutex_) = false;
+  bool hold_removed_ ABSL_GUARDED_BY(mutex_) = false;
   bool writes_done_ ABSL_GUARDED_BY(mutex_) = false;
 };
 

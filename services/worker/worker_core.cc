@@ -1,5 +1,6 @@
 #include "services/worker/worker_core.h"
 
+#include "absl/strings/str_cat.h"
 #include "services/common/logging.h"
 
 namespace dhpt::worker {
@@ -11,6 +12,26 @@ WorkerCore::~WorkerCore() { Stop(); }
 
 void WorkerCore::Start() {
   for (int i = 0; i < options_.slots; ++i) slots_.emplace_back([this] { RunSlot(); });
+  deadlines_ = std::thread([this] { WatchDeadlines(); });
+}
+
+void WorkerCore::Drain(absl::string_view reason) {
+  absl::MutexLock lock(&mutex_);
+  if (draining_) return;
+  draining_ = std::string(reason);
+  v1::WorkerMessage message;
+  message.mutable_draining()->set_reason(*draining_);
+  SendLocked(std::move(message));
+}
+
+void WorkerCore::GiveBackLocked(const v1::Assign& assign, absl::string_view reason) {
+  v1::WorkerMessage message;
+  v1::TrialResult& result = *message.mutable_result();
+  result.set_trial_id(assign.trial_id());
+  result.set_attempt(assign.attempt());
+  result.set_state(v1::Trial::CANCELLED);
+  result.set_error(std::string(reason));
+  SendLocked(std::move(message));
 }
 
 void WorkerCore::Stop() {
@@ -18,25 +39,47 @@ void WorkerCore::Stop() {
     absl::MutexLock lock(&mutex_);
     stopping_ = true;
     // Queued trials were never started: give them back so the scheduler requeues them now.
-    for (const v1::Assign& assign : queue_) {
-      v1::WorkerMessage message;
-      v1::TrialResult& result = *message.mutable_result();
-      result.set_trial_id(assign.trial_id());
-      result.set_attempt(assign.attempt());
-      result.set_state(v1::Trial::CANCELLED);
-      result.set_error("the worker is stopping");
-      SendLocked(std::move(message));
-    }
+    for (const v1::Assign& assign : queue_) GiveBackLocked(assign, "the worker is stopping");
     queue_.clear();
     for (auto& [id, running] : running_) running.cancelled->store(true);
   }
   for (std::thread& slot : slots_) slot.join();
   slots_.clear();
+  if (deadlines_.joinable()) deadlines_.join();
+}
+
+void WorkerCore::WatchDeadlines() {
+  absl::MutexLock lock(&mutex_);
+  while (!mutex_.AwaitWithTimeout(absl::Condition(&stopping_), options_.deadline_check_interval)) {
+    const absl::Time now = absl::Now();
+    for (auto& [id, running] : running_) {
+      if (!running.timed_out && running.deadline < now) {
+        running.timed_out = true;
+        running.cancelled->store(true);
+      }
+    }
+  }
 }
 
 void WorkerCore::Attach(const v1::WorkerMessage& hello, Send send) {
   absl::MutexLock lock(&mutex_);
-  send(hello);
+  v1::WorkerMessage introduction = hello;
+  for (const auto& [id, running] : running_) {
+    v1::TrialAttempt& held = *introduction.mutable_hello()->add_running();
+    held.set_trial_id(id);
+    held.set_attempt(running.attempt);
+  }
+  for (const v1::Assign& assign : queue_) {
+    v1::TrialAttempt& held = *introduction.mutable_hello()->add_running();
+    held.set_trial_id(assign.trial_id());
+    held.set_attempt(assign.attempt());
+  }
+  send(introduction);
+  if (draining_) {
+    v1::WorkerMessage message;
+    message.mutable_draining()->set_reason(*draining_);
+    send(std::move(message));
+  }
   for (const auto& [key, result] : unacknowledged_) {
     v1::WorkerMessage message;
     *message.mutable_result() = result;
@@ -58,7 +101,11 @@ void WorkerCore::Handle(const v1::SchedulerMessage& message) {
   absl::MutexLock lock(&mutex_);
   switch (message.kind_case()) {
     case v1::SchedulerMessage::kAssign:
-      if (stopping_) break;
+      // Crossed with our Drain: hand it straight back rather than drop it.
+      if (stopping_ || draining_) {
+        GiveBackLocked(message.assign(), "the worker is stopping");
+        break;
+      }
       queue_.push_back(message.assign());
       break;
     case v1::SchedulerMessage::kCancel: {
@@ -94,12 +141,23 @@ void WorkerCore::RunSlot() {
       if (stopping_) return;
       assign = std::move(queue_.front());
       queue_.pop_front();
-      running_.emplace(assign.trial_id(), Running{cancelled, assign.attempt()});
+      Running running{cancelled, assign.attempt()};
+      if (assign.timeout_ms() > 0) running.deadline = absl::Now() + absl::Milliseconds(assign.timeout_ms());
+      running_.emplace(assign.trial_id(), running);
+      // From here on, losing this attempt costs the trial one of its attempts.
+      v1::WorkerMessage started;
+      started.mutable_started()->set_trial_id(assign.trial_id());
+      started.mutable_started()->set_attempt(assign.attempt());
+      SendLocked(std::move(started));
     }
     TrialContext context;
     context.threads = options_.threads_per_trial;
     context.cancelled = cancelled.get();
-    context.progress = [this, &assign](int64_t step, double value) {
+    absl::Time last_progress = absl::InfinitePast();
+    context.progress = [this, &assign, &last_progress](int64_t step, double value) {
+      const absl::Time now = absl::Now();
+      if (now - last_progress < options_.progress_interval) return;
+      last_progress = now;
       v1::WorkerMessage message;
       v1::TrialProgress& progress = *message.mutable_progress();
       progress.set_trial_id(assign.trial_id());
@@ -111,16 +169,24 @@ void WorkerCore::RunSlot() {
     };
     if (options_.observer != nullptr) options_.observer->TrialStarted(assign);
     v1::TrialResult result = runner_->Run(assign, context);
-    if (options_.observer != nullptr) options_.observer->TrialFinished(assign, result);
 
-    absl::MutexLock lock(&mutex_);
-    auto range = running_.equal_range(assign.trial_id());
-    for (auto it = range.first; it != range.second; ++it) {
-      if (it->second.cancelled == cancelled) {
+    {
+      absl::MutexLock lock(&mutex_);
+      auto range = running_.equal_range(assign.trial_id());
+      for (auto it = range.first; it != range.second; ++it) {
+        if (it->second.cancelled != cancelled) continue;
+        if (it->second.timed_out) {
+          result.set_state(v1::Trial::FAILED);
+          result.set_error(absl::StrCat(
+              "stopped after the study's trial_timeout of ",
+              absl::FormatDuration(absl::Milliseconds(assign.timeout_ms()))));
+        }
         running_.erase(it);
         break;
       }
     }
+    if (options_.observer != nullptr) options_.observer->TrialFinished(assign, result);
+    absl::MutexLock lock(&mutex_);
     unacknowledged_[{result.trial_id(), result.attempt()}] = result;
     v1::WorkerMessage message;
     *message.mutable_result() = std::move(result);

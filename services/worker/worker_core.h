@@ -12,11 +12,15 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "dhpt/v1/worker_service.pb.h"
 #include "services/worker/trial_runner.h"
 
@@ -36,6 +40,11 @@ struct WorkerCoreOptions {
   // Threads each trial's trainer may use.
   int threads_per_trial = 1;
   WorkerObserver* observer = nullptr;  // May be null.
+  // Progress of one trial goes out at most this often; the values between are dropped (the
+  // scheduler needs the trend, not every step, and a chatty trainer must not flood it).
+  absl::Duration progress_interval = absl::Milliseconds(100);
+  // How often trial deadlines are checked.
+  absl::Duration deadline_check_interval = absl::Milliseconds(100);
 };
 
 class WorkerCore {
@@ -49,12 +58,15 @@ class WorkerCore {
 
   // Starts the slot threads.
   void Start();
+  // Tells the scheduler (now, and on every later stream) to assign nothing new.
+  void Drain(absl::string_view reason);
   // Cancels queued and running trials (their CANCELLED results go out if a stream is
   // attached) and joins the slot threads.
   void Stop();
 
-  // A new stream: sends `hello`, then every unacknowledged result, then routes new messages to
-  // `send` until Detach.
+  // A new stream: sends `hello` with the attempts this worker still holds (so the scheduler
+  // leaves them with it), then every unacknowledged result, then routes new messages to `send`
+  // until Detach.
   void Attach(const v1::WorkerMessage& hello, Send send);
   void Detach();
   void Handle(const v1::SchedulerMessage& message);
@@ -65,9 +77,16 @@ class WorkerCore {
   struct Running {
     std::shared_ptr<std::atomic<bool>> cancelled;
     int attempt = 0;
+    absl::Time deadline = absl::InfiniteFuture();
+    bool timed_out = false;
   };
 
   void RunSlot();
+  // Stops the trials past their deadline; runs until Stop.
+  void WatchDeadlines();
+  // Hands an assignment back unstarted (CANCELLED result): the scheduler requeues it at no cost.
+  void GiveBackLocked(const v1::Assign& assign, absl::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void SendLocked(v1::WorkerMessage message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const WorkerCoreOptions options_;
@@ -80,7 +99,9 @@ class WorkerCore {
   std::map<std::pair<uint64_t, int>, v1::TrialResult> unacknowledged_ ABSL_GUARDED_BY(mutex_);
   Send send_ ABSL_GUARDED_BY(mutex_);
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  std::optional<std::string> draining_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::thread> slots_;
+  std::thread deadlines_;
 };
 
 }  // namespace dhpt::worker

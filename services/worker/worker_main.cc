@@ -216,7 +216,8 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
 
   const int signal = WaitForTerminationSignal();
   DHPT_LOG_INFO("received %s; giving back running trials and stopping", strsignal(signal));
-  core.Stop();    // Running trials end CANCELLED and their results go out first.
+  core.Drain(absl::StrCat("received ", strsignal(signal)));  // Nothing new for us.
+  core.Stop();    // Running trials end CANCELLED and go back, costing no attempt.
   client.Stop();
   connection.join();
   return 0;

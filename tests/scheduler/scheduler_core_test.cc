@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/text_format.h"
@@ -85,6 +86,13 @@ v1::TrialResult Completed(const v1::Assign& assign, double value) {
   return result;
 }
 
+v1::TrialAttempt Attempt(const v1::Assign& assign) {
+  v1::TrialAttempt attempt;
+  attempt.set_trial_id(assign.trial_id());
+  attempt.set_attempt(assign.attempt());
+  return attempt;
+}
+
 class SchedulerCoreTest : public ::testing::Test {
  protected:
   SchedulerCoreTest() : core_(std::make_unique<SchedulerCore>(&store_, Options())) {}
@@ -96,7 +104,7 @@ class SchedulerCoreTest : public ::testing::Test {
     return options;
   }
   uint64_t Connect(RecordingChannel& channel, const v1::Hello& hello) {
-    absl::StatusOr<uint64_t> session = core_->ConnectWorker(hello, &channel);
+    absl::StatusOr<uint64_t> session = core_->ConnectWorker(hello, {}, &channel);
     EXPECT_TRUE(session.ok()) << session.status();
     return *session;
   }
@@ -214,6 +222,7 @@ TEST_F(SchedulerCoreTest, LostWorkerRequeuesItsTrialsAndTheAttemptCapFailsThem) 
   RecordingChannel first, second, third;
   const uint64_t s1 = Connect(first, Hello("a", 1));
   const uint64_t trial_id = first.Assigns().back().trial_id();
+  core_->HandleStarted(s1, Attempt(first.Assigns().back()));
   core_->DisconnectWorker(s1, "killed");
   auto trials = core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED);
   EXPECT_EQ(trials->at(0).state(), v1::Trial::PENDING);
@@ -223,10 +232,12 @@ TEST_F(SchedulerCoreTest, LostWorkerRequeuesItsTrialsAndTheAttemptCapFailsThem) 
   ASSERT_EQ(second.Assigns().size(), 1u);
   EXPECT_EQ(second.Assigns()[0].trial_id(), trial_id);
   EXPECT_EQ(second.Assigns()[0].attempt(), 2);
+  core_->HandleStarted(s2, Attempt(second.Assigns()[0]));
   core_->DisconnectWorker(s2, "killed again");
   trials = core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED);
   EXPECT_EQ(trials->at(0).state(), v1::Trial::FAILED);
-  EXPECT_THAT(trials->at(0).error(), HasSubstr("gave up after 2 attempts"));
+  EXPECT_EQ(trials->at(0).lost_attempts(), 2);
+  EXPECT_THAT(trials->at(0).error(), HasSubstr("gave up after losing 2 started attempts"));
   Connect(third, Hello("c", 1));
   EXPECT_EQ(third.Assigns().size(), 0u);
 }
@@ -346,7 +357,7 @@ TEST_F(SchedulerCoreTest, RecoveryRebuildsStudiesAndContinuesTheSameSuggestions)
   SchedulerCore reference(&reference_store, Options());
   ASSERT_TRUE(reference.CreateStudy(FunctionStudy("s", 6)).ok());
   RecordingChannel reference_channel;
-  const uint64_t reference_session = *reference.ConnectWorker(Hello("w", 1), &reference_channel);
+  const uint64_t reference_session = *reference.ConnectWorker(Hello("w", 1), {}, &reference_channel);
   for (int i = 0; i < 5; ++i) {
     reference.HandleResult(reference_session, Completed(reference_channel.Assigns().back(), i));
   }
@@ -392,12 +403,200 @@ TEST_F(SchedulerCoreTest, WatchersSeeTheSnapshotEveryChangeAndTheEnd) {
 
 TEST_F(SchedulerCoreTest, BadHellosAreRefused) {
   RecordingChannel channel;
-  EXPECT_EQ(core_->ConnectWorker(Hello("", 1), &channel).status().code(),
+  EXPECT_EQ(core_->ConnectWorker(Hello("", 1), {}, &channel).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(core_->ConnectWorker(Hello("w", 0), &channel).status().code(),
+  EXPECT_EQ(core_->ConnectWorker(Hello("w", 0), {}, &channel).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(core_->ConnectWorker(Hello("w", 1, {}), &channel).status().code(),
+  EXPECT_EQ(core_->ConnectWorker(Hello("w", 1, {}), {}, &channel).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// --- Trust: only the worker an attempt was given to settles it; nobody burns attempts. ---
+
+TEST_F(SchedulerCoreTest, AResultFromAWorkerNotGivenTheAttemptIsRefused) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
+  RecordingChannel honest, forger;
+  Connect(honest, Hello("honest", 1));
+  const v1::Assign assign = honest.Assigns().back();
+  // A worker that runs only other models, never assigned anything, claims the trial.
+  const uint64_t forging = Connect(forger, Hello("forger", 1, {v1::Model::RANDOM_FOREST}));
+  core_->HandleResult(forging, Completed(assign, -1e9));
+  EXPECT_EQ(forger.Count(v1::SchedulerMessage::kAck), 0);
+  EXPECT_EQ(forger.Count(v1::SchedulerMessage::kCancel), 1);
+  absl::StatusOr<v1::Study> study = core_->GetStudy("s");
+  EXPECT_EQ(study->trials_completed(), 0);
+  EXPECT_EQ(study->trials_running(), 1);
+  EXPECT_FALSE(study->has_best_trial());
+}
+
+TEST_F(SchedulerCoreTest, ASecondConnectionCannotPushOutAWorkerThatIsStillHeardFrom) {
+  v1::StudySpec spec = FunctionStudy("s", 1);
+  spec.set_max_attempts(1);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel real;
+  const uint64_t session = Connect(real, Hello("a", 1));
+  core_->HandleStarted(session, Attempt(real.Assigns().back()));
+  for (int i = 0; i < 3; ++i) {
+    RecordingChannel impostor;
+    EXPECT_EQ(core_->ConnectWorker(Hello("a", 1), {}, &impostor).status().code(),
+              absl::StatusCode::kAlreadyExists);
+  }
+  EXPECT_FALSE(real.closed.has_value());
+  EXPECT_EQ(core_->GetStudy("s")->trials_running(), 1);
+  // With a certificate naming it, the worker itself may take over at once.
+  RecordingChannel certified;
+  ASSERT_TRUE(core_->ConnectWorker(Hello("a", 1), {"a"}, &certified).ok());
+  RecordingChannel wrong_name;
+  EXPECT_EQ(core_->ConnectWorker(Hello("b", 1), {"a"}, &wrong_name).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(SchedulerCoreTest, AReconnectingWorkerKeepsTheAttemptsItListsWithoutLosingOne) {
+  v1::StudySpec spec = FunctionStudy("s", 1);
+  spec.set_max_attempts(2);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel first, second;
+  const uint64_t s1 = Connect(first, Hello("a", 1));
+  const v1::Assign assign = first.Assigns().back();
+  core_->HandleStarted(s1, Attempt(assign));
+  core_->DisconnectWorker(s1, "network break");  // Charged: one more loss would fail it...
+  v1::Hello hello = Hello("a", 1);
+  *hello.add_running() = Attempt(assign);
+  EXPECT_EQ(core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED)->at(0).lost_attempts(), 1);
+  const uint64_t s2 = Connect(second, hello);  // ...but the worker still runs it: refunded.
+  EXPECT_EQ(second.Assigns().size(), 0u);
+  v1::Trial trial = core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED)->at(0);
+  EXPECT_EQ(trial.state(), v1::Trial::RUNNING);
+  EXPECT_EQ(trial.attempt(), 1);
+  EXPECT_EQ(trial.lost_attempts(), 0);
+  core_->HandleResult(s2, Completed(assign, 2.0));
+  EXPECT_EQ(core_->GetStudy("s")->trials_completed(), 1);
+}
+
+TEST_F(SchedulerCoreTest, AFlappingWorkerThatNeverStartsATrialCostsItNoAttempt) {
+  v1::StudySpec spec = FunctionStudy("s", 1);
+  spec.set_max_attempts(1);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  for (int i = 0; i < 50; ++i) {
+    RecordingChannel flapping;
+    const uint64_t session = Connect(flapping, Hello(absl::StrCat("flap-", i), 1));
+    ASSERT_EQ(flapping.Assigns().size(), 1u);
+    core_->DisconnectWorker(session, "dropped within 20 ms");
+  }
+  RecordingChannel steady;
+  const uint64_t session = Connect(steady, Hello("steady", 1));
+  ASSERT_EQ(steady.Assigns().size(), 1u);
+  EXPECT_EQ(steady.Assigns()[0].attempt(), 51);
+  core_->HandleResult(session, Completed(steady.Assigns()[0], 1.0));
+  EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::COMPLETED);
+}
+
+TEST_F(SchedulerCoreTest, ADrainingWorkerGetsNothingNewAndItsHandBackCostsNoAttempt) {
+  v1::StudySpec spec = FunctionStudy("s", 2);
+  spec.set_max_attempts(1);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel stopping, idle;
+  const uint64_t s1 = Connect(stopping, Hello("stopping", 1));
+  const v1::Assign assign = stopping.Assigns().back();
+  core_->HandleStarted(s1, Attempt(assign));
+  core_->HandleDraining(s1, v1::Draining());
+  v1::TrialResult handed_back = Completed(assign, 0);
+  handed_back.set_state(v1::Trial::CANCELLED);
+  core_->HandleResult(s1, handed_back);
+  EXPECT_EQ(stopping.Assigns().size(), 1u);  // Not given the trial again.
+  EXPECT_EQ(stopping.Count(v1::SchedulerMessage::kAck), 1);
+  const uint64_t s2 = Connect(idle, Hello("idle", 1));
+  ASSERT_EQ(idle.Assigns().size(), 1u);
+  EXPECT_EQ(idle.Assigns()[0].trial_id(), assign.trial_id());
+  core_->DisconnectWorker(s1, "stopped");
+  core_->HandleResult(s2, Completed(idle.Assigns()[0], 1.0));
+  v1::Trial trial = *core_->GetBestTrial("s");
+  EXPECT_EQ(trial.id(), assign.trial_id());
+  EXPECT_EQ(trial.lost_attempts(), 0);
+}
+
+TEST_F(SchedulerCoreTest, AProgressFloodIsAnsweredOncePerTrialAndThenCutOff) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
+  RecordingChannel channel;
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  v1::TrialProgress progress;
+  progress.set_trial_id(999'999);
+  for (int i = 0; i < 100'000; ++i) core_->HandleProgress(session, progress);
+  EXPECT_EQ(channel.Count(v1::SchedulerMessage::kCancel), 1);
+  EXPECT_FALSE(channel.closed.has_value());
+  for (uint64_t id = 1'000'000; id < 1'000'000 + kMaxUnknownTrialsPerSession; ++id) {
+    progress.set_trial_id(id);
+    core_->HandleProgress(session, progress);
+  }
+  ASSERT_TRUE(channel.closed.has_value());
+  EXPECT_EQ(channel.closed->code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(core_->connected_workers(), 0);
+  EXPECT_EQ(core_->GetStudy("s")->trials_pending(), 1);  // Its trial went back, uncharged.
+}
+
+TEST_F(SchedulerCoreTest, ATrialPastItsTimeoutFailsAndFreesTheSlot) {
+  v1::StudySpec spec = FunctionStudy("s", 2);
+  spec.mutable_trial_timeout()->set_seconds(10);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel channel;
+  Connect(channel, Hello("w", 1));
+  ASSERT_EQ(channel.Assigns().size(), 1u);
+  EXPECT_EQ(channel.Assigns()[0].timeout_ms(), 10'000);
+  now_ += absl::Seconds(12);  // Past the timeout, within the lease's grace.
+  EXPECT_EQ(core_->ExpireTrials(), 0);
+  now_ += absl::Seconds(2);
+  EXPECT_EQ(core_->ExpireTrials(), 1);
+  v1::Trial failed = core_->ListTrials("s", v1::Trial::FAILED)->at(0);
+  EXPECT_THAT(failed.error(), HasSubstr("trial_timeout of 10s"));
+  EXPECT_EQ(channel.Count(v1::SchedulerMessage::kCancel), 1);
+  EXPECT_EQ(channel.Assigns().size(), 2u);  // The slot went to the next trial.
+}
+
+TEST_F(SchedulerCoreTest, AStudyWhoseTrialsAllFailedEndsFailed) {
+  v1::StudySpec spec = FunctionStudy("s", 2);
+  spec.set_max_failed_trials(5);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel channel;
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  for (int i = 0; i < 2; ++i) {
+    v1::TrialResult result = Completed(channel.Assigns().back(), 0);
+    result.set_state(v1::Trial::FAILED);
+    result.set_error(std::string(1'000'000, 'e'));  // Cut to the limit.
+    core_->HandleResult(session, result);
+  }
+  absl::StatusOr<v1::Study> study = core_->GetStudy("s");
+  EXPECT_EQ(study->state(), v1::Study::FAILED);
+  EXPECT_THAT(study->state_reason(), HasSubstr("every one failed"));
+  EXPECT_LE(core_->ListTrials("s", v1::Trial::FAILED)->at(0).error().size(),
+            kMaxWorkerErrorBytes + 3);
+}
+
+TEST_F(SchedulerCoreTest, WorkerTextAndMetricsAreBounded) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
+  RecordingChannel channel;
+  v1::Hello long_id = Hello(std::string(kMaxWorkerIdBytes + 1, 'w'), 1);
+  EXPECT_EQ(core_->ConnectWorker(long_id, {}, &channel).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  v1::TrialResult result = Completed(channel.Assigns().back(), 1.5);
+  for (int i = 0; i < 1000; ++i) (*result.mutable_metrics())[absl::StrCat("m", i)] = i;
+  result.set_device(std::string(100'000, 'x'));
+  core_->HandleResult(session, result);
+  v1::Trial trial = *core_->GetBestTrial("s");
+  EXPECT_EQ(trial.objective_value(), 1.5);
+  EXPECT_LE(trial.metrics_size(), kMaxResultMetrics);
+  EXPECT_LE(trial.device().size(), kMaxWorkerTextBytes + 3);
+}
+
+TEST_F(SchedulerCoreTest, StudiesBeyondTheLimitAreRefused) {
+  SchedulerOptions options = Options();
+  options.max_studies = 2;
+  SchedulerCore core(&store_, options);
+  ASSERT_TRUE(core.CreateStudy(FunctionStudy("a", 1)).ok());
+  ASSERT_TRUE(core.CreateStudy(FunctionStudy("b", 1)).ok());
+  EXPECT_EQ(core.CreateStudy(FunctionStudy("c", 1)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(core.CreateStudy(FunctionStudy("a", 1)).ok());  // Idempotent creates still work.
 }
 
 }  // namespace
@@ -436,7 +635,7 @@ TEST(SchedulerCoreSuggestionTest, SlowSuggestionsDoNotHoldUpOtherStudies) {
   ASSERT_TRUE(core.CreateStudy(slow).ok());
   ASSERT_TRUE(core.CreateStudy(FunctionStudy("fast", 20)).ok());
   RecordingChannel channel;
-  const uint64_t session = *core.ConnectWorker(Hello("w", 1), &channel);
+  const uint64_t session = *core.ConnectWorker(Hello("w", 1), {}, &channel);
   // The fast study runs to the end while the slow one's first suggestion is still being made.
   for (int i = 0; i < 20; ++i) {
     ASSERT_EQ(channel.Assigns().back().study(), "fast");
