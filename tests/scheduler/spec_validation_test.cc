@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
 
 namespace dhpt::scheduler {
@@ -199,6 +200,70 @@ TEST(SpecValidationTest, FunctionParametersMustBeX1ToXd) {
   spec.mutable_model()->set_function("nope");
   EXPECT_THAT(std::string(NormalizeStudySpec(spec).status().message()),
               HasSubstr("model.function"));
+}
+
+}  // namespace
+}  // namespace dhpt::scheduler
+
+namespace dhpt::scheduler {
+namespace {
+
+// Each bound alone was fine; together they crashed every worker with bad_alloc.
+TEST(SpecLimitsTest, RejectsWhatNoWorkerCouldHoldOrTheSchedulerShouldKeep) {
+  ExpectRejected(
+      [](auto& s) {
+        s.mutable_dataset()->mutable_friedman1()->set_samples(10'000'000);
+        s.mutable_dataset()->mutable_friedman1()->set_features(10'000);
+      },
+      "dataset", "--max_dataset_bytes");
+  ExpectRejected(
+      [](auto& s) {
+        s.mutable_parameters(1)->mutable_double_range()->set_log(false);
+        s.mutable_parameters(1)->mutable_double_range()->set_min(-1e308);
+        s.mutable_parameters(1)->mutable_double_range()->set_max(1e308);
+      },
+      "parameters[1].double_range", "difference must be finite");
+  ExpectRejected([](auto& s) { s.set_name(std::string(100'000, 'a')); }, "name", "(100000 bytes)");
+  ExpectRejected(
+      [](auto& s) {
+        auto& values = *s.mutable_parameters(2)->mutable_categorical()->mutable_values();
+        for (int i = 0; i < kMaxChoices; ++i) values.Add(absl::StrCat("v", i));
+      },
+      "parameters[2].categorical.values", "more than 1000");
+  ExpectRejected(
+      [](auto& s) { s.mutable_parameters(2)->mutable_categorical()->add_values(std::string(2000, 'x')); },
+      "parameters[2].categorical.values", "limit of 1024");
+  ExpectRejected(
+      [](auto& s) { (*s.mutable_model()->mutable_fixed())["objective"].set_string_value(std::string(5000, 'o')); },
+      "model.fixed.objective", "limit of 1024");
+  ExpectRejected([](auto& s) { s.mutable_trial_timeout()->set_seconds(0); }, "trial_timeout");
+  ExpectRejected([](auto& s) { s.mutable_trial_timeout()->set_seconds(-5); }, "trial_timeout");
+
+  // FUNCTION studies took any number of parameters (1.45 MB per trial at 5,000).
+  v1::StudySpec wide = Parse(R"pb(name: "wide" model { kind: FUNCTION function: "rosenbrock" }
+                                  max_trials: 10)pb");
+  for (int i = 1; i <= 5000; ++i) {
+    v1::Parameter& p = *wide.add_parameters();
+    p.set_name(absl::StrCat("x", i));
+    p.mutable_double_range()->set_min(-2);
+    p.mutable_double_range()->set_max(2);
+  }
+  absl::StatusOr<v1::StudySpec> refused = NormalizeStudySpec(wide);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("--max_parameters"));
+  EXPECT_LT(refused.status().message().size(), 200u);
+
+  // An operator may allow more, or less.
+  wide.mutable_parameters()->DeleteSubrange(150, 4850);
+  EXPECT_FALSE(NormalizeStudySpec(wide).ok());
+  EXPECT_TRUE(NormalizeStudySpec(wide, {.max_parameters = 200}).ok());
+  EXPECT_FALSE(NormalizeStudySpec(Parse(kValid), {.max_dataset_bytes = 1000}).ok());
+}
+
+TEST(SpecLimitsTest, AcceptsATrialTimeout) {
+  v1::StudySpec spec = Parse(kValid);
+  spec.mutable_trial_timeout()->set_seconds(600);
+  EXPECT_TRUE(NormalizeStudySpec(spec).ok());
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "absl/synchronization/notification.h"
 
 namespace dhpt::worker {
@@ -84,6 +86,97 @@ TEST(WorkerCoreTest, StopGivesBackQueuedTrials) {
   std::vector<v1::WorkerMessage> sent = outbox.WaitForResults(1);
   ASSERT_EQ(sent.size(), 2u);
   EXPECT_EQ(sent[1].result().state(), v1::Trial::CANCELLED);
+}
+
+}  // namespace
+}  // namespace dhpt::worker
+
+namespace dhpt::worker {
+namespace {
+
+// A trainer that runs until it is cancelled: a stuck trial.
+class RunsUntilCancelled : public ModelTrainer {
+ public:
+  std::string device() const override { return "cpu"; }
+  absl::StatusOr<TrainerMetrics> Train(const SplitDataset&, const Hyperparameters&,
+                                       const TrialContext& context) override {
+    while (!context.cancelled->load()) absl::SleepFor(absl::Milliseconds(1));
+    return absl::CancelledError("cancelled");
+  }
+};
+
+v1::SchedulerMessage StuckAssign(uint64_t id, int64_t timeout_ms) {
+  v1::SchedulerMessage message;
+  v1::Assign& a = *message.mutable_assign();
+  a.set_trial_id(id);
+  a.set_attempt(1);
+  a.mutable_model()->set_kind(v1::Model::AUTOENCODER);
+  a.mutable_dataset()->mutable_sensors()->set_samples(50);
+  a.mutable_dataset()->set_validation_fraction(0.2);
+  a.set_timeout_ms(timeout_ms);
+  return message;
+}
+
+TEST(WorkerCoreTest, AnnouncesEachStartAndStopsATrialAtItsTimeout) {
+  TrialRunner runner({.autoencoder = std::make_shared<RunsUntilCancelled>()});
+  WorkerCore core({.slots = 1}, &runner);
+  core.Start();
+  Outbox outbox;
+  core.Attach(v1::WorkerMessage(), outbox.Sender());
+  const absl::Time start = absl::Now();
+  core.Handle(StuckAssign(7, 300));
+  std::vector<v1::WorkerMessage> sent = outbox.WaitForResults(1);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(sent[1].started().trial_id(), 7u);
+  EXPECT_EQ(sent[1].started().attempt(), 1);
+  EXPECT_EQ(sent[2].result().state(), v1::Trial::FAILED);
+  EXPECT_NE(sent[2].result().error().find("trial_timeout of 300ms"), std::string::npos)
+      << sent[2].result().error();
+  core.Stop();
+}
+
+TEST(WorkerCoreTest, ADrainingWorkerSaysSoOnEveryStreamAndGivesBackNewAssignments) {
+  TrialRunner runner;
+  WorkerCore core({.slots = 1}, &runner);
+  core.Start();
+  Outbox first;
+  core.Attach(v1::WorkerMessage(), first.Sender());
+  core.Drain("SIGTERM");
+  core.Handle(Assign(9, 2));  // Crossed with the drain.
+  std::vector<v1::WorkerMessage> sent = first.WaitForResults(1);
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(sent[1].draining().reason(), "SIGTERM");
+  EXPECT_EQ(sent[2].result().trial_id(), 9u);
+  EXPECT_EQ(sent[2].result().state(), v1::Trial::CANCELLED);
+  core.Detach();
+  Outbox second;
+  core.Attach(v1::WorkerMessage(), second.Sender());
+  sent = second.WaitForResults(0);  // Attach sends synchronously.
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_TRUE(sent[1].has_draining());
+  core.Stop();
+}
+
+TEST(WorkerCoreTest, HelloListsTheAttemptsTheWorkerStillHolds) {
+  TrialRunner runner({.autoencoder = std::make_shared<RunsUntilCancelled>()});
+  WorkerCore core({.slots = 1}, &runner);
+  core.Start();
+  Outbox first;
+  core.Attach(v1::WorkerMessage(), first.Sender());
+  core.Handle(StuckAssign(11, 0));
+  core.Handle(StuckAssign(12, 0));  // Queued behind it.
+  core.Detach();
+  Outbox second;
+  v1::WorkerMessage hello;
+  hello.mutable_hello()->set_worker_id("w");
+  core.Attach(hello, second.Sender());
+  std::vector<v1::WorkerMessage> sent = second.WaitForResults(0);  // Attach sends synchronously.
+  ASSERT_FALSE(sent.empty());
+  std::set<uint64_t> held;
+  for (const v1::TrialAttempt& a : sent[0].hello().running()) held.insert(a.trial_id());
+  EXPECT_EQ(held, (std::set<uint64_t>{11, 12}));
+  core.Stop();
 }
 
 }  // namespace
