@@ -166,8 +166,13 @@ class ProgressPrinter {
 
 absl::Status WatchToEnd(StudyClient& client, const std::string& name) {
   ProgressPrinter printer;
-  absl::Status status =
-      client.Watch(name, [&](const v1::StudyEvent& event) { printer.OnEvent(event, client); });
+  absl::Status status;
+  // A terminal that cannot keep up (a slow SSH link) falls behind and is cut off by the
+  // scheduler; the next watch starts from a fresh snapshot, so the line stays right.
+  do {
+    status =
+        client.Watch(name, [&](const v1::StudyEvent& event) { printer.OnEvent(event, client); });
+  } while (absl::IsResourceExhausted(status));
   printer.Finish();
   return status;
 }

@@ -45,6 +45,9 @@ ABSL_FLAG(int, max_parameters, dhpt::scheduler::kDefaultMaxParameters,
 ABSL_FLAG(int64_t, max_dataset_bytes, dhpt::scheduler::kDefaultMaxDatasetBytes,
           "largest generated data set a study may ask workers to hold, in bytes");
 ABSL_FLAG(int, max_message_bytes, 4 << 20, "largest request the scheduler reads, in bytes");
+ABSL_FLAG(int, max_watch_lag, 4096,
+          "events a WatchStudy reader may fall behind before its stream is ended with "
+          "RESOURCE_EXHAUSTED (it may watch again)");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(5),
           "how often workers must send a heartbeat");
 ABSL_FLAG(int, missed_heartbeats, 3, "silent intervals after which a worker loses its trials");
@@ -65,7 +68,7 @@ int main(int argc, char** argv) {
                                  "heartbeat_interval", "missed_heartbeats", "tls_cert", "tls_key",
                                  "tls_client_ca", "auth_token_file", "worker_token_file",
                                  "max_studies", "max_parameters", "max_dataset_bytes",
-                                 "max_message_bytes"});
+                                 "max_message_bytes", "max_watch_lag"});
   dhpt::ParseCommandLineWithDashes(argc, argv);
   dhpt::BlockTerminationSignals();
 
@@ -90,6 +93,7 @@ int main(int argc, char** argv) {
   options.core.spec_limits.max_parameters = absl::GetFlag(FLAGS_max_parameters);
   options.core.spec_limits.max_dataset_bytes = absl::GetFlag(FLAGS_max_dataset_bytes);
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.watch_outbox.max_messages = std::max(1, absl::GetFlag(FLAGS_max_watch_lag));
   if (options.core.max_studies < 1 || options.core.spec_limits.max_parameters < 1 ||
       options.core.spec_limits.max_dataset_bytes < 1 || options.max_receive_message_bytes < 1024) {
     std::fprintf(stderr, "--max_studies, --max_parameters and --max_dataset_bytes must be >= 1, "

@@ -1,0 +1,351 @@
+// Hostile and careless clients against the real scheduler: cancelled and frozen watchers,
+// forged results, impostors, floods, flapping workers, stuck trials and graceful stops.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "dhpt/v1/study_service.grpc.pb.h"
+#include "dhpt/v1/worker_service.grpc.pb.h"
+#include "services/cli/study_file.h"
+#include "tests/integration/test_cluster.h"
+
+namespace dhpt::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A dhpt-scheduler process on 127.0.0.1:0: a crash shows as a dead process, not a dead test.
+class SchedulerProcess {
+ public:
+  explicit SchedulerProcess(std::vector<std::string> flags = {}) {
+    int out[2];
+    EXPECT_EQ(pipe(out), 0);
+    const std::string path = DHPT_BIN_DIR "/dhpt-scheduler";
+    flags.insert(flags.begin(), {path, "--listen=127.0.0.1:0", "--heartbeat_interval=200ms"});
+    std::vector<char*> argv;
+    for (std::string& flag : flags) argv.push_back(flag.data());
+    argv.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      execv(path.c_str(), argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    FILE* stream = fdopen(out[0], "r");
+    char line[256];
+    while (fgets(line, sizeof line, stream) != nullptr) {
+      absl::string_view text = absl::StripTrailingAsciiWhitespace(line);
+      if (absl::ConsumePrefix(&text, "listening on ")) {
+        address_ = absl::StrCat("127.0.0.1:", text.substr(text.rfind(':') + 1));
+        break;
+      }
+    }
+    // Keep reading so the scheduler never blocks on a full pipe.
+    reader_ = std::thread([stream] {
+      char rest[256];
+      while (fgets(rest, sizeof rest, stream) != nullptr) {
+      }
+      fclose(stream);
+    });
+    EXPECT_FALSE(address_.empty()) << "the scheduler did not start";
+  }
+  ~SchedulerProcess() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    reader_.join();
+  }
+
+  const std::string& address() const { return address_; }
+  bool alive() const { return waitpid(pid_, nullptr, WNOHANG) == 0; }
+  int64_t resident_bytes() const {
+    std::ifstream status(absl::StrCat("/proc/", pid_, "/status"));
+    std::string line;
+    while (std::getline(status, line)) {
+      absl::string_view text(line);
+      int64_t kib = 0;
+      if (absl::ConsumePrefix(&text, "VmRSS:") &&
+          absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(text), " kB"), &kib)) {
+        return kib << 10;
+      }
+    }
+    return 0;
+  }
+
+ private:
+  pid_t pid_ = 0;
+  std::string address_;
+  std::thread reader_;
+};
+
+// Speaks WorkerService directly, as a broken or hostile worker would.
+class RawWorker {
+ public:
+  RawWorker(const std::string& address, const std::string& id,
+            std::vector<v1::Model::Kind> models = {v1::Model::FUNCTION})
+      : stub_(v1::WorkerService::NewStub(
+            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {
+    context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    stream_ = stub_->Connect(&context_);
+    v1::WorkerMessage hello;
+    hello.mutable_hello()->set_worker_id(id);
+    hello.mutable_hello()->mutable_capabilities()->set_slots(1);
+    for (v1::Model::Kind model : models) hello.mutable_hello()->mutable_capabilities()->add_models(model);
+    stream_->Write(hello);
+  }
+  ~RawWorker() {
+    context_.TryCancel();
+    stream_->Finish();
+  }
+
+  // The next message of `kind`, skipping others; nullopt when the stream ends first.
+  std::optional<v1::SchedulerMessage> Next(v1::SchedulerMessage::KindCase kind) {
+    v1::SchedulerMessage message;
+    while (stream_->Read(&message)) {
+      if (message.kind_case() == kind) return message;
+    }
+    return std::nullopt;
+  }
+  bool Write(const v1::WorkerMessage& message) { return stream_->Write(message); }
+  grpc::Status Finish() {
+    v1::SchedulerMessage ignored;
+    while (stream_->Read(&ignored)) {
+    }
+    return stream_->Finish();
+  }
+  grpc::ClientContext& context() { return context_; }
+
+ private:
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::SchedulerMessage>> stream_;
+};
+
+v1::StudySpec FunctionStudy(const std::string& name, int trials) {
+  absl::StatusOr<v1::StudySpec> spec = cli::ParseStudySpec(
+      "model: {kind: FUNCTION, function: branin}\nparameters:\n"
+      "  - {name: x1, double_range: {min: -5, max: 10}}\n"
+      "  - {name: x2, double_range: {min: 0, max: 15}}");
+  spec->set_name(name);
+  spec->set_max_trials(trials);
+  return *spec;
+}
+
+v1::WorkerMessage Result(uint64_t trial, int attempt, double value) {
+  v1::WorkerMessage message;
+  v1::TrialResult& result = *message.mutable_result();
+  result.set_trial_id(trial);
+  result.set_attempt(attempt);
+  result.set_state(v1::Trial::COMPLETED);
+  (*result.mutable_metrics())["value"] = value;
+  return message;
+}
+
+TEST(HardeningTest, CancelledAndFrozenWatchersNeverCrashTheScheduler) {
+  SchedulerProcess scheduler({"--max_watch_lag=256"});
+  cli::StudyClient client(scheduler.address());
+  ASSERT_TRUE(client.CreateStudy(FunctionStudy("busy", 1'000'000)).ok());
+  InProcessWorker first(scheduler.address(), "w1", 2), second(scheduler.address(), "w2", 2);
+  auto stub = v1::StudyService::NewStub(
+      grpc::CreateChannel(scheduler.address(), grpc::InsecureChannelCredentials()));
+  v1::WatchStudyRequest request;
+  request.set_name("busy");
+
+  // Ctrl-C on `dhpt watch`, 200 times, each while events are being written.
+  for (int i = 0; i < 200; ++i) {
+    grpc::ClientContext context;
+    auto reader = stub->WatchStudy(&context, request);
+    v1::StudyEvent event;
+    for (int read = 0; read < 1 + i % 5 && reader->Read(&event); ++read) {
+    }
+    context.TryCancel();
+    reader->Finish();
+    ASSERT_TRUE(scheduler.alive()) << "after " << i + 1 << " cancels";
+  }
+
+  // A watcher that stops reading is cut off once it is 256 events behind; reading again, it
+  // gets what was in flight and then RESOURCE_EXHAUSTED.
+  grpc::ClientContext frozen_context;
+  auto frozen = stub->WatchStudy(&frozen_context, request);
+  v1::StudyEvent event;
+  ASSERT_TRUE(frozen->Read(&event));
+  const int64_t completed_then = client.GetStudy("busy")->trials_completed();
+  ASSERT_TRUE(WaitFor([&] {
+    return client.GetStudy("busy")->trials_completed() > completed_then + 20'000;
+  }, absl::Seconds(120)));
+  while (frozen->Read(&event)) {
+  }
+  grpc::Status ended = frozen->Finish();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << ended.error_message();
+  EXPECT_THAT(ended.error_message(), HasSubstr("watch again"));
+
+  // `dhpt watch` frozen by SIGSTOP, then killed.
+  const pid_t watch = fork();
+  if (watch == 0) {
+    const std::string path = DHPT_BIN_DIR "/dhpt";
+    execl(path.c_str(), path.c_str(), "watch", "busy", ("--scheduler=" + scheduler.address()).c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  absl::SleepFor(absl::Milliseconds(500));  // Let it connect and read; nothing waits on it.
+  kill(watch, SIGSTOP);
+  const int64_t frozen_at = client.GetStudy("busy")->trials_completed();
+  ASSERT_TRUE(WaitFor([&] {
+    return client.GetStudy("busy")->trials_completed() > frozen_at + 10'000;
+  }, absl::Seconds(120)));
+  kill(watch, SIGKILL);
+  waitpid(watch, nullptr, 0);
+
+  EXPECT_TRUE(scheduler.alive());
+  ASSERT_TRUE(client.StopStudy("busy").ok());
+  EXPECT_EQ(client.GetStudy("busy")->state(), v1::Study::STOPPED);
+}
+
+TEST(HardeningTest, ForgedResultsImpostorsAndFloodsAreRefused) {
+  SchedulerProcess scheduler;
+  cli::StudyClient client(scheduler.address());
+  ASSERT_TRUE(client.CreateStudy(FunctionStudy("target", 1)).ok());
+  RawWorker honest(scheduler.address(), "honest");
+  std::optional<v1::SchedulerMessage> assign = honest.Next(v1::SchedulerMessage::kAssign);
+  ASSERT_TRUE(assign.has_value());
+  const uint64_t trial = assign->assign().trial_id();
+  v1::WorkerMessage started;
+  started.mutable_started()->set_trial_id(trial);
+  started.mutable_started()->set_attempt(1);
+  ASSERT_TRUE(honest.Write(started));
+
+  // A worker never given the trial (it does not even run FUNCTION) claims a perfect result.
+  {
+    RawWorker forger(scheduler.address(), "forger", {v1::Model::RANDOM_FOREST});
+    ASSERT_TRUE(forger.Next(v1::SchedulerMessage::kWelcome).has_value());
+    ASSERT_TRUE(forger.Write(Result(trial, 1, -1e9)));
+    std::optional<v1::SchedulerMessage> answer = forger.Next(v1::SchedulerMessage::kCancel);
+    ASSERT_TRUE(answer.has_value());
+    EXPECT_EQ(answer->cancel().trial_id(), trial);
+  }
+  // Three connections under the honest worker's id (ListWorkers publishes it).
+  for (int i = 0; i < 3; ++i) {
+    RawWorker impostor(scheduler.address(), "honest");
+    grpc::Status refused = impostor.Finish();
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::ALREADY_EXISTS) << refused.error_message();
+  }
+  absl::StatusOr<std::vector<v1::Trial>> trials = client.ListTrials("target");
+  ASSERT_EQ(trials->size(), 1u);
+  EXPECT_EQ(trials->at(0).state(), v1::Trial::RUNNING);
+  EXPECT_EQ(trials->at(0).worker_id(), "honest");
+  EXPECT_EQ(trials->at(0).lost_attempts(), 0);
+
+  // A million-message flood for a trial it does not run, never reading its stream: one
+  // Cancel is queued, not one per message. Then names for many trials: cut off.
+  const int64_t before = scheduler.resident_bytes();
+  {
+    RawWorker flooder(scheduler.address(), "flooder", {v1::Model::RANDOM_FOREST});
+    v1::WorkerMessage progress;
+    progress.mutable_progress()->set_trial_id(987'654'321);
+    for (int i = 0; i < 200'000; ++i) ASSERT_TRUE(flooder.Write(progress));
+    for (uint64_t id = 1; id <= 1000; ++id) {
+      progress.mutable_progress()->set_trial_id(1'000'000'000 + id);
+      if (!flooder.Write(progress)) break;
+    }
+    grpc::Status cut = flooder.Finish();
+    EXPECT_EQ(cut.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << cut.error_message();
+  }
+  EXPECT_LT(scheduler.resident_bytes() - before, int64_t{64} << 20);
+
+  // The honest result still counts.
+  ASSERT_TRUE(honest.Write(Result(trial, 1, 1.25)));
+  ASSERT_TRUE(honest.Next(v1::SchedulerMessage::kAck).has_value());
+  absl::StatusOr<v1::Study> study = client.GetStudy("target");
+  EXPECT_EQ(study->state(), v1::Study::COMPLETED);
+  EXPECT_EQ(study->best_trial().objective_value(), 1.25);
+  EXPECT_EQ(study->best_trial().worker_id(), "honest");
+  EXPECT_TRUE(scheduler.alive());
+}
+
+TEST(HardeningTest, FlappingWorkersCannotBurnOtherTrialsAttempts) {
+  TestCluster cluster(2);
+  v1::StudySpec spec = FunctionStudy("churn", 2000);
+  spec.set_max_attempts(1);  // Strict: any charged loss would fail a trial.
+  ASSERT_TRUE(cluster.client().CreateStudy(spec).ok());
+  // A flapping Wi-Fi node: connect, say hello, drop within 20 ms; 300 times.
+  std::thread flapping([&] {
+    for (int i = 0; i < 300; ++i) {
+      RawWorker flapper(cluster.address(), absl::StrCat("flap-", i));
+      flapper.context().set_deadline(std::chrono::system_clock::now() +
+                                     std::chrono::milliseconds(20));
+      flapper.Next(v1::SchedulerMessage::kAssign);
+    }
+  });
+  flapping.join();
+  v1::Study study = cluster.WaitForEnd("churn");
+  EXPECT_EQ(study.state(), v1::Study::COMPLETED);
+  EXPECT_EQ(study.trials_completed(), 2000);
+  EXPECT_EQ(study.trials_failed(), 0);
+}
+
+// XGBoost trials that run for seconds, so a signal lands mid-trial.
+v1::StudySpec LongStudy(const std::string& name, int trials, int rounds) {
+  absl::StatusOr<v1::StudySpec> spec = cli::ParseStudySpec(absl::StrCat(R"(
+model: {kind: XGBOOST, fixed: {num_boost_round: )", rounds, R"(, max_depth: 6}}
+dataset: {friedman1: {samples: 4000, features: 10, seed: 4}}
+parameters:
+  - {name: eta, double_range: {min: 0.01, max: 0.3, log: true}}
+)"));
+  spec->set_name(name);
+  spec->set_max_trials(trials);
+  return *spec;
+}
+
+TEST(HardeningTest, AGracefullyStoppedWorkerHandsItsTrialBackAtNoCost) {
+  TestCluster cluster(0);
+  const pid_t stopping = cluster.SpawnWorkerProcess("stopping");
+  v1::StudySpec spec = LongStudy("handed-back", 1, 3000);
+  spec.set_max_attempts(1);
+  ASSERT_TRUE(cluster.client().CreateStudy(spec).ok());
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<std::vector<v1::Trial>> trials = cluster.client().ListTrials("handed-back");
+    return trials.ok() && !trials->empty() && trials->at(0).state() == v1::Trial::RUNNING;
+  }));
+  cluster.SpawnWorkerProcess("idle");
+  ASSERT_TRUE(WaitFor([&] { return cluster.core().connected_workers() == 2; }));
+  kill(stopping, SIGTERM);
+  v1::Study study = cluster.WaitForEnd("handed-back", absl::Seconds(180));
+  EXPECT_EQ(study.state(), v1::Study::COMPLETED) << study.state_reason();
+  v1::Trial trial = cluster.client().ListTrials("handed-back")->at(0);
+  EXPECT_EQ(trial.worker_id(), "idle");
+  EXPECT_EQ(trial.lost_attempts(), 0);
+  int status = 0;
+  waitpid(stopping, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(HardeningTest, AStuckTrialIsStoppedAtItsTimeoutAndTheWorkerGoesOn) {
+  TestCluster cluster(0);
+  const pid_t worker = cluster.SpawnWorkerProcess("runner");
+  v1::StudySpec spec = LongStudy("stuck", 2, 100'000);  // Minutes per trial without a limit.
+  spec.mutable_trial_timeout()->set_seconds(2);
+  spec.set_max_failed_trials(5);
+  ASSERT_TRUE(cluster.client().CreateStudy(spec).ok());
+  const absl::Time start = absl::Now();
+  v1::Study study = cluster.WaitForEnd("stuck", absl::Seconds(60));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  EXPECT_EQ(study.trials_failed(), 2);
+  for (const v1::Trial& trial : *cluster.client().ListTrials("stuck")) {
+    EXPECT_THAT(trial.error(), HasSubstr("trial_timeout of 2s"));
+  }
+  EXPECT_EQ(waitpid(worker, nullptr, WNOHANG), 0);  // Still running.
+}
+
+}  // namespace
+}  // namespace dhpt::testing
