@@ -207,11 +207,15 @@ absl::Status Comparison::RunSequential(const v1::StudySpec& spec, const std::str
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   PeakRssSampler sampler;
-  absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(
-      "sequential",
-      {binary, "--sequential_study=" + spec_path, absl::StrCat("--threads_per_trial=", threads),
-       "--worker_id=sequential"},
-      fds[1], log_fd, &sampler);
+  std::vector<std::string> args = {binary, "--sequential_study=" + spec_path,
+                                   absl::StrCat("--threads_per_trial=", threads),
+                                   "--worker_id=sequential"};
+  // The same data roots as the local cluster's workers.
+  for (std::string& flag : DataRootFlags(LocalDataRoots(options_.local))) {
+    args.push_back(std::move(flag));
+  }
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Start("sequential", args, fds[1], log_fd, &sampler);
   close(fds[1]);
   if (log_fd >= 0) close(log_fd);
   if (!child.ok()) {

@@ -45,6 +45,22 @@ absl::StatusOr<std::string> ReadListenLine(int fd, ChildProcess& scheduler,
 
 }  // namespace
 
+std::vector<std::string> LocalDataRoots(const LocalClusterRequest& request) {
+  std::vector<std::string> roots;
+  std::error_code error;
+  for (const std::string& root : request.data_roots) {
+    if (!root.empty()) roots.push_back(std::filesystem::absolute(root, error).string());
+  }
+  if (roots.empty()) roots.push_back(std::filesystem::current_path(error).string());
+  return roots;
+}
+
+std::vector<std::string> DataRootFlags(const std::vector<std::string>& roots) {
+  std::vector<std::string> flags;
+  for (const std::string& root : roots) flags.push_back("--data_root=" + root);
+  return flags;
+}
+
 absl::StatusOr<LocalClusterOptions> ResolveLocalCluster(const v1::StudySpec& spec,
                                                         const LocalClusterRequest& request) {
   const bool autoencoder = spec.model().kind() == v1::Model::AUTOENCODER;
@@ -52,6 +68,7 @@ absl::StatusOr<LocalClusterOptions> ResolveLocalCluster(const v1::StudySpec& spe
   options.cpu_workers = request.cpu_workers >= 0 ? request.cpu_workers : autoencoder ? 0 : 2;
   options.gpu_workers = request.gpu_workers >= 0 ? request.gpu_workers : autoencoder ? 1 : 0;
   options.slots = request.slots;
+  options.data_roots = LocalDataRoots(request);
   if (autoencoder && options.gpu_workers < 1) {
     return absl::InvalidArgumentError(
         "an AUTOENCODER study runs only on GPU workers: give --gpu-workers=1 or more");
@@ -114,13 +131,14 @@ absl::StatusOr<LocalCluster> LocalCluster::Start(const LocalClusterOptions& opti
                                    WorkerBinary{"dhpt-gpu-worker", "local-gpu-", options.gpu_workers}}) {
     for (int i = 1; i <= kind.count; ++i) {
       const std::string id = absl::StrCat(kind.id_prefix, i);
-      absl::StatusOr<std::unique_ptr<ChildProcess>> worker = ChildProcess::Start(
-          id,
-          {absl::StrCat(options.binary_dir, "/", kind.binary), "--scheduler=" + cluster.address_,
-           absl::StrCat("--slots=", options.slots),
-           absl::StrCat("--threads_per_trial=", options.threads_per_trial),
-           absl::StrCat("--worker_id=", id)},
-          -1, log_fd, options.sampler);
+      std::vector<std::string> args = {
+          absl::StrCat(options.binary_dir, "/", kind.binary), "--scheduler=" + cluster.address_,
+          absl::StrCat("--slots=", options.slots),
+          absl::StrCat("--threads_per_trial=", options.threads_per_trial),
+          absl::StrCat("--worker_id=", id)};
+      for (std::string& flag : DataRootFlags(options.data_roots)) args.push_back(std::move(flag));
+      absl::StatusOr<std::unique_ptr<ChildProcess>> worker =
+          ChildProcess::Start(id, args, -1, log_fd, options.sampler);
       if (!worker.ok()) {
         if (log_fd >= 0) close(log_fd);
         cluster.Stop();

@@ -21,6 +21,8 @@ struct LocalClusterOptions {
   int gpu_workers = 0;  // dhpt-gpu-worker with --device=auto (the CPU where no CUDA device is).
   int slots = 1;
   int threads_per_trial = 1;
+  // Each worker's --data_root: the directories its CSV datasets may be read from.
+  std::vector<std::string> data_roots;
   std::string log_file;  // The children's stderr; empty: inherit.
   PeakRssSampler* sampler = nullptr;  // Watches the children's memory when set.
 };
@@ -31,11 +33,21 @@ struct LocalClusterRequest {
   int gpu_workers = -1;
   int slots = 1;
   int threads_per_trial = 0;
+  // Where the workers may read CSV datasets (--data_root); empty: the current directory.
+  std::vector<std::string> data_roots;
 };
+
+// The request's data roots as absolute paths, the current directory when it names none: a
+// local study's CSV files are usually beside the user.
+std::vector<std::string> LocalDataRoots(const LocalClusterRequest& request);
+
+// "--data_root=DIR" for each root, for a worker's command line.
+std::vector<std::string> DataRootFlags(const std::vector<std::string>& roots);
 
 // The cluster a request makes for `spec`: 2 CPU workers and no GPU worker, or 1 GPU worker and
 // no CPU worker for an AUTOENCODER study; threads per trial the cores shared among the trial
-// slots. INVALID_ARGUMENT for an AUTOENCODER study without GPU workers, no workers or no slots.
+// slots; the data roots of LocalDataRoots. INVALID_ARGUMENT for an AUTOENCODER study without
+// GPU workers, no workers or no slots.
 // binary_dir, log_file and sampler are left to the caller.
 absl::StatusOr<LocalClusterOptions> ResolveLocalCluster(const v1::StudySpec& spec,
                                                         const LocalClusterRequest& request);

@@ -40,6 +40,9 @@ ABSL_FLAG(int, gpu_workers, -1,
           "allow_cpu_fallback");
 ABSL_FLAG(int, slots, 1, "local: trials each worker runs at once");
 ABSL_FLAG(int, threads_per_trial, 0, "local: threads per trial; 0 = cores / (workers * slots)");
+ABSL_FLAG(std::vector<std::string>, data_root, {},
+          "local, compare: directories the workers may read CSV datasets from (the workers' "
+          "--data_root), comma separated; default: the current directory");
 ABSL_FLAG(std::string, log, "", "local: file for the services' logs (default: a temp file)");
 ABSL_FLAG(bool, json, false, "trials, best, studies, workers: print JSON instead of a table");
 ABSL_FLAG(std::string, matrix, "", "compare: a file of studies x algorithms to compare, cell by cell");
@@ -60,15 +63,17 @@ const std::map<std::string, Command>& Commands() {
   static const auto* const kCommands = new std::map<std::string, Command>{
       {"local",
        {"dhpt local [--study=FILE | --demo=NAME] [--workers=N] [--gpu-workers=M] [--slots=N]\n"
-        "           [--threads-per-trial=N]",
+        "           [--threads-per-trial=N] [--data-root=DIR,...]",
         "Starts a scheduler, N CPU workers and M GPU workers on this machine, runs the study (the "
         "demo\nXGBoost study when none is given), shows live progress, prints the results, and "
         "stops every\nprocess it started (Ctrl-C included). AUTOENCODER studies get one GPU worker "
         "and no CPU\nworkers unless told otherwise. Demos: xgboost, random-forest, autoencoder, "
-        "branin."}},
+        "branin.\nWorkers read CSV datasets only under --data-root (default: the current "
+        "directory)."}},
       {"compare",
        {"dhpt compare [--study=FILE | --demo=NAME] [--workers=N] [--gpu-workers=M] [--slots=N]\n"
-        "             [--threads-per-trial=N] [--scheduler=HOST:PORT] [--out=DIR]\n"
+        "             [--threads-per-trial=N] [--data-root=DIR,...] [--scheduler=HOST:PORT]\n"
+        "             [--out=DIR]\n"
         "  dhpt compare --matrix=FILE [--out=DIR] [same options]",
         "Runs the study twice with the same seed and budget: sequentially (one process, trial "
         "after\ntrial, the same trainers, no scheduler) and through the framework (a local "
@@ -79,7 +84,8 @@ const std::map<std::string, Command>& Commands() {
         "--matrix runs every study of FILE with every\nalgorithm (one cell each) and a summary; "
         "run it again to resume an interrupted matrix.\nMatrix file: studies: [{demo: xgboost}, "
         "{file: my-study.yaml}], algorithms: [RANDOM, TPE],\nmax_trials: 20, seed: 1 (see "
-        "README)."}},
+        "README). Workers read CSV datasets only under --data-root\n(default: the current "
+        "directory)."}},
       {"workers",
        {"dhpt workers [--json] [--scheduler=HOST:PORT]",
         "Lists the workers connected to the scheduler: device, models, slots, running trials, "
@@ -219,7 +225,8 @@ LocalClusterRequest LocalClusterFlags() {
   return {.cpu_workers = absl::GetFlag(FLAGS_workers),
           .gpu_workers = absl::GetFlag(FLAGS_gpu_workers),
           .slots = absl::GetFlag(FLAGS_slots),
-          .threads_per_trial = absl::GetFlag(FLAGS_threads_per_trial)};
+          .threads_per_trial = absl::GetFlag(FLAGS_threads_per_trial),
+          .data_roots = absl::GetFlag(FLAGS_data_root)};
 }
 
 int RunLocal() {

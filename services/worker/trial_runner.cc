@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "services/common/benchmark_functions.h"
+#include "services/common/logging.h"
 #include "services/common/model_catalog.h"
 #include "services/common/param_values.h"
 #include "services/common/status_macros.h"
@@ -71,6 +72,31 @@ void AddGpuUsage(const GpuUsage& usage, const GpuDevice& device,
 }  // namespace
 
 v1::TrialResult TrialRunner::Run(const v1::Assign& assign, const TrialContext& context) {
+  auto failed = [&assign](const std::string& error) {
+    v1::TrialResult result;
+    result.set_trial_id(assign.trial_id());
+    result.set_attempt(assign.attempt());
+    result.set_device("cpu");
+    result.set_state(v1::Trial::FAILED);
+    result.set_error(error);
+    return result;
+  };
+  try {
+    return RunUnguarded(assign, context);
+  } catch (const std::bad_alloc&) {
+    DHPT_LOG_WARNING("trial %d attempt %d ran out of memory (std::bad_alloc)", assign.trial_id(),
+                     assign.attempt());
+    return failed(
+        "the worker ran out of memory in this trial (loading its dataset or training): use a "
+        "smaller dataset or model, or workers with more memory");
+  } catch (const std::exception& error) {
+    DHPT_LOG_WARNING("trial %d attempt %d stopped on an exception: %s", assign.trial_id(),
+                     assign.attempt(), error.what());
+    return failed("the trial stopped on an unexpected error inside the worker (see its log)");
+  }
+}
+
+v1::TrialResult TrialRunner::RunUnguarded(const v1::Assign& assign, const TrialContext& context) {
   v1::TrialResult result;
   result.set_trial_id(assign.trial_id());
   result.set_attempt(assign.attempt());
@@ -89,7 +115,7 @@ v1::TrialResult TrialRunner::Run(const v1::Assign& assign, const TrialContext& c
   // Loading is measured apart: it happens once per worker, not once per trial.
   auto load_dataset = [&] {
     const auto load_start = std::chrono::steady_clock::now();
-    absl::StatusOr<std::shared_ptr<const SplitDataset>> data = datasets_.Get(assign.dataset());
+    absl::StatusOr<std::shared_ptr<const SplitDataset>> data = datasets_.Get(assign.dataset(), context.cancelled);
     metrics["dataset_seconds"] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     return data;

@@ -21,14 +21,23 @@ struct TrialRunnerOptions {
   // Sampled while every trial runs; without one, results carry no GPU figures.
   std::shared_ptr<GpuReader> gpu;
   absl::Duration gpu_sample_interval = absl::Milliseconds(100);
+  // Where CSV files may be read from and how large a dataset may be; with the defaults, no
+  // CSV file at all.
+  DatasetOptions datasets;
 };
 
 class TrialRunner {
  public:
-  explicit TrialRunner(TrialRunnerOptions options = {}) : options_(std::move(options)) {}
+  explicit TrialRunner(TrialRunnerOptions options = {})
+      : options_(std::move(options)), datasets_(options_.datasets) {}
+  // Never throws: this is the trial's exception boundary. std::bad_alloc and any other
+  // std::exception from loading or training become a FAILED result with a message DHPT wrote
+  // (the exception's own text goes to the log only), and the worker lives on.
   v1::TrialResult Run(const v1::Assign& assign, const TrialContext& context);
 
  private:
+  v1::TrialResult RunUnguarded(const v1::Assign& assign, const TrialContext& context);
+
   const TrialRunnerOptions options_;
   DatasetCache datasets_;
 };

@@ -3,6 +3,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "dhpt/v1/study_service.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "services/common/client_security_flags.h"
@@ -44,6 +46,16 @@ ABSL_FLAG(std::string, sequential_study, "",
           "trial after another, printing the study as it starts, each ended trial, then the "
           "study as it ended, as JSON lines (dhpt.v1.StudyEvent) on stdout; dhpt compare's "
           "sequential baseline");
+ABSL_FLAG(std::vector<std::string>, data_root, {},
+          "a directory this worker may read CSV datasets from (after resolving symlinks and "
+          "'..'); repeat the flag or separate directories with commas. Without one, studies "
+          "with a CSV dataset fail on this worker");
+ABSL_FLAG(int64_t, max_dataset_file_bytes, dhpt::worker::kDefaultMaxDatasetFileBytes,
+          "the largest CSV file a study may have this worker read, in bytes (default 1 GiB)");
+ABSL_FLAG(int64_t, max_dataset_bytes, 0,
+          "the most memory one dataset may take in this worker, in bytes, with its "
+          "train/validation copies (about 8 bytes per cell); a study over it fails with "
+          "RESOURCE_EXHAUSTED. 0 = half of this machine's physical memory");
 ABSL_FLAG(int, metrics_port, -1,
           "serve Prometheus metrics on this port at /metrics; 0 picks a free port (logged as "
           "'metrics on :PORT'); -1 = off");
@@ -106,6 +118,51 @@ int RunSequentialStudy(const std::string& path, TrialRunner& runner, SequentialO
   return cancelled ? 1 : 0;
 }
 
+// Every value of a repeated --NAME=VALUE (or --NAME VALUE) flag, comma-separated ones split:
+// absl keeps only the last occurrence, and operators repeat --data_root. Empty when the command
+// line does not name the flag (then the environment or the default holds).
+std::vector<std::string> RepeatedFlagValues(int argc, char** argv, const std::string& name) {
+  std::vector<std::string> values;
+  for (int i = 1; i < argc; ++i) {
+    std::string argument = argv[i];
+    if (argument == "--") break;
+    const size_t start = argument.rfind("--", 0) == 0 ? 2 : argument.rfind("-", 0) == 0 ? 1 : 0;
+    if (start == 0) continue;
+    const size_t equals = std::min(argument.find('='), argument.size());
+    std::string flag = argument.substr(start, equals - start);
+    std::replace(flag.begin(), flag.end(), '-', '_');
+    if (flag != name) continue;
+    std::string value;
+    if (equals < argument.size()) {
+      value = argument.substr(equals + 1);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    }
+    for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+      values.emplace_back(part);
+    }
+  }
+  return values;
+}
+
+// The dataset flags, checked: a data root that is not a directory stops the worker at start.
+absl::StatusOr<DatasetOptions> DatasetOptionsFromFlags(int argc, char** argv) {
+  DatasetOptions options;
+  std::vector<std::string> roots = RepeatedFlagValues(argc, argv, "data_root");
+  if (roots.empty()) roots = absl::GetFlag(FLAGS_data_root);
+  absl::StatusOr<std::vector<std::string>> resolved = ResolveDataRoots(roots);
+  if (!resolved.ok()) return resolved.status();
+  options.data_roots = *std::move(resolved);
+  options.max_dataset_file_bytes = absl::GetFlag(FLAGS_max_dataset_file_bytes);
+  if (options.max_dataset_file_bytes < 1) {
+    return absl::InvalidArgumentError("--max_dataset_file_bytes must be at least 1");
+  }
+  const int64_t max_bytes = absl::GetFlag(FLAGS_max_dataset_bytes);
+  if (max_bytes < 0) return absl::InvalidArgumentError("--max_dataset_bytes must be 0 or more");
+  options.max_dataset_bytes = max_bytes > 0 ? max_bytes : DefaultMaxDatasetBytes();
+  return options;
+}
+
 }  // namespace
 
 int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
@@ -123,8 +180,9 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   usage.contains_helpshort_flags = [](absl::string_view file) { return absl::StrContains(file, "services/"); };
   usage.contains_help_flags = usage.contains_helpshort_flags;
   absl::SetFlagsUsageConfig(usage);
-  ApplyEnvironmentToFlags(
-      {"scheduler", "slots", "threads_per_trial", "worker_id", "node_name", "metrics_port"});
+  ApplyEnvironmentToFlags({"scheduler", "slots", "threads_per_trial", "worker_id", "node_name",
+                           "metrics_port", "data_root", "max_dataset_file_bytes",
+                           "max_dataset_bytes"});
   ApplyEnvironmentToFlags(ClientSecurityFlagNames());
   for (absl::string_view flag : kind.own_flags) ApplyEnvironmentToFlags({flag});
   ParseCommandLineWithDashes(argc, argv);
@@ -150,11 +208,17 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   if (node.empty()) node = Hostname();
   utsname machine{};
   uname(&machine);
+  absl::StatusOr<DatasetOptions> datasets = DatasetOptionsFromFlags(argc, argv);
+  if (!datasets.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(datasets.status().message()).c_str());
+    return 2;
+  }
   absl::StatusOr<WorkerSetup> setup = kind.setup();
   if (!setup.ok()) {
     std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(setup.status().message()).c_str());
     return absl::IsFailedPrecondition(setup.status()) ? 1 : 2;
   }
+  setup->runner.datasets = *std::move(datasets);
 
   BlockTerminationSignals();
   absl::StatusOr<ChannelSecurity> security = MakeChannelSecurity(ClientSecurityFromFlags());
@@ -163,6 +227,7 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
     return 2;
   }
   const bool gpu_observed = setup->runner.gpu != nullptr;
+  const DatasetOptions data = setup->runner.datasets;  // For the start-up line.
   TrialRunner runner(std::move(setup->runner));
   if (const std::string study = absl::GetFlag(FLAGS_sequential_study); !study.empty()) {
     return RunSequentialStudy(
@@ -213,6 +278,10 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
                 worker_id, v1::WorkerCapabilities::DeviceKind_Name(setup->device_kind),
                 setup->device_name, absl::StrJoin(model_names, ", "), slots, threads,
                 options.scheduler_address);
+  DHPT_LOG_INFO("CSV datasets: %s; at most %d bytes per file, %d bytes per dataset in memory",
+                data.data_roots.empty() ? "none (no --data_root)"
+                                        : absl::StrCat("under ", absl::StrJoin(data.data_roots, ", ")),
+                data.max_dataset_file_bytes, data.max_dataset_bytes);
 
   const int signal = WaitForTerminationSignal();
   DHPT_LOG_INFO("received %s; giving back running trials and stopping", strsignal(signal));

@@ -77,6 +77,143 @@ std::string XgboostVersion() {
   return absl::StrCat(major, ".", minor, ".", patch);
 }
 
+namespace {
+
+absl::Status Cancelled(const XgboostRequest& request) {
+  if (request.cancelled != nullptr && request.cancelled->load(std::memory_order_relaxed)) {
+    return absl::CancelledError("cancelled by the scheduler");
+  }
+  return absl::OkStatus();
+}
+
+// A booster on `train` (predicting `validation` from its prediction cache) with the request's
+// parameters; `forest_trees` > 0 makes it a random forest of that many trees with `seed`.
+absl::StatusOr<Booster> MakeBooster(const XgboostRequest& request, DMatrixHandle train,
+                                    DMatrixHandle validation, int forest_trees, uint64_t seed) {
+  DMatrixHandle matrices[] = {train, validation};
+  BoosterHandle handle = nullptr;
+  RETURN_IF_ERROR(Check(XGBoosterCreate(matrices, 2, &handle), "XGBoosterCreate"));
+  Booster booster(handle);
+  auto set = [&](const std::string& name, const std::string& value) {
+    return Check(XGBoosterSetParam(handle, name.c_str(), value.c_str()),
+                 absl::StrCat("parameter ", name, "=", value));
+  };
+  RETURN_IF_ERROR(set("verbosity", "0"));
+  RETURN_IF_ERROR(set("nthread", absl::StrCat(std::max(1, request.threads))));
+  if (forest_trees > 0) {
+    RETURN_IF_ERROR(set("learning_rate", "1"));
+    RETURN_IF_ERROR(set("subsample", "0.8"));
+    RETURN_IF_ERROR(set("colsample_bynode", "0.8"));
+    // As XGBoost's own XGBRFRegressor: a forest averages unshrunk trees, so almost no L2.
+    RETURN_IF_ERROR(set("lambda", "1e-5"));
+  }
+  for (const auto& [name, value] : request.params) {
+    const bool counts = forest_trees > 0 ? (name == "n_estimators" || name == "num_parallel_tree")
+                                         : (name == "n_estimators" || name == "num_boost_round");
+    if (counts || (forest_trees > 0 && name == "seed")) continue;  // Taken by the caller.
+    RETURN_IF_ERROR(set(name, value));
+  }
+  if (forest_trees > 0) {
+    RETURN_IF_ERROR(set("num_parallel_tree", absl::StrCat(forest_trees)));
+    RETURN_IF_ERROR(set("seed", absl::StrCat(seed)));
+  }
+  return booster;
+}
+
+// The booster's predictions for `validation`, which has `rows` rows.
+absl::StatusOr<const float*> PredictValidation(BoosterHandle booster, DMatrixHandle validation,
+                                               int64_t rows) {
+  bst_ulong length = 0;
+  const float* predictions = nullptr;
+  RETURN_IF_ERROR(
+      Check(XGBoosterPredict(booster, validation, 0, 0, 0, &length, &predictions), "prediction"));
+  if (length != static_cast<bst_ulong>(rows)) {
+    return absl::InternalError(
+        absl::StrCat("xgboost returned ", length, " predictions for ", rows, " rows"));
+  }
+  return predictions;
+}
+
+// Gradient boosting: `rounds` rounds of one booster, cancellable between rounds.
+absl::StatusOr<RegressionScores> TrainBoosted(const SplitDataset& data,
+                                              const XgboostRequest& request, DMatrixHandle train,
+                                              DMatrixHandle validation) {
+  int rounds = kDefaultBoostRounds;
+  for (const auto& [name, value] : request.params) {
+    if (name == "n_estimators" || name == "num_boost_round") {
+      ASSIGN_OR_RETURN(rounds, ParseCount(name, value));
+    }
+  }
+  ASSIGN_OR_RETURN(Booster booster, MakeBooster(request, train, validation, 0, 0));
+  for (int round = 0; round < rounds; ++round) {
+    RETURN_IF_ERROR(Cancelled(request));
+    RETURN_IF_ERROR(Check(XGBoosterUpdateOneIter(booster.get(), round, train), "training"));
+    if (request.progress && ((round + 1) % kProgressEvery == 0 || round + 1 == rounds)) {
+      // The validation matrix is in the booster's prediction cache: this costs the new trees.
+      ASSIGN_OR_RETURN(const float* predictions,
+                       PredictValidation(booster.get(), validation, data.validation.rows));
+      request.progress(round + 1, ScoreRegression(data.validation.target, predictions).r2);
+    }
+  }
+  ASSIGN_OR_RETURN(const float* predictions,
+                   PredictValidation(booster.get(), validation, data.validation.rows));
+  return ScoreRegression(data.validation.target, predictions);
+}
+
+// A random forest of `trees` trees, grown in chunks so that it can be cancelled. XGBoost's
+// random-forest mode (one round, num_parallel_tree = N, learning rate 1) predicts the mean of
+// its N trees' outputs plus base_score, and every tree is fit to the same gradients at
+// base_score. So chunk boosters of n_1, n_2, ... trees, each with its own seed (its own
+// bootstrap rows and columns), combined as the tree-count-weighted mean of their predictions,
+// are the same estimator as one booster of n_1 + n_2 + ... trees, as a forest of trees drawn
+// independently should be. A chunk's booster is freed once its predictions are added, so a
+// large forest also holds one chunk's trees at a time.
+absl::StatusOr<RegressionScores> TrainForest(const SplitDataset& data,
+                                             const XgboostRequest& request, DMatrixHandle train,
+                                             DMatrixHandle validation) {
+  int trees = kDefaultForestTrees;
+  uint64_t seed = 0;
+  for (const auto& [name, value] : request.params) {
+    if (name == "n_estimators" || name == "num_parallel_tree") {
+      ASSIGN_OR_RETURN(trees, ParseCount(name, value));
+    } else if (name == "seed") {
+      double parsed = 0;
+      if (!absl::SimpleAtod(value, &parsed) || parsed < 0 || parsed != std::floor(parsed) ||
+          parsed > 2147483647) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("seed must be a whole number from 0 to 2147483647, got ", value));
+      }
+      seed = static_cast<uint64_t>(parsed);
+    }
+  }
+  const int chunk_trees = std::max(1, request.forest_chunk_trees);
+  const size_t rows = static_cast<size_t>(data.validation.rows);
+  std::vector<double> sum(rows, 0.0);  // Tree-count-weighted sum of the chunks' predictions.
+  std::vector<float> forest(rows);
+  RegressionScores scores;
+  int grown = 0;
+  for (int chunk = 0; grown < trees; ++chunk) {
+    RETURN_IF_ERROR(Cancelled(request));
+    const int size = std::min(chunk_trees, trees - grown);
+    // Distinct per chunk, the same for the same user seed; within XGBoost's 31-bit seeds.
+    const uint64_t chunk_seed = (seed * 1000003 + static_cast<uint64_t>(chunk)) % 2147483647;
+    ASSIGN_OR_RETURN(Booster booster, MakeBooster(request, train, validation, size, chunk_seed));
+    RETURN_IF_ERROR(Check(XGBoosterUpdateOneIter(booster.get(), 0, train), "training"));
+    ASSIGN_OR_RETURN(const float* predictions,
+                     PredictValidation(booster.get(), validation, data.validation.rows));
+    grown += size;
+    for (size_t i = 0; i < rows; ++i) {
+      sum[i] += static_cast<double>(size) * predictions[i];
+      forest[i] = static_cast<float>(sum[i] / grown);
+    }
+    scores = ScoreRegression(data.validation.target, forest.data());
+    if (request.progress) request.progress(grown, scores.r2);
+  }
+  return scores;
+}
+
+}  // namespace
+
 absl::StatusOr<RegressionScores> TrainXgboost(const SplitDataset& data,
                                               const XgboostRequest& request) {
   if (data.train.target.empty()) {
@@ -85,69 +222,8 @@ absl::StatusOr<RegressionScores> TrainXgboost(const SplitDataset& data,
   }
   ASSIGN_OR_RETURN(DMatrix train, MakeDMatrix(data.train, request.threads));
   ASSIGN_OR_RETURN(DMatrix validation, MakeDMatrix(data.validation, request.threads));
-  DMatrixHandle train_handle = train.get();
-  BoosterHandle handle = nullptr;
-  RETURN_IF_ERROR(Check(XGBoosterCreate(&train_handle, 1, &handle), "XGBoosterCreate"));
-  Booster booster(handle);
-
-  auto set = [&](const std::string& name, const std::string& value) {
-    return Check(XGBoosterSetParam(handle, name.c_str(), value.c_str()),
-                 absl::StrCat("parameter ", name, "=", value));
-  };
-  RETURN_IF_ERROR(set("verbosity", "0"));
-  RETURN_IF_ERROR(set("nthread", absl::StrCat(std::max(1, request.threads))));
-  int rounds = kDefaultBoostRounds;
-  if (request.random_forest) {
-    rounds = 1;
-    RETURN_IF_ERROR(set("learning_rate", "1"));
-    RETURN_IF_ERROR(set("num_parallel_tree", absl::StrCat(kDefaultForestTrees)));
-    RETURN_IF_ERROR(set("subsample", "0.8"));
-    RETURN_IF_ERROR(set("colsample_bynode", "0.8"));
-    // As XGBoost's own XGBRFRegressor: a forest averages unshrunk trees, so almost no L2.
-    RETURN_IF_ERROR(set("lambda", "1e-5"));
-  }
-  for (const auto& [name, value] : request.params) {
-    if (request.random_forest && (name == "n_estimators" || name == "num_parallel_tree")) {
-      ASSIGN_OR_RETURN(int trees, ParseCount(name, value));
-      RETURN_IF_ERROR(set("num_parallel_tree", absl::StrCat(trees)));
-    } else if (!request.random_forest && (name == "n_estimators" || name == "num_boost_round")) {
-      ASSIGN_OR_RETURN(rounds, ParseCount(name, value));
-    } else {
-      RETURN_IF_ERROR(set(name, value));
-    }
-  }
-
-  DMatrixHandle eval_handles[] = {validation.get()};
-  const char* eval_names[] = {"valid"};
-  for (int round = 0; round < rounds; ++round) {
-    if (request.cancelled != nullptr && request.cancelled->load(std::memory_order_relaxed)) {
-      return absl::CancelledError("cancelled by the scheduler");
-    }
-    RETURN_IF_ERROR(Check(XGBoosterUpdateOneIter(handle, round, train.get()), "training"));
-    const bool report = request.progress && ((round + 1) % kProgressEvery == 0 || round + 1 == rounds);
-    if (report) {
-      const char* evaluation = nullptr;
-      RETURN_IF_ERROR(Check(XGBoosterEvalOneIter(handle, round, eval_handles, eval_names, 1,
-                                                 &evaluation),
-                            "evaluation"));
-      // "[9]\tvalid-rmse:1.2345"
-      const std::string text(evaluation);
-      if (size_t colon = text.rfind(':'); colon != std::string::npos) {
-        double rmse = 0;
-        if (absl::SimpleAtod(text.substr(colon + 1), &rmse)) request.progress(round + 1, rmse);
-      }
-    }
-  }
-
-  bst_ulong length = 0;
-  const float* predictions = nullptr;
-  RETURN_IF_ERROR(Check(XGBoosterPredict(handle, validation.get(), 0, 0, 0, &length, &predictions),
-                        "prediction"));
-  if (length != static_cast<bst_ulong>(data.validation.rows)) {
-    return absl::InternalError(absl::StrCat("xgboost returned ", length, " predictions for ",
-                                            data.validation.rows, " rows"));
-  }
-  return ScoreRegression(data.validation.target, predictions);
+  if (request.random_forest) return TrainForest(data, request, train.get(), validation.get());
+  return TrainBoosted(data, request, train.get(), validation.get());
 }
 
 }  // namespace dhpt::worker

@@ -34,7 +34,19 @@ bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
   return condition();
 }
 
-InProcessWorker::InProcessWorker(const std::string& address, const std::string& id, int slots) {
+namespace {
+
+// As a worker started with --data_root=tests/data: the studies' CSV files live there.
+worker::TrialRunnerOptions TestRunnerOptions() {
+  worker::TrialRunnerOptions options;
+  options.datasets.data_roots = {DHPT_TEST_DATA_DIR};
+  return options;
+}
+
+}  // namespace
+
+InProcessWorker::InProcessWorker(const std::string& address, const std::string& id, int slots)
+    : runner_(TestRunnerOptions()) {
   core_ = std::make_unique<worker::WorkerCore>(
       worker::WorkerCoreOptions{.slots = slots, .threads_per_trial = 1}, &runner_);
   core_->Start();
@@ -93,7 +105,8 @@ pid_t TestCluster::SpawnWorkerProcess(const std::string& id, int slots, const st
                                        std::vector<std::string> flags) {
   const std::string path = absl::StrCat(DHPT_BIN_DIR "/", binary);
   flags.insert(flags.begin(), {path, "--scheduler=" + address(), "--worker_id=" + id,
-                               absl::StrCat("--slots=", slots), "--threads_per_trial=1"});
+                               absl::StrCat("--slots=", slots), "--threads_per_trial=1",
+                               "--data_root=" DHPT_TEST_DATA_DIR});
   std::vector<char*> argv;
   for (std::string& flag : flags) argv.push_back(flag.data());
   argv.push_back(nullptr);

@@ -3,6 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <new>
+#include <stdexcept>
+
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
 
@@ -10,6 +14,18 @@ namespace dhpt::worker {
 namespace {
 
 using ::testing::HasSubstr;
+
+constexpr char kBranin[] = R"pb(
+  trial_id: 1 attempt: 1 model { kind: FUNCTION function: "branin" }
+  params { key: "x1" value { double_value: 1 } }
+  params { key: "x2" value { double_value: 2 } })pb";
+
+// A runner of a worker started with --data_root=tests/data.
+TrialRunnerOptions WithTestData() {
+  TrialRunnerOptions options;
+  options.datasets.data_roots = {DHPT_TEST_DATA_DIR};
+  return options;
+}
 
 v1::Assign Parse(const std::string& text) {
   v1::Assign assign;
@@ -48,14 +64,78 @@ TEST(TrialRunnerTest, XgboostTrialReportsR2AndMse) {
 }
 
 TEST(TrialRunnerTest, BadCsvFailsTheTrialWithTheReason) {
-  TrialRunner runner;
+  TrialRunner runner(WithTestData());
   v1::TrialResult result = runner.Run(Parse(R"pb(
     trial_id: 1 attempt: 1 model { kind: XGBOOST }
     dataset { csv { path: ")pb" DHPT_TEST_DATA_DIR R"pb(/bad_cell.csv" target: "price" }
               validation_fraction: 0.2 }
     params { key: "max_depth" value { int_value: 4 } })pb"), {});
   EXPECT_EQ(result.state(), v1::Trial::FAILED);
-  EXPECT_THAT(result.error(), HasSubstr("\"oops\" is not a number"));
+  EXPECT_THAT(result.error(), HasSubstr("line 3, column 2: not a number"));
+  EXPECT_THAT(result.error(), ::testing::Not(HasSubstr("oops")));
+}
+
+TEST(TrialRunnerTest, CsvOutsideTheDataRootsFails) {
+  const std::string csv = R"pb(
+    trial_id: 1 attempt: 1 model { kind: XGBOOST }
+    dataset { csv { path: ")pb" DHPT_TEST_DATA_DIR R"pb(/small.csv" target: "price" }
+              validation_fraction: 0.2 })pb";
+  v1::TrialResult without_roots = TrialRunner().Run(Parse(csv), {});
+  EXPECT_EQ(without_roots.state(), v1::Trial::FAILED);
+  EXPECT_THAT(without_roots.error(), HasSubstr("none is set: start it with --data_root=DIR"));
+  TrialRunnerOptions elsewhere;
+  elsewhere.datasets.data_roots = {DHPT_BIN_DIR};
+  v1::TrialResult outside = TrialRunner(elsewhere).Run(Parse(csv), {});
+  EXPECT_EQ(outside.state(), v1::Trial::FAILED);
+  EXPECT_THAT(outside.error(), HasSubstr("is outside this worker's data roots"));
+  EXPECT_EQ(TrialRunner(WithTestData()).Run(Parse(csv), {}).state(), v1::Trial::COMPLETED);
+}
+
+// Once, this spec crashed every worker with an uncaught std::bad_alloc on its slot thread.
+TEST(TrialRunnerTest, HugeDatasetFailsOneTrialAndTheWorkerLivesOn) {
+  TrialRunner runner;
+  v1::TrialResult result = runner.Run(Parse(R"pb(
+    trial_id: 3 attempt: 1 model { kind: RANDOM_FOREST }
+    dataset { friedman1 { samples: 10000000 features: 10000 } validation_fraction: 0.2 })pb"), {});
+  EXPECT_EQ(result.state(), v1::Trial::FAILED);
+  EXPECT_EQ(result.trial_id(), 3u);
+  EXPECT_THAT(result.error(), HasSubstr("over this worker's limit"));
+  EXPECT_EQ(runner.Run(Parse(kBranin), {}).state(), v1::Trial::COMPLETED);
+}
+
+// Throws from Train, as a trainer that runs out of memory or hits a library bug would.
+class ThrowingTrainer : public ModelTrainer {
+ public:
+  explicit ThrowingTrainer(std::function<void()> thrower) : thrower_(std::move(thrower)) {}
+  std::string device() const override { return "cpu"; }
+  absl::StatusOr<TrainerMetrics> Train(const SplitDataset&, const Hyperparameters&,
+                                       const TrialContext&) override {
+    thrower_();
+    return TrainerMetrics{};
+  }
+
+ private:
+  std::function<void()> thrower_;
+};
+
+TEST(TrialRunnerTest, ExceptionsBecomeFailedTrials) {
+  const std::string autoencoder = R"pb(
+    trial_id: 5 attempt: 2 model { kind: AUTOENCODER }
+    dataset { friedman1 { samples: 100 features: 5 } validation_fraction: 0.2 })pb";
+  TrialRunnerOptions options;
+  options.autoencoder = std::make_shared<ThrowingTrainer>([] { throw std::bad_alloc(); });
+  v1::TrialResult out_of_memory = TrialRunner(options).Run(Parse(autoencoder), {});
+  EXPECT_EQ(out_of_memory.state(), v1::Trial::FAILED);
+  EXPECT_EQ(out_of_memory.trial_id(), 5u);
+  EXPECT_EQ(out_of_memory.attempt(), 2);
+  EXPECT_THAT(out_of_memory.error(), HasSubstr("ran out of memory"));
+
+  options.autoencoder = std::make_shared<ThrowingTrainer>(
+      [] { throw std::runtime_error("/secret/path: internal detail"); });
+  v1::TrialResult thrown = TrialRunner(options).Run(Parse(autoencoder), {});
+  EXPECT_EQ(thrown.state(), v1::Trial::FAILED);
+  EXPECT_THAT(thrown.error(), HasSubstr("unexpected error inside the worker"));
+  EXPECT_THAT(thrown.error(), ::testing::Not(HasSubstr("secret")));
 }
 
 TEST(TrialRunnerTest, CancelledTrainingIsReportedAsCancelled) {
@@ -96,11 +176,6 @@ class SteadyGpu : public GpuReader {
   GpuDevice device_;
 };
 
-constexpr char kBranin[] = R"pb(
-  trial_id: 1 attempt: 1 model { kind: FUNCTION function: "branin" }
-  params { key: "x1" value { double_value: 1 } }
-  params { key: "x2" value { double_value: 2 } })pb";
-
 TEST(TrialRunnerTest, GpuFiguresOnlyWhereAGpuIsObserved) {
   TrialRunnerOptions options;
   options.gpu = std::make_shared<SteadyGpu>();
@@ -118,7 +193,7 @@ TEST(TrialRunnerTest, GpuFiguresOnlyWhereAGpuIsObserved) {
 }
 
 TEST(TrialRunnerTest, XgboostNeedsATargetColumn) {
-  v1::TrialResult result = TrialRunner().Run(Parse(absl::StrCat(R"pb(
+  v1::TrialResult result = TrialRunner(WithTestData()).Run(Parse(absl::StrCat(R"pb(
     trial_id: 1 attempt: 1 model { kind: XGBOOST }
     dataset { csv { path: ")pb", DHPT_TEST_DATA_DIR, R"pb(/small.csv" } validation_fraction: 0.2 })pb")), {});
   EXPECT_EQ(result.state(), v1::Trial::FAILED);

@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 namespace dhpt::worker {
 namespace {
 
@@ -34,7 +37,9 @@ TEST(XgboostTrainerTest, LearnsFriedmanAndReportsProgress) {
   EXPECT_GT(scores->r2, 0.85);
   ASSERT_EQ(progress.size(), 15u);
   EXPECT_EQ(progress.back().first, 150);
-  EXPECT_LT(progress.back().second, progress.front().second);  // Validation rmse falls.
+  // Validation r2, as forests report it: it rises, and the last is the final score.
+  EXPECT_GT(progress.back().second, progress.front().second);
+  EXPECT_NEAR(progress.back().second, scores->r2, 1e-9);
 }
 
 TEST(XgboostTrainerTest, RandomForestModeLearnsToo) {
@@ -47,6 +52,69 @@ TEST(XgboostTrainerTest, RandomForestModeLearnsToo) {
   EXPECT_GT(scores->r2, 0.8);
 }
 
+TEST(XgboostTrainerTest, ForestReportsR2AfterEveryChunk) {
+  SplitDataset data = Friedman(2000);
+  XgboostRequest request;
+  request.random_forest = true;
+  request.params = {{"n_estimators", "35"}, {"max_depth", "8"}};
+  std::vector<std::pair<int64_t, double>> progress;
+  request.progress = [&](int64_t step, double value) { progress.emplace_back(step, value); };
+  absl::StatusOr<RegressionScores> scores = TrainXgboost(data, request);
+  ASSERT_TRUE(scores.ok()) << scores.status();
+  ASSERT_EQ(progress.size(), 4u);  // 10, 20, 30 and 35 trees.
+  EXPECT_EQ(progress[0].first, kForestChunkTrees);
+  EXPECT_EQ(progress.back().first, 35);
+  EXPECT_NEAR(progress.back().second, scores->r2, 1e-9);
+  EXPECT_GT(progress.back().second, 0.5);
+}
+
+// Chunks of 10 trees, averaged by tree count, are the same estimator as one booster of 100
+// trees: the r2 differs only by the draw of the trees' rows and columns.
+TEST(XgboostTrainerTest, ChunkedForestMatchesOneBoosterForest) {
+  SplitDataset data = Friedman(4000);
+  XgboostRequest request;
+  request.random_forest = true;
+  request.params = {{"n_estimators", "100"}, {"max_depth", "10"}, {"seed", "7"}};
+  request.forest_chunk_trees = 100;
+  absl::StatusOr<RegressionScores> one = TrainXgboost(data, request);
+  request.forest_chunk_trees = 10;
+  absl::StatusOr<RegressionScores> chunked = TrainXgboost(data, request);
+  ASSERT_TRUE(one.ok() && chunked.ok());
+  EXPECT_NEAR(chunked->r2, one->r2, 0.01);
+  // The chunks' seeds derive from the user's: the same seed grows the same forest.
+  absl::StatusOr<RegressionScores> again = TrainXgboost(data, request);
+  EXPECT_DOUBLE_EQ(again->r2, chunked->r2);
+  request.params.back().second = "8";
+  EXPECT_NE(TrainXgboost(data, request)->r2, chunked->r2);
+}
+
+// A forest of 2,000 trees used to be one boosting round that no cancel could stop.
+TEST(XgboostTrainerTest, CancelStopsALargeForestBetweenChunks) {
+  SplitDataset data = Friedman(4000);
+  std::atomic<bool> cancelled = false;
+  XgboostRequest request;
+  request.random_forest = true;
+  request.params = {{"n_estimators", "2000"}, {"max_depth", "10"}};
+  request.cancelled = &cancelled;
+  std::chrono::steady_clock::time_point cancelled_at;
+  int64_t trees_at_cancel = 0;
+  request.progress = [&](int64_t trees, double) {
+    if (cancelled) return;
+    // As the scheduler's Cancel does, from the worker's stream thread.
+    trees_at_cancel = trees;
+    std::thread([&] {
+      cancelled_at = std::chrono::steady_clock::now();
+      cancelled = true;
+    }).join();
+  };
+  absl::Status status = TrainXgboost(data, request).status();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - cancelled_at).count();
+  EXPECT_TRUE(absl::IsCancelled(status)) << status;
+  EXPECT_EQ(trees_at_cancel, kForestChunkTrees);
+  EXPECT_LT(seconds, 1.0);
+}
+
 TEST(XgboostTrainerTest, BadParametersAreErrorsNotCrashes) {
   SplitDataset data = Friedman(200);
   XgboostRequest request;
@@ -55,6 +123,9 @@ TEST(XgboostTrainerTest, BadParametersAreErrorsNotCrashes) {
   ASSERT_FALSE(scores.ok());
   EXPECT_THAT(std::string(scores.status().message()), ::testing::HasSubstr("oak"));
   request.params = {{"num_boost_round", "0"}};
+  EXPECT_FALSE(TrainXgboost(data, request).ok());
+  request.random_forest = true;
+  request.params = {{"seed", "-1"}};
   EXPECT_FALSE(TrainXgboost(data, request).ok());
 }
 
