@@ -105,6 +105,7 @@ class RawWorker {
     stream_->Write(hello);
   }
   ~RawWorker() {
+    if (finished_) return;
     context_.TryCancel();
     stream_->Finish();
   }
@@ -122,6 +123,7 @@ class RawWorker {
     v1::SchedulerMessage ignored;
     while (stream_->Read(&ignored)) {
     }
+    finished_ = true;
     return stream_->Finish();
   }
   grpc::ClientContext& context() { return context_; }
@@ -130,6 +132,7 @@ class RawWorker {
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::SchedulerMessage>> stream_;
+  bool finished_ = false;
 };
 
 v1::StudySpec FunctionStudy(const std::string& name, int trials) {
