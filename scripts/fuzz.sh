@@ -21,13 +21,19 @@ for fuzzer in "${fuzzers[@]}"; do
   findings=build-fuzz/findings/$fuzzer
   mkdir -p "$work" "$findings"
   echo "fuzz: $fuzzer for ${seconds}s"
+  # Only the end of the output is kept: the scheduler core logs every event, hundreds of MB an
+  # hour, and a crash report is at the end.
+  set +e
   build-fuzz/bin/$fuzzer "$work" "fuzz/corpus/$fuzzer" -max_total_time="$seconds" \
-    -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix="$findings/" \
-    2>"build-fuzz/$fuzzer.log" || {
-      tail -n 60 "build-fuzz/$fuzzer.log" >&2
-      echo "fuzz: $fuzzer failed; the input is in $findings/" >&2
-      exit 1
-    }
-  grep -E '^stat::number_of_executed_units|^#[0-9]+.*DONE' "build-fuzz/$fuzzer.log" | tail -n 2
+    -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix="$findings/" 2>&1 |
+    tail -n 400 >"build-fuzz/$fuzzer.log"
+  status=${PIPESTATUS[0]}
+  set -e
+  if ((status != 0)); then
+    tail -n 60 "build-fuzz/$fuzzer.log" >&2
+    echo "fuzz: $fuzzer failed (exit $status); the input is in $findings/" >&2
+    exit 1
+  fi
+  grep -E '^#[0-9]+.*DONE' "build-fuzz/$fuzzer.log" | tail -n 1
 done
 echo "fuzz: no crash in ${#fuzzers[@]} fuzzers, ${seconds}s each"

@@ -46,12 +46,20 @@ bool IsNumber(const std::string& s) {
   return error == std::errc() && end == s.data() + s.size() && std::isfinite(value);
 }
 
-void AppendJson(const YAML::Node& node, std::string& out) {
+// The JSON of a document can be far larger than its text: an alias repeats its anchor's node
+// wherever it is named, so a few lines of aliases of aliases expand to gigabytes ("billion
+// laughs"; fuzz/spec_fuzzer timed out on fuzz/corpus/spec_fuzzer/alias_bomb.yaml). Study specs
+// and compare matrices are kilobytes.
+constexpr size_t kMaxJsonBytes = size_t{4} << 20;
+
+// False once the JSON would pass kMaxJsonBytes.
+[[nodiscard]] bool AppendJson(const YAML::Node& node, std::string& out) {
+  if (out.size() > kMaxJsonBytes) return false;
   switch (node.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined:
       out += "null";
-      return;
+      return true;
     case YAML::NodeType::Scalar: {
       const std::string& value = node.Scalar();
       if (node.Tag() == "!") {  // Quoted in the file: a string, whatever it looks like.
@@ -63,7 +71,7 @@ void AppendJson(const YAML::Node& node, std::string& out) {
       } else {
         out += JsonString(value);
       }
-      return;
+      return true;
     }
     case YAML::NodeType::Sequence: {
       out += "[";
@@ -71,10 +79,10 @@ void AppendJson(const YAML::Node& node, std::string& out) {
       for (const YAML::Node& item : node) {
         if (!first) out += ",";
         first = false;
-        AppendJson(item, out);
+        if (!AppendJson(item, out)) return false;
       }
       out += "]";
-      return;
+      return true;
     }
     case YAML::NodeType::Map: {
       out += "{";
@@ -84,12 +92,13 @@ void AppendJson(const YAML::Node& node, std::string& out) {
         first = false;
         out += JsonString(entry.first.as<std::string>());
         out += ":";
-        AppendJson(entry.second, out);
+        if (!AppendJson(entry.second, out)) return false;
       }
       out += "}";
-      return;
+      return true;
     }
   }
+  return true;
 }
 
 }  // namespace
@@ -98,7 +107,11 @@ absl::StatusOr<std::string> YamlToJson(const std::string& yaml) {
   try {
     YAML::Node root = YAML::Load(yaml);
     std::string json;
-    AppendJson(root, json);
+    if (!AppendJson(root, json)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "not a usable document: its JSON passes ", kMaxJsonBytes >> 20,
+          " MiB (aliases repeated over and over?)"));
+    }
     return json;
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("not valid YAML or JSON: ", e.what()));
