@@ -48,18 +48,29 @@ bool IsNumber(const std::string& s) {
 
 // The JSON of a document can be far larger than its text: an alias repeats its anchor's node
 // wherever it is named, so a few lines of aliases of aliases expand to gigabytes ("billion
-// laughs"; fuzz/spec_fuzzer timed out on fuzz/corpus/spec_fuzzer/alias_bomb.yaml). Study specs
-// and compare matrices are kilobytes.
+// laughs"; fuzz/spec_fuzzer timed out on fuzz/corpus/spec_fuzzer/alias_bomb.yaml), and an
+// alias inside its own anchor (`a: &a [*a]`) is a cycle that never ends (a stack overflow
+// found by spec_fuzzer, fuzz/corpus/spec_fuzzer/alias_cycle.yaml). Study specs and compare
+// matrices are kilobytes and a few levels deep; protobuf's JSON parser stops at 100 levels.
 constexpr size_t kMaxJsonBytes = size_t{4} << 20;
+constexpr int kMaxDepth = 100;
 
-// False once the JSON would pass kMaxJsonBytes.
-[[nodiscard]] bool AppendJson(const YAML::Node& node, std::string& out) {
-  if (out.size() > kMaxJsonBytes) return false;
+absl::Status AppendJson(const YAML::Node& node, int depth, std::string& out) {
+  if (out.size() > kMaxJsonBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "not a usable document: its JSON passes ", kMaxJsonBytes >> 20,
+        " MiB (aliases repeated over and over?)"));
+  }
+  if (depth > kMaxDepth) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "not a usable document: it nests deeper than ", kMaxDepth,
+        " levels (an alias inside its own anchor?)"));
+  }
   switch (node.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined:
       out += "null";
-      return true;
+      return absl::OkStatus();
     case YAML::NodeType::Scalar: {
       const std::string& value = node.Scalar();
       if (node.Tag() == "!") {  // Quoted in the file: a string, whatever it looks like.
@@ -71,7 +82,7 @@ constexpr size_t kMaxJsonBytes = size_t{4} << 20;
       } else {
         out += JsonString(value);
       }
-      return true;
+      return absl::OkStatus();
     }
     case YAML::NodeType::Sequence: {
       out += "[";
@@ -79,10 +90,10 @@ constexpr size_t kMaxJsonBytes = size_t{4} << 20;
       for (const YAML::Node& item : node) {
         if (!first) out += ",";
         first = false;
-        if (!AppendJson(item, out)) return false;
+        RETURN_IF_ERROR(AppendJson(item, depth + 1, out));
       }
       out += "]";
-      return true;
+      return absl::OkStatus();
     }
     case YAML::NodeType::Map: {
       out += "{";
@@ -92,13 +103,13 @@ constexpr size_t kMaxJsonBytes = size_t{4} << 20;
         first = false;
         out += JsonString(entry.first.as<std::string>());
         out += ":";
-        if (!AppendJson(entry.second, out)) return false;
+        RETURN_IF_ERROR(AppendJson(entry.second, depth + 1, out));
       }
       out += "}";
-      return true;
+      return absl::OkStatus();
     }
   }
-  return true;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -107,11 +118,7 @@ absl::StatusOr<std::string> YamlToJson(const std::string& yaml) {
   try {
     YAML::Node root = YAML::Load(yaml);
     std::string json;
-    if (!AppendJson(root, json)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "not a usable document: its JSON passes ", kMaxJsonBytes >> 20,
-          " MiB (aliases repeated over and over?)"));
-    }
+    RETURN_IF_ERROR(AppendJson(root, 0, json));
     return json;
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("not valid YAML or JSON: ", e.what()));

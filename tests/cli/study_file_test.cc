@@ -69,6 +69,15 @@ TEST(StudyFileTest, AliasBombIsRefusedBeforeItExpands) {
   EXPECT_EQ(*YamlToJson("a: &v [1, 2]\nb: *v"), R"({"a":[1,2],"b":[1,2]})");
 }
 
+// fuzz/corpus/spec_fuzzer/alias_cycle.yaml: an alias inside its own anchor is a node that
+// contains itself; spec_fuzzer found the stack overflow that followed it.
+TEST(StudyFileTest, AliasCycleIsRefused) {
+  absl::StatusOr<std::string> json = YamlToJson("a: &a [x, *a]");
+  EXPECT_EQ(json.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(json.status().message()), HasSubstr("deeper than"));
+  EXPECT_EQ(ParseStudySpec("name: &n [*n]").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(StudyFileTest, UnknownFieldsAndBadYamlAreErrors) {
   EXPECT_THAT(std::string(ParseStudySpec("name: x\nmax_trails: 5").status().message()),
               HasSubstr("max_trails"));
