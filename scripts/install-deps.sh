@@ -18,6 +18,7 @@ packages=(
   gnuplot-nox                     # dhpt compare's plots (SVG and PNG)
   python3                         # the child-process test's CPU burner
   openssl                         # the TLS tests make their certificates
+  clang libclang-rt-14-dev        # scripts/fuzz.sh: libFuzzer and the sanitizers' runtimes
 )
 # The chart tests run on Node.js; a machine without it gets Debian's.
 command -v node >/dev/null || packages+=(nodejs)

@@ -46,12 +46,31 @@ bool IsNumber(const std::string& s) {
   return error == std::errc() && end == s.data() + s.size() && std::isfinite(value);
 }
 
-void AppendJson(const YAML::Node& node, std::string& out) {
+// The JSON of a document can be far larger than its text: an alias repeats its anchor's node
+// wherever it is named, so a few lines of aliases of aliases expand to gigabytes ("billion
+// laughs"; fuzz/spec_fuzzer timed out on fuzz/corpus/spec_fuzzer/alias_bomb.yaml), and an
+// alias inside its own anchor (`a: &a [*a]`) is a cycle that never ends (a stack overflow
+// found by spec_fuzzer, fuzz/corpus/spec_fuzzer/alias_cycle.yaml). Study specs and compare
+// matrices are kilobytes and a few levels deep; protobuf's JSON parser stops at 100 levels.
+constexpr size_t kMaxJsonBytes = size_t{4} << 20;
+constexpr int kMaxDepth = 100;
+
+absl::Status AppendJson(const YAML::Node& node, int depth, std::string& out) {
+  if (out.size() > kMaxJsonBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "not a usable document: its JSON passes ", kMaxJsonBytes >> 20,
+        " MiB (aliases repeated over and over?)"));
+  }
+  if (depth > kMaxDepth) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "not a usable document: it nests deeper than ", kMaxDepth,
+        " levels (an alias inside its own anchor?)"));
+  }
   switch (node.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined:
       out += "null";
-      return;
+      return absl::OkStatus();
     case YAML::NodeType::Scalar: {
       const std::string& value = node.Scalar();
       if (node.Tag() == "!") {  // Quoted in the file: a string, whatever it looks like.
@@ -63,7 +82,7 @@ void AppendJson(const YAML::Node& node, std::string& out) {
       } else {
         out += JsonString(value);
       }
-      return;
+      return absl::OkStatus();
     }
     case YAML::NodeType::Sequence: {
       out += "[";
@@ -71,10 +90,10 @@ void AppendJson(const YAML::Node& node, std::string& out) {
       for (const YAML::Node& item : node) {
         if (!first) out += ",";
         first = false;
-        AppendJson(item, out);
+        RETURN_IF_ERROR(AppendJson(item, depth + 1, out));
       }
       out += "]";
-      return;
+      return absl::OkStatus();
     }
     case YAML::NodeType::Map: {
       out += "{";
@@ -84,12 +103,13 @@ void AppendJson(const YAML::Node& node, std::string& out) {
         first = false;
         out += JsonString(entry.first.as<std::string>());
         out += ":";
-        AppendJson(entry.second, out);
+        RETURN_IF_ERROR(AppendJson(entry.second, depth + 1, out));
       }
       out += "}";
-      return;
+      return absl::OkStatus();
     }
   }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -98,7 +118,7 @@ absl::StatusOr<std::string> YamlToJson(const std::string& yaml) {
   try {
     YAML::Node root = YAML::Load(yaml);
     std::string json;
-    AppendJson(root, json);
+    RETURN_IF_ERROR(AppendJson(root, 0, json));
     return json;
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("not valid YAML or JSON: ", e.what()));

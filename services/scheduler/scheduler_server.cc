@@ -4,6 +4,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.pb.h"
 #include "services/common/status_macros.h"
 
 namespace dhpt::scheduler {
@@ -19,6 +20,11 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
       std::make_unique<WorkerServiceImpl>(server->core_.get(), options.worker_outbox);
 
   grpc::EnableDefaultHealthCheckService(true);
+  // gRPC serves health from upb, which tells protobuf nothing; reflection finds
+  // grpc.health.v1 only in protobuf's generated pool (for grpcurl's Health/Check). Naming a
+  // descriptor keeps the linker from dropping health.pb.o out of the static library, and so
+  // keeps the static initialiser that registers it.
+  grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(

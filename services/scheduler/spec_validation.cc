@@ -208,12 +208,15 @@ absl::Status ValidateParameter(const v1::Parameter& p, const std::string& field)
       if (r.log() && r.min() <= 0) {
         return Invalid(f, absl::StrCat("log needs min >= 1, got ", r.min()));
       }
+      // Before any arithmetic on the bounds: max - min (and std::abs) of int64 extremes
+      // overflow, which is undefined behaviour (found by fuzz/spec_fuzzer).
+      constexpr int64_t kBound = int64_t{1} << 53;
+      if (r.min() < -kBound || r.max() > kBound) {
+        return Invalid(f, "min and max must be within +-2^53");
+      }
       if (r.step() < 0) return Invalid(f, "step must be >= 0");
       if (r.step() > 1 && r.log()) return Invalid(f, "step and log cannot be combined");
       if (r.step() > r.max() - r.min()) return Invalid(f, "step is wider than the range");
-      if (std::abs(r.min()) > (int64_t{1} << 53) || std::abs(r.max()) > (int64_t{1} << 53)) {
-        return Invalid(f, "min and max must be within +-2^53");
-      }
       return absl::OkStatus();
     }
     case v1::Parameter::kCategorical: {

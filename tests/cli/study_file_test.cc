@@ -52,6 +52,32 @@ TEST(StudyFileTest, QuotedNumbersStayStrings) {
   EXPECT_EQ(*json, R"({"a":"1.5","b":1.5,"c":"yes","d":true})");
 }
 
+// fuzz/corpus/spec_fuzzer/alias_bomb.yaml: nine levels of nine aliases are 9^9 strings once
+// expanded; spec_fuzzer timed out on it while the JSON grew past gigabytes.
+TEST(StudyFileTest, AliasBombIsRefusedBeforeItExpands) {
+  std::string yaml = "l0: &l0 [x, x, x, x, x, x, x, x, x]\n";
+  for (int level = 1; level < 9; ++level) {
+    const std::string previous = "*l" + std::to_string(level - 1);
+    yaml += "l" + std::to_string(level) + ": &l" + std::to_string(level) + " [";
+    for (int i = 0; i < 9; ++i) yaml += (i ? ", " : "") + previous;
+    yaml += "]\n";
+  }
+  absl::StatusOr<std::string> json = YamlToJson(yaml);
+  EXPECT_EQ(json.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(json.status().message()), HasSubstr("MiB"));
+  // Aliases as such are still fine.
+  EXPECT_EQ(*YamlToJson("a: &v [1, 2]\nb: *v"), R"({"a":[1,2],"b":[1,2]})");
+}
+
+// fuzz/corpus/spec_fuzzer/alias_cycle.yaml: an alias inside its own anchor is a node that
+// contains itself; spec_fuzzer found the stack overflow that followed it.
+TEST(StudyFileTest, AliasCycleIsRefused) {
+  absl::StatusOr<std::string> json = YamlToJson("a: &a [x, *a]");
+  EXPECT_EQ(json.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(json.status().message()), HasSubstr("deeper than"));
+  EXPECT_EQ(ParseStudySpec("name: &n [*n]").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(StudyFileTest, UnknownFieldsAndBadYamlAreErrors) {
   EXPECT_THAT(std::string(ParseStudySpec("name: x\nmax_trails: 5").status().message()),
               HasSubstr("max_trails"));

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
 
@@ -200,6 +202,19 @@ TEST(SpecValidationTest, FunctionParametersMustBeX1ToXd) {
   spec.mutable_model()->set_function("nope");
   EXPECT_THAT(std::string(NormalizeStudySpec(spec).status().message()),
               HasSubstr("model.function"));
+}
+
+// fuzz/spec_fuzzer: max - min of the int64 extremes overflowed (undefined behaviour, an abort
+// under UBSan) before the bounds were checked; the bounds now come first.
+TEST(SpecValidationTest, IntRangeAtTheInt64ExtremesIsRejectedForItsBounds) {
+  ExpectRejected(
+      [](v1::StudySpec& spec) {
+        spec.mutable_parameters(0)->mutable_int_range()->set_min(
+            std::numeric_limits<int64_t>::min());
+        spec.mutable_parameters(0)->mutable_int_range()->set_max(
+            std::numeric_limits<int64_t>::max());
+      },
+      "parameters[0].int_range", "within +-2^53");
 }
 
 }  // namespace

@@ -1,0 +1,210 @@
+// What grpcurl does with no .proto files at hand: it asks the scheduler's reflection service
+// for the file that defines a symbol, builds a descriptor pool from the answer (fetching
+// imports by file name), finds the method, builds the request as a dynamic message and calls
+// the method. This binary links the scheduler library and nothing else that defines
+// grpc.health.v1, so what reflection can describe here is what dhpt-scheduler can describe.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/descriptor.pb.h"
+#include "google/protobuf/dynamic_message.h"
+#include "services/scheduler/scheduler_server.h"
+#include "services/scheduler/study_store.h"
+
+namespace dhpt::scheduler {
+namespace {
+
+using google::protobuf::DescriptorPool;
+using google::protobuf::FileDescriptorProto;
+using google::protobuf::Message;
+
+// A reflection v1alpha client made of dynamic messages. libgrpc++_reflection registers the
+// v1alpha types in the generated pool but installs no headers for them, and generating them
+// again from grpc-proto would define the same C++ classes twice.
+class ReflectionClient {
+ public:
+  explicit ReflectionClient(std::shared_ptr<grpc::Channel> channel)
+      : channel_(std::move(channel)),
+        request_type_(DescriptorPool::generated_pool()->FindMessageTypeByName(
+            "grpc.reflection.v1alpha.ServerReflectionRequest")),
+        response_type_(DescriptorPool::generated_pool()->FindMessageTypeByName(
+            "grpc.reflection.v1alpha.ServerReflectionResponse")) {}
+
+  bool ready() const { return request_type_ != nullptr && response_type_ != nullptr; }
+
+  // The file descriptors reflection returns for one request (`field` is
+  // file_containing_symbol or file_by_filename).
+  absl::StatusOr<std::vector<FileDescriptorProto>> Ask(const std::string& field,
+                                                       const std::string& value) {
+    std::unique_ptr<Message> request(factory_.GetPrototype(request_type_)->New());
+    request->GetReflection()->SetString(request.get(), request_type_->FindFieldByName(field),
+                                        value);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    grpc::internal::RpcMethod method(
+        "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        grpc::internal::RpcMethod::BIDI_STREAMING, channel_);
+    std::unique_ptr<grpc::ClientReaderWriter<Message, Message>> stream(
+        grpc::internal::ClientReaderWriterFactory<Message, Message>::Create(channel_.get(), method,
+                                                                           &context));
+    if (!stream->Write(*request)) return absl::UnavailableError("reflection: write failed");
+    stream->WritesDone();
+    std::unique_ptr<Message> response(factory_.GetPrototype(response_type_)->New());
+    const bool read = stream->Read(response.get());
+    const grpc::Status finished = stream->Finish();
+    if (!read) return absl::UnavailableError(finished.error_message());
+
+    const google::protobuf::Reflection* reflection = response->GetReflection();
+    const auto* error_field = response_type_->FindFieldByName("error_response");
+    if (reflection->HasField(*response, error_field)) {
+      const Message& error = reflection->GetMessage(*response, error_field);
+      return absl::NotFoundError(absl::StrCat(field, " ", value, ": ", error.DebugString()));
+    }
+    const auto* files_field = response_type_->FindFieldByName("file_descriptor_response");
+    const Message& files = reflection->GetMessage(*response, files_field);
+    const auto* bytes_field = files.GetDescriptor()->FindFieldByName("file_descriptor_proto");
+    std::vector<FileDescriptorProto> out;
+    for (int i = 0; i < files.GetReflection()->FieldSize(files, bytes_field); ++i) {
+      FileDescriptorProto file;
+      if (!file.ParseFromString(files.GetReflection()->GetRepeatedString(files, bytes_field, i))) {
+        return absl::DataLossError("reflection: unparsable FileDescriptorProto");
+      }
+      out.push_back(std::move(file));
+    }
+    return out;
+  }
+
+  // Builds `pool` from the file defining `symbol` and every file it imports, as grpcurl does.
+  absl::Status Resolve(const std::string& symbol, DescriptorPool& pool) {
+    absl::StatusOr<std::vector<FileDescriptorProto>> files = Ask("file_containing_symbol", symbol);
+    if (!files.ok()) return files.status();
+    return AddAll(*files, pool);
+  }
+
+ private:
+  absl::Status AddAll(const std::vector<FileDescriptorProto>& files, DescriptorPool& pool) {
+    // Reflection may send a file's imports with it, in any order: add a file once all of its
+    // imports are in, asking for the ones that are missing.
+    for (const FileDescriptorProto& file : files) {
+      if (pool.FindFileByName(file.name()) != nullptr) continue;
+      for (const std::string& dependency : file.dependency()) {
+        if (pool.FindFileByName(dependency) != nullptr) continue;
+        const FileDescriptorProto* sent = nullptr;
+        for (const FileDescriptorProto& other : files) {
+          if (other.name() == dependency) sent = &other;
+        }
+        if (sent != nullptr) {
+          if (absl::Status s = AddAll({*sent}, pool); !s.ok()) return s;
+          continue;
+        }
+        absl::StatusOr<std::vector<FileDescriptorProto>> fetched =
+            Ask("file_by_filename", dependency);
+        if (!fetched.ok()) return fetched.status();
+        if (absl::Status s = AddAll(*fetched, pool); !s.ok()) return s;
+      }
+      if (pool.BuildFile(file) == nullptr) {
+        return absl::InternalError(absl::StrCat("cannot build ", file.name()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  std::shared_ptr<grpc::Channel> channel_;
+  const google::protobuf::Descriptor* request_type_;
+  const google::protobuf::Descriptor* response_type_;
+  google::protobuf::DynamicMessageFactory factory_;
+};
+
+class ReflectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<SchedulerServer>> server =
+        SchedulerServer::Start({.listen_address = "127.0.0.1:0"}, &store_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                   grpc::InsecureChannelCredentials());
+  }
+
+  InMemoryStudyStore store_;
+  std::unique_ptr<SchedulerServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+// The README's `grpcurl -plaintext localhost:50051 grpc.health.v1.Health/Check`.
+TEST_F(ReflectionTest, HealthCheckCanBeBuiltFromReflectionAlone) {
+  ReflectionClient reflection(channel_);
+  ASSERT_TRUE(reflection.ready());
+  DescriptorPool pool;
+  absl::Status resolved = reflection.Resolve("grpc.health.v1.Health", pool);
+  ASSERT_TRUE(resolved.ok()) << resolved;
+  const google::protobuf::ServiceDescriptor* service =
+      pool.FindServiceByName("grpc.health.v1.Health");
+  ASSERT_NE(service, nullptr);
+  const google::protobuf::MethodDescriptor* check = service->FindMethodByName("Check");
+  ASSERT_NE(check, nullptr);
+
+  google::protobuf::DynamicMessageFactory factory(&pool);
+  std::unique_ptr<Message> request(factory.GetPrototype(check->input_type())->New());
+  request->GetReflection()->SetString(request.get(),
+                                      check->input_type()->FindFieldByName("service"), "");
+  grpc::ByteBuffer request_bytes;
+  bool own = false;
+  ASSERT_TRUE(grpc::SerializationTraits<Message>::Serialize(*request, &request_bytes, &own).ok());
+
+  grpc::GenericStub stub(channel_);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::ByteBuffer response_bytes;
+  grpc::Status status;
+  absl::Notification done;
+  stub.UnaryCall(&context, absl::StrCat("/", service->full_name(), "/", check->name()), {},
+                 &request_bytes, &response_bytes, [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();  // The context's deadline bounds the wait.
+  ASSERT_TRUE(status.ok()) << status.error_message();
+
+  std::unique_ptr<Message> response(factory.GetPrototype(check->output_type())->New());
+  ASSERT_TRUE(grpc::SerializationTraits<Message>::Deserialize(&response_bytes, response.get()).ok());
+  const google::protobuf::FieldDescriptor* status_field =
+      check->output_type()->FindFieldByName("status");
+  EXPECT_EQ(response->GetReflection()->GetEnum(*response, status_field)->name(), "SERVING");
+}
+
+TEST_F(ReflectionTest, StudyServiceAndItsImportsResolve) {
+  ReflectionClient reflection(channel_);
+  ASSERT_TRUE(reflection.ready());
+  DescriptorPool pool;
+  absl::Status resolved = reflection.Resolve("dhpt.v1.StudyService", pool);
+  ASSERT_TRUE(resolved.ok()) << resolved;
+  const google::protobuf::ServiceDescriptor* service =
+      pool.FindServiceByName("dhpt.v1.StudyService");
+  ASSERT_NE(service, nullptr);
+  const google::protobuf::MethodDescriptor* create = service->FindMethodByName("CreateStudy");
+  ASSERT_NE(create, nullptr);
+  // The spec lives in common.proto, which reflection had to deliver as an import.
+  EXPECT_NE(pool.FindMessageTypeByName("dhpt.v1.StudySpec"), nullptr);
+}
+
+TEST_F(ReflectionTest, UnknownSymbolIsNotFound) {
+  ReflectionClient reflection(channel_);
+  ASSERT_TRUE(reflection.ready());
+  EXPECT_EQ(reflection.Ask("file_containing_symbol", "no.such.Service").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace dhpt::scheduler
