@@ -14,13 +14,9 @@
 
 namespace {
 
-// The one place that reaches the parser. The file round trip is there because LoadCsv reads
-// a path; once datasets.h offers ParseCsv(text, target), this body becomes that one call.
+// The one place that reaches the parser: the pure text parser the file loader uses.
 absl::StatusOr<dhpt::worker::Dataset> Parse(const std::string& text, const std::string& target) {
-  // One file per fuzzing process (-jobs/-workers run several), rewritten for every input.
-  static const std::string path = absl::StrCat("/tmp/dhpt_csv_fuzzer.", getpid(), ".csv");
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-  return dhpt::worker::LoadCsv(path, target);
+  return dhpt::worker::ParseCsv(text, target);
 }
 
 void Check(const absl::StatusOr<dhpt::worker::Dataset>& data) {

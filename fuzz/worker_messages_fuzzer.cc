@@ -72,6 +72,7 @@ class Harness {
     spec.set_max_trials(12);
     spec.set_parallel_trials(3);
     spec.set_max_failed_trials(4);
+    spec.mutable_trial_timeout()->set_seconds(2);  // So that step 6 can also time trials out.
     for (const char* name : {"x1", "x2"}) {
       v1::Parameter* p = spec.add_parameters();
       p->set_name(name);
@@ -134,6 +135,9 @@ class Harness {
           result->set_state(static_cast<v1::Trial::State>(how % 7));
           if (!(how & 0x40)) (*result->mutable_metrics())["value"] = value;
           if (how & 0x80) result->set_error("fuzzed failure");
+        } else if (how & 0x80) {  // The worker's slot began it.
+          message.mutable_started()->set_trial_id(assign.trial_id());
+          message.mutable_started()->set_attempt(assign.attempt());
         } else {
           v1::TrialProgress* progress = message.mutable_progress();
           progress->set_trial_id(assign.trial_id());
@@ -153,6 +157,7 @@ class Harness {
       case 6:  // Time passes (up to 4.25 s, past a lease's 3 s) and leases expire.
         now_ += absl::Milliseconds(pick * 1000 / 60);
         core_->ExpireLeases();
+        core_->ExpireTrials();
         break;
       case 7:  // A user stops the study (once in a while).
         if (pick > 240) (void)core_->StopStudy(kStudy);
@@ -174,7 +179,8 @@ class Harness {
         stream.channel->Close(absl::FailedPreconditionError("first message must be hello"));
         return;
       }
-      absl::StatusOr<uint64_t> session = core_->ConnectWorker(message.hello(), stream.channel.get());
+      absl::StatusOr<uint64_t> session =
+          core_->ConnectWorker(message.hello(), {}, stream.channel.get());
       if (!session.ok()) {
         stream.channel->Close(session.status());
         return;
@@ -182,21 +188,9 @@ class Harness {
       stream.session = *session;
       return;
     }
-    switch (message.kind_case()) {
-      case v1::WorkerMessage::kResult:
-        core_->HandleResult(stream.session, message.result());
-        break;
-      case v1::WorkerMessage::kProgress:
-        core_->HandleProgress(stream.session, message.progress());
-        break;
-      case v1::WorkerMessage::kHeartbeat:
-      case v1::WorkerMessage::kHello:
-        core_->HandleHeartbeat(stream.session);
-        break;
-      case v1::WorkerMessage::KIND_NOT_SET:
-        break;
-    }
+    core_->HandleWorkerMessage(stream.session, message);
   }
+
 
   void End(Stream& stream) {
     if (stream.ended) return;
