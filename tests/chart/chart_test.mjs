@@ -200,12 +200,28 @@ test("the schema rejects malformed values with a message that names them", () =>
   for (const [args, field] of cases) assert.match(renderFails(args), new RegExp(field.replace(/[/]/g, "\\/")), args.join(" "));
 });
 
+test("Workers read CSV files only from the data volume, mounted read-only", () => {
+  const objects = render(["--set", "data.volume.hostPath.path=/srv/dhpt-data"]);
+  for (const suffix of ["-cpu-worker", "-gpu-worker"]) {
+    const worker = find(objects, "Deployment", suffix);
+    assert.ok(container(worker).args.includes("--data-root=/data"), suffix);
+    const mount = container(worker).volumeMounts.find((m) => m.name === "data");
+    assert.equal(mount.mountPath, "/data");
+    assert.equal(mount.readOnly, true);
+    const volume = podSpec(worker).volumes.find((v) => v.name === "data");
+    assert.equal(volume.hostPath.path, "/srv/dhpt-data");
+  }
+  // None by default: no root, so no CSV file is read.
+  assert.ok(!container(find(render(), "Deployment", "-cpu-worker")).args.some((a) => a.startsWith("--data-root")));
+});
+
 test("TLS and the token reach the scheduler and every worker, from Secrets", () => {
   const objects = render(["-f", path.join(chart, "ci", "secure-values.yaml")]);
   const scheduler = find(objects, "Deployment", "-scheduler");
   const args = container(scheduler).args;
   for (const flag of ["--tls-cert=/etc/dhpt/tls/tls.crt", "--tls-key=/etc/dhpt/tls/tls.key",
-                      "--tls-client-ca=/etc/dhpt/tls/ca.crt", "--auth-token-file=/etc/dhpt/token/token"]) {
+                      "--tls-client-ca=/etc/dhpt/tls/ca.crt", "--auth-token-file=/etc/dhpt/token/token",
+                      "--worker-token-file=/etc/dhpt/token/worker-token"]) {
     assert.ok(args.includes(flag), `scheduler ${flag}`);
   }
   // The kubelet's gRPC probes cannot speak TLS: TCP probes on the gRPC port instead.
@@ -215,16 +231,20 @@ test("TLS and the token reach the scheduler and every worker, from Secrets", () 
   }
   const token = find(objects, "Secret", "-token");
   assert.ok(Buffer.from(token.data.token, "base64").toString().length >= 32, "a long random token");
+  assert.ok(Buffer.from(token.data["worker-token"], "base64").toString().length >= 32, "a worker token");
+  assert.notEqual(token.data.token, token.data["worker-token"]);
   for (const suffix of ["-cpu-worker", "-gpu-worker"]) {
     const worker = find(objects, "Deployment", suffix);
     const c = container(worker);
     for (const flag of ["--tls-ca=/etc/dhpt/tls/ca.crt", "--tls-cert=/etc/dhpt/client-tls/tls.crt",
-                        "--auth-token-file=/etc/dhpt/token/token"]) {
+                        "--auth-token-file=/etc/dhpt/token/worker-token"]) {
       assert.ok(c.args.includes(flag), `${suffix} ${flag}`);
     }
     const volumes = Object.fromEntries(podSpec(worker).volumes.map((v) => [v.name, v]));
     assert.equal(volumes.tls.secret.secretName, "dhpt-scheduler-tls");
     assert.equal(volumes.token.secret.secretName, token.metadata.name);
+    // Only the workers' key: a worker pod never holds the users' token.
+    assert.deepEqual(volumes.token.secret.items, [{key: "worker-token", path: "worker-token"}]);
     for (const mount of c.volumeMounts.filter((m) => m.mountPath.startsWith("/etc/dhpt"))) {
       assert.ok(mount.readOnly && volumes[mount.name], `${suffix} mounts ${mount.name} read-only`);
     }

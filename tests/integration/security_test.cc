@@ -42,7 +42,7 @@ class SecurityTest : public ::testing::Test {
         "printf 'extendedKeyUsage=clientAuth\\n' > client.ext;",
         "for who in server client; do openssl x509 -req -in $who.csr -CA ca.crt -CAkey ca.key",
         " -CAcreateserial -days 2 -out $who.crt -extfile $who.ext 2>/dev/null; done;",
-        "echo s3cret-token > token; echo wrong-token > wrong-token");
+        "echo s3cret-token > token; echo worker-token > worker-token; echo wrong-token > wrong-token");
     const auto [code, output] = RunCommandLine(script);
     ASSERT_EQ(code, 0) << output;
   }
@@ -98,7 +98,7 @@ std::filesystem::path* SecurityTest::dir_ = nullptr;
 TEST_F(SecurityTest, TlsAndATokenGuardEveryCall) {
   const std::string address = StartScheduler(
       {"--tls_cert=" + File("server.crt"), "--tls_key=" + File("server.key"),
-       "--auth_token_file=" + File("token")});
+       "--auth_token_file=" + File("token"), "--worker_token_file=" + File("worker-token")});
 
   absl::StatusOr<std::vector<v1::Study>> plaintext = cli::StudyClient(address).ListStudies();
   EXPECT_EQ(plaintext.status().code(), absl::StatusCode::kUnavailable);
@@ -131,10 +131,21 @@ TEST_F(SecurityTest, TlsAndATokenGuardEveryCall) {
               *token ? grpc::StatusCode::OK : grpc::StatusCode::UNAUTHENTICATED);
   }
 
-  // Workers: only the one with the token gets in.
-  StartWorker(address, "good", {"--tls_ca=" + File("ca.crt"), "--auth_token_file=" + File("token")});
+  // A worker's token reads nothing of the studies.
+  absl::StatusOr<std::vector<v1::Study>> as_worker =
+      cli::StudyClient(address, Security({.tls_ca_file = File("ca.crt"),
+                                          .token_file = File("worker-token")}))
+          .ListStudies();
+  EXPECT_EQ(as_worker.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(as_worker.status().message(), HasSubstr("worker's token"));
+
+  // Workers: only the one with the workers' token gets in; the users' token is not enough.
+  StartWorker(address, "good",
+              {"--tls_ca=" + File("ca.crt"), "--auth_token_file=" + File("worker-token")});
   StartWorker(address, "bad", {"--tls_ca=" + File("ca.crt"),
                                "--auth_token_file=" + File("wrong-token")});
+  StartWorker(address, "user", {"--tls_ca=" + File("ca.crt"),
+                                "--auth_token_file=" + File("token")});
   ASSERT_TRUE(WaitFor([&] {
     absl::StatusOr<std::vector<v1::Worker>> workers = client.ListWorkers();
     return workers.ok() && workers->size() == 1;
@@ -181,6 +192,25 @@ TEST_F(SecurityTest, MutualTlsWantsAClientCertificateFromTheCa) {
                                          .tls_server_name = "localhost"}))
                   .ListStudies()
                   .ok());
+
+  // A worker is who its certificate says: the id must be one of the certificate's names.
+  const std::vector<std::string> certified = {"--tls_ca=" + File("ca.crt"),
+                                              "--tls_cert=" + File("client.crt"),
+                                              "--tls_key=" + File("client.key"),
+                                              "--tls_server_name=localhost"};
+  StartWorker(address, "dhpt-client", certified);
+  StartWorker(address, "claims-another-name", certified);
+  cli::StudyClient client(address, Security({.tls_ca_file = File("ca.crt"),
+                                             .tls_cert_file = File("client.crt"),
+                                             .tls_key_file = File("client.key")}));
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<std::vector<v1::Worker>> workers = client.ListWorkers();
+    return workers.ok() && workers->size() == 1;
+  }));
+  absl::SleepFor(absl::Seconds(1));  // The other keeps retrying, and keeps being refused.
+  absl::StatusOr<std::vector<v1::Worker>> workers = client.ListWorkers();
+  ASSERT_EQ(workers->size(), 1u);
+  EXPECT_EQ(workers->at(0).worker_id(), "dhpt-client");
 }
 
 TEST_F(SecurityTest, HalfGivenOrUnsafeSettingsAreRefusedAtStart) {
@@ -188,7 +218,20 @@ TEST_F(SecurityTest, HalfGivenOrUnsafeSettingsAreRefusedAtStart) {
     const auto [code, output] = RunBinary(
         "dhpt-scheduler", "--listen=127.0.0.1:0 --auth_token_file=" + File("token"));
     EXPECT_EQ(code, 2);
-    EXPECT_THAT(output, HasSubstr("--auth_token_file needs TLS"));
+    EXPECT_THAT(output, HasSubstr("need TLS"));
+  }
+  {
+    const std::string tls =
+        " --tls_cert=" + File("server.crt") + " --tls_key=" + File("server.key");
+    const auto [code, output] = RunBinary(
+        "dhpt-scheduler", "--listen=127.0.0.1:0 --auth_token_file=" + File("token") + tls);
+    EXPECT_EQ(code, 2);
+    EXPECT_THAT(output, HasSubstr("--worker_token_file"));
+    const auto [same_code, same] =
+        RunBinary("dhpt-scheduler", "--listen=127.0.0.1:0 --auth_token_file=" + File("token") +
+                                        " --worker_token_file=" + File("token") + tls);
+    EXPECT_EQ(same_code, 2);
+    EXPECT_THAT(same, HasSubstr("the same token"));
   }
   {
     const auto [code, output] =

@@ -57,7 +57,7 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 {{- end }}
 {{- end }}
 {{- if $security.token.enabled }}
-- --auth-token-file=/etc/dhpt/token/token
+- --auth-token-file=/etc/dhpt/token/worker-token
 {{- end }}
 {{- end -}}
 
@@ -86,7 +86,13 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 {{- end }}
 {{- if $security.token.enabled }}
 - name: token
-  secret: {secretName: {{ include "dhpt.tokenSecret" .root }}, defaultMode: 0440}
+  secret:
+    secretName: {{ include "dhpt.tokenSecret" .root }}
+    defaultMode: 0440
+    {{- if $client }}
+    # Workers get their own token only: a worker pod never holds the users' token.
+    items: [{key: worker-token, path: worker-token}]
+    {{- end }}
 {{- end }}
 {{- end }}
 {{- end -}}
@@ -190,6 +196,9 @@ spec:
             {{- end }}
             {{- end }}
             {{- include "dhpt.clientSecurityArgs" $root | nindent 12 }}
+            {{- if $root.Values.data.volume }}
+            - --data-root={{ $root.Values.data.mountPath }}
+            {{- end }}
             {{- range $values.extraArgs }}
             - {{ . | quote }}
             {{- end }}
@@ -222,6 +231,9 @@ spec:
             {{- toYaml $resources | nindent 12 }}
           volumeMounts:
             - {name: tmp, mountPath: /tmp}
+            {{- if $root.Values.data.volume }}
+            - {name: data, mountPath: {{ $root.Values.data.mountPath }}, readOnly: true}
+            {{- end }}
             {{- include "dhpt.securityVolumes" (dict "root" $root "component" "worker" "part" "mounts") | nindent 12 }}
             {{- with $values.extraVolumeMounts }}
             {{- toYaml . | nindent 12 }}
@@ -229,6 +241,10 @@ spec:
       volumes:
         - name: tmp
           emptyDir: {}
+        {{- with $root.Values.data.volume }}
+        - name: data
+          {{- toYaml . | nindent 10 }}
+        {{- end }}
         {{- include "dhpt.securityVolumes" (dict "root" $root "component" "worker" "part" "volumes") | nindent 8 }}
         {{- with $values.extraVolumes }}
         {{- toYaml . | nindent 8 }}
