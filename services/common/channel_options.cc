@@ -20,6 +20,8 @@ grpc::ChannelArguments ClientChannelArguments(const KeepaliveOptions& options) {
   // Reconnects are ours (exponential backoff with jitter in the worker); keep gRPC's short.
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2'000);
+  // As large as the scheduler may send (a long study's ListTrials), not gRPC's default 4 MiB.
+  args.SetMaxReceiveMessageSize(kMaxReplyBytes);
   return args;
 }
 

@@ -9,6 +9,9 @@
 
 namespace dhpt {
 
+// The largest reply the scheduler sends and its clients read.
+inline constexpr int kMaxReplyBytes = 256 << 20;
+
 struct KeepaliveOptions {
   int ping_interval_ms = 10'000;
   int ping_timeout_ms = 5'000;

@@ -28,7 +28,7 @@ struct SchedulerServerOptions {
   // The largest request the server reads; bigger ones are refused (RESOURCE_EXHAUSTED) before
   // any handler runs. Replies may be larger (ListTrials of a long study).
   int max_receive_message_bytes = 4 << 20;
-  int max_send_message_bytes = 256 << 20;
+  int max_send_message_bytes = kMaxReplyBytes;
   // What may wait unwritten for one worker or one watcher before it is cut off.
   rpc::OutboxLimits worker_outbox{.max_messages = 4096, .max_bytes = 16 << 20};
   rpc::OutboxLimits watch_outbox{.max_messages = 4096, .max_bytes = 16 << 20};

@@ -350,5 +350,49 @@ TEST(HardeningTest, AStuckTrialIsStoppedAtItsTimeoutAndTheWorkerGoesOn) {
   EXPECT_EQ(waitpid(worker, nullptr, WNOHANG), 0);  // Still running.
 }
 
+TEST(HardeningTest, AStudyCannotReadAWorkersFilesOrExhaustItsMemory) {
+  // The scheduler would allow a 100 GB data set; this worker allows 1 MB and no CSV file.
+  SchedulerProcess scheduler({"--max_dataset_bytes=100000000000"});
+  const std::string path = DHPT_BIN_DIR "/dhpt-cpu-worker";
+  const pid_t worker = fork();
+  if (worker == 0) {
+    execl(path.c_str(), path.c_str(), ("--scheduler=" + scheduler.address()).c_str(),
+          "--worker_id=careful", "--threads_per_trial=1", "--max_dataset_bytes=1000000",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  cli::StudyClient client(scheduler.address());
+  auto submit = [&](const std::string& name, const std::string& dataset) {
+    absl::StatusOr<v1::StudySpec> spec = cli::ParseStudySpec(absl::StrCat(
+        "name: ", name, "\nmodel: {kind: XGBOOST, fixed: {num_boost_round: 5}}\ndataset: ",
+        dataset, "\nparameters:\n  - {name: max_depth, int_range: {min: 2, max: 4}}\n"
+        "max_trials: 1\nmax_failed_trials: 1"));
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    EXPECT_TRUE(client.CreateStudy(*spec).ok());
+    EXPECT_TRUE(WaitFor([&] {
+      absl::StatusOr<v1::Study> study = client.GetStudy(name);
+      return study.ok() && study->state() != v1::Study::PENDING &&
+             study->state() != v1::Study::RUNNING;
+    }));
+    absl::StatusOr<std::vector<v1::Trial>> trials = client.ListTrials(name);
+    return trials.ok() && !trials->empty() ? trials->at(0) : v1::Trial();
+  };
+  v1::Trial secret = submit("secret", "{csv: {path: /etc/passwd, target: root}}");
+  EXPECT_EQ(secret.state(), v1::Trial::FAILED);
+  EXPECT_THAT(secret.error(), HasSubstr("--data_root"));
+  EXPECT_THAT(secret.error(), ::testing::Not(HasSubstr("root:x")));
+  v1::Trial fifo = submit("fifo", "{csv: {path: /dev/zero, target: y}}");
+  EXPECT_EQ(fifo.state(), v1::Trial::FAILED);
+  v1::Trial huge = submit("huge", "{friedman1: {samples: 20000, features: 10}}");
+  EXPECT_EQ(huge.state(), v1::Trial::FAILED);
+  EXPECT_THAT(huge.error(), HasSubstr("--max_dataset_bytes"));
+  // The worker lived through all three and still runs trials.
+  v1::Trial fine = submit("fine", "{friedman1: {samples: 200, features: 5}}");
+  EXPECT_EQ(fine.state(), v1::Trial::COMPLETED) << fine.error();
+  EXPECT_EQ(waitpid(worker, nullptr, WNOHANG), 0);
+  kill(worker, SIGKILL);
+  waitpid(worker, nullptr, 0);
+}
+
 }  // namespace
 }  // namespace dhpt::testing
