@@ -216,7 +216,8 @@ TEST(HardeningTest, CancelledAndFrozenWatchersNeverCrashTheScheduler) {
 }
 
 TEST(HardeningTest, ForgedResultsImpostorsAndFloodsAreRefused) {
-  SchedulerProcess scheduler;
+  // Long leases: these raw workers send no heartbeats.
+  SchedulerProcess scheduler({"--heartbeat_interval=60s"});
   cli::StudyClient client(scheduler.address());
   ASSERT_TRUE(client.CreateStudy(FunctionStudy("target", 1)).ok());
   RawWorker honest(scheduler.address(), "honest");
@@ -344,7 +345,9 @@ TEST(HardeningTest, AStuckTrialIsStoppedAtItsTimeoutAndTheWorkerGoesOn) {
   v1::Study study = cluster.WaitForEnd("stuck", absl::Seconds(60));
   EXPECT_LT(absl::Now() - start, absl::Seconds(30));
   EXPECT_EQ(study.trials_failed(), 2);
-  for (const v1::Trial& trial : *cluster.client().ListTrials("stuck")) {
+  absl::StatusOr<std::vector<v1::Trial>> trials = cluster.client().ListTrials("stuck");
+  ASSERT_TRUE(trials.ok());
+  for (const v1::Trial& trial : *trials) {
     EXPECT_THAT(trial.error(), HasSubstr("trial_timeout of 2s"));
   }
   EXPECT_EQ(waitpid(worker, nullptr, WNOHANG), 0);  // Still running.
