@@ -55,6 +55,13 @@ class StreamOutbox {
     return TakeNext();
   }
 
+  // The stream broke (a write finished with ok=false): nothing more will be written, so the
+  // in-flight slot and every waiting message are forgotten, and the stream is idle for Finish.
+  void Abort() {
+    in_flight_.reset();
+    DropPending();
+  }
+
   // Forgets the waiting messages; never touches the one being written.
   void DropPending() {
     pending_.clear();

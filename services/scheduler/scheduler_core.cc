@@ -471,8 +471,9 @@ void SchedulerCore::DisconnectLocked(uint64_t session, absl::string_view reason)
     TrialEntry& trial = trials_.at(id);
     trial.session = 0;
     --trial.study->running;
+    // A scheduler going away loses nothing of the worker's doing.
     RequeueLocked(trial, absl::StrCat("worker ", worker.worker_id, " was lost: ", reason),
-                  /*lost=*/true);
+                  /*lost=*/!shutting_down_);
     touched.push_back(trial.study);
   }
   for (StudyEntry* study : touched) CheckStudyEndLocked(*study);
@@ -551,7 +552,14 @@ void SchedulerCore::HandleStarted(uint64_t session, const v1::TrialAttempt& star
     RefuseTrialLocked(session, worker->second, started.trial_id(), "starts");
     return;
   }
-  trial->second.started = true;
+  TrialEntry& entry = trial->second;
+  entry.started = true;
+  if (entry.study->spec.has_trial_timeout()) {
+    // The worker's clock starts when a slot begins the trial; the scheduler's follows it.
+    entry.deadline = options_.clock() +
+                     absl::Seconds(entry.study->spec.trial_timeout().seconds()) +
+                     options_.heartbeat_interval * options_.missed_heartbeats;
+  }
 }
 
 void SchedulerCore::HandleDraining(uint64_t session, const v1::Draining& draining) {
@@ -576,8 +584,9 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
 
   auto trial_it = trials_.find(reported.trial_id());
   if (trial_it == trials_.end()) {
-    DHPT_LOG_WARNING("result for unknown trial %d ignored", reported.trial_id());
-    worker.channel->Send(std::move(ack));  // Answered, so the worker stops resending it.
+    // Answered, so the worker stops resending it (a flood of these is bounded by the outbox:
+    // a worker that does not read its acks is cut off).
+    worker.channel->Send(std::move(ack));
     return;
   }
   TrialEntry& trial = trial_it->second;
@@ -587,8 +596,10 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
   const int attempt = reported.attempt();
   if (attempt > trial.trial.attempt() ||
       AttemptWorker(trial.attempt_workers, attempt) != worker.worker_id) {
-    DHPT_LOG_WARNING("worker %s sent a result for trial %d attempt %d, which it was not given; "
-                     "refused", worker.worker_id, reported.trial_id(), attempt);
+    if (!worker.refused_trials.contains(reported.trial_id())) {
+      DHPT_LOG_WARNING("worker %s sent a result for trial %d attempt %d, which it was not given; "
+                       "refused", worker.worker_id, reported.trial_id(), attempt);
+    }
     RefuseTrialLocked(session, worker, reported.trial_id(), "results");
     return;
   }
@@ -617,7 +628,7 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
     study.pending.erase(std::remove(study.pending.begin(), study.pending.end(), trial.trial.id()),
                         study.pending.end());
   }
-  if (running_on != 0 && running_on != session) {
+  if (running_on != 0 && !(running_on == session && attempt == trial.trial.attempt())) {
     SendLocked(running_on, CancelMessage(trial.trial.id(),
                                          "an earlier attempt of this trial already finished"));
   }
@@ -662,8 +673,17 @@ int SchedulerCore::ExpireTrials() {
   for (uint64_t id : late) {
     TrialEntry& trial = trials_.at(id);
     StudyEntry& study = *trial.study;
+    // An earlier one of this sweep may have ended the study, cancelling this trial.
+    if (trial.trial.state() != v1::Trial::RUNNING || trial.session == 0) continue;
     const uint64_t session = trial.session;
     ReleaseLocked(trial);
+    if (!trial.started) {
+      // Never begun (it waited behind a trial the worker was still stopping): not its fault.
+      SendLocked(session, CancelMessage(id, "not started within the study's trial_timeout"));
+      RequeueLocked(trial, "its worker did not start it in time", /*lost=*/false);
+      CheckStudyEndLocked(study);
+      continue;
+    }
     const std::string reason = absl::StrCat(
         "exceeded the study's trial_timeout of ",
         absl::FormatDuration(absl::Seconds(study.spec.trial_timeout().seconds())),

@@ -46,7 +46,9 @@ class WatchStudyReactor : public grpc::ServerWriteReactor<v1::StudyEvent>, publi
     absl::MutexLock lock(&mutex_);
     if (!id.ok()) {
       EndLocked(id.status());
-    } else if (!ending_) {
+    } else {
+      // Even when already ending (it fell behind during the snapshot): the core holds us until
+      // Unwatch, which OnDone's Forget calls.
       watch_id_ = *id;
     }
   }
@@ -74,11 +76,13 @@ class WatchStudyReactor : public grpc::ServerWriteReactor<v1::StudyEvent>, publi
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mutex_);
-    const v1::StudyEvent* next = outbox_.OnWriteDone();
     if (!ok) {
-      outbox_.DropPending();
+      outbox_.Abort();
       EndLocked(absl::UnavailableError("writing to the watcher failed"));
-    } else if (next != nullptr && !finished_) {
+      return;
+    }
+    const v1::StudyEvent* next = outbox_.OnWriteDone();
+    if (next != nullptr && !finished_) {
       StartWrite(next);
       return;
     }

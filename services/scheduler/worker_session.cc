@@ -18,6 +18,7 @@ void WorkerSession::Send(v1::SchedulerMessage message) {
   if (!next.ok()) {
     // The worker does not read its stream: cut it off rather than hold unbounded memory. Its
     // trials go back to pending when the stream ends (OnDone).
+    outbox_.DropPending();
     CloseLocked(next.status());
   } else if (*next != nullptr) {
     StartWrite(*next);
@@ -47,8 +48,7 @@ void WorkerSession::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mutex_);
   if (!ok) {
     // The stream is broken; the read side sees it too and OnDone cleans up.
-    outbox_.OnWriteDone();
-    outbox_.DropPending();
+    outbox_.Abort();
     CloseLocked(absl::UnavailableError("writing to the worker failed"));
     return;
   }

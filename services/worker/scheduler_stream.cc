@@ -45,14 +45,14 @@ void SchedulerStream::MaybeWritesDoneLocked() {
 
 void SchedulerStream::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mutex_);
-  const v1::WorkerMessage* next = outbox_.OnWriteDone();
   if (!ok) {
     // The stream is broken; OnDone follows. Results stay in the core until acknowledged.
-    outbox_.DropPending();
+    outbox_.Abort();
     writes_done_ = true;
     StopSendingLocked();
     return;
   }
+  const v1::WorkerMessage* next = outbox_.OnWriteDone();
   if (next != nullptr) {
     StartWrite(next);
   } else {

@@ -74,6 +74,12 @@ void WorkerCore::Attach(const v1::WorkerMessage& hello, Send send) {
     held.set_trial_id(assign.trial_id());
     held.set_attempt(assign.attempt());
   }
+  // Finished while no stream was up: held too, until their results (sent next) are stored.
+  for (const auto& [key, result] : unacknowledged_) {
+    v1::TrialAttempt& held = *introduction.mutable_hello()->add_running();
+    held.set_trial_id(key.first);
+    held.set_attempt(key.second);
+  }
   send(introduction);
   if (draining_) {
     v1::WorkerMessage message;
@@ -112,7 +118,14 @@ void WorkerCore::Handle(const v1::SchedulerMessage& message) {
       const uint64_t id = message.cancel().trial_id();
       auto range = running_.equal_range(id);
       for (auto it = range.first; it != range.second; ++it) it->second.cancelled->store(true);
-      std::erase_if(queue_, [id](const v1::Assign& a) { return a.trial_id() == id; });
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if (it->trial_id() != id) {
+          ++it;
+          continue;
+        }
+        GiveBackLocked(*it, "cancelled before it started");  // Settled, never silently dropped.
+        it = queue_.erase(it);
+      }
       break;
     }
     case v1::SchedulerMessage::kAck:
@@ -184,10 +197,11 @@ void WorkerCore::RunSlot() {
         running_.erase(it);
         break;
       }
+      // In the same critical section: a stream attached now lists the attempt either way.
+      unacknowledged_[{result.trial_id(), result.attempt()}] = result;
     }
     if (options_.observer != nullptr) options_.observer->TrialFinished(assign, result);
     absl::MutexLock lock(&mutex_);
-    unacknowledged_[{result.trial_id(), result.attempt()}] = result;
     v1::WorkerMessage message;
     *message.mutable_result() = std::move(result);
     SendLocked(std::move(message));

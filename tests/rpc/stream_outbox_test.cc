@@ -43,6 +43,17 @@ TEST(StreamOutboxTest, DroppingPendingNeverTouchesTheMessageInFlight) {
   EXPECT_TRUE(outbox.idle());
 }
 
+// A failed write with messages waiting: nothing more will be written, and the stream must be
+// idle so that Finish (and so OnDone) can still happen.
+TEST(StreamOutboxTest, AbortLeavesABrokenStreamIdle) {
+  StreamOutbox<v1::StudyEvent> outbox;
+  ASSERT_TRUE(outbox.Push(Event("in flight")).ok());
+  ASSERT_TRUE(outbox.Push(Event("waits")).ok());
+  outbox.Abort();
+  EXPECT_TRUE(outbox.idle());
+  EXPECT_EQ(outbox.pending_messages(), 0u);
+}
+
 TEST(StreamOutboxTest, IsBoundedByMessagesAndBytes) {
   StreamOutbox<v1::StudyEvent> by_count({.max_messages = 3, .max_bytes = 1 << 20});
   ASSERT_TRUE(by_count.Push(Event("in flight")).ok());  // The slot being written is not counted.

@@ -539,9 +539,10 @@ TEST_F(SchedulerCoreTest, ATrialPastItsTimeoutFailsAndFreesTheSlot) {
   spec.mutable_trial_timeout()->set_seconds(10);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
   RecordingChannel channel;
-  Connect(channel, Hello("w", 1));
+  const uint64_t session = Connect(channel, Hello("w", 1));
   ASSERT_EQ(channel.Assigns().size(), 1u);
   EXPECT_EQ(channel.Assigns()[0].timeout_ms(), 10'000);
+  core_->HandleStarted(session, Attempt(channel.Assigns()[0]));
   now_ += absl::Seconds(12);  // Past the timeout, within the lease's grace.
   EXPECT_EQ(core_->ExpireTrials(), 0);
   now_ += absl::Seconds(2);
@@ -550,6 +551,49 @@ TEST_F(SchedulerCoreTest, ATrialPastItsTimeoutFailsAndFreesTheSlot) {
   EXPECT_THAT(failed.error(), HasSubstr("trial_timeout of 10s"));
   EXPECT_EQ(channel.Count(v1::SchedulerMessage::kCancel), 1);
   EXPECT_EQ(channel.Assigns().size(), 2u);  // The slot went to the next trial.
+}
+
+TEST_F(SchedulerCoreTest, ATimeoutNeverFailsATrialTheWorkerHadNotStarted) {
+  v1::StudySpec spec = FunctionStudy("s", 1);
+  spec.mutable_trial_timeout()->set_seconds(10);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel channel;
+  Connect(channel, Hello("w", 1));
+  now_ += absl::Seconds(20);  // Queued on the worker behind a trial it was still stopping.
+  EXPECT_EQ(core_->ExpireTrials(), 1);
+  v1::Trial trial = core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED)->at(0);
+  EXPECT_NE(trial.state(), v1::Trial::FAILED);
+  EXPECT_EQ(trial.lost_attempts(), 0);
+}
+
+TEST_F(SchedulerCoreTest, TrialsTimingOutTogetherAreCountedOnce) {
+  v1::StudySpec spec = FunctionStudy("s", 3);
+  spec.mutable_trial_timeout()->set_seconds(10);
+  spec.set_max_failed_trials(0);  // The first failure ends the study and cancels the rest.
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel channel;
+  const uint64_t session = Connect(channel, Hello("w", 3));
+  ASSERT_EQ(channel.Assigns().size(), 3u);
+  for (const v1::Assign& a : channel.Assigns()) core_->HandleStarted(session, Attempt(a));
+  now_ += absl::Seconds(20);
+  core_->ExpireTrials();
+  absl::StatusOr<v1::Study> study = core_->GetStudy("s");
+  EXPECT_EQ(study->state(), v1::Study::FAILED);
+  EXPECT_EQ(study->trials_failed() + study->trials_cancelled(), 3);
+}
+
+TEST_F(SchedulerCoreTest, ASchedulerShuttingDownChargesNoAttempt) {
+  v1::StudySpec spec = FunctionStudy("s", 1);
+  spec.set_max_attempts(1);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel channel;
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  core_->HandleStarted(session, Attempt(channel.Assigns()[0]));
+  core_->Shutdown("restart");
+  core_->DisconnectWorker(session, "stream ended");  // What the session's OnDone does.
+  v1::Trial trial = core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED)->at(0);
+  EXPECT_EQ(trial.state(), v1::Trial::PENDING);
+  EXPECT_EQ(trial.lost_attempts(), 0);
 }
 
 TEST_F(SchedulerCoreTest, AStudyWhoseTrialsAllFailedEndsFailed) {
