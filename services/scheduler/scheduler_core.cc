@@ -432,6 +432,10 @@ bool SchedulerCore::ReclaimLocked(uint64_t session, WorkerEntry& worker,
       old->second.running.erase(t.id());
     }
   } else if (t.state() == v1::Trial::PENDING) {
+    if (study.terminal() ||
+        (study.spec.parallel_trials() > 0 && study.running >= study.spec.parallel_trials())) {
+      return false;  // Its result still counts if it comes first; the study's cap holds.
+    }
     study.pending.erase(std::remove(study.pending.begin(), study.pending.end(), t.id()),
                         study.pending.end());
     t.set_state(v1::Trial::RUNNING);
