@@ -67,6 +67,13 @@ std::string DeviceLabel(absl::string_view device) {
   return device.empty() ? "unknown" : "other";
 }
 
+// The spec's limit on one attempt, if it sets one.
+std::optional<absl::Duration> TrialTimeout(const v1::StudySpec& spec) {
+  if (!spec.has_trial_timeout()) return std::nullopt;
+  return absl::Seconds(spec.trial_timeout().seconds()) +
+         absl::Nanoseconds(spec.trial_timeout().nanos());
+}
+
 // The worker id attempt `attempt` of `trial` was given to; empty when unknown.
 const std::string& AttemptWorker(const std::vector<std::string>& attempt_workers, int attempt) {
   static const std::string* const kNone = new std::string();
@@ -534,35 +541,36 @@ void SchedulerCore::RefuseTrialLocked(uint64_t session, WorkerEntry& worker, uin
       trial_id, absl::StrCat("trial ", trial_id, " is not running on this worker")));
 }
 
+SchedulerCore::TrialEntry* SchedulerCore::AttemptOfSessionLocked(uint64_t session,
+                                                                 uint64_t trial_id, int attempt,
+                                                                 absl::string_view what) {
+  auto worker = workers_.find(session);
+  if (worker == workers_.end()) return nullptr;
+  worker->second.last_seen = options_.clock();
+  auto trial = trials_.find(trial_id);
+  if (trial == trials_.end() || !RunsOnLocked(trial->second, session, attempt)) {
+    RefuseTrialLocked(session, worker->second, trial_id, what);
+    return nullptr;
+  }
+  return &trial->second;
+}
+
 void SchedulerCore::HandleProgress(uint64_t session, const v1::TrialProgress& progress) {
   absl::MutexLock lock(&mutex_);
-  auto worker = workers_.find(session);
-  if (worker == workers_.end()) return;
-  worker->second.last_seen = options_.clock();
-  auto trial = trials_.find(progress.trial_id());
-  if (trial == trials_.end() || !RunsOnLocked(trial->second, session, progress.attempt())) {
-    RefuseTrialLocked(session, worker->second, progress.trial_id(), "progress");
-  }
+  AttemptOfSessionLocked(session, progress.trial_id(), progress.attempt(), "progress");
   // Intermediate values feed early stopping, which a later issue adds.
 }
 
 void SchedulerCore::HandleStarted(uint64_t session, const v1::TrialAttempt& started) {
   absl::MutexLock lock(&mutex_);
-  auto worker = workers_.find(session);
-  if (worker == workers_.end()) return;
-  worker->second.last_seen = options_.clock();
-  auto trial = trials_.find(started.trial_id());
-  if (trial == trials_.end() || !RunsOnLocked(trial->second, session, started.attempt())) {
-    RefuseTrialLocked(session, worker->second, started.trial_id(), "starts");
-    return;
-  }
-  TrialEntry& entry = trial->second;
-  entry.started = true;
-  if (entry.study->spec.has_trial_timeout()) {
+  TrialEntry* trial =
+      AttemptOfSessionLocked(session, started.trial_id(), started.attempt(), "starts");
+  if (trial == nullptr) return;
+  trial->started = true;
+  if (std::optional<absl::Duration> timeout = TrialTimeout(trial->study->spec)) {
     // The worker's clock starts when a slot begins the trial; the scheduler's follows it.
-    entry.deadline = options_.clock() +
-                     absl::Seconds(entry.study->spec.trial_timeout().seconds()) +
-                     options_.heartbeat_interval * options_.missed_heartbeats;
+    trial->deadline =
+        options_.clock() + *timeout + options_.heartbeat_interval * options_.missed_heartbeats;
   }
 }
 
@@ -689,8 +697,7 @@ int SchedulerCore::ExpireTrials() {
       continue;
     }
     const std::string reason = absl::StrCat(
-        "exceeded the study's trial_timeout of ",
-        absl::FormatDuration(absl::Seconds(study.spec.trial_timeout().seconds())),
+        "exceeded the study's trial_timeout of ", absl::FormatDuration(*TrialTimeout(study.spec)),
         " and its worker did not stop it");
     SendLocked(session, CancelMessage(id, reason));
     v1::Trial& t = trial.trial;
@@ -866,12 +873,10 @@ bool SchedulerCore::AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
     assign.set_objective_metric(study.spec.objective().metric());
     *assign.mutable_params() = trial.params();
     entry.deadline = absl::InfiniteFuture();
-    if (study.spec.has_trial_timeout()) {
-      const absl::Duration timeout = absl::Seconds(study.spec.trial_timeout().seconds()) +
-                                     absl::Nanoseconds(study.spec.trial_timeout().nanos());
-      assign.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+    if (std::optional<absl::Duration> timeout = TrialTimeout(study.spec)) {
+      assign.set_timeout_ms(absl::ToInt64Milliseconds(*timeout));
       // The worker stops the trial itself; the scheduler steps in a lease later.
-      entry.deadline = options_.clock() + timeout +
+      entry.deadline = options_.clock() + *timeout +
                        options_.heartbeat_interval * options_.missed_heartbeats;
     }
     worker.channel->Send(std::move(message));

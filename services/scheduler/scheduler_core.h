@@ -196,6 +196,10 @@ class SchedulerCore {
   // The trial's current attempt runs on `session` (its result, progress and start count).
   bool RunsOnLocked(const TrialEntry& trial, uint64_t session, int attempt) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The trial whose current attempt `attempt` runs on `session` (the worker is heard from);
+  // null, with the message refused as `what`, when there is none.
+  TrialEntry* AttemptOfSessionLocked(uint64_t session, uint64_t trial_id, int attempt,
+                                     absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Answers a message about a trial this session does not run: one Cancel per trial, and the
   // session is cut off once it names too many.
   void RefuseTrialLocked(uint64_t session, WorkerEntry& worker, uint64_t trial_id,
