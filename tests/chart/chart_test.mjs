@@ -267,3 +267,112 @@ test("NOTES print the grpcurl commands", () => {
   const secure = helmRun(["install", "t", chart, "--dry-run=client", "-f", path.join(chart, "ci", "secure-values.yaml")]);
   assert.match(secure, /grpcurl -cacert ca\.crt -servername t-dhpt-scheduler -H "authorization: Bearer \$TOKEN" localhost:50051 list/);
 });
+
+const dbArgs = (deployment) => container(deployment).args.filter((a) => a.startsWith("--db"));
+
+test("the scheduler's database is on a ReadWriteOnce claim by default, kept by helm uninstall", () => {
+  const objects = render();
+  const claims = objects.filter((o) => o.kind === "PersistentVolumeClaim");
+  assert.equal(claims.length, 1);
+  const [claim] = claims;
+  assert.equal(claim.metadata.name, "t-dhpt-scheduler");
+  assert.deepEqual(claim.spec.accessModes, ["ReadWriteOnce"]);
+  assert.equal(claim.spec.resources.requests.storage, "1Gi");
+  assert.equal(claim.spec.storageClassName, undefined, "the cluster's default StorageClass");
+  assert.equal(claim.metadata.annotations["helm.sh/resource-policy"], "keep");
+
+  const scheduler = find(objects, "Deployment", "-scheduler");
+  assert.deepEqual(dbArgs(scheduler), ["--db=/var/lib/dhpt/scheduler.db"]);
+  const mount = container(scheduler).volumeMounts.find((m) => m.mountPath === "/var/lib/dhpt");
+  assert.ok(mount && !mount.readOnly, "the database directory is mounted writable");
+  const volume = podSpec(scheduler).volumes.find((v) => v.name === mount.name);
+  assert.equal(volume.persistentVolumeClaim.claimName, claim.metadata.name);
+  // One writer: one replica, and the old pod is gone before an upgrade starts the new one.
+  assert.equal(scheduler.spec.replicas, 1);
+  assert.equal(scheduler.spec.strategy.type, "Recreate");
+  // The non-root scheduler can write the volume: the kubelet gives it the pod's fsGroup.
+  assert.equal(podSpec(scheduler).securityContext.runAsNonRoot, true);
+  assert.equal(podSpec(scheduler).securityContext.fsGroup, podSpec(scheduler).securityContext.runAsGroup);
+  // The workers never mount the scheduler's claim.
+  for (const suffix of ["-cpu-worker", "-gpu-worker"]) {
+    const worker = find(objects, "Deployment", suffix);
+    assert.ok(!podSpec(worker).volumes.some((v) => v.persistentVolumeClaim?.claimName === claim.metadata.name), suffix);
+    assert.equal(dbArgs(worker).length, 0, suffix);
+  }
+});
+
+test("persistence values: mountPath, size, storage class and keep take effect", () => {
+  const objects = render(["--set", "scheduler.persistence.mountPath=/srv/dhpt", "--set", "scheduler.persistence.size=1.5Gi",
+                          "--set", "scheduler.persistence.storageClassName=local-path",
+                          "--set", "scheduler.persistence.keep=false"]);
+  const claim = find(objects, "PersistentVolumeClaim", "-scheduler");
+  assert.equal(claim.spec.resources.requests.storage, "1.5Gi");
+  assert.equal(claim.spec.storageClassName, "local-path");
+  assert.equal(claim.metadata.annotations, undefined, "no keep policy");
+  const scheduler = find(objects, "Deployment", "-scheduler");
+  assert.deepEqual(dbArgs(scheduler), ["--db=/srv/dhpt/scheduler.db"]);
+  assert.ok(container(scheduler).volumeMounts.some((m) => m.mountPath === "/srv/dhpt"));
+  // "-": storageClassName "" (bind a PersistentVolume made by hand, no provisioner).
+  const none = find(render(["--set", "scheduler.persistence.storageClassName=-"]), "PersistentVolumeClaim", "-scheduler");
+  assert.equal(none.spec.storageClassName, "");
+  // In every ci values file the --db file lies in a directory the scheduler mounts from a claim.
+  for (const file of ciValues) {
+    const deployment = find(render(["-f", path.join(chart, "ci", file)]), "Deployment", "-scheduler");
+    const [db] = dbArgs(deployment);
+    const dir = path.posix.dirname(db.slice("--db=".length));
+    const mount = container(deployment).volumeMounts.find((m) => m.mountPath === dir);
+    assert.ok(mount, `${file}: ${db} is on a mounted volume`);
+    assert.ok(podSpec(deployment).volumes.find((v) => v.name === mount.name).persistentVolumeClaim, file);
+  }
+});
+
+test("existingClaim is mounted as it is, and the chart makes no claim", async () => {
+  const objects = render(["--set", "scheduler.persistence.existingClaim=dhpt-studies"]);
+  for (const object of objects) await validate(object);
+  assert.equal(objects.filter((o) => o.kind === "PersistentVolumeClaim").length, 0);
+  const scheduler = find(objects, "Deployment", "-scheduler");
+  assert.deepEqual(dbArgs(scheduler), ["--db=/var/lib/dhpt/scheduler.db"]);
+  const mount = container(scheduler).volumeMounts.find((m) => m.mountPath === "/var/lib/dhpt");
+  assert.equal(podSpec(scheduler).volumes.find((v) => v.name === mount.name).persistentVolumeClaim.claimName, "dhpt-studies");
+  const notes = helmRun(["install", "t", chart, "--dry-run=client", "--set", "scheduler.persistence.existingClaim=dhpt-studies"]);
+  assert.match(notes, /PersistentVolumeClaim dhpt-studies/);
+  assert.doesNotMatch(notes, /delete pvc/, "the chart does not own a claim it did not make");
+});
+
+test("persistence off: --db=:memory:, no claim, no volume, and NOTES warn that studies are lost", async () => {
+  const args = ["--set", "scheduler.persistence.enabled=false"];
+  const objects = render(args);
+  // ":memory:" ends in a colon: unquoted, the argument would render as a mapping, not a string.
+  for (const object of objects) await validate(object);
+  assert.equal(objects.filter((o) => o.kind === "PersistentVolumeClaim").length, 0);
+  const scheduler = find(objects, "Deployment", "-scheduler");
+  assert.deepEqual(dbArgs(scheduler), ["--db=:memory:"]);
+  assert.ok(!podSpec(scheduler).volumes.some((v) => v.persistentVolumeClaim));
+  assert.deepEqual(container(scheduler).volumeMounts.map((m) => m.mountPath), ["/tmp"]);
+  // existingClaim means nothing while persistence is off.
+  const off = render([...args, "--set", "scheduler.persistence.existingClaim=dhpt-studies"]);
+  assert.ok(!podSpec(find(off, "Deployment", "-scheduler")).volumes.some((v) => v.persistentVolumeClaim));
+  const notes = helmRun(["install", "t", chart, "--dry-run=client", ...args]);
+  assert.match(notes, /WARNING: scheduler\.persistence\.enabled is false/);
+  assert.match(notes, /lost when the scheduler pod restarts/);
+  assert.doesNotMatch(helmRun(["install", "t", chart, "--dry-run=client"]), /WARNING/);
+});
+
+test("the schema rejects malformed persistence values", () => {
+  const cases = [
+    [["--set", "scheduler.persistence.enabled=maybe"], "/scheduler/persistence/enabled"],
+    [["--set", "scheduler.persistence.mountPath=var/lib/dhpt"], "/scheduler/persistence/mountPath"],
+    [["--set", "scheduler.persistence.mountPath=/var/lib/dhpt/"], "/scheduler/persistence/mountPath"],
+    [["--set", "scheduler.persistence.mountPath=/"], "/scheduler/persistence/mountPath"],
+    [["--set", "scheduler.persistence.mountPath=/tmp"], "/scheduler/persistence/mountPath"],
+    [["--set", "scheduler.persistence.size=1GB"], "/scheduler/persistence/size"],
+    [["--set", "scheduler.persistence.size=lots"], "/scheduler/persistence/size"],
+    [["--set-json", "scheduler.persistence.size=10"], "/scheduler/persistence/size"],
+    [["--set", "scheduler.persistence.existingClaim=My_Claim"], "/scheduler/persistence/existingClaim"],
+    [["--set", "scheduler.persistence.keep=yes"], "/scheduler/persistence/keep"],
+    [["--set-json", "scheduler.persistence.accessModes=[\"ReadOnlyMany\"]"], "/scheduler/persistence/accessModes/0"],
+    [["--set-json", "scheduler.persistence.accessModes=[]"], "/scheduler/persistence/accessModes"],
+    [["--set", "scheduler.persistence.path=/data"], "path"],
+  ];
+  for (const [args, field] of cases) assert.match(renderFails(args), new RegExp(field.replace(/[/]/g, "\\/")), args.join(" "));
+});
