@@ -3,12 +3,18 @@
 // scheduler's start and end stamps of each trial) at p50 and p99.
 //
 //   build/bin/dispatch_bench [--workers=1,2,4] [--slots=4] [--trials=20000] [--metrics=both]
+//                            [--stores=memory,sqlite]
+//
+// Stores: memory is SQLite's :memory: database, sqlite a database file in a fresh temporary
+// directory with every commit synced to disk (the scheduler's default), sqlite-normal the same
+// without the sync (--db_sync=normal).
 //
 // With metrics on, the scheduler's and workers' Prometheus metrics are recorded and a scrape
 // (collect and serialise everything) runs every second, as Prometheus would.
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <thread>
@@ -27,6 +33,7 @@
 #include "services/common/metrics_endpoint.h"
 #include "services/scheduler/scheduler_metrics.h"
 #include "services/scheduler/scheduler_server.h"
+#include "services/scheduler/sqlite_study_store.h"
 #include "services/worker/worker_client.h"
 #include "services/worker/worker_metrics.h"
 
@@ -37,6 +44,8 @@ ABSL_FLAG(int, repeats, 3, "runs per worker count; the median run is reported");
 ABSL_FLAG(std::string, metrics, "off",
           "off, on (scheduler and worker metrics recorded and scraped every second), or both "
           "(off and on runs interleaved, with the ratio)");
+ABSL_FLAG(std::string, stores, "memory,sqlite",
+          "stores to measure, comma-separated: memory, sqlite, sqlite-normal");
 
 namespace dhpt {
 namespace {
@@ -91,13 +100,34 @@ struct Run {
   double p99_ms;
 };
 
-Run Measure(int workers, int slots, int trials, bool with_metrics) {
-  scheduler::InMemoryStudyStore store;
+// A store of `kind` in a fresh temporary directory (removed afterwards).
+struct BenchStore {
+  std::string directory;
+  std::unique_ptr<scheduler::SqliteStudyStore> store;
+
+  explicit BenchStore(const std::string& kind) {
+    scheduler::SqliteStoreOptions options{.path = ":memory:"};
+    if (kind != "memory") {
+      std::string pattern = (std::filesystem::temp_directory_path() / "dhpt-bench-XXXXXX").string();
+      directory = mkdtemp(pattern.data());
+      options.path = directory + "/scheduler.db";
+      options.sync_to_disk = kind == "sqlite";
+    }
+    store = std::move(*scheduler::SqliteStudyStore::Open(options));
+  }
+  ~BenchStore() {
+    store.reset();
+    if (!directory.empty()) std::filesystem::remove_all(directory);
+  }
+};
+
+Run Measure(int workers, int slots, int trials, bool with_metrics, const std::string& store_kind) {
+  BenchStore store(store_kind);
   scheduler::SchedulerMetrics scheduler_metrics;
   scheduler::SchedulerServerOptions options;
   options.listen_address = "127.0.0.1:0";
   if (with_metrics) options.core.observer = &scheduler_metrics;
-  auto server = std::move(*scheduler::SchedulerServer::Start(options, &store));
+  auto server = std::move(*scheduler::SchedulerServer::Start(options, store.store.get()));
   const std::string address = absl::StrCat("127.0.0.1:", server->port());
   std::vector<std::unique_ptr<Worker>> pool;
   for (int i = 0; i < workers; ++i) pool.push_back(std::make_unique<Worker>(address, i, slots, with_metrics));
@@ -138,11 +168,15 @@ Run Measure(int workers, int slots, int trials, bool with_metrics) {
   scraper.join();
 
   std::vector<double> latency_ms;
-  absl::StatusOr<std::vector<v1::Trial>> completed =
-      server->core().ListTrials("dispatch", v1::Trial::COMPLETED);
-  for (const v1::Trial& t : *completed) {
-    latency_ms.push_back(
-        static_cast<double>(TimeUtil::DurationToNanoseconds(t.end_time() - t.start_time())) / 1e6);
+  for (std::string token;;) {
+    auto page = server->core().ListTrials("dispatch", v1::Trial::COMPLETED,
+                                          scheduler::kMaxTrialPageSize, token);
+    for (const v1::Trial& t : page->items) {
+      latency_ms.push_back(
+          static_cast<double>(TimeUtil::DurationToNanoseconds(t.end_time() - t.start_time())) /
+          1e6);
+    }
+    if ((token = page->next_page_token).empty()) break;
   }
   std::sort(latency_ms.begin(), latency_ms.end());
   pool.clear();
@@ -166,15 +200,25 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--metrics must be off, on or both\n");
     return 2;
   }
-  std::printf("%-8s %-6s %-8s %-8s %14s %10s %10s\n", "workers", "slots", "trials", "metrics",
-              "trials/s", "p50 ms", "p99 ms");
+  std::vector<std::string> stores = absl::StrSplit(absl::GetFlag(FLAGS_stores), ',');
+  for (const std::string& store : stores) {
+    if (store != "memory" && store != "sqlite" && store != "sqlite-normal") {
+      std::fprintf(stderr, "--stores: memory, sqlite or sqlite-normal\n");
+      return 2;
+    }
+  }
+  std::printf("%-8s %-6s %-8s %-14s %-8s %14s %10s %10s\n", "workers", "slots", "trials", "store",
+              "metrics", "trials/s", "p50 ms", "p99 ms");
   for (absl::string_view text : absl::StrSplit(absl::GetFlag(FLAGS_workers), ',')) {
     int workers = 0;
     if (!absl::SimpleAtoi(text, &workers) || workers < 1) return 2;
+   for (const std::string& store : stores) {
     // Off and on runs interleaved, so that drift in the machine's speed hits both alike.
     std::map<bool, std::vector<dhpt::Run>> runs;
     for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
-      for (bool mode : modes) runs[mode].push_back(dhpt::Measure(workers, slots, trials, mode));
+      for (bool mode : modes) {
+        runs[mode].push_back(dhpt::Measure(workers, slots, trials, mode, store));
+      }
     }
     std::map<bool, double> median_rate;
     for (bool mode : modes) {
@@ -183,13 +227,15 @@ int main(int argc, char** argv) {
                 [](const auto& a, const auto& b) { return a.trials_per_second < b.trials_per_second; });
       const dhpt::Run& median = all[all.size() / 2];
       median_rate[mode] = median.trials_per_second;
-      std::printf("%-8d %-6d %-8d %-8s %14.0f %10.3f %10.3f\n", workers, slots, trials,
-                  mode ? "on" : "off", median.trials_per_second, median.p50_ms, median.p99_ms);
+      std::printf("%-8d %-6d %-8d %-14s %-8s %14.0f %10.3f %10.3f\n", workers, slots, trials,
+                  store.c_str(), mode ? "on" : "off", median.trials_per_second, median.p50_ms,
+                  median.p99_ms);
     }
     if (modes.size() == 2) {
       std::printf("         metrics on/off throughput: %.3f\n", median_rate[true] / median_rate[false]);
     }
     std::fflush(stdout);
+   }
   }
   return 0;
 }

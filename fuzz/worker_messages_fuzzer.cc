@@ -18,7 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "google/protobuf/stubs/logging.h"
 #include "services/scheduler/scheduler_core.h"
-#include "services/scheduler/study_store.h"
+#include "services/scheduler/sqlite_study_store.h"
 
 namespace dhpt::scheduler {
 namespace {
@@ -61,7 +61,7 @@ class Harness {
     SchedulerOptions options;
     options.heartbeat_interval = absl::Seconds(1);
     options.clock = [this] { return now_; };
-    core_ = std::make_unique<SchedulerCore>(&store_, options);
+    core_ = std::make_unique<SchedulerCore>(store_.get(), options);
     if (!core_->Recover().ok()) std::abort();
     v1::StudySpec spec;
     spec.set_name(std::string(kStudy));
@@ -132,16 +132,20 @@ class Harness {
           result->set_trial_id(assign.trial_id());
           // Mostly the given attempt; sometimes a stale or future one.
           result->set_attempt(assign.attempt() + (how & 0x10 ? (how & 0x20 ? 1 : -1) : 0));
+          // Mostly the assignment's epoch; sometimes another scheduler's.
+          result->set_epoch(which & 0x80 ? assign.epoch() + 1 : assign.epoch());
           result->set_state(static_cast<v1::Trial::State>(how % 7));
           if (!(how & 0x40)) (*result->mutable_metrics())["value"] = value;
           if (how & 0x80) result->set_error("fuzzed failure");
         } else if (how & 0x80) {  // The worker's slot began it.
           message.mutable_started()->set_trial_id(assign.trial_id());
           message.mutable_started()->set_attempt(assign.attempt());
+          message.mutable_started()->set_epoch(assign.epoch());
         } else {
           v1::TrialProgress* progress = message.mutable_progress();
           progress->set_trial_id(assign.trial_id());
           progress->set_attempt(assign.attempt());
+          progress->set_epoch(assign.epoch());
           progress->set_step(how);
           progress->set_value(value);
         }
@@ -213,9 +217,10 @@ class Harness {
   void CheckInvariants() {
     absl::StatusOr<v1::Study> study = core_->GetStudy(kStudy);
     if (!study.ok()) Fail(absl::StrCat("GetStudy: ", study.status().ToString()));
-    absl::StatusOr<std::vector<v1::Trial>> trials =
-        core_->ListTrials(kStudy, v1::Trial::STATE_UNSPECIFIED);
-    if (!trials.ok()) Fail(absl::StrCat("ListTrials: ", trials.status().ToString()));
+    absl::StatusOr<ListPage<v1::Trial>> page =
+        core_->ListTrials(kStudy, v1::Trial::STATE_UNSPECIFIED, kMaxTrialPageSize, "");
+    if (!page.ok()) Fail(absl::StrCat("ListTrials: ", page.status().ToString()));
+    const std::vector<v1::Trial>* trials = &page->items;
     int counts[8] = {};
     for (const v1::Trial& trial : *trials) ++counts[trial.state() & 7];
     // trials_pending also counts the trials not yet suggested (the space is continuous, so
@@ -242,7 +247,9 @@ class Harness {
     }
   }
 
-  InMemoryStudyStore store_;
+  // In memory: the fuzzer runs thousands of inputs a second. Acks come from its writer thread.
+  std::unique_ptr<SqliteStudyStore> store_ =
+      std::move(*SqliteStudyStore::Open({.path = ":memory:"}));
   absl::Time now_ = absl::FromUnixSeconds(1'700'000'000);
   std::unique_ptr<SchedulerCore> core_;
   std::vector<Stream> streams_;

@@ -50,6 +50,7 @@ ABSL_FLAG(std::string, out, "",
           "compare: the folder for report.md, report.json and the plots (default "
           "compare-<study> or compare-<matrix file name>)");
 ABSL_FLAG(bool, watch, false, "submit: watch the study until it ends");
+ABSL_FLAG(bool, force, false, "delete: stop the study first if it is still running");
 
 namespace dhpt::cli {
 namespace {
@@ -107,6 +108,15 @@ const std::map<std::string, Command>& Commands() {
       {"stop",
        {"dhpt stop STUDY [--scheduler=HOST:PORT]",
         "Stops the study: no new trials, running ones are cancelled."}},
+      {"delete",
+       {"dhpt delete STUDY [--force] [--scheduler=HOST:PORT]",
+        "Deletes the study and all its trials from the scheduler and its database. A running "
+        "study\nis refused unless --force (which stops it first). Export it first to keep "
+        "a copy."}},
+      {"export",
+       {"dhpt export STUDY [--scheduler=HOST:PORT] > STUDY.json",
+        "Prints the study (spec, state) and every trial as one JSON document: a backup, or "
+        "the\nhistory to analyse elsewhere (see docs/storage.md)."}},
   };
   return *kCommands;
 }
@@ -456,6 +466,25 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     absl::StatusOr<v1::Study> study = client.StopStudy(arg);
     if (!study.ok()) return Fail(study.status());
     std::cout << ProgressLine(*study) << "\n";
+    return 0;
+  }
+  if (name == "delete") {
+    if (absl::Status deleted = client.DeleteStudy(arg, absl::GetFlag(FLAGS_force));
+        !deleted.ok()) {
+      return Fail(deleted);
+    }
+    std::cout << "deleted study " << arg << "\n";
+    return 0;
+  }
+  if (name == "export") {
+    absl::StatusOr<v1::Study> study = client.GetStudy(arg);
+    if (!study.ok()) return Fail(study.status());
+    absl::StatusOr<std::vector<v1::Trial>> trials = client.ListTrials(arg);
+    if (!trials.ok()) return Fail(trials.status());
+    v1::StudyExport exported;
+    *exported.mutable_study() = *std::move(study);
+    for (v1::Trial& trial : *trials) *exported.add_trials() = std::move(trial);
+    std::cout << ToJson(exported);
     return 0;
   }
   return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command ", name)));

@@ -50,12 +50,30 @@ absl::StatusOr<v1::Study> StudyClient::GetStudy(const std::string& name) {
 }
 
 absl::StatusOr<std::vector<v1::Study>> StudyClient::ListStudies() {
-  auto response = Unary<v1::ListStudiesResponse>(
-      NewContext(), [&](grpc::ClientContext* c, v1::ListStudiesResponse* r) {
-        return stub_->ListStudies(c, v1::ListStudiesRequest(), r);
-      });
-  if (!response.ok()) return response.status();
-  return std::vector<v1::Study>(response->studies().begin(), response->studies().end());
+  std::vector<v1::Study> studies;
+  v1::ListStudiesRequest request;
+  do {
+    auto response = Unary<v1::ListStudiesResponse>(
+        NewContext(), [&](grpc::ClientContext* c, v1::ListStudiesResponse* r) {
+          return stub_->ListStudies(c, request, r);
+        });
+    if (!response.ok()) return response.status();
+    studies.insert(studies.end(), response->studies().begin(), response->studies().end());
+    request.set_page_token(response->next_page_token());
+  } while (!request.page_token().empty());
+  return studies;
+}
+
+absl::Status StudyClient::DeleteStudy(const std::string& name, bool force) {
+  v1::DeleteStudyRequest request;
+  request.set_name(name);
+  request.set_force(force);
+  return Unary<google::protobuf::Empty>(
+             NewContext(),
+             [&](grpc::ClientContext* c, google::protobuf::Empty* r) {
+               return stub_->DeleteStudy(c, request, r);
+             })
+      .status();
 }
 
 absl::StatusOr<std::vector<v1::Worker>> StudyClient::ListWorkers() {
@@ -76,14 +94,19 @@ absl::StatusOr<v1::Study> StudyClient::StopStudy(const std::string& name) {
 }
 
 absl::StatusOr<std::vector<v1::Trial>> StudyClient::ListTrials(const std::string& study) {
+  std::vector<v1::Trial> trials;
   v1::ListTrialsRequest request;
   request.set_study(study);
-  auto response = Unary<v1::ListTrialsResponse>(
-      NewContext(), [&](grpc::ClientContext* c, v1::ListTrialsResponse* r) {
-        return stub_->ListTrials(c, request, r);
-      });
-  if (!response.ok()) return response.status();
-  return std::vector<v1::Trial>(response->trials().begin(), response->trials().end());
+  do {
+    auto response = Unary<v1::ListTrialsResponse>(
+        NewContext(), [&](grpc::ClientContext* c, v1::ListTrialsResponse* r) {
+          return stub_->ListTrials(c, request, r);
+        });
+    if (!response.ok()) return response.status();
+    trials.insert(trials.end(), response->trials().begin(), response->trials().end());
+    request.set_page_token(response->next_page_token());
+  } while (!request.page_token().empty());
+  return trials;
 }
 
 absl::StatusOr<v1::Trial> StudyClient::GetBestTrial(const std::string& study) {

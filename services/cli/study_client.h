@@ -25,9 +25,12 @@ class StudyClient {
 
   absl::StatusOr<v1::Study> CreateStudy(const v1::StudySpec& spec);
   absl::StatusOr<v1::Study> GetStudy(const std::string& name);
+  // Every study (all pages).
   absl::StatusOr<std::vector<v1::Study>> ListStudies();
   absl::StatusOr<std::vector<v1::Worker>> ListWorkers();
   absl::StatusOr<v1::Study> StopStudy(const std::string& name);
+  absl::Status DeleteStudy(const std::string& name, bool force);
+  // Every trial of the study in number order (all pages).
   absl::StatusOr<std::vector<v1::Trial>> ListTrials(const std::string& study);
   absl::StatusOr<v1::Trial> GetBestTrial(const std::string& study);
   // Blocks until the stream ends: OK when the study ended, CANCELLED after Cancel().

@@ -26,6 +26,12 @@ struct BenchmarkFunction {
   bool AcceptsDims(int d) const { return dims == 0 ? d >= min_dims : d == dims; }
 };
 
+// A FUNCTION study's only fixed value (model.fixed): the seconds each trial takes, so that a
+// function can stand in for a costly objective. The worker waits, cancellably, after
+// evaluating.
+inline constexpr absl::string_view kFunctionSecondsKey = "seconds";
+inline constexpr double kMaxFunctionSeconds = 3600;
+
 const std::vector<BenchmarkFunction>& AllBenchmarkFunctions();
 const BenchmarkFunction* FindBenchmarkFunction(absl::string_view name);
 // "branin, hartmann6, ..." for error messages.

@@ -2,6 +2,8 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "absl/flags/flag.h"
@@ -17,14 +19,36 @@
 #include "services/scheduler/scheduler_metrics.h"
 #include "services/scheduler/scheduler_server.h"
 #include "services/scheduler/spec_validation.h"
+#include "services/scheduler/sqlite_study_store.h"
+
+namespace {
+
+// $XDG_STATE_HOME/dhpt/scheduler.db, or ~/.local/state/dhpt/scheduler.db.
+std::string DefaultDatabasePath() {
+  if (const char* state = std::getenv("XDG_STATE_HOME"); state != nullptr && *state != '\0') {
+    return std::string(state) + "/dhpt/scheduler.db";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr && *home != '\0' ? home : ".") +
+         "/.local/state/dhpt/scheduler.db";
+}
+
+}  // namespace
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
           "HOST:PORT to serve on; port 0 picks a free port (printed as 'listening on HOST:PORT')");
 ABSL_FLAG(int, metrics_port, -1,
           "serve Prometheus metrics on this port at /metrics; 0 picks a free port (printed as "
           "'metrics on :PORT'); -1 = off");
-ABSL_FLAG(std::string, db, "",
-          "SQLite file for durable state (not available yet: state is kept in memory)");
+ABSL_FLAG(std::string, db, DefaultDatabasePath(),
+          "SQLite file holding every study and trial (created with its directory if missing); "
+          "':memory:' keeps them only while the scheduler runs");
+ABSL_FLAG(int64_t, max_db_bytes, 0,
+          "cap on the database file in bytes; past it writes fail (UNAVAILABLE) until space is "
+          "made; 0 = no cap");
+ABSL_FLAG(std::string, db_sync, "full",
+          "full: every commit reaches the disk before it is acknowledged (survives power loss); "
+          "normal: survives the scheduler being killed, may lose the last commits on power loss");
 ABSL_FLAG(std::string, tls_cert, "",
           "serve TLS with this certificate chain (PEM); with --tls_key");
 ABSL_FLAG(std::string, tls_key, "", "the private key (PEM) of --tls_cert");
@@ -65,6 +89,7 @@ int main(int argc, char** argv) {
   usage.contains_help_flags = usage.contains_helpshort_flags;
   absl::SetFlagsUsageConfig(usage);
   dhpt::ApplyEnvironmentToFlags({"listen", "metrics_port", "metrics_listen", "db",
+                                 "max_db_bytes", "db_sync",
                                  "heartbeat_interval", "missed_heartbeats", "tls_cert", "tls_key",
                                  "tls_client_ca", "auth_token_file", "worker_token_file",
                                  "max_studies", "max_parameters", "max_dataset_bytes",
@@ -72,9 +97,9 @@ int main(int argc, char** argv) {
   dhpt::ParseCommandLineWithDashes(argc, argv);
   dhpt::BlockTerminationSignals();
 
-  if (!absl::GetFlag(FLAGS_db).empty()) {
-    std::fprintf(stderr, "--db: durable state is not available yet; refusing to start so that "
-                         "no study is silently kept only in memory\n");
+  const std::string db_sync = absl::GetFlag(FLAGS_db_sync);
+  if (db_sync != "full" && db_sync != "normal") {
+    std::fprintf(stderr, "--db_sync must be full or normal\n");
     return 2;
   }
   const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
@@ -118,8 +143,21 @@ int main(int argc, char** argv) {
   }
   options.credentials = *credentials;
 
-  dhpt::scheduler::InMemoryStudyStore store;
-  auto server = dhpt::scheduler::SchedulerServer::Start(options, &store);
+  const std::string db = absl::GetFlag(FLAGS_db);
+  if (db == DefaultDatabasePath()) {
+    std::error_code ignored;  // Open reports a directory it cannot use.
+    std::filesystem::create_directories(std::filesystem::path(db).parent_path(), ignored);
+  }
+  absl::StatusOr<std::unique_ptr<dhpt::scheduler::SqliteStudyStore>> store =
+      dhpt::scheduler::SqliteStudyStore::Open({.path = db,
+                                               .max_bytes = absl::GetFlag(FLAGS_max_db_bytes),
+                                               .sync_to_disk = db_sync == "full"});
+  if (!store.ok()) {
+    std::fprintf(stderr, "dhpt-scheduler: %s\n", store.status().ToString().c_str());
+    return 1;
+  }
+  DHPT_LOG_INFO("studies are kept in %s", db == ":memory:" ? "memory only (--db=:memory:)" : db);
+  auto server = dhpt::scheduler::SchedulerServer::Start(options, store->get());
   if (!server.ok()) {
     std::fprintf(stderr, "dhpt-scheduler: %s\n", server.status().ToString().c_str());
     return 1;

@@ -1,8 +1,12 @@
 #include "services/scheduler/scheduler_core.h"
 
 #include <algorithm>
+#include <random>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
 #include "services/common/logging.h"
@@ -42,6 +46,8 @@ struct SchedulerCore::StudyEntry {
   bool suggesting = false;
   std::optional<uint64_t> best;
   std::vector<uint64_t> watch_ids;
+  uint64_t order = 0;    // Creation order, for ListStudies pages.
+  bool deleted = false;  // Deleted while a suggestion was computed for it.
 
   bool terminal() const {
     return state == v1::Study::COMPLETED || state == v1::Study::STOPPED ||
@@ -74,11 +80,47 @@ std::optional<absl::Duration> TrialTimeout(const v1::StudySpec& spec) {
          absl::Nanoseconds(spec.trial_timeout().nanos());
 }
 
-// The worker id attempt `attempt` of `trial` was given to; empty when unknown.
-const std::string& AttemptWorker(const std::vector<std::string>& attempt_workers, int attempt) {
-  static const std::string* const kNone = new std::string();
-  if (attempt < 1 || attempt > static_cast<int>(attempt_workers.size())) return *kNone;
-  return attempt_workers[static_cast<size_t>(attempt - 1)];
+// Whether attempt `attempt` of `trial` was given to `worker_id` under `epoch`.
+bool AttemptGivenTo(const v1::Trial& trial, int attempt, absl::string_view worker_id,
+                    uint64_t epoch) {
+  if (attempt < 1 || attempt > trial.attempts_size()) return false;
+  const v1::Trial::Attempt& given = trial.attempts(attempt - 1);
+  return given.worker_id() == worker_id && given.epoch() == epoch;
+}
+
+uint64_t RandomEpoch() {
+  std::random_device device;
+  uint64_t epoch = 0;
+  while (epoch == 0) epoch = (uint64_t{device()} << 32) | device();
+  return epoch;
+}
+
+// Page tokens: "<kind>|<filter>|<position>", web-safe base64, so a client treats them as opaque
+// and a token from another request is recognised and refused.
+std::string PageToken(absl::string_view kind, absl::string_view filter, uint64_t position) {
+  return absl::WebSafeBase64Escape(absl::StrCat(kind, "|", filter, "|", position));
+}
+
+absl::StatusOr<uint64_t> PagePosition(absl::string_view token, absl::string_view kind,
+                                      absl::string_view filter) {
+  if (token.empty()) return 0;
+  std::string decoded;
+  uint64_t position = 0;
+  const absl::Status invalid = absl::InvalidArgumentError(
+      "page_token: not a token this request returned; list again from the start without one");
+  if (!absl::WebSafeBase64Unescape(token, &decoded)) return invalid;
+  const size_t last = decoded.rfind('|');
+  if (last == std::string::npos || decoded.substr(0, last) != absl::StrCat(kind, "|", filter) ||
+      !absl::SimpleAtoi(absl::string_view(decoded).substr(last + 1), &position)) {
+    return invalid;
+  }
+  return position;
+}
+
+absl::StatusOr<int> PageSize(int requested, int default_size, int max_size) {
+  if (requested < 0) return absl::InvalidArgumentError("page_size: must not be negative");
+  if (requested == 0) return default_size;
+  return std::min(requested, max_size);
 }
 
 SchedulerObserver* NoObserver() {
@@ -95,11 +137,25 @@ bool TrialTerminal(v1::Trial::State state) {
          state == v1::Trial::CANCELLED;
 }
 
-v1::SchedulerMessage CancelMessage(uint64_t trial_id, std::string reason) {
+// Cancels one attempt: the worker stops it, or forgets its result if it has finished.
+v1::SchedulerMessage CancelMessage(uint64_t trial_id, int attempt, uint64_t epoch,
+                                   std::string reason) {
   v1::SchedulerMessage message;
-  message.mutable_cancel()->set_trial_id(trial_id);
-  message.mutable_cancel()->set_reason(std::move(reason));
+  v1::Cancel& cancel = *message.mutable_cancel();
+  cancel.set_trial_id(trial_id);
+  cancel.set_attempt(attempt);
+  cancel.set_epoch(epoch);
+  cancel.set_reason(std::move(reason));
   return message;
+}
+
+// Cancels the trial's current attempt.
+v1::SchedulerMessage CancelMessage(const v1::Trial& trial, std::string reason) {
+  const uint64_t epoch =
+      trial.attempts_size() >= trial.attempt() && trial.attempt() > 0
+          ? trial.attempts(trial.attempt() - 1).epoch()
+          : 0;
+  return CancelMessage(trial.id(), trial.attempt(), epoch, std::move(reason));
 }
 
 }  // namespace
@@ -108,9 +164,15 @@ SchedulerCore::SchedulerCore(StudyStore* store, SchedulerOptions options)
     : store_(store),
       options_(std::move(options)),
       observer_(options_.observer != nullptr ? options_.observer : NoObserver()),
-      suggestions_(std::make_unique<WorkQueue>(std::max(1, options_.suggestion_threads))) {}
+      epoch_(options_.epoch != 0 ? options_.epoch : RandomEpoch()),
+      suggestions_(std::make_unique<WorkQueue>(std::max(1, options_.suggestion_threads))) {
+  store_->SetCommitListener([this](WriteSequence sequence) { OnStored(sequence); });
+}
 
-SchedulerCore::~SchedulerCore() = default;
+SchedulerCore::~SchedulerCore() {
+  store_->SetCommitListener(nullptr);
+  suggestions_.reset();  // No suggestion job runs past here.
+}
 
 // ---------------------------------------------------------------------------------------------
 // Recovery
@@ -118,8 +180,10 @@ SchedulerCore::~SchedulerCore() = default;
 absl::Status SchedulerCore::Recover() {
   ASSIGN_OR_RETURN(StoredState stored, store_->Load());
   absl::MutexLock lock(&mutex_);
+  next_trial_id_ = stored.next_trial_id;
   for (const v1::Study& study : stored.studies) {
     auto entry = std::make_unique<StudyEntry>();
+    entry->order = next_study_order_++;
     entry->spec = study.spec();
     entry->state = study.state();
     entry->state_reason = study.state_reason();
@@ -147,9 +211,6 @@ absl::Status SchedulerCore::Recover() {
     TrialEntry& entry = trials_[stored_trial.id()];
     entry.trial = stored_trial;
     entry.study = &study;
-    // Only the last attempt's worker is stored: earlier attempts' late results are refused.
-    entry.attempt_workers.resize(static_cast<size_t>(std::max(0, stored_trial.attempt())));
-    if (!entry.attempt_workers.empty()) entry.attempt_workers.back() = stored_trial.worker_id();
     next_trial_id_ = std::max(next_trial_id_, stored_trial.id() + 1);
     study.keys.insert(study.space.Key(point));
     study.trial_ids.push_back(stored_trial.id());
@@ -157,9 +218,11 @@ absl::Status SchedulerCore::Recover() {
     if (TrialTerminal(entry.trial.state())) {
       RecordTrialEndLocked(entry);
     } else {
-      // Running on a worker of the previous life, or pending: wait for a worker again. A
-      // worker that still finishes the old attempt has its result accepted once.
+      // Running on a worker of the previous life, or pending: wait for a worker again. The
+      // worker of the old attempt may claim it back when it reconnects, or deliver its result
+      // (accepted once); the attempt's epoch tells its result from anyone else's.
       entry.trial.set_state(v1::Trial::PENDING);
+      entry.pending_since = options_.clock();
       study.pending.push_back(entry.trial.id());
     }
   }
@@ -172,14 +235,34 @@ absl::Status SchedulerCore::Recover() {
 
 absl::StatusOr<v1::Study> SchedulerCore::CreateStudy(const v1::StudySpec& request) {
   ASSIGN_OR_RETURN(v1::StudySpec spec, NormalizeStudySpec(request, options_.spec_limits));
-  absl::MutexLock lock(&mutex_);
+  v1::Study reply;
+  WriteSequence stored;
+  {
+    absl::MutexLock lock(&mutex_);
+    ASSIGN_OR_RETURN(stored, CreateStudyLocked(std::move(spec), reply));
+  }
+  // Acknowledged only once it would survive a crash.
+  if (absl::Status status = store_->Sync(stored); !status.ok()) {
+    return absl::UnavailableError(absl::StrCat("the study is accepted but ", status.message(),
+                                               "; create it again to check"));
+  }
+  return reply;
+}
+
+absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spec,
+                                                               v1::Study& reply) {
   if (shutting_down_) return absl::UnavailableError("the scheduler is shutting down");
   if (auto it = studies_.find(spec.name()); it != studies_.end()) {
     if (google::protobuf::util::MessageDifferencer::Equals(it->second->spec, spec)) {
-      return BuildStudyLocked(*it->second);
+      reply = BuildStudyLocked(*it->second);
+      return store_->last_sequence();  // Created before, perhaps not yet stored.
     }
     return absl::AlreadyExistsError(absl::StrCat(
         "study \"", spec.name(), "\" exists with a different spec; choose another name"));
+  }
+  if (absl::Status health = store_->health(); !health.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("the database refuses writes, so no study is accepted: ", health.message()));
   }
   if (static_cast<int>(studies_.size()) >= options_.max_studies) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -192,8 +275,8 @@ absl::StatusOr<v1::Study> SchedulerCore::CreateStudy(const v1::StudySpec& reques
                    options_.optimizer_factory(entry->space, ToOptimizerConfig(spec)));
   entry->spec = std::move(spec);
   entry->create_time = ToTimestamp(options_.clock());
-  v1::Study study = BuildStudyLocked(*entry);
-  RETURN_IF_ERROR(store_->PutStudy(study));
+  entry->order = next_study_order_++;
+  const WriteSequence stored = store_->PutStudy(BuildStudyLocked(*entry));
   StudyEntry& created = *entry;
   study_order_.push_back(entry.get());
   studies_[created.spec.name()] = std::move(entry);
@@ -202,7 +285,8 @@ absl::StatusOr<v1::Study> SchedulerCore::CreateStudy(const v1::StudySpec& reques
                 v1::Algorithm::Name_Name(created.spec.algorithm().name()),
                 created.spec.max_trials());
   DispatchLocked();
-  return BuildStudyLocked(created);
+  reply = BuildStudyLocked(created);
+  return stored;
 }
 
 absl::StatusOr<const SchedulerCore::StudyEntry*> SchedulerCore::FindStudyLocked(
@@ -236,31 +320,97 @@ std::vector<v1::Worker> SchedulerCore::ListWorkers() const {
   return workers;
 }
 
-std::vector<v1::Study> SchedulerCore::ListStudies() const {
+absl::StatusOr<ListPage<v1::Study>> SchedulerCore::ListStudies(
+    int page_size, absl::string_view page_token) const {
+  ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultStudyPageSize, kMaxStudyPageSize));
+  ASSIGN_OR_RETURN(const uint64_t after, PagePosition(page_token, "studies", ""));
   absl::MutexLock lock(&mutex_);
-  std::vector<v1::Study> studies;
-  for (const StudyEntry* study : study_order_) studies.push_back(BuildStudyLocked(*study));
-  return studies;
+  ListPage<v1::Study> page;
+  auto it = std::upper_bound(study_order_.begin(), study_order_.end(), after,
+                             [](uint64_t order, const StudyEntry* s) { return order < s->order; });
+  size_t bytes = 0;
+  for (; it != study_order_.end(); ++it) {
+    if (static_cast<int>(page.items.size()) >= size || bytes >= kMaxPageBytes) {
+      page.next_page_token = PageToken("studies", "", page.items.empty() ? after : (*(it - 1))->order);
+      break;
+    }
+    bytes += page.items.emplace_back(BuildStudyLocked(**it)).ByteSizeLong();
+  }
+  return page;
 }
 
 absl::StatusOr<v1::Study> SchedulerCore::StopStudy(absl::string_view name) {
-  absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(name));
-  StudyEntry& study = *const_cast<StudyEntry*>(found);
-  if (!study.terminal()) EndStudyLocked(study, v1::Study::STOPPED, "stopped by a user");
-  return BuildStudyLocked(study);
+  WriteSequence stored;
+  v1::Study reply;
+  {
+    absl::MutexLock lock(&mutex_);
+    ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(name));
+    StudyEntry& study = *const_cast<StudyEntry*>(found);
+    if (!study.terminal()) EndStudyLocked(study, v1::Study::STOPPED, "stopped by a user");
+    reply = BuildStudyLocked(study);
+    stored = store_->last_sequence();
+  }
+  if (absl::Status status = store_->Sync(stored); !status.ok()) {
+    return absl::UnavailableError(absl::StrCat("the study is stopped but ", status.message()));
+  }
+  return reply;
 }
 
-absl::StatusOr<std::vector<v1::Trial>> SchedulerCore::ListTrials(absl::string_view name,
-                                                                 v1::Trial::State only) const {
+absl::Status SchedulerCore::DeleteStudy(absl::string_view name, bool force) {
+  WriteSequence stored;
+  {
+    absl::MutexLock lock(&mutex_);
+    ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(name));
+    StudyEntry& study = *const_cast<StudyEntry*>(found);
+    if (!study.terminal()) {
+      if (!force) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "study \"", name, "\" is ", v1::Study::State_Name(study.state),
+            "; stop it first (dhpt stop), or delete it with force"));
+      }
+      EndStudyLocked(study, v1::Study::STOPPED, "deleted by a user");
+    }
+    for (uint64_t id : study.trial_ids) trials_.erase(id);
+    auto position = std::find(study_order_.begin(), study_order_.end(), &study);
+    if (static_cast<size_t>(position - study_order_.begin()) < next_study_) --next_study_;
+    study_order_.erase(position);
+    if (next_study_ >= study_order_.size()) next_study_ = 0;
+    stored = store_->DeleteStudy(study.spec.name());
+    auto owned = studies_.extract(study.spec.name());
+    DHPT_LOG_INFO("study %s deleted", study.spec.name());
+    if (study.suggesting) {
+      // A suggestion thread still reads its optimiser: it frees the entry when it returns.
+      study.deleted = true;
+      deleted_studies_.push_back(std::move(owned.mapped()));
+    }
+  }
+  if (absl::Status status = store_->Sync(stored); !status.ok()) {
+    return absl::UnavailableError(absl::StrCat("the study is deleted but ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
+    absl::string_view name, v1::Trial::State only, int page_size,
+    absl::string_view page_token) const {
+  ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultTrialPageSize, kMaxTrialPageSize));
+  const std::string filter = absl::StrCat(name, "|", only);
+  ASSIGN_OR_RETURN(const uint64_t start, PagePosition(page_token, "trials", filter));
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
-  std::vector<v1::Trial> trials;
-  for (uint64_t id : study->trial_ids) {
-    const v1::Trial& trial = trials_.at(id).trial;
-    if (only == v1::Trial::STATE_UNSPECIFIED || trial.state() == only) trials.push_back(trial);
+  ListPage<v1::Trial> page;
+  size_t bytes = 0;
+  for (size_t number = start; number < study->trial_ids.size(); ++number) {
+    if (static_cast<int>(page.items.size()) >= size || bytes >= kMaxPageBytes) {
+      page.next_page_token = PageToken("trials", filter, number);
+      break;
+    }
+    const v1::Trial& trial = trials_.at(study->trial_ids[number]).trial;
+    if (only == v1::Trial::STATE_UNSPECIFIED || trial.state() == only) {
+      bytes += page.items.emplace_back(trial).ByteSizeLong();
+    }
   }
-  return trials;
+  return page;
 }
 
 absl::StatusOr<v1::Trial> SchedulerCore::GetBestTrial(absl::string_view name) const {
@@ -399,6 +549,7 @@ absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
   welcome.mutable_welcome()->set_worker_id(hello.worker_id());
   welcome.mutable_welcome()->set_heartbeat_interval_ms(
       absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  welcome.mutable_welcome()->set_epoch(epoch_);
   channel->Send(std::move(welcome));
 
   // The attempts it still holds stay with it: moved from an older stream of the same worker
@@ -427,9 +578,9 @@ bool SchedulerCore::ReclaimLocked(uint64_t session, WorkerEntry& worker,
   if (it == trials_.end()) return false;
   TrialEntry& trial = it->second;
   v1::Trial& t = trial.trial;
-  // Only the current attempt, and only by the worker id it was given to.
+  // Only the current attempt, and only by the worker id it was given to, under its epoch.
   if (attempt.attempt() != t.attempt() ||
-      AttemptWorker(trial.attempt_workers, t.attempt()) != worker.worker_id) {
+      !AttemptGivenTo(t, t.attempt(), worker.worker_id, attempt.epoch())) {
     return false;
   }
   StudyEntry& study = *trial.study;
@@ -523,7 +674,7 @@ bool SchedulerCore::RunsOnLocked(const TrialEntry& trial, uint64_t session, int 
 }
 
 void SchedulerCore::RefuseTrialLocked(uint64_t session, WorkerEntry& worker, uint64_t trial_id,
-                                      absl::string_view what) {
+                                      int attempt, uint64_t epoch, absl::string_view what) {
   if (worker.refused_trials.contains(trial_id)) return;  // Answered already.
   if (worker.refused_trials.size() >= kMaxUnknownTrialsPerSession) {
     DHPT_LOG_WARNING("worker %s names too many trials it does not run; cutting it off",
@@ -538,18 +689,21 @@ void SchedulerCore::RefuseTrialLocked(uint64_t session, WorkerEntry& worker, uin
   worker.refused_trials.insert(trial_id);
   // Tell it to stop rather than fail the stream: a worker that missed a Cancel stops now.
   worker.channel->Send(CancelMessage(
-      trial_id, absl::StrCat("trial ", trial_id, " is not running on this worker")));
+      trial_id, attempt, epoch,
+      absl::StrCat("attempt ", attempt, " of trial ", trial_id, " is not running on this worker")));
 }
 
 SchedulerCore::TrialEntry* SchedulerCore::AttemptOfSessionLocked(uint64_t session,
                                                                  uint64_t trial_id, int attempt,
+                                                                 uint64_t epoch,
                                                                  absl::string_view what) {
   auto worker = workers_.find(session);
   if (worker == workers_.end()) return nullptr;
   worker->second.last_seen = options_.clock();
   auto trial = trials_.find(trial_id);
-  if (trial == trials_.end() || !RunsOnLocked(trial->second, session, attempt)) {
-    RefuseTrialLocked(session, worker->second, trial_id, what);
+  if (trial == trials_.end() || !RunsOnLocked(trial->second, session, attempt) ||
+      !AttemptGivenTo(trial->second.trial, attempt, worker->second.worker_id, epoch)) {
+    RefuseTrialLocked(session, worker->second, trial_id, attempt, epoch, what);
     return nullptr;
   }
   return &trial->second;
@@ -557,14 +711,19 @@ SchedulerCore::TrialEntry* SchedulerCore::AttemptOfSessionLocked(uint64_t sessio
 
 void SchedulerCore::HandleProgress(uint64_t session, const v1::TrialProgress& progress) {
   absl::MutexLock lock(&mutex_);
-  AttemptOfSessionLocked(session, progress.trial_id(), progress.attempt(), "progress");
-  // Intermediate values feed early stopping, which a later issue adds.
+  TrialEntry* trial = AttemptOfSessionLocked(session, progress.trial_id(), progress.attempt(),
+                                             progress.epoch(), "progress");
+  if (trial == nullptr || trial->stored_values >= kMaxIntermediateValuesPerAttempt) return;
+  ++trial->stored_values;
+  // Stored for early stopping (which decides from the stored history) and for the record.
+  store_->PutIntermediateValue(trial->study->spec.name(), trial->trial.id(), progress.attempt(),
+                               progress.step(), progress.value());
 }
 
 void SchedulerCore::HandleStarted(uint64_t session, const v1::TrialAttempt& started) {
   absl::MutexLock lock(&mutex_);
-  TrialEntry* trial =
-      AttemptOfSessionLocked(session, started.trial_id(), started.attempt(), "starts");
+  TrialEntry* trial = AttemptOfSessionLocked(session, started.trial_id(), started.attempt(),
+                                             started.epoch(), "starts");
   if (trial == nullptr) return;
   trial->started = true;
   if (std::optional<absl::Duration> timeout = TrialTimeout(trial->study->spec)) {
@@ -593,6 +752,7 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
   v1::SchedulerMessage ack;
   ack.mutable_ack()->set_trial_id(reported.trial_id());
   ack.mutable_ack()->set_attempt(reported.attempt());
+  ack.mutable_ack()->set_epoch(reported.epoch());
 
   auto trial_it = trials_.find(reported.trial_id());
   if (trial_it == trials_.end()) {
@@ -603,20 +763,22 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
   }
   TrialEntry& trial = trial_it->second;
   StudyEntry& study = *trial.study;
-  // Only the worker an attempt was given to may settle it: a late result of an earlier attempt
-  // of the same worker counts (once); anyone else's is refused, whatever it claims.
+  // Only the worker an attempt was given to, under the epoch it was given in, may settle it:
+  // a late result of an earlier attempt of the same worker counts (once); anyone else's is
+  // refused, whatever it claims, and so is one meant for another scheduler's trial of this id.
   const int attempt = reported.attempt();
-  if (attempt > trial.trial.attempt() ||
-      AttemptWorker(trial.attempt_workers, attempt) != worker.worker_id) {
+  if (!AttemptGivenTo(trial.trial, attempt, worker.worker_id, reported.epoch())) {
     if (!worker.refused_trials.contains(reported.trial_id())) {
-      DHPT_LOG_WARNING("worker %s sent a result for trial %d attempt %d, which it was not given; "
-                       "refused", worker.worker_id, reported.trial_id(), attempt);
+      DHPT_LOG_WARNING("worker %s sent a result for trial %d attempt %d (epoch %016x), which it "
+                       "was not given; refused",
+                       worker.worker_id, reported.trial_id(), attempt, reported.epoch());
     }
-    RefuseTrialLocked(session, worker, reported.trial_id(), "results");
+    RefuseTrialLocked(session, worker, reported.trial_id(), attempt, reported.epoch(), "results");
     return;
   }
   if (TrialTerminal(trial.trial.state())) {
-    worker.channel->Send(std::move(ack));  // A duplicate or late result: counted once already.
+    // A duplicate or late result, counted once already: acknowledged once that is stored.
+    SendWhenStoredLocked(session, store_->last_sequence(), std::move(ack));
     return;
   }
   const bool from_current_attempt = RunsOnLocked(trial, session, attempt);
@@ -628,7 +790,7 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
       RequeueLocked(trial, absl::StrCat("worker gave it back: ", result.error()), /*lost=*/false);
       CheckStudyEndLocked(study);
     }
-    worker.channel->Send(std::move(ack));
+    SendWhenStoredLocked(session, store_->last_sequence(), std::move(ack));
     DispatchLocked();
     return;
   }
@@ -641,16 +803,15 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
                         study.pending.end());
   }
   if (running_on != 0 && !(running_on == session && attempt == trial.trial.attempt())) {
-    SendLocked(running_on, CancelMessage(trial.trial.id(),
-                                         "an earlier attempt of this trial already finished"));
+    SendLocked(running_on,
+               CancelMessage(trial.trial, "an earlier attempt of this trial already finished"));
   }
   v1::Trial& t = trial.trial;
   RecordResult(study.spec, result, t);
   t.set_worker_id(worker.worker_id);
   *t.mutable_end_time() = ToTimestamp(options_.clock());
   RecordTrialEndLocked(trial);
-  SaveTrialLocked(trial);
-  worker.channel->Send(std::move(ack));
+  SendWhenStoredLocked(session, SaveTrialLocked(trial), std::move(ack));
   PublishTrialLocked(trial);
   CheckStudyEndLocked(study);
   DispatchLocked();
@@ -691,7 +852,8 @@ int SchedulerCore::ExpireTrials() {
     ReleaseLocked(trial);
     if (!trial.started) {
       // Never begun (it waited behind a trial the worker was still stopping): not its fault.
-      SendLocked(session, CancelMessage(id, "not started within the study's trial_timeout"));
+      SendLocked(session,
+                 CancelMessage(trial.trial, "not started within the study's trial_timeout"));
       RequeueLocked(trial, "its worker did not start it in time", /*lost=*/false);
       CheckStudyEndLocked(study);
       continue;
@@ -699,7 +861,7 @@ int SchedulerCore::ExpireTrials() {
     const std::string reason = absl::StrCat(
         "exceeded the study's trial_timeout of ", absl::FormatDuration(*TrialTimeout(study.spec)),
         " and its worker did not stop it");
-    SendLocked(session, CancelMessage(id, reason));
+    SendLocked(session, CancelMessage(trial.trial, reason));
     v1::Trial& t = trial.trial;
     t.set_state(v1::Trial::FAILED);
     t.set_error(reason);
@@ -778,8 +940,12 @@ void SchedulerCore::RequestSuggestionLocked(StudyEntry& study) {
         study.optimizer->Suggest(optimizer::History{*history, *keys});
     const absl::Duration took = absl::Now() - start;
     absl::MutexLock lock(&mutex_);
-    observer_->SuggestionMade(study.spec.algorithm().name(), took);
     study.suggesting = false;
+    if (study.deleted) {
+      std::erase_if(deleted_studies_, [&](const auto& entry) { return entry.get() == &study; });
+      return;
+    }
+    observer_->SuggestionMade(study.spec.algorithm().name(), took);
     if (study.terminal() || shutting_down_) return;
     if (std::optional<uint64_t> id = AcceptSuggestionLocked(study, std::move(suggestion))) {
       study.pending.push_back(*id);
@@ -815,6 +981,7 @@ std::optional<uint64_t> SchedulerCore::AcceptSuggestionLocked(
   study.keys.insert(study.space.Key(point));
   study.history.push_back({std::move(point), optimizer::TrialStatus::kRunning, {}});
   study.trial_ids.push_back(id);
+  SaveTrialLocked(entry);  // Its id and number are taken for good.
   return id;
 }
 
@@ -843,10 +1010,12 @@ bool SchedulerCore::AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
     v1::Trial& trial = entry.trial;
     trial.set_state(v1::Trial::RUNNING);
     trial.set_attempt(trial.attempt() + 1);
-    entry.attempt_workers.resize(static_cast<size_t>(trial.attempt() - 1));
-    entry.attempt_workers.push_back(worker.worker_id);
+    v1::Trial::Attempt& given = *trial.add_attempts();
+    given.set_worker_id(worker.worker_id);
+    given.set_epoch(epoch_);
     entry.started = false;
     entry.charged = false;
+    entry.stored_values = 0;
     trial.set_worker_id(worker.worker_id);
     trial.set_node_name(worker.capabilities.node_name());
     *trial.mutable_start_time() = ToTimestamp(options_.clock());
@@ -867,6 +1036,7 @@ bool SchedulerCore::AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
     v1::Assign& assign = *message.mutable_assign();
     assign.set_trial_id(*id);
     assign.set_attempt(trial.attempt());
+    assign.set_epoch(epoch_);
     assign.set_study(study.spec.name());
     *assign.mutable_model() = study.spec.model();
     if (study.spec.has_dataset()) *assign.mutable_dataset() = study.spec.dataset();
@@ -1002,7 +1172,7 @@ void SchedulerCore::EndStudyLocked(StudyEntry& study, v1::Study::State state, st
     if (s == v1::Trial::RUNNING) {
       const uint64_t session = trial.session;
       ReleaseLocked(trial);
-      SendLocked(session, CancelMessage(id, absl::StrCat("study ", study.spec.name(), " ended: ",
+      SendLocked(session, CancelMessage(trial.trial, absl::StrCat("study ", study.spec.name(), " ended: ",
                                                          study.state_reason)));
     }
     trial.trial.set_state(v1::Trial::CANCELLED);
@@ -1030,15 +1200,30 @@ void SchedulerCore::EndStudyLocked(StudyEntry& study, v1::Study::State state, st
 // ---------------------------------------------------------------------------------------------
 // Records and events
 
-void SchedulerCore::SaveTrialLocked(const TrialEntry& trial) {
-  if (absl::Status status = store_->PutTrial(trial.trial); !status.ok()) {
-    DHPT_LOG_ERROR("could not record trial %d: %s", trial.trial.id(), status.ToString());
-  }
+WriteSequence SchedulerCore::SaveTrialLocked(const TrialEntry& trial) {
+  return store_->PutTrial(trial.trial);
 }
 
-void SchedulerCore::SaveStudyLocked(const StudyEntry& study) {
-  if (absl::Status status = store_->PutStudy(BuildStudyLocked(study)); !status.ok()) {
-    DHPT_LOG_ERROR("could not record study %s: %s", study.spec.name(), status.ToString());
+WriteSequence SchedulerCore::SaveStudyLocked(const StudyEntry& study) {
+  return store_->PutStudy(BuildStudyLocked(study));
+}
+
+void SchedulerCore::SendWhenStoredLocked(uint64_t session, WriteSequence sequence,
+                                         v1::SchedulerMessage message) {
+  if (sequence <= stored_through_) {
+    SendLocked(session, std::move(message));
+    return;
+  }
+  sends_after_store_.push_back({sequence, session, std::move(message)});
+}
+
+void SchedulerCore::OnStored(WriteSequence sequence) {
+  absl::MutexLock lock(&mutex_);
+  stored_through_ = std::max(stored_through_, sequence);
+  while (!sends_after_store_.empty() && sends_after_store_.front().sequence <= stored_through_) {
+    PendingSend& send = sends_after_store_.front();
+    SendLocked(send.session, std::move(send.message));
+    sends_after_store_.pop_front();
   }
 }
 

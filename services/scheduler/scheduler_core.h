@@ -73,6 +73,8 @@ struct SchedulerOptions {
   // Studies kept at once (finished ones count until deleted); more are RESOURCE_EXHAUSTED.
   int max_studies = 10'000;
   SpecLimits spec_limits;
+  // This instance's epoch (Welcome.epoch); 0 draws a random one, as every start should.
+  uint64_t epoch = 0;
 };
 
 // What one worker may send: longer text is cut, extra metrics dropped (the objective kept).
@@ -84,6 +86,22 @@ inline constexpr size_t kMaxMetricNameBytes = 64;
 // Distinct trials a session may name without running them (a stale worker names a few after
 // a reconnect); past it the session is cut off as broken or hostile.
 inline constexpr size_t kMaxUnknownTrialsPerSession = 256;
+// Intermediate values stored per trial attempt; later ones still count as progress.
+inline constexpr int kMaxIntermediateValuesPerAttempt = 10'000;
+
+// Pages of ListStudies and ListTrials (AIP-158): a page_size of 0 gets the default, larger
+// ones are cut to the maximum, and a page also ends once it holds kMaxPageBytes.
+inline constexpr int kDefaultStudyPageSize = 100;
+inline constexpr int kMaxStudyPageSize = 1'000;
+inline constexpr int kDefaultTrialPageSize = 1'000;
+inline constexpr int kMaxTrialPageSize = 10'000;
+inline constexpr size_t kMaxPageBytes = 32 << 20;
+
+template <typename Item>
+struct ListPage {
+  std::vector<Item> items;
+  std::string next_page_token;  // Empty on the last page.
+};
 
 // One connected worker, for metrics and status.
 class SchedulerCore {
@@ -94,19 +112,27 @@ class SchedulerCore {
   SchedulerCore& operator=(const SchedulerCore&) = delete;
 
   // Rebuilds studies, optimisers and trials from the store. Trials that were running go back
-  // to pending with their attempt count kept. Call once, before anything else.
+  // to pending with their attempts kept, so their workers can claim them back (Hello.running)
+  // or deliver their results. Call once, before anything else.
   absl::Status Recover();
 
   // --- Users ---
-  // Idempotent by name: an identical (normalised) spec returns the existing study.
+  // Idempotent by name: an identical (normalised) spec returns the existing study. Returns
+  // once the study is committed to the store (UNAVAILABLE when the store cannot write).
   absl::StatusOr<v1::Study> CreateStudy(const v1::StudySpec& spec);
   absl::StatusOr<v1::Study> GetStudy(absl::string_view name) const;
-  std::vector<v1::Study> ListStudies() const;
+  absl::StatusOr<ListPage<v1::Study>> ListStudies(int page_size,
+                                                  absl::string_view page_token) const;
+  // Forgets the study and its trials, here and in the store. A study not yet ended is
+  // FAILED_PRECONDITION unless `force`, which stops it first.
+  absl::Status DeleteStudy(absl::string_view name, bool force);
   // Connected workers with their capabilities and running trials.
   std::vector<v1::Worker> ListWorkers() const;
   absl::StatusOr<v1::Study> StopStudy(absl::string_view name);
-  absl::StatusOr<std::vector<v1::Trial>> ListTrials(absl::string_view study,
-                                                    v1::Trial::State only) const;
+  // One page of the study's trials in number order; `only` filters by state unless unset.
+  absl::StatusOr<ListPage<v1::Trial>> ListTrials(absl::string_view study, v1::Trial::State only,
+                                                 int page_size,
+                                                 absl::string_view page_token) const;
   absl::StatusOr<v1::Trial> GetBestTrial(absl::string_view study) const;
   // Sends the study to `watcher` now and every change after; returns an id for Unwatch, or 0
   // when the study has already ended (OnEnd was called).
@@ -140,6 +166,7 @@ class SchedulerCore {
   void Shutdown(absl::string_view reason);
 
   absl::Duration heartbeat_interval() const { return options_.heartbeat_interval; }
+  uint64_t epoch() const { return epoch_; }
   int connected_workers() const;
 
  private:
@@ -149,9 +176,8 @@ class SchedulerCore {
     StudyEntry* study = nullptr;
     uint64_t session = 0;  // The session running it; 0 when none.
     absl::Time pending_since;  // When it last joined the queue, for the queue-wait metric.
-    // The worker id each attempt was given to (attempt n at n - 1): only that worker's
-    // results count for it.
-    std::vector<std::string> attempt_workers;
+    // Intermediate values of the current attempt stored so far.
+    int stored_values = 0;
     // The current attempt: whether its worker began it, and whether losing it was charged.
     bool started = false;
     bool charged = false;
@@ -171,6 +197,9 @@ class SchedulerCore {
     }
   };
 
+  // CreateStudy's work under the lock: the reply, and the write to wait for.
+  absl::StatusOr<WriteSequence> CreateStudyLocked(v1::StudySpec spec, v1::Study& reply)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   bool Runnable(const StudyEntry& study, const WorkerEntry& worker) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Starts one trial of the first eligible, runnable study in round-robin order on `worker`.
@@ -196,14 +225,22 @@ class SchedulerCore {
   // The trial's current attempt runs on `session` (its result, progress and start count).
   bool RunsOnLocked(const TrialEntry& trial, uint64_t session, int attempt) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // The trial whose current attempt `attempt` runs on `session` (the worker is heard from);
-  // null, with the message refused as `what`, when there is none.
+  // The trial whose current attempt `attempt` (assigned under `epoch`) runs on `session` (the
+  // worker is heard from); null, with the message refused as `what`, when there is none.
   TrialEntry* AttemptOfSessionLocked(uint64_t session, uint64_t trial_id, int attempt,
-                                     absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+                                     uint64_t epoch, absl::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Sends `message` once the store has committed write `sequence` (a ResultAck must not
+  // outrun the result it acknowledges); dropped if the session is gone by then.
+  void SendWhenStoredLocked(uint64_t session, WriteSequence sequence,
+                            v1::SchedulerMessage message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The store's commit listener.
+  void OnStored(WriteSequence sequence);
   // Answers a message about a trial this session does not run: one Cancel per trial, and the
   // session is cut off once it names too many.
-  void RefuseTrialLocked(uint64_t session, WorkerEntry& worker, uint64_t trial_id,
-                         absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void RefuseTrialLocked(uint64_t session, WorkerEntry& worker, uint64_t trial_id, int attempt,
+                         uint64_t epoch, absl::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ReleaseLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void DisconnectLocked(uint64_t session, absl::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -211,8 +248,8 @@ class SchedulerCore {
   void EndStudyLocked(StudyEntry& study, v1::Study::State state, std::string reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void RecordTrialEndLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void SaveTrialLocked(const TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void SaveStudyLocked(const StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  WriteSequence SaveTrialLocked(const TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  WriteSequence SaveStudyLocked(const StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   v1::Study BuildStudyLocked(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void PublishTrialLocked(const TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void PublishStudyLocked(const StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -224,12 +261,16 @@ class SchedulerCore {
   StudyStore* const store_;
   const SchedulerOptions options_;
   SchedulerObserver* const observer_;
+  const uint64_t epoch_;
 
   mutable absl::Mutex mutex_;
   absl::flat_hash_map<std::string, std::unique_ptr<StudyEntry>> studies_ ABSL_GUARDED_BY(mutex_);
   // Studies in creation order; dispatch walks it round-robin from `next_study_` for fairness.
   std::vector<StudyEntry*> study_order_ ABSL_GUARDED_BY(mutex_);
   size_t next_study_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t next_study_order_ ABSL_GUARDED_BY(mutex_) = 1;
+  // Deleted while a suggestion for them was being computed: freed when it returns.
+  std::vector<std::unique_ptr<StudyEntry>> deleted_studies_ ABSL_GUARDED_BY(mutex_);
   absl::node_hash_map<uint64_t, TrialEntry> trials_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_trial_id_ ABSL_GUARDED_BY(mutex_) = 1;
   std::map<uint64_t, WorkerEntry> workers_ ABSL_GUARDED_BY(mutex_);
@@ -237,6 +278,13 @@ class SchedulerCore {
   std::map<uint64_t, std::pair<StudyEntry*, StudyWatcher*>> watchers_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_watch_ ABSL_GUARDED_BY(mutex_) = 1;
   bool shutting_down_ ABSL_GUARDED_BY(mutex_) = false;
+  struct PendingSend {
+    WriteSequence sequence;
+    uint64_t session;
+    v1::SchedulerMessage message;
+  };
+  std::deque<PendingSend> sends_after_store_ ABSL_GUARDED_BY(mutex_);
+  WriteSequence stored_through_ ABSL_GUARDED_BY(mutex_) = 0;
   // Declared last: destroyed first, so no suggestion job outlives the state it touches.
   std::unique_ptr<WorkQueue> suggestions_;
 };

@@ -1,6 +1,7 @@
 #include "services/scheduler/scheduler_metrics.h"
 
 #include <array>
+#include <iterator>
 
 #include "absl/strings/ascii.h"
 
@@ -142,7 +143,14 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
   for (int s = v1::Study::PENDING; s <= v1::Study::FAILED; ++s) {
     by_state[Lower(v1::Study::State_Name(static_cast<v1::Study::State>(s)))] = 0;
   }
-  for (const v1::Study& study : core_->ListStudies()) {
+  std::vector<v1::Study> studies;
+  for (std::string token;;) {
+    absl::StatusOr<ListPage<v1::Study>> page = core_->ListStudies(kMaxStudyPageSize, token);
+    if (!page.ok()) break;
+    std::move(page->items.begin(), page->items.end(), std::back_inserter(studies));
+    if ((token = std::move(page->next_page_token)).empty()) break;
+  }
+  for (const v1::Study& study : studies) {
     ++by_state[Lower(v1::Study::State_Name(study.state()))];
     const std::string& name = study.spec().name();
     for (const auto& [state, count] :

@@ -93,7 +93,15 @@ absl::Status ValidateModel(v1::StudySpec& spec) {
     RETURN_IF_ERROR(CheckLength("model.fixed", key));
     const std::string field = absl::StrCat("model.fixed.", key);
     if (model.kind() == v1::Model::FUNCTION) {
-      return Invalid(field, "FUNCTION models take no fixed hyperparameters");
+      // One knob: how long each trial takes, to stand in for a costly objective (tests of
+      // restarts, demos of the scheduler at work).
+      if (key != kFunctionSecondsKey || value.kind_case() != google::protobuf::Value::kNumberValue ||
+          !(value.number_value() >= 0 && value.number_value() <= kMaxFunctionSeconds)) {
+        return Invalid(field, absl::StrCat("FUNCTION models take one fixed value, ",
+                                           kFunctionSecondsKey, ": a number of seconds from 0 to ",
+                                           kMaxFunctionSeconds, " each trial takes"));
+      }
+      continue;
     }
     if (!IsKnownHyperparameter(model.kind(), key)) {
       return Invalid(field, absl::StrCat("is not a hyperparameter of ",

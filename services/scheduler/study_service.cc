@@ -152,10 +152,22 @@ grpc::ServerUnaryReactor* StudyServiceImpl::GetStudy(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* StudyServiceImpl::ListStudies(grpc::CallbackServerContext* context,
                                                         const v1::ListStudiesRequest* request,
                                                         v1::ListStudiesResponse* response) {
-  return Authorized(context, response, [&] {
+  return Authorized(context, response, [&]() -> absl::StatusOr<v1::ListStudiesResponse> {
+    ASSIGN_OR_RETURN(ListPage<v1::Study> page,
+                     core_->ListStudies(request->page_size(), request->page_token()));
     v1::ListStudiesResponse out;
-    for (v1::Study& study : core_->ListStudies()) *out.add_studies() = std::move(study);
-    return absl::StatusOr<v1::ListStudiesResponse>(std::move(out));
+    for (v1::Study& study : page.items) *out.add_studies() = std::move(study);
+    out.set_next_page_token(std::move(page.next_page_token));
+    return out;
+  });
+}
+
+grpc::ServerUnaryReactor* StudyServiceImpl::DeleteStudy(grpc::CallbackServerContext* context,
+                                                        const v1::DeleteStudyRequest* request,
+                                                        google::protobuf::Empty* response) {
+  return Authorized(context, response, [&]() -> absl::StatusOr<google::protobuf::Empty> {
+    RETURN_IF_ERROR(core_->DeleteStudy(request->name(), request->force()));
+    return google::protobuf::Empty();
   });
 }
 
@@ -179,10 +191,12 @@ grpc::ServerUnaryReactor* StudyServiceImpl::ListTrials(grpc::CallbackServerConte
                                                        const v1::ListTrialsRequest* request,
                                                        v1::ListTrialsResponse* response) {
   return Authorized(context, response, [&]() -> absl::StatusOr<v1::ListTrialsResponse> {
-    ASSIGN_OR_RETURN(std::vector<v1::Trial> trials,
-                     core_->ListTrials(request->study(), request->state()));
+    ASSIGN_OR_RETURN(ListPage<v1::Trial> page,
+                     core_->ListTrials(request->study(), request->state(), request->page_size(),
+                                       request->page_token()));
     v1::ListTrialsResponse out;
-    for (v1::Trial& trial : trials) *out.add_trials() = std::move(trial);
+    for (v1::Trial& trial : page.items) *out.add_trials() = std::move(trial);
+    out.set_next_page_token(std::move(page.next_page_token));
     return out;
   });
 }

@@ -31,6 +31,9 @@ class StudyServiceImpl : public v1::StudyService::CallbackService {
   grpc::ServerUnaryReactor* StopStudy(grpc::CallbackServerContext* context,
                                       const v1::StopStudyRequest* request,
                                       v1::Study* response) override;
+  grpc::ServerUnaryReactor* DeleteStudy(grpc::CallbackServerContext* context,
+                                        const v1::DeleteStudyRequest* request,
+                                        google::protobuf::Empty* response) override;
   grpc::ServerUnaryReactor* ListTrials(grpc::CallbackServerContext* context,
                                        const v1::ListTrialsRequest* request,
                                        v1::ListTrialsResponse* response) override;

@@ -1,43 +1,60 @@
 #pragma once
 
-// Where the scheduler records what it accepted. The core writes every accepted study and every
-// trial change here before it acknowledges it, and rebuilds itself from Load() on start.
-// In memory for now; the durable SQLite store implements the same interface.
+// Where the scheduler records what it accepted. The core queues every accepted study, trial
+// change and intermediate value here as it happens (never waiting, under its own lock) and
+// acknowledges it only once the store reports it committed: a user's CreateStudy returns after
+// Sync, a worker's ResultAck is sent from the commit listener. On start the core rebuilds
+// itself from Load().
 
-#include <map>
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "dhpt/v1/common.pb.h"
 
 namespace dhpt::scheduler {
 
 struct StoredState {
-  std::vector<v1::Study> studies;  // Spec, state and timestamps; counts are derived.
+  std::vector<v1::Study> studies;  // In creation order; counts are derived, not stored.
   std::vector<v1::Trial> trials;   // In id order.
+  // Above every id ever handed out, including those of deleted studies: ids are never reused.
+  uint64_t next_trial_id = 1;
 };
+
+// Writes are numbered; a write's sequence number says when it is durable.
+using WriteSequence = uint64_t;
 
 class StudyStore {
  public:
   virtual ~StudyStore() = default;
-  virtual absl::Status PutStudy(const v1::Study& study) = 0;
-  virtual absl::Status PutTrial(const v1::Trial& trial) = 0;
-  virtual absl::StatusOr<StoredState> Load() const = 0;
-};
 
-class InMemoryStudyStore : public StudyStore {
- public:
-  absl::Status PutStudy(const v1::Study& study) override;
-  absl::Status PutTrial(const v1::Trial& trial) override;
-  absl::StatusOr<StoredState> Load() const override;
+  // Everything committed. Called once, before any write.
+  virtual absl::StatusOr<StoredState> Load() = 0;
 
- private:
-  mutable absl::Mutex mutex_;
-  std::map<std::string, v1::Study> studies_ ABSL_GUARDED_BY(mutex_);
-  std::map<uint64_t, v1::Trial> trials_ ABSL_GUARDED_BY(mutex_);
+  // Queue a write; never block on the disk. Later writes of the same study or trial replace
+  // earlier ones that are not yet committed.
+  virtual WriteSequence PutStudy(const v1::Study& study) = 0;
+  virtual WriteSequence PutTrial(const v1::Trial& trial) = 0;
+  virtual WriteSequence PutIntermediateValue(const std::string& study, uint64_t trial_id,
+                                             int attempt, int64_t step, double value) = 0;
+  // The study, its trials and their intermediate values.
+  virtual WriteSequence DeleteStudy(const std::string& study) = 0;
+  // The latest sequence handed out.
+  virtual WriteSequence last_sequence() const = 0;
+
+  // Waits until every write up to `sequence` is committed. UNAVAILABLE when the commit that
+  // should hold it failed (disk full, read-only file): the writes stay queued and are retried,
+  // but the caller must not tell anyone they are stored.
+  virtual absl::Status Sync(WriteSequence sequence) = 0;
+  // Called on the store's writer thread after each commit with the last sequence it covers,
+  // outside the store's locks. Set it before writing; null stops the calls (and waits for one
+  // in progress to return).
+  virtual void SetCommitListener(std::function<void(WriteSequence)> listener) = 0;
+  // OK while writes commit; the last error while they fail.
+  virtual absl::Status health() const = 0;
 };
 
 }  // namespace dhpt::scheduler

@@ -1,10 +1,12 @@
 #include "services/worker/trial_runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "services/common/benchmark_functions.h"
 #include "services/common/logging.h"
 #include "services/common/model_catalog.h"
@@ -18,7 +20,8 @@ namespace {
 
 using Metrics = TrainerMetrics;
 
-absl::StatusOr<Metrics> EvaluateFunction(const v1::Assign& assign) {
+absl::StatusOr<Metrics> EvaluateFunction(const v1::Assign& assign, const TrialContext& context) {
+  const absl::Time start = absl::Now();
   const BenchmarkFunction* function = FindBenchmarkFunction(assign.model().function());
   if (function == nullptr) {
     return absl::InvalidArgumentError(
@@ -37,7 +40,19 @@ absl::StatusOr<Metrics> EvaluateFunction(const v1::Assign& assign) {
     if (!value) return absl::InvalidArgumentError(absl::StrCat("x", i + 1, " has no numeric value"));
     x[static_cast<size_t>(i)] = *value;
   }
-  return Metrics{{"value", function->evaluate(x)}};
+  const double value = function->evaluate(x);
+  if (auto it = assign.model().fixed().find(std::string(kFunctionSecondsKey));
+      it != assign.model().fixed().end()) {
+    const absl::Time end = start + absl::Seconds(std::clamp(it->second.number_value(), 0.0,
+                                                            kMaxFunctionSeconds));
+    while (absl::Now() < end) {
+      if (context.cancelled != nullptr && context.cancelled->load()) {
+        return absl::CancelledError("cancelled");
+      }
+      absl::SleepFor(std::min(absl::Milliseconds(10), end - absl::Now()));
+    }
+  }
+  return Metrics{{"value", value}};
 }
 
 // Exact strings for XGBoost: 17 significant digits for doubles.
@@ -123,7 +138,7 @@ v1::TrialResult TrialRunner::RunUnguarded(const v1::Assign& assign, const TrialC
   switch (assign.model().kind()) {
     case v1::Model::FUNCTION:
       start_measuring();
-      outcome = EvaluateFunction(assign);
+      outcome = EvaluateFunction(assign, context);
       break;
     case v1::Model::AUTOENCODER: {
       if (!options_.autoencoder) break;

@@ -29,6 +29,7 @@ void WorkerCore::GiveBackLocked(const v1::Assign& assign, absl::string_view reas
   v1::TrialResult& result = *message.mutable_result();
   result.set_trial_id(assign.trial_id());
   result.set_attempt(assign.attempt());
+  result.set_epoch(assign.epoch());
   result.set_state(v1::Trial::CANCELLED);
   result.set_error(std::string(reason));
   SendLocked(std::move(message));
@@ -68,17 +69,20 @@ void WorkerCore::Attach(const v1::WorkerMessage& hello, Send send) {
     v1::TrialAttempt& held = *introduction.mutable_hello()->add_running();
     held.set_trial_id(id);
     held.set_attempt(running.attempt);
+    held.set_epoch(running.epoch);
   }
   for (const v1::Assign& assign : queue_) {
     v1::TrialAttempt& held = *introduction.mutable_hello()->add_running();
     held.set_trial_id(assign.trial_id());
     held.set_attempt(assign.attempt());
+    held.set_epoch(assign.epoch());
   }
   // Finished while no stream was up: held too, until their results (sent next) are stored.
   for (const auto& [key, result] : unacknowledged_) {
     v1::TrialAttempt& held = *introduction.mutable_hello()->add_running();
-    held.set_trial_id(key.first);
-    held.set_attempt(key.second);
+    held.set_trial_id(result.trial_id());
+    held.set_attempt(result.attempt());
+    held.set_epoch(result.epoch());
   }
   send(introduction);
   if (draining_) {
@@ -115,21 +119,34 @@ void WorkerCore::Handle(const v1::SchedulerMessage& message) {
       queue_.push_back(message.assign());
       break;
     case v1::SchedulerMessage::kCancel: {
-      const uint64_t id = message.cancel().trial_id();
+      const v1::Cancel& cancel = message.cancel();
+      const uint64_t id = cancel.trial_id();
+      auto matches = [&cancel](int attempt, uint64_t epoch) {
+        return cancel.attempt() == 0 || (attempt == cancel.attempt() && epoch == cancel.epoch());
+      };
       auto range = running_.equal_range(id);
-      for (auto it = range.first; it != range.second; ++it) it->second.cancelled->store(true);
+      for (auto it = range.first; it != range.second; ++it) {
+        if (matches(it->second.attempt, it->second.epoch)) it->second.cancelled->store(true);
+      }
       for (auto it = queue_.begin(); it != queue_.end();) {
-        if (it->trial_id() != id) {
+        if (it->trial_id() != id || !matches(it->attempt(), it->epoch())) {
           ++it;
           continue;
         }
         GiveBackLocked(*it, "cancelled before it started");  // Settled, never silently dropped.
         it = queue_.erase(it);
       }
+      // A finished attempt the scheduler will not take (another scheduler's, or refused):
+      // resending its result on every reconnect would only be refused again.
+      std::erase_if(unacknowledged_, [&](const auto& entry) {
+        const v1::TrialResult& result = entry.second;
+        return result.trial_id() == id && matches(result.attempt(), result.epoch());
+      });
       break;
     }
     case v1::SchedulerMessage::kAck:
-      unacknowledged_.erase({message.ack().trial_id(), message.ack().attempt()});
+      unacknowledged_.erase(
+          {message.ack().epoch(), message.ack().trial_id(), message.ack().attempt()});
       break;
     case v1::SchedulerMessage::kDrain:
       DHPT_LOG_INFO("scheduler drains: %s", message.drain().reason());
@@ -154,13 +171,14 @@ void WorkerCore::RunSlot() {
       if (stopping_) return;
       assign = std::move(queue_.front());
       queue_.pop_front();
-      Running running{cancelled, assign.attempt()};
+      Running running{cancelled, assign.attempt(), assign.epoch()};
       if (assign.timeout_ms() > 0) running.deadline = absl::Now() + absl::Milliseconds(assign.timeout_ms());
       running_.emplace(assign.trial_id(), running);
       // From here on, losing this attempt costs the trial one of its attempts.
       v1::WorkerMessage started;
       started.mutable_started()->set_trial_id(assign.trial_id());
       started.mutable_started()->set_attempt(assign.attempt());
+      started.mutable_started()->set_epoch(assign.epoch());
       SendLocked(std::move(started));
     }
     TrialContext context;
@@ -175,6 +193,7 @@ void WorkerCore::RunSlot() {
       v1::TrialProgress& progress = *message.mutable_progress();
       progress.set_trial_id(assign.trial_id());
       progress.set_attempt(assign.attempt());
+      progress.set_epoch(assign.epoch());
       progress.set_step(step);
       progress.set_value(value);
       absl::MutexLock lock(&mutex_);
@@ -182,6 +201,7 @@ void WorkerCore::RunSlot() {
     };
     if (options_.observer != nullptr) options_.observer->TrialStarted(assign);
     v1::TrialResult result = runner_->Run(assign, context);
+    result.set_epoch(assign.epoch());
 
     {
       absl::MutexLock lock(&mutex_);
@@ -198,7 +218,7 @@ void WorkerCore::RunSlot() {
         break;
       }
       // In the same critical section: a stream attached now lists the attempt either way.
-      unacknowledged_[{result.trial_id(), result.attempt()}] = result;
+      unacknowledged_[{result.epoch(), result.trial_id(), result.attempt()}] = result;
     }
     if (options_.observer != nullptr) options_.observer->TrialFinished(assign, result);
     absl::MutexLock lock(&mutex_);

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -77,6 +78,7 @@ class WorkerCore {
   struct Running {
     std::shared_ptr<std::atomic<bool>> cancelled;
     int attempt = 0;
+    uint64_t epoch = 0;  // Of the scheduler that assigned it.
     absl::Time deadline = absl::InfiniteFuture();
     bool timed_out = false;
   };
@@ -95,8 +97,9 @@ class WorkerCore {
   mutable absl::Mutex mutex_;
   std::deque<v1::Assign> queue_ ABSL_GUARDED_BY(mutex_);
   std::multimap<uint64_t, Running> running_ ABSL_GUARDED_BY(mutex_);
-  // Results the scheduler has not acknowledged, by (trial id, attempt).
-  std::map<std::pair<uint64_t, int>, v1::TrialResult> unacknowledged_ ABSL_GUARDED_BY(mutex_);
+  // Results the scheduler has not acknowledged, by (epoch, trial id, attempt).
+  std::map<std::tuple<uint64_t, uint64_t, int>, v1::TrialResult> unacknowledged_
+      ABSL_GUARDED_BY(mutex_);
   Send send_ ABSL_GUARDED_BY(mutex_);
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   std::optional<std::string> draining_ ABSL_GUARDED_BY(mutex_);

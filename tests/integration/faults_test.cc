@@ -145,11 +145,11 @@ namespace dhpt::testing {
 namespace {
 
 TEST(FaultsTest, WorkerReconnectsToARestartedSchedulerAndGetsWorkAgain) {
-  scheduler::InMemoryStudyStore first_store;
+  TempDatabase first_store;
   scheduler::SchedulerServerOptions options;
   options.listen_address = "127.0.0.1:0";
   options.core.heartbeat_interval = absl::Milliseconds(200);
-  auto first = std::move(*scheduler::SchedulerServer::Start(options, &first_store));
+  auto first = std::move(*scheduler::SchedulerServer::Start(options, first_store.get()));
   const int port = first->port();
   const std::string address = absl::StrCat("127.0.0.1:", port);
   InProcessWorker worker(address, "steady", 1);
@@ -158,10 +158,10 @@ TEST(FaultsTest, WorkerReconnectsToARestartedSchedulerAndGetsWorkAgain) {
   first.reset();
   ASSERT_TRUE(WaitFor([&] { return !worker.client().connected(); }));
 
-  // Same address, fresh scheduler: the worker's backoff loop finds it.
-  scheduler::InMemoryStudyStore second_store;
+  // Same address, fresh scheduler (and database): the worker's backoff loop finds it.
+  TempDatabase second_store;
   options.listen_address = address;
-  auto second = std::move(*scheduler::SchedulerServer::Start(options, &second_store));
+  auto second = std::move(*scheduler::SchedulerServer::Start(options, second_store.get()));
   ASSERT_TRUE(WaitFor([&] { return second->core().connected_workers() == 1; }));
   EXPECT_GE(worker.client().connects(), 2);
   absl::StatusOr<v1::StudySpec> spec = cli::ParseStudySpec(

@@ -21,6 +21,7 @@
 #include "google/protobuf/dynamic_message.h"
 #include "services/scheduler/scheduler_server.h"
 #include "services/scheduler/study_store.h"
+#include "tests/scheduler/temp_database.h"
 
 namespace dhpt::scheduler {
 namespace {
@@ -130,14 +131,14 @@ class ReflectionTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<SchedulerServer>> server =
-        SchedulerServer::Start({.listen_address = "127.0.0.1:0"}, &store_);
+        SchedulerServer::Start({.listen_address = "127.0.0.1:0"}, db_.get());
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
     channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
                                    grpc::InsecureChannelCredentials());
   }
 
-  InMemoryStudyStore store_;
+  testing::TempDatabase db_;
   std::unique_ptr<SchedulerServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
 };

@@ -77,7 +77,7 @@ TestCluster::TestCluster(int workers, int slots, scheduler::SchedulerObserver* o
   options.listen_address = "127.0.0.1:0";
   options.core.heartbeat_interval = absl::Milliseconds(200);
   options.core.missed_heartbeats = 3;
-  auto server = scheduler::SchedulerServer::Start(options, &store_);
+  auto server = scheduler::SchedulerServer::Start(options, db_.get());
   EXPECT_TRUE(server.ok()) << server.status();
   server_ = std::move(*server);
   client_ = std::make_unique<cli::StudyClient>(address());

@@ -16,6 +16,7 @@
 #include "services/cli/study_client.h"
 #include "services/scheduler/scheduler_server.h"
 #include "services/worker/worker_client.h"
+#include "tests/scheduler/temp_database.h"
 
 namespace dhpt::testing {
 
@@ -61,7 +62,7 @@ class TestCluster {
   v1::Study WaitForEnd(const std::string& study, absl::Duration timeout = absl::Seconds(120));
 
  private:
-  scheduler::InMemoryStudyStore store_;
+  TempDatabase db_;  // A real database file, removed with the cluster.
   std::unique_ptr<scheduler::SchedulerServer> server_;
   std::unique_ptr<cli::StudyClient> client_;
   std::vector<std::unique_ptr<InProcessWorker>> workers_;

@@ -9,6 +9,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/text_format.h"
+#include "tests/scheduler/temp_database.h"
 
 namespace dhpt::testing_util {
 // Polls `condition` for up to 10 s (for work finished on the suggestion threads).
@@ -29,24 +30,57 @@ namespace {
 using ::testing::HasSubstr;
 
 // Records what the core sends to one worker (a fake behind the WorkerChannel interface).
+// Acknowledgements arrive from the store's writer thread, hence the lock.
 class RecordingChannel : public WorkerChannel {
  public:
-  void Send(v1::SchedulerMessage message) override { sent.push_back(std::move(message)); }
-  void Close(const absl::Status& status) override { closed = status; }
+  void Send(v1::SchedulerMessage message) override {
+    absl::MutexLock lock(&mutex_);
+    sent_.push_back(std::move(message));
+  }
+  void Close(const absl::Status& status) override {
+    absl::MutexLock lock(&mutex_);
+    closed_ = status;
+  }
 
   std::vector<v1::Assign> Assigns() const {
+    absl::MutexLock lock(&mutex_);
     std::vector<v1::Assign> out;
-    for (const auto& m : sent) if (m.has_assign()) out.push_back(m.assign());
+    for (const auto& m : sent_) if (m.has_assign()) out.push_back(m.assign());
     return out;
   }
   int Count(v1::SchedulerMessage::KindCase kind) const {
+    absl::MutexLock lock(&mutex_);
     int n = 0;
-    for (const auto& m : sent) n += m.kind_case() == kind;
+    for (const auto& m : sent_) n += m.kind_case() == kind;
     return n;
   }
-  std::vector<v1::SchedulerMessage> sent;
-  std::optional<absl::Status> closed;
+  std::vector<v1::SchedulerMessage> sent() const {
+    absl::MutexLock lock(&mutex_);
+    return sent_;
+  }
+  std::optional<absl::Status> closed() const {
+    absl::MutexLock lock(&mutex_);
+    return closed_;
+  }
+
+ private:
+  mutable absl::Mutex mutex_;
+  std::vector<v1::SchedulerMessage> sent_ ABSL_GUARDED_BY(mutex_);
+  std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mutex_);
 };
+
+// Every trial of `study` in `state` (all pages).
+std::vector<v1::Trial> AllTrials(const SchedulerCore& core, const std::string& study,
+                                 v1::Trial::State state = v1::Trial::STATE_UNSPECIFIED) {
+  std::vector<v1::Trial> trials;
+  for (std::string token;;) {
+    absl::StatusOr<ListPage<v1::Trial>> page = core.ListTrials(study, state, 0, token);
+    EXPECT_TRUE(page.ok()) << page.status();
+    if (!page.ok()) return trials;
+    trials.insert(trials.end(), page->items.begin(), page->items.end());
+    if ((token = page->next_page_token).empty()) return trials;
+  }
+}
 
 class RecordingWatcher : public StudyWatcher {
  public:
@@ -81,6 +115,7 @@ v1::TrialResult Completed(const v1::Assign& assign, double value) {
   v1::TrialResult result;
   result.set_trial_id(assign.trial_id());
   result.set_attempt(assign.attempt());
+  result.set_epoch(assign.epoch());
   result.set_state(v1::Trial::COMPLETED);
   (*result.mutable_metrics())["value"] = value;
   return result;
@@ -90,12 +125,13 @@ v1::TrialAttempt Attempt(const v1::Assign& assign) {
   v1::TrialAttempt attempt;
   attempt.set_trial_id(assign.trial_id());
   attempt.set_attempt(assign.attempt());
+  attempt.set_epoch(assign.epoch());
   return attempt;
 }
 
 class SchedulerCoreTest : public ::testing::Test {
  protected:
-  SchedulerCoreTest() : core_(std::make_unique<SchedulerCore>(&store_, Options())) {}
+  SchedulerCoreTest() : core_(std::make_unique<SchedulerCore>(db_.get(), Options())) {}
   SchedulerOptions Options() {
     SchedulerOptions options;
     options.heartbeat_interval = absl::Seconds(1);
@@ -110,14 +146,14 @@ class SchedulerCoreTest : public ::testing::Test {
   }
 
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
-  InMemoryStudyStore store_;
+  testing::TempDatabase db_;
   std::unique_ptr<SchedulerCore> core_;
 };
 
 TEST_F(SchedulerCoreTest, CreateIsIdempotentByNameAndRejectsAChangedSpec) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 5)).ok());
   EXPECT_TRUE(core_->CreateStudy(FunctionStudy("s", 5)).ok());
-  EXPECT_EQ(core_->ListStudies().size(), 1u);
+  EXPECT_EQ(core_->ListStudies(0, "")->items.size(), 1u);
   absl::StatusOr<v1::Study> changed = core_->CreateStudy(FunctionStudy("s", 6));
   EXPECT_EQ(changed.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(core_->CreateStudy(FunctionStudy("", 5)).status().code(),
@@ -196,7 +232,8 @@ TEST_F(SchedulerCoreTest, ResultsAreAcknowledgedCountedOnceAndEndTheStudy) {
   EXPECT_EQ(study->state(), v1::Study::COMPLETED);
   EXPECT_EQ(study->trials_completed(), 4);
   EXPECT_EQ(study->best_trial().objective_value(), 7.0);
-  EXPECT_EQ(channel.Count(v1::SchedulerMessage::kAck), 8);
+  // Acknowledged once stored, from the store's writer thread.
+  EXPECT_TRUE(testing_util::WaitUntil([&] { return channel.Count(v1::SchedulerMessage::kAck) == 8; }));
   EXPECT_EQ(channel.Assigns().size(), 4u);
 }
 
@@ -212,7 +249,7 @@ TEST_F(SchedulerCoreTest, ResultWithoutObjectiveFailsTheTrial) {
   absl::StatusOr<v1::Study> study = core_->GetStudy("s");
   EXPECT_EQ(study->state(), v1::Study::FAILED);
   EXPECT_THAT(study->state_reason(), HasSubstr("more than max_failed_trials (0)"));
-  EXPECT_THAT(core_->ListTrials("s", v1::Trial::FAILED)->at(0).error(), HasSubstr("\"value\""));
+  EXPECT_THAT(AllTrials(*core_, "s", v1::Trial::FAILED).at(0).error(), HasSubstr("\"value\""));
 }
 
 TEST_F(SchedulerCoreTest, LostWorkerRequeuesItsTrialsAndTheAttemptCapFailsThem) {
@@ -224,9 +261,9 @@ TEST_F(SchedulerCoreTest, LostWorkerRequeuesItsTrialsAndTheAttemptCapFailsThem) 
   const uint64_t trial_id = first.Assigns().back().trial_id();
   core_->HandleStarted(s1, Attempt(first.Assigns().back()));
   core_->DisconnectWorker(s1, "killed");
-  auto trials = core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED);
-  EXPECT_EQ(trials->at(0).state(), v1::Trial::PENDING);
-  EXPECT_EQ(trials->at(0).attempt(), 1);
+  auto trials = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED);
+  EXPECT_EQ(trials.at(0).state(), v1::Trial::PENDING);
+  EXPECT_EQ(trials.at(0).attempt(), 1);
 
   const uint64_t s2 = Connect(second, Hello("b", 1));
   ASSERT_EQ(second.Assigns().size(), 1u);
@@ -234,10 +271,10 @@ TEST_F(SchedulerCoreTest, LostWorkerRequeuesItsTrialsAndTheAttemptCapFailsThem) 
   EXPECT_EQ(second.Assigns()[0].attempt(), 2);
   core_->HandleStarted(s2, Attempt(second.Assigns()[0]));
   core_->DisconnectWorker(s2, "killed again");
-  trials = core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED);
-  EXPECT_EQ(trials->at(0).state(), v1::Trial::FAILED);
-  EXPECT_EQ(trials->at(0).lost_attempts(), 2);
-  EXPECT_THAT(trials->at(0).error(), HasSubstr("gave up after losing 2 started attempts"));
+  trials = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED);
+  EXPECT_EQ(trials.at(0).state(), v1::Trial::FAILED);
+  EXPECT_EQ(trials.at(0).lost_attempts(), 2);
+  EXPECT_THAT(trials.at(0).error(), HasSubstr("gave up after losing 2 started attempts"));
   Connect(third, Hello("c", 1));
   EXPECT_EQ(third.Assigns().size(), 0u);
 }
@@ -286,9 +323,9 @@ TEST_F(SchedulerCoreTest, SilentWorkersLoseTheirLeases) {
   core_->HandleHeartbeat(talking);
   now_ += absl::Seconds(2);
   EXPECT_EQ(core_->ExpireLeases(), 1);
-  ASSERT_TRUE(quiet.closed.has_value());
-  EXPECT_EQ(quiet.closed->code(), absl::StatusCode::kUnavailable);
-  EXPECT_FALSE(chatty.closed.has_value());
+  ASSERT_TRUE(quiet.closed().has_value());
+  EXPECT_EQ(quiet.closed()->code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(chatty.closed().has_value());
   EXPECT_EQ(core_->GetStudy("s")->trials_running(), 1);
 }
 
@@ -353,8 +390,8 @@ TEST_F(SchedulerCoreTest, RecoveryRebuildsStudiesAndContinuesTheSameSuggestions)
   const v1::Assign running = channel.Assigns().back();
 
   // What an uninterrupted scheduler would have suggested next.
-  InMemoryStudyStore reference_store;
-  SchedulerCore reference(&reference_store, Options());
+  testing::TempDatabase reference_db;
+  SchedulerCore reference(reference_db.get(), Options());
   ASSERT_TRUE(reference.CreateStudy(FunctionStudy("s", 6)).ok());
   RecordingChannel reference_channel;
   const uint64_t reference_session = *reference.ConnectWorker(Hello("w", 1), {}, &reference_channel);
@@ -363,7 +400,8 @@ TEST_F(SchedulerCoreTest, RecoveryRebuildsStudiesAndContinuesTheSameSuggestions)
   }
 
   core_.reset();
-  core_ = std::make_unique<SchedulerCore>(&store_, Options());
+  db_.Reopen();
+  core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
   ASSERT_TRUE(core_->Recover().ok());
   absl::StatusOr<v1::Study> study = core_->GetStudy("s");
   EXPECT_EQ(study->trials_completed(), 3);
@@ -441,7 +479,7 @@ TEST_F(SchedulerCoreTest, ASecondConnectionCannotPushOutAWorkerThatIsStillHeardF
     EXPECT_EQ(core_->ConnectWorker(Hello("a", 1), {}, &impostor).status().code(),
               absl::StatusCode::kAlreadyExists);
   }
-  EXPECT_FALSE(real.closed.has_value());
+  EXPECT_FALSE(real.closed().has_value());
   EXPECT_EQ(core_->GetStudy("s")->trials_running(), 1);
   // With a certificate naming it, the worker itself may take over at once.
   RecordingChannel certified;
@@ -462,10 +500,10 @@ TEST_F(SchedulerCoreTest, AReconnectingWorkerKeepsTheAttemptsItListsWithoutLosin
   core_->DisconnectWorker(s1, "network break");  // Charged: one more loss would fail it...
   v1::Hello hello = Hello("a", 1);
   *hello.add_running() = Attempt(assign);
-  EXPECT_EQ(core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED)->at(0).lost_attempts(), 1);
+  EXPECT_EQ(AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0).lost_attempts(), 1);
   const uint64_t s2 = Connect(second, hello);  // ...but the worker still runs it: refunded.
   EXPECT_EQ(second.Assigns().size(), 0u);
-  v1::Trial trial = core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED)->at(0);
+  v1::Trial trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
   EXPECT_EQ(trial.state(), v1::Trial::RUNNING);
   EXPECT_EQ(trial.attempt(), 1);
   EXPECT_EQ(trial.lost_attempts(), 0);
@@ -504,7 +542,8 @@ TEST_F(SchedulerCoreTest, ADrainingWorkerGetsNothingNewAndItsHandBackCostsNoAtte
   handed_back.set_state(v1::Trial::CANCELLED);
   core_->HandleResult(s1, handed_back);
   EXPECT_EQ(stopping.Assigns().size(), 1u);  // Not given the trial again.
-  EXPECT_EQ(stopping.Count(v1::SchedulerMessage::kAck), 1);
+  EXPECT_TRUE(
+      testing_util::WaitUntil([&] { return stopping.Count(v1::SchedulerMessage::kAck) == 1; }));
   const uint64_t s2 = Connect(idle, Hello("idle", 1));
   ASSERT_EQ(idle.Assigns().size(), 1u);
   EXPECT_EQ(idle.Assigns()[0].trial_id(), assign.trial_id());
@@ -523,13 +562,13 @@ TEST_F(SchedulerCoreTest, AProgressFloodIsAnsweredOncePerTrialAndThenCutOff) {
   progress.set_trial_id(999'999);
   for (int i = 0; i < 100'000; ++i) core_->HandleProgress(session, progress);
   EXPECT_EQ(channel.Count(v1::SchedulerMessage::kCancel), 1);
-  EXPECT_FALSE(channel.closed.has_value());
+  EXPECT_FALSE(channel.closed().has_value());
   for (uint64_t id = 1'000'000; id < 1'000'000 + kMaxUnknownTrialsPerSession; ++id) {
     progress.set_trial_id(id);
     core_->HandleProgress(session, progress);
   }
-  ASSERT_TRUE(channel.closed.has_value());
-  EXPECT_EQ(channel.closed->code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(channel.closed().has_value());
+  EXPECT_EQ(channel.closed()->code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(core_->connected_workers(), 0);
   EXPECT_EQ(core_->GetStudy("s")->trials_pending(), 1);  // Its trial went back, uncharged.
 }
@@ -547,7 +586,7 @@ TEST_F(SchedulerCoreTest, ATrialPastItsTimeoutFailsAndFreesTheSlot) {
   EXPECT_EQ(core_->ExpireTrials(), 0);
   now_ += absl::Seconds(2);
   EXPECT_EQ(core_->ExpireTrials(), 1);
-  v1::Trial failed = core_->ListTrials("s", v1::Trial::FAILED)->at(0);
+  v1::Trial failed = AllTrials(*core_, "s", v1::Trial::FAILED).at(0);
   EXPECT_THAT(failed.error(), HasSubstr("trial_timeout of 10s"));
   EXPECT_EQ(channel.Count(v1::SchedulerMessage::kCancel), 1);
   EXPECT_EQ(channel.Assigns().size(), 2u);  // The slot went to the next trial.
@@ -561,7 +600,7 @@ TEST_F(SchedulerCoreTest, ATimeoutNeverFailsATrialTheWorkerHadNotStarted) {
   Connect(channel, Hello("w", 1));
   now_ += absl::Seconds(20);  // Queued on the worker behind a trial it was still stopping.
   EXPECT_EQ(core_->ExpireTrials(), 1);
-  v1::Trial trial = core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED)->at(0);
+  v1::Trial trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
   EXPECT_NE(trial.state(), v1::Trial::FAILED);
   EXPECT_EQ(trial.lost_attempts(), 0);
 }
@@ -591,7 +630,7 @@ TEST_F(SchedulerCoreTest, ASchedulerShuttingDownChargesNoAttempt) {
   core_->HandleStarted(session, Attempt(channel.Assigns()[0]));
   core_->Shutdown("restart");
   core_->DisconnectWorker(session, "stream ended");  // What the session's OnDone does.
-  v1::Trial trial = core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED)->at(0);
+  v1::Trial trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
   EXPECT_EQ(trial.state(), v1::Trial::PENDING);
   EXPECT_EQ(trial.lost_attempts(), 0);
 }
@@ -611,7 +650,7 @@ TEST_F(SchedulerCoreTest, AStudyWhoseTrialsAllFailedEndsFailed) {
   absl::StatusOr<v1::Study> study = core_->GetStudy("s");
   EXPECT_EQ(study->state(), v1::Study::FAILED);
   EXPECT_THAT(study->state_reason(), HasSubstr("every one failed"));
-  EXPECT_LE(core_->ListTrials("s", v1::Trial::FAILED)->at(0).error().size(),
+  EXPECT_LE(AllTrials(*core_, "s", v1::Trial::FAILED).at(0).error().size(),
             kMaxWorkerErrorBytes + 3);
 }
 
@@ -635,7 +674,7 @@ TEST_F(SchedulerCoreTest, WorkerTextAndMetricsAreBounded) {
 TEST_F(SchedulerCoreTest, StudiesBeyondTheLimitAreRefused) {
   SchedulerOptions options = Options();
   options.max_studies = 2;
-  SchedulerCore core(&store_, options);
+  SchedulerCore core(db_.get(), options);
   ASSERT_TRUE(core.CreateStudy(FunctionStudy("a", 1)).ok());
   ASSERT_TRUE(core.CreateStudy(FunctionStudy("b", 1)).ok());
   EXPECT_EQ(core.CreateStudy(FunctionStudy("c", 1)).status().code(),
@@ -650,6 +689,200 @@ namespace dhpt::scheduler {
 namespace {
 
 // An optimiser that holds its first suggestion until released: a stand-in for a slow GP fit.
+// A store whose commits are reported only when the test says so (a slow disk), behind the
+// StudyStore interface; the writes themselves go to a real database.
+class HeldStore : public StudyStore {
+ public:
+  explicit HeldStore(StudyStore* real) : real_(real) {
+    real_->SetCommitListener([this](WriteSequence sequence) {
+      absl::MutexLock lock(&mutex_);
+      committed_ = sequence;
+      Report();
+    });
+  }
+  ~HeldStore() override { real_->SetCommitListener(nullptr); }
+  absl::StatusOr<StoredState> Load() override { return real_->Load(); }
+  WriteSequence PutStudy(const v1::Study& study) override { return real_->PutStudy(study); }
+  WriteSequence PutTrial(const v1::Trial& trial) override { return real_->PutTrial(trial); }
+  WriteSequence PutIntermediateValue(const std::string& study, uint64_t trial_id, int attempt,
+                                     int64_t step, double value) override {
+    return real_->PutIntermediateValue(study, trial_id, attempt, step, value);
+  }
+  WriteSequence DeleteStudy(const std::string& study) override { return real_->DeleteStudy(study); }
+  WriteSequence last_sequence() const override { return real_->last_sequence(); }
+  absl::Status Sync(WriteSequence sequence) override { return real_->Sync(sequence); }
+  void SetCommitListener(std::function<void(WriteSequence)> listener) override {
+    absl::MutexLock lock(&mutex_);
+    listener_ = std::move(listener);
+  }
+  absl::Status health() const override { return real_->health(); }
+
+  void Hold() {
+    absl::MutexLock lock(&mutex_);
+    held_ = true;
+  }
+  void Release() {
+    absl::MutexLock lock(&mutex_);
+    held_ = false;
+    Report();
+  }
+
+ private:
+  void Report() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    if (!held_ && listener_ && committed_ > 0) listener_(committed_);
+  }
+  StudyStore* const real_;
+  absl::Mutex mutex_;
+  std::function<void(WriteSequence)> listener_ ABSL_GUARDED_BY(mutex_);
+  WriteSequence committed_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool held_ ABSL_GUARDED_BY(mutex_) = false;
+};
+
+TEST(SchedulerCoreDurabilityTest, AResultIsAcknowledgedOnlyOnceItIsStored) {
+  testing::TempDatabase db;
+  HeldStore store(db.get());
+  SchedulerCore core(&store, SchedulerOptions());
+  ASSERT_TRUE(core.CreateStudy(FunctionStudy("s", 2)).ok());
+  RecordingChannel channel;
+  const uint64_t session = *core.ConnectWorker(Hello("w", 1), {}, &channel);
+  store.Hold();
+  core.HandleResult(session, Completed(channel.Assigns().back(), 1));
+  EXPECT_EQ(core.GetStudy("s")->trials_completed(), 1);  // Counted at once...
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(channel.Count(v1::SchedulerMessage::kAck), 0);  // ...acknowledged only when stored.
+  store.Release();
+  EXPECT_TRUE(testing_util::WaitUntil([&] { return channel.Count(v1::SchedulerMessage::kAck) == 1; }));
+}
+
+TEST_F(SchedulerCoreTest, AResultMeantForAnotherSchedulersTrialIsRefused) {
+  // The first scheduler lost its state (it kept none): the worker still runs trial 1 of it.
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("old", 1)).ok());
+  RecordingChannel first;
+  Connect(first, Hello("w", 2));
+  const v1::Assign old = first.Assigns().back();
+  testing::TempDatabase fresh;
+  core_ = std::make_unique<SchedulerCore>(fresh.get(), Options());
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("new", 1)).ok());
+
+  // The worker comes back holding the old attempt, is given the new trial of the same id...
+  RecordingChannel second;
+  v1::Hello hello = Hello("w", 2);
+  *hello.add_running() = Attempt(old);
+  const uint64_t session = Connect(second, hello);
+  ASSERT_EQ(second.Assigns().size(), 1u);
+  const v1::Assign current = second.Assigns()[0];
+  ASSERT_EQ(current.trial_id(), old.trial_id());  // The id is reused: the state was lost.
+  ASSERT_NE(current.epoch(), old.epoch());
+  // ...and then delivers the old result: refused, for that attempt only, and not counted.
+  core_->HandleResult(session, Completed(old, -1e9));
+  EXPECT_EQ(core_->GetStudy("new")->trials_completed(), 0);
+  ASSERT_EQ(second.Count(v1::SchedulerMessage::kCancel), 1);
+  for (const v1::SchedulerMessage& message : second.sent()) {
+    if (!message.has_cancel()) continue;
+    EXPECT_EQ(message.cancel().epoch(), old.epoch());
+  }
+  core_->HandleResult(session, Completed(current, 3));
+  EXPECT_EQ(core_->GetBestTrial("new")->objective_value(), 3);
+  core_.reset();  // Before `fresh`, its store.
+}
+
+TEST_F(SchedulerCoreTest, ARestartKeepsTrialIdsAndTakesBackWhatWorkersStillHold) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 4)).ok());
+  RecordingChannel before;
+  const uint64_t session = Connect(before, Hello("w", 2));
+  ASSERT_EQ(before.Assigns().size(), 2u);
+  core_->HandleStarted(session, Attempt(before.Assigns()[0]));
+  core_->HandleStarted(session, Attempt(before.Assigns()[1]));
+  const v1::Assign finished = before.Assigns()[0];
+  const v1::Assign running = before.Assigns()[1];
+  ASSERT_TRUE(core_->DeleteStudy("s", /*force=*/false).code() == absl::StatusCode::kFailedPrecondition);
+  // The scheduler dies (its last writes were committed; the worker's results never came).
+  core_.reset();
+  db_.Reopen();
+  core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
+  ASSERT_TRUE(core_->Recover().ok());
+  EXPECT_EQ(core_->GetStudy("s")->trials_running(), 0);
+
+  RecordingChannel after;
+  v1::Hello hello = Hello("w", 2);
+  *hello.add_running() = Attempt(finished);
+  *hello.add_running() = Attempt(running);
+  const uint64_t again = Connect(after, hello);
+  EXPECT_EQ(core_->GetStudy("s")->trials_running(), 2);  // Both taken back, neither re-sent.
+  EXPECT_TRUE(after.Assigns().empty());
+  core_->HandleResult(again, Completed(finished, 5));
+  core_->HandleResult(again, Completed(finished, 6));  // Resent: counted once.
+  core_->HandleResult(again, Completed(running, 4));
+  std::vector<v1::Trial> trials = AllTrials(*core_, "s");
+  ASSERT_EQ(trials.size(), 4u);
+  EXPECT_EQ(trials[0].objective_value(), 5);
+  EXPECT_EQ(trials[0].attempt(), 1);  // Nothing was charged or re-run.
+  EXPECT_EQ(trials[1].attempt(), 1);
+  EXPECT_EQ(core_->GetStudy("s")->trials_completed(), 2);
+  // New trials get new ids, above every id the first life handed out.
+  EXPECT_GT(trials[2].id(), running.trial_id());
+  std::set<uint64_t> ids;
+  for (const v1::Trial& trial : trials) ids.insert(trial.id());
+  EXPECT_EQ(ids.size(), 4u);
+}
+
+TEST_F(SchedulerCoreTest, DeletedStudiesAreGoneAndTheirIdsAreNotReused) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 2)).ok());
+  RecordingChannel channel;
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  const v1::Assign first = channel.Assigns().back();
+  EXPECT_EQ(core_->DeleteStudy("s", false).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(core_->DeleteStudy("s", /*force=*/true).ok());
+  EXPECT_EQ(core_->GetStudy("s").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(core_->DeleteStudy("s", true).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(channel.Count(v1::SchedulerMessage::kCancel), 1);  // Its running trial stops.
+  core_->HandleResult(session, Completed(first, 1));  // Late: acknowledged, counted nowhere.
+  core_.reset();
+  db_.Reopen();
+  core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
+  ASSERT_TRUE(core_->Recover().ok());
+  EXPECT_TRUE(core_->ListStudies(0, "")->items.empty());
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
+  RecordingChannel again;
+  Connect(again, Hello("w", 1));
+  EXPECT_GT(again.Assigns().back().trial_id(), first.trial_id());
+}
+
+TEST_F(SchedulerCoreTest, ListsComeInPagesThatFollowOnExactly) {
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(core_->CreateStudy(FunctionStudy(absl::StrCat("s", i), 25)).ok());
+  RecordingChannel channel;
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  for (int i = 0; i < 60; ++i) core_->HandleResult(session, Completed(channel.Assigns().back(), i));
+  std::vector<std::string> names;
+  std::string token;
+  do {
+    absl::StatusOr<ListPage<v1::Study>> page = core_->ListStudies(2, token);
+    ASSERT_TRUE(page.ok()) << page.status();
+    EXPECT_LE(page->items.size(), 2u);
+    for (const v1::Study& study : page->items) names.push_back(study.spec().name());
+    token = page->next_page_token;
+  } while (!token.empty());
+  EXPECT_EQ(names, (std::vector<std::string>{"s0", "s1", "s2", "s3", "s4"}));
+
+  std::vector<int64_t> numbers;
+  do {
+    absl::StatusOr<ListPage<v1::Trial>> page = core_->ListTrials("s0", v1::Trial::COMPLETED, 5, token);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const v1::Trial& trial : page->items) numbers.push_back(trial.number());
+    token = page->next_page_token;
+  } while (!token.empty());
+  ASSERT_EQ(numbers.size(), static_cast<size_t>(core_->GetStudy("s0")->trials_completed()));
+  for (size_t i = 0; i < numbers.size(); ++i) EXPECT_EQ(numbers[i], static_cast<int64_t>(i));
+
+  // A token is good only for the request that returned it.
+  const std::string other = core_->ListTrials("s0", v1::Trial::STATE_UNSPECIFIED, 1, "")->next_page_token;
+  EXPECT_EQ(core_->ListTrials("s1", v1::Trial::STATE_UNSPECIFIED, 1, other).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core_->ListStudies(1, other).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core_->ListStudies(1, "garbage!").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core_->ListStudies(-1, "").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 class BlockedOptimizer : public optimizer::Optimizer {
  public:
   explicit BlockedOptimizer(absl::Notification* release) : release_(release) {}
@@ -664,7 +897,7 @@ class BlockedOptimizer : public optimizer::Optimizer {
 
 TEST(SchedulerCoreSuggestionTest, SlowSuggestionsDoNotHoldUpOtherStudies) {
   absl::Notification release;
-  InMemoryStudyStore store;
+  testing::TempDatabase db;
   SchedulerOptions options;
   options.optimizer_factory = [&release](const optimizer::SearchSpace& space,
                                          const optimizer::OptimizerConfig& config)
@@ -672,7 +905,7 @@ TEST(SchedulerCoreSuggestionTest, SlowSuggestionsDoNotHoldUpOtherStudies) {
     if (config.seed == 666) return std::make_unique<BlockedOptimizer>(&release);
     return optimizer::MakeOptimizer(space, config);
   };
-  SchedulerCore core(&store, options);
+  SchedulerCore core(db.get(), options);
   v1::StudySpec slow = FunctionStudy("slow", 2);
   slow.mutable_algorithm()->set_name(v1::Algorithm::TPE);
   slow.mutable_algorithm()->set_seed(666);

@@ -281,5 +281,24 @@ TEST(SpecLimitsTest, AcceptsATrialTimeout) {
   EXPECT_TRUE(NormalizeStudySpec(spec).ok());
 }
 
+TEST(SpecValidationTest, FunctionsTakeOnlyTheirSecondsAsAFixedValue) {
+  v1::StudySpec spec = Parse(R"pb(name: "slow" model { kind: FUNCTION function: "branin" }
+    parameters { name: "x1" double_range { min: -5 max: 10 } }
+    parameters { name: "x2" double_range { min: 0 max: 15 } } max_trials: 3)pb");
+  (*spec.mutable_model()->mutable_fixed())["seconds"].set_number_value(0.25);
+  EXPECT_TRUE(NormalizeStudySpec(spec).ok());
+  for (double bad : {-1.0, 3601.0, std::nan("")}) {
+    (*spec.mutable_model()->mutable_fixed())["seconds"].set_number_value(bad);
+    EXPECT_THAT(std::string(NormalizeStudySpec(spec).status().message()),
+                HasSubstr("model.fixed.seconds"));
+  }
+  (*spec.mutable_model()->mutable_fixed())["seconds"].set_string_value("1");
+  EXPECT_FALSE(NormalizeStudySpec(spec).ok());
+  spec.mutable_model()->mutable_fixed()->clear();
+  (*spec.mutable_model()->mutable_fixed())["max_depth"].set_number_value(3);
+  EXPECT_THAT(std::string(NormalizeStudySpec(spec).status().message()),
+              HasSubstr("one fixed value, seconds"));
+}
+
 }  // namespace
 }  // namespace dhpt::scheduler

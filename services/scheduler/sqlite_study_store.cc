@@ -1,0 +1,533 @@
+#include "services/scheduler/sqlite_study_store.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "services/common/logging.h"
+#include "services/common/status_macros.h"
+
+namespace dhpt::scheduler {
+namespace {
+
+// Schema migrations: kMigrations[v] takes a database from user_version v to v + 1.
+constexpr const char* kMigrations[] = {
+    // 1: studies and trials as protobuf bytes, intermediate values as rows.
+    R"sql(
+      CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+      CREATE TABLE studies (name TEXT PRIMARY KEY, study BLOB NOT NULL);
+      CREATE TABLE trials (
+        id INTEGER PRIMARY KEY,
+        study TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        trial BLOB NOT NULL);
+      CREATE INDEX trials_by_study ON trials (study, number);
+      CREATE TABLE intermediate_values (
+        trial_id INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        step INTEGER NOT NULL,
+        value REAL NOT NULL,
+        PRIMARY KEY (trial_id, attempt, step)) WITHOUT ROWID;
+    )sql",
+};
+static_assert(std::size(kMigrations) == kStoreSchemaVersion);
+
+// What went wrong, in words an operator can act on.
+absl::Status StoreError(sqlite3* db, int code, absl::string_view doing, const std::string& path,
+                        bool opening) {
+  const std::string what =
+      absl::StrCat(doing, " ", path, ": ", db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(code));
+  switch (code & 0xff) {
+    case SQLITE_NOTADB:
+    case SQLITE_CORRUPT:
+      return absl::DataLossError(absl::StrCat(
+          what, "; the file is not a DHPT database or is damaged: restore it from a backup or "
+                "move it aside to start with an empty one (docs/storage.md)"));
+    case SQLITE_FULL:
+      return absl::UnavailableError(absl::StrCat(
+          what, "; free disk space or raise --max_db_bytes (nothing stored is lost)"));
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_CANTOPEN:
+    case SQLITE_AUTH:
+      return absl::FailedPreconditionError(absl::StrCat(
+          what, "; the scheduler needs to write the file, its -wal and -shm files and their "
+                "directory"));
+    case SQLITE_IOERR:
+      return absl::UnavailableError(absl::StrCat(what, "; the disk failed to read or write"));
+    default:
+      return opening ? absl::FailedPreconditionError(what) : absl::UnavailableError(what);
+  }
+}
+
+// A prepared statement, reset after each use.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &statement_, nullptr) !=
+        SQLITE_OK) {
+      statement_ = nullptr;
+    }
+  }
+  ~Statement() { sqlite3_finalize(statement_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  bool ok() const { return statement_ != nullptr; }
+  Statement& Bind(int index, int64_t value) {
+    sqlite3_bind_int64(statement_, index, value);
+    return *this;
+  }
+  Statement& Bind(int index, double value) {
+    sqlite3_bind_double(statement_, index, value);
+    return *this;
+  }
+  Statement& Bind(int index, absl::string_view text) {
+    sqlite3_bind_text(statement_, index, text.data(), static_cast<int>(text.size()),
+                      SQLITE_STATIC);
+    return *this;
+  }
+  Statement& BindBlob(int index, absl::string_view bytes) {
+    sqlite3_bind_blob(statement_, index, bytes.data(), static_cast<int>(bytes.size()),
+                      SQLITE_STATIC);
+    return *this;
+  }
+  // Runs a statement that returns no rows; the SQLite result code.
+  int Run() {
+    const int code = sqlite3_step(statement_);
+    sqlite3_reset(statement_);
+    sqlite3_clear_bindings(statement_);
+    return code == SQLITE_DONE ? SQLITE_OK : code;
+  }
+  sqlite3_stmt* get() { return statement_; }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* statement_ = nullptr;
+};
+
+int Exec(sqlite3* db, const char* sql) { return sqlite3_exec(db, sql, nullptr, nullptr, nullptr); }
+
+// The single value of a one-row query (a PRAGMA); nullopt with `code` set on failure.
+std::optional<std::string> QueryText(sqlite3* db, const std::string& sql, int& code) {
+  sqlite3_stmt* statement = nullptr;
+  code = sqlite3_prepare_v2(db, sql.c_str(), -1, &statement, nullptr);
+  if (code != SQLITE_OK) return std::nullopt;
+  std::optional<std::string> value;
+  code = sqlite3_step(statement);
+  if (code == SQLITE_ROW) {
+    const unsigned char* text = sqlite3_column_text(statement, 0);
+    value = text != nullptr ? reinterpret_cast<const char*>(text) : "";
+    code = SQLITE_OK;
+  } else if (code == SQLITE_DONE) {
+    value = "";
+    code = SQLITE_OK;
+  }
+  sqlite3_finalize(statement);
+  return value;
+}
+
+}  // namespace
+
+struct SqliteStudyStore::Statements {
+  explicit Statements(sqlite3* db)
+      : begin(db, "BEGIN IMMEDIATE"),
+        commit(db, "COMMIT"),
+        rollback(db, "ROLLBACK"),
+        delete_values(db,
+                      "DELETE FROM intermediate_values WHERE trial_id IN "
+                      "(SELECT id FROM trials WHERE study = ?1)"),
+        delete_trials(db, "DELETE FROM trials WHERE study = ?1"),
+        delete_study(db, "DELETE FROM studies WHERE name = ?1"),
+        put_study(db,
+                  "INSERT INTO studies (name, study) VALUES (?1, ?2) "
+                  "ON CONFLICT (name) DO UPDATE SET study = excluded.study"),
+        put_trial(db,
+                  "INSERT INTO trials (id, study, number, trial) VALUES (?1, ?2, ?3, ?4) "
+                  "ON CONFLICT (id) DO UPDATE SET trial = excluded.trial"),
+        put_value(db,
+                  "INSERT OR REPLACE INTO intermediate_values (trial_id, attempt, step, value) "
+                  "VALUES (?1, ?2, ?3, ?4)"),
+        put_next_trial_id(db,
+                          "INSERT INTO meta (key, value) VALUES ('next_trial_id', ?1) "
+                          "ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)") {}
+
+  bool ok() const {
+    for (const Statement* s : {&begin, &commit, &rollback, &delete_values, &delete_trials,
+                               &delete_study, &put_study, &put_trial, &put_value,
+                               &put_next_trial_id}) {
+      if (!s->ok()) return false;
+    }
+    return true;
+  }
+
+  Statement begin, commit, rollback;
+  Statement delete_values, delete_trials, delete_study;
+  Statement put_study, put_trial, put_value, put_next_trial_id;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Batch
+
+bool SqliteStudyStore::Batch::empty() const {
+  return deleted_studies.empty() && studies.empty() && trials.empty() &&
+         intermediate_values.empty() && next_trial_id == 0;
+}
+
+void SqliteStudyStore::Batch::Delete(const std::string& study) {
+  deleted_studies.insert(study);
+  studies.erase(study);
+  std::erase_if(trials, [&](const auto& entry) { return entry.second.study == study; });
+  std::erase_if(intermediate_values,
+                [&](const IntermediateRow& row) { return row.study == study; });
+}
+
+void SqliteStudyStore::Batch::Merge(Batch newer) {
+  for (const std::string& study : newer.deleted_studies) Delete(study);
+  for (auto& [name, bytes] : newer.studies) studies[name] = std::move(bytes);
+  for (auto& [id, row] : newer.trials) trials[id] = std::move(row);
+  intermediate_values.insert(intermediate_values.end(),
+                             std::make_move_iterator(newer.intermediate_values.begin()),
+                             std::make_move_iterator(newer.intermediate_values.end()));
+  next_trial_id = std::max(next_trial_id, newer.next_trial_id);
+  last = std::max(last, newer.last);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Opening
+
+absl::StatusOr<std::unique_ptr<SqliteStudyStore>> SqliteStudyStore::Open(
+    SqliteStoreOptions options) {
+  if (options.path.empty()) {
+    return absl::InvalidArgumentError("--db: give the database's path (or :memory:)");
+  }
+  if (options.max_bytes < 0) return absl::InvalidArgumentError("--max_db_bytes: must be >= 0");
+  const bool in_memory = options.path == ":memory:";
+  int lock_fd = -1;
+  if (!in_memory) {
+    // flock, unlike SQLite's own fcntl locks, is held for the process's life and released
+    // when it dies, however it dies.
+    const std::string lock_path = options.path + ".lock";
+    lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock_fd < 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create ", lock_path, ": ", std::strerror(errno),
+                       "; the database's directory must exist and be writable"));
+    }
+    if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+      close(lock_fd);
+      return absl::FailedPreconditionError(absl::StrCat(
+          options.path, " is in use by another scheduler (", lock_path,
+          " is locked); one database belongs to one scheduler at a time"));
+    }
+  }
+  sqlite3* db = nullptr;
+  const int code = sqlite3_open_v2(options.path.c_str(), &db,
+                                   SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                       SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+                                   nullptr);
+  std::unique_ptr<SqliteStudyStore> store(new SqliteStudyStore(std::move(options), db, lock_fd));
+  if (code != SQLITE_OK) return StoreError(db, code, "cannot open", store->options_.path, true);
+  RETURN_IF_ERROR(store->Configure());
+  store->statements_ = std::make_unique<Statements>(db);
+  if (!store->statements_->ok()) {
+    return StoreError(db, sqlite3_errcode(db), "cannot prepare statements on",
+                      store->options_.path, true);
+  }
+  store->writer_ = std::thread([s = store.get()] { s->WriteUntilStopped(); });
+  return store;
+}
+
+SqliteStudyStore::SqliteStudyStore(SqliteStoreOptions options, sqlite3* db, int lock_fd)
+    : options_(std::move(options)), db_(db), lock_fd_(lock_fd) {}
+
+SqliteStudyStore::~SqliteStudyStore() {
+  {
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;
+  }
+  if (writer_.joinable()) writer_.join();
+  statements_.reset();
+  sqlite3_close(db_);
+  if (lock_fd_ >= 0) close(lock_fd_);  // Releases the lock.
+}
+
+absl::Status SqliteStudyStore::Configure() {
+  const std::string& path = options_.path;
+  int code = SQLITE_OK;
+  // The first read of the file: a damaged or foreign file shows here.
+  std::optional<std::string> mode = QueryText(db_, "PRAGMA journal_mode = WAL", code);
+  if (!mode) return StoreError(db_, code, "cannot read", path, true);
+  if (sqlite3_db_readonly(db_, "main") == 1) {
+    return StoreError(db_, SQLITE_READONLY, "cannot write", path, true);
+  }
+  if (path != ":memory:" && *mode != "wal") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot use write-ahead logging on ", path, " (journal mode is ", *mode,
+        "); put the database on a local file system"));
+  }
+  const std::string synchronous =
+      absl::StrCat("PRAGMA synchronous = ", options_.sync_to_disk ? "FULL" : "NORMAL");
+  if (!QueryText(db_, synchronous, code)) return StoreError(db_, code, "cannot configure", path, true);
+  if (options_.max_bytes > 0) {
+    std::optional<std::string> page_size = QueryText(db_, "PRAGMA page_size", code);
+    if (!page_size) return StoreError(db_, code, "cannot configure", path, true);
+    const int64_t pages = std::max<int64_t>(1, options_.max_bytes / std::stoll(*page_size));
+    if (!QueryText(db_, absl::StrCat("PRAGMA max_page_count = ", pages), code)) {
+      return StoreError(db_, code, "cannot configure", path, true);
+    }
+  }
+  std::optional<std::string> check = QueryText(db_, "PRAGMA quick_check", code);
+  if (!check) return StoreError(db_, code, "cannot check", path, true);
+  if (*check != "ok") {
+    return StoreError(db_, SQLITE_CORRUPT, absl::StrCat("integrity check (", *check, ") failed on"),
+                      path, true);
+  }
+  return Migrate();
+}
+
+absl::Status SqliteStudyStore::Migrate() {
+  const std::string& path = options_.path;
+  int code = SQLITE_OK;
+  std::optional<std::string> version_text = QueryText(db_, "PRAGMA user_version", code);
+  if (!version_text) return StoreError(db_, code, "cannot read", path, true);
+  const int version = std::stoi(*version_text);
+  if (version > kStoreSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " was written by a newer DHPT (schema ", version, "); this scheduler reads "
+        "schemas up to ", kStoreSchemaVersion, ": run the newer scheduler, or restore a backup "
+        "this version wrote"));
+  }
+  if (version == 0) {
+    std::optional<std::string> tables = QueryText(db_, "SELECT count(*) FROM sqlite_schema", code);
+    if (!tables) return StoreError(db_, code, "cannot read", path, true);
+    if (*tables != "0") {
+      return StoreError(db_, SQLITE_NOTADB, "found tables of another program in", path, true);
+    }
+  }
+  for (int from = version; from < kStoreSchemaVersion; ++from) {
+    // Each step is one transaction: a crash mid-migration leaves the old version whole.
+    const std::string step = absl::StrCat("BEGIN IMMEDIATE;", kMigrations[from],
+                                          "PRAGMA user_version = ", from + 1, "; COMMIT;");
+    if ((code = Exec(db_, step.c_str())) != SQLITE_OK) {
+      absl::Status status =
+          StoreError(db_, code, absl::StrCat("cannot migrate to schema ", from + 1), path, true);
+      Exec(db_, "ROLLBACK");
+      return status;
+    }
+    DHPT_LOG_INFO("%s: schema %d", path, from + 1);
+  }
+  // A write now, so that a file the scheduler cannot write fails at start, not at the first
+  // study.
+  if ((code = Exec(db_, "INSERT INTO meta (key, value) VALUES ('opened', unixepoch()) "
+                        "ON CONFLICT (key) DO UPDATE SET value = excluded.value")) != SQLITE_OK) {
+    return StoreError(db_, code, "cannot write", path, true);
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+absl::StatusOr<StoredState> SqliteStudyStore::Load() {
+  StoredState state;
+  const std::string& path = options_.path;
+  auto read_all = [&](const char* sql, auto&& row) -> absl::Status {
+    Statement statement(db_, sql);
+    if (!statement.ok()) return StoreError(db_, sqlite3_errcode(db_), "cannot read", path, true);
+    int code;
+    while ((code = sqlite3_step(statement.get())) == SQLITE_ROW) RETURN_IF_ERROR(row(statement.get()));
+    if (code != SQLITE_DONE) return StoreError(db_, code, "cannot read", path, true);
+    return absl::OkStatus();
+  };
+  auto parse = [&](sqlite3_stmt* row, int column, google::protobuf::Message& message,
+                   absl::string_view what) -> absl::Status {
+    const void* bytes = sqlite3_column_blob(row, column);
+    const int size = sqlite3_column_bytes(row, column);
+    if (!message.ParseFromArray(bytes, size)) {
+      return absl::DataLossError(absl::StrCat(path, ": a stored ", what,
+                                              " cannot be read; restore a backup"));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(read_all("SELECT study FROM studies ORDER BY rowid", [&](sqlite3_stmt* row) {
+    return parse(row, 0, state.studies.emplace_back(), "study");
+  }));
+  RETURN_IF_ERROR(read_all("SELECT trial FROM trials ORDER BY id", [&](sqlite3_stmt* row) {
+    return parse(row, 0, state.trials.emplace_back(), "trial");
+  }));
+  RETURN_IF_ERROR(read_all("SELECT value FROM meta WHERE key = 'next_trial_id'",
+                           [&](sqlite3_stmt* row) {
+                             state.next_trial_id =
+                                 static_cast<uint64_t>(sqlite3_column_int64(row, 0));
+                             return absl::OkStatus();
+                           }));
+  if (!state.trials.empty()) {
+    state.next_trial_id = std::max(state.next_trial_id, state.trials.back().id() + 1);
+  }
+  state.next_trial_id = std::max<uint64_t>(state.next_trial_id, 1);
+  return state;
+}
+
+int64_t SqliteStudyStore::size_bytes() const {
+  if (options_.path == ":memory:") return 0;
+  int64_t total = 0;
+  for (const std::string& file : {options_.path, options_.path + "-wal"}) {
+    struct stat info;
+    if (stat(file.c_str(), &info) == 0) total += info.st_size;
+  }
+  return total;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+WriteSequence SqliteStudyStore::PutStudy(const v1::Study& study) {
+  std::string bytes = study.SerializeAsString();
+  absl::MutexLock lock(&mutex_);
+  queued_.studies[study.spec().name()] = std::move(bytes);
+  return queued_.last = next_sequence_++;
+}
+
+WriteSequence SqliteStudyStore::PutTrial(const v1::Trial& trial) {
+  Batch::TrialRow row{trial.study(), trial.number(), trial.SerializeAsString()};
+  absl::MutexLock lock(&mutex_);
+  queued_.trials[trial.id()] = std::move(row);
+  queued_.next_trial_id = std::max(queued_.next_trial_id, trial.id() + 1);
+  return queued_.last = next_sequence_++;
+}
+
+WriteSequence SqliteStudyStore::PutIntermediateValue(const std::string& study, uint64_t trial_id,
+                                                     int attempt, int64_t step, double value) {
+  absl::MutexLock lock(&mutex_);
+  queued_.intermediate_values.push_back({study, trial_id, attempt, step, value});
+  return queued_.last = next_sequence_++;
+}
+
+WriteSequence SqliteStudyStore::DeleteStudy(const std::string& study) {
+  absl::MutexLock lock(&mutex_);
+  queued_.Delete(study);
+  return queued_.last = next_sequence_++;
+}
+
+WriteSequence SqliteStudyStore::last_sequence() const {
+  absl::MutexLock lock(&mutex_);
+  return next_sequence_ - 1;
+}
+
+absl::Status SqliteStudyStore::Sync(WriteSequence sequence) {
+  absl::MutexLock lock(&mutex_);
+  auto settled = [this, sequence]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return committed_ >= sequence || (failed_through_ >= sequence && !last_error_.ok());
+  };
+  mutex_.Await(absl::Condition(&settled));
+  if (committed_ >= sequence) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("not stored yet: ", last_error_.message(),
+                                             " (kept in memory and retried)"));
+}
+
+void SqliteStudyStore::SetCommitListener(std::function<void(WriteSequence)> listener) {
+  absl::MutexLock lock(&listener_mutex_);
+  listener_ = std::move(listener);
+}
+
+absl::Status SqliteStudyStore::health() const {
+  absl::MutexLock lock(&mutex_);
+  return last_error_;
+}
+
+void SqliteStudyStore::WriteUntilStopped() {
+  absl::Duration delay = options_.retry_delay;
+  Batch batch;  // What the last failed commit held, retried with the writes queued since.
+  while (true) {
+    bool stopping;
+    {
+      absl::MutexLock lock(&mutex_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+        return stopping_ || !queued_.empty();
+      };
+      if (batch.empty()) mutex_.Await(absl::Condition(&ready));
+      stopping = stopping_;
+      batch.Merge(std::exchange(queued_, Batch()));
+    }
+    if (batch.empty()) return;  // Stopping with nothing left.
+    const absl::Status status = Commit(batch);
+    if (status.ok()) {
+      const WriteSequence last = batch.last;
+      batch = Batch();
+      delay = options_.retry_delay;
+      {
+        absl::MutexLock lock(&mutex_);
+        committed_ = last;
+        last_error_ = absl::OkStatus();
+      }
+      absl::MutexLock lock(&listener_mutex_);
+      if (listener_) listener_(last);
+      continue;
+    }
+    absl::MutexLock lock(&mutex_);
+    if (last_error_.ok()) DHPT_LOG_ERROR("the database refuses writes: %s", status.ToString());
+    failed_through_ = batch.last;
+    last_error_ = status;
+    if (stopping) {
+      DHPT_LOG_ERROR("%d studies and %d trials could not be stored before exit: %s",
+                     batch.studies.size(), batch.trials.size(), status.ToString());
+      return;
+    }
+    mutex_.AwaitWithTimeout(absl::Condition(&stopping_), delay);
+    delay = std::min(delay * 2, options_.max_retry_delay);
+  }
+}
+
+absl::Status SqliteStudyStore::Commit(const Batch& batch) {
+  Statements& s = *statements_;
+  const std::string& path = options_.path;
+  int code = s.begin.Run();
+  if (code != SQLITE_OK) return StoreError(db_, code, "cannot write", path, false);
+  auto failed = [&](int code) {
+    absl::Status status = StoreError(db_, code, "cannot write", path, false);
+    s.rollback.Run();
+    return status;
+  };
+  for (const std::string& study : batch.deleted_studies) {
+    for (Statement* statement : {&s.delete_values, &s.delete_trials, &s.delete_study}) {
+      if ((code = statement->Bind(1, study).Run()) != SQLITE_OK) return failed(code);
+    }
+  }
+  for (const auto& [name, bytes] : batch.studies) {
+    if ((code = s.put_study.Bind(1, name).BindBlob(2, bytes).Run()) != SQLITE_OK) {
+      return failed(code);
+    }
+  }
+  for (const auto& [id, row] : batch.trials) {
+    code = s.put_trial.Bind(1, static_cast<int64_t>(id))
+               .Bind(2, row.study)
+               .Bind(3, row.number)
+               .BindBlob(4, row.bytes)
+               .Run();
+    if (code != SQLITE_OK) return failed(code);
+  }
+  for (const Batch::IntermediateRow& row : batch.intermediate_values) {
+    code = s.put_value.Bind(1, static_cast<int64_t>(row.trial_id))
+               .Bind(2, static_cast<int64_t>(row.attempt))
+               .Bind(3, row.step)
+               .Bind(4, row.value)
+               .Run();
+    if (code != SQLITE_OK) return failed(code);
+  }
+  if (batch.next_trial_id != 0) {
+    code = s.put_next_trial_id.Bind(1, static_cast<int64_t>(batch.next_trial_id)).Run();
+    if (code != SQLITE_OK) return failed(code);
+  }
+  if ((code = s.commit.Run()) != SQLITE_OK) return failed(code);
+  return absl::OkStatus();
+}
+
+}  // namespace dhpt::scheduler

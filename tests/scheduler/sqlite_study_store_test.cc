@@ -1,0 +1,186 @@
+#include "services/scheduler/sqlite_study_store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "tests/scheduler/temp_database.h"
+
+namespace dhpt::scheduler {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::Study Study(const std::string& name) {
+  v1::Study study;
+  study.mutable_spec()->set_name(name);
+  study.mutable_spec()->set_max_trials(10);
+  study.set_state(v1::Study::RUNNING);
+  return study;
+}
+
+v1::Trial Trial(uint64_t id, const std::string& study, int64_t number, double value) {
+  v1::Trial trial;
+  trial.set_id(id);
+  trial.set_study(study);
+  trial.set_number(number);
+  trial.set_state(v1::Trial::COMPLETED);
+  trial.set_objective_value(value);
+  v1::Trial::Attempt& attempt = *trial.add_attempts();
+  attempt.set_worker_id("w");
+  attempt.set_epoch(0xfeed);
+  return trial;
+}
+
+// Runs SQL on the database file from outside the store, as another program would.
+void ExecOutside(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+}
+
+TEST(SqliteStudyStoreTest, WhatIsSyncedSurvivesReopening) {
+  testing::TempDatabase db;
+  db.store().PutStudy(Study("a"));
+  db.store().PutTrial(Trial(7, "a", 0, 0.5));
+  v1::Trial later = Trial(7, "a", 0, 0.25);  // The same trial again: the newest state wins.
+  db.store().PutTrial(later);
+  db.store().PutTrial(Trial(9, "a", 1, 0.75));
+  const WriteSequence last = db.store().PutIntermediateValue("a", 9, 1, 3, 0.1);
+  ASSERT_TRUE(db.store().Sync(last).ok());
+  db.Reopen();
+  absl::StatusOr<StoredState> state = db.store().Load();
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_EQ(state->studies.size(), 1u);
+  EXPECT_EQ(state->studies[0].spec().name(), "a");
+  ASSERT_EQ(state->trials.size(), 2u);
+  EXPECT_EQ(state->trials[0].id(), 7u);
+  EXPECT_EQ(state->trials[0].objective_value(), 0.25);
+  EXPECT_EQ(state->trials[0].attempts(0).epoch(), 0xfeedu);
+  EXPECT_EQ(state->trials[1].id(), 9u);
+  EXPECT_EQ(state->next_trial_id, 10u);
+}
+
+TEST(SqliteStudyStoreTest, CommitsAreReportedToTheListenerInOrder) {
+  testing::TempDatabase db;
+  absl::Mutex mutex;
+  std::vector<WriteSequence> reported;
+  db.store().SetCommitListener([&](WriteSequence sequence) {
+    absl::MutexLock lock(&mutex);
+    reported.push_back(sequence);
+  });
+  WriteSequence last = 0;
+  for (int i = 0; i < 100; ++i) last = db.store().PutTrial(Trial(i + 1, "a", i, i));
+  ASSERT_TRUE(db.store().Sync(last).ok());
+  db.store().SetCommitListener(nullptr);
+  absl::MutexLock lock(&mutex);
+  ASSERT_FALSE(reported.empty());
+  EXPECT_TRUE(std::is_sorted(reported.begin(), reported.end()));
+  EXPECT_EQ(reported.back(), last);
+}
+
+TEST(SqliteStudyStoreTest, DeletingAStudyRemovesItsTrialsButNeverFreesTheirIds) {
+  testing::TempDatabase db;
+  db.store().PutStudy(Study("gone"));
+  db.store().PutTrial(Trial(1, "gone", 0, 1));
+  ASSERT_TRUE(db.store().Sync(db.store().PutTrial(Trial(2, "gone", 1, 2))).ok());
+  db.store().PutTrial(Trial(3, "gone", 2, 3));  // Queued, not yet committed, when deleted.
+  db.store().DeleteStudy("gone");
+  db.store().PutStudy(Study("gone"));  // A new study of the same name.
+  ASSERT_TRUE(db.store().Sync(db.store().PutTrial(Trial(4, "gone", 0, 4))).ok());
+  db.Reopen();
+  absl::StatusOr<StoredState> state = db.store().Load();
+  ASSERT_TRUE(state.ok());
+  ASSERT_EQ(state->trials.size(), 1u);
+  EXPECT_EQ(state->trials[0].id(), 4u);
+  db.store().DeleteStudy("gone");
+  ASSERT_TRUE(db.store().Sync(db.store().last_sequence()).ok());
+  db.Reopen();
+  state = db.store().Load();
+  EXPECT_TRUE(state->studies.empty());
+  EXPECT_TRUE(state->trials.empty());
+  EXPECT_EQ(state->next_trial_id, 5u);
+}
+
+TEST(SqliteStudyStoreTest, ASecondSchedulerCannotOpenTheSameDatabase) {
+  testing::TempDatabase db;
+  absl::StatusOr<std::unique_ptr<SqliteStudyStore>> second =
+      SqliteStudyStore::Open({.path = db.path()});
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("in use by another scheduler"));
+  db.Close();  // The lock goes with the store.
+  EXPECT_TRUE(SqliteStudyStore::Open({.path = db.path()}).ok());
+}
+
+TEST(SqliteStudyStoreTest, ACorruptFileIsAClearErrorAtStart) {
+  testing::TempDatabase db;
+  db.Close();
+  std::filesystem::remove(db.path() + "-wal");
+  std::ofstream(db.path(), std::ios::trunc) << std::string(8192, 'x');
+  absl::StatusOr<std::unique_ptr<SqliteStudyStore>> opened =
+      SqliteStudyStore::Open({.path = db.path()});
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(opened.status().message()),
+              HasSubstr("not a DHPT database or is damaged"));
+}
+
+TEST(SqliteStudyStoreTest, AnotherProgramsDatabaseIsRefused) {
+  testing::TempDatabase db;
+  db.Close();
+  const std::string other = db.directory() + "/other.db";
+  ExecOutside(other, "CREATE TABLE photos (id INTEGER)");
+  absl::StatusOr<std::unique_ptr<SqliteStudyStore>> opened = SqliteStudyStore::Open({.path = other});
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(opened.status().message()), HasSubstr("another program"));
+}
+
+TEST(SqliteStudyStoreTest, ADatabaseOfANewerSchemaIsRefusedAndLeftAlone) {
+  testing::TempDatabase db;
+  db.Close();
+  ExecOutside(db.path(), absl::StrCat("PRAGMA user_version = ", kStoreSchemaVersion + 1));
+  absl::StatusOr<std::unique_ptr<SqliteStudyStore>> opened =
+      SqliteStudyStore::Open({.path = db.path()});
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(opened.status().message()), HasSubstr("newer DHPT"));
+}
+
+TEST(SqliteStudyStoreTest, AFullDiskFailsWritesLoudlyAndLosesNothingCommitted) {
+  testing::TempDatabase db({.max_bytes = 256 << 10, .retry_delay = absl::Milliseconds(5),
+                            .max_retry_delay = absl::Milliseconds(20)});
+  db.store().PutStudy(Study("s"));
+  const std::string padding(4096, 'p');
+  uint64_t id = 1;
+  uint64_t last_committed = 0;
+  absl::Status status;
+  // Fill it: each trial carries 4 KiB, so the 256 KiB cap is reached within a few dozen.
+  for (; id < 1000 && status.ok(); ++id) {
+    v1::Trial trial = Trial(id, "s", static_cast<int64_t>(id - 1), 1);
+    trial.set_error(padding);
+    status = db.store().Sync(db.store().PutTrial(trial));
+    if (status.ok()) last_committed = id;
+  }
+  ASSERT_FALSE(status.ok()) << "the cap was never reached";
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("--max_db_bytes"));
+  EXPECT_FALSE(db.store().health().ok());
+  // Room again (a bigger cap): everything acknowledged is there.
+  db.options().max_bytes = 0;
+  db.Reopen();
+  absl::StatusOr<StoredState> state = db.store().Load();
+  ASSERT_TRUE(state.ok());
+  ASSERT_GE(state->trials.size(), last_committed);
+  EXPECT_EQ(state->trials[last_committed - 1].id(), last_committed);
+  EXPECT_TRUE(db.store().health().ok());
+}
+
+}  // namespace
+}  // namespace dhpt::scheduler
