@@ -104,7 +104,9 @@ absl::StatusOr<LocalCluster> LocalCluster::Start(const LocalClusterOptions& opti
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   const std::string scheduler = options.binary_dir + "/dhpt-scheduler";
   absl::StatusOr<std::unique_ptr<ChildProcess>> scheduler_process = ChildProcess::Start(
-      "scheduler", {scheduler, "--listen=127.0.0.1:0", "--heartbeat_interval=1s"}, pipe_fds[1],
+      // A local run is one study, over when the command ends: nothing to keep.
+      "scheduler", {scheduler, "--listen=127.0.0.1:0", "--heartbeat_interval=1s", "--db=:memory:"},
+      pipe_fds[1],
       log_fd, options.sampler);
   close(pipe_fds[1]);
   if (!scheduler_process.ok()) {

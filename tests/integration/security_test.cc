@@ -54,7 +54,7 @@ class SecurityTest : public ::testing::Test {
 
   // Starts dhpt-scheduler with `flags` and returns its address.
   std::string StartScheduler(const std::vector<std::string>& flags) {
-    std::vector<std::string> argv = {DHPT_BIN_DIR "/dhpt-scheduler", "--listen=127.0.0.1:0",
+    std::vector<std::string> argv = {DHPT_BIN_DIR "/dhpt-scheduler", "--listen=127.0.0.1:0", "--db=:memory:",
                                      "--heartbeat_interval=200ms"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     int fds[2];
@@ -216,7 +216,7 @@ TEST_F(SecurityTest, MutualTlsWantsAClientCertificateFromTheCa) {
 TEST_F(SecurityTest, HalfGivenOrUnsafeSettingsAreRefusedAtStart) {
   {
     const auto [code, output] = RunBinary(
-        "dhpt-scheduler", "--listen=127.0.0.1:0 --auth_token_file=" + File("token"));
+        "dhpt-scheduler", "--listen=127.0.0.1:0 --db=:memory: --auth_token_file=" + File("token"));
     EXPECT_EQ(code, 2);
     EXPECT_THAT(output, HasSubstr("need TLS"));
   }
@@ -224,24 +224,24 @@ TEST_F(SecurityTest, HalfGivenOrUnsafeSettingsAreRefusedAtStart) {
     const std::string tls =
         " --tls_cert=" + File("server.crt") + " --tls_key=" + File("server.key");
     const auto [code, output] = RunBinary(
-        "dhpt-scheduler", "--listen=127.0.0.1:0 --auth_token_file=" + File("token") + tls);
+        "dhpt-scheduler", "--listen=127.0.0.1:0 --db=:memory: --auth_token_file=" + File("token") + tls);
     EXPECT_EQ(code, 2);
     EXPECT_THAT(output, HasSubstr("--worker_token_file"));
     const auto [same_code, same] =
-        RunBinary("dhpt-scheduler", "--listen=127.0.0.1:0 --auth_token_file=" + File("token") +
+        RunBinary("dhpt-scheduler", "--listen=127.0.0.1:0 --db=:memory: --auth_token_file=" + File("token") +
                                         " --worker_token_file=" + File("token") + tls);
     EXPECT_EQ(same_code, 2);
     EXPECT_THAT(same, HasSubstr("the same token"));
   }
   {
     const auto [code, output] =
-        RunBinary("dhpt-scheduler", "--listen=127.0.0.1:0 --tls_cert=" + File("server.crt"));
+        RunBinary("dhpt-scheduler", "--listen=127.0.0.1:0 --db=:memory: --tls_cert=" + File("server.crt"));
     EXPECT_EQ(code, 2);
     EXPECT_THAT(output, HasSubstr("--tls_cert and --tls_key go together"));
   }
   {
     const auto [code, output] = RunBinary(
-        "dhpt-scheduler", "--listen=127.0.0.1:0 --tls_cert=/nonexistent.crt --tls_key=" +
+        "dhpt-scheduler", "--listen=127.0.0.1:0 --db=:memory: --tls_cert=/nonexistent.crt --tls_key=" +
                               File("server.key"));
     EXPECT_EQ(code, 2);
     EXPECT_THAT(output, HasSubstr("cannot read /nonexistent.crt"));

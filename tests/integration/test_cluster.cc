@@ -6,7 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 
 namespace dhpt::testing {
@@ -44,6 +50,94 @@ worker::TrialRunnerOptions TestRunnerOptions() {
 }
 
 }  // namespace
+
+SchedulerProcess::SchedulerProcess(std::vector<std::string> flags) {
+  int out[2];
+  EXPECT_EQ(pipe(out), 0);
+  const std::string path = DHPT_BIN_DIR "/dhpt-scheduler";
+  auto given = [&](absl::string_view name) {
+    return std::any_of(flags.begin(), flags.end(),
+                       [&](const std::string& flag) { return absl::StartsWith(flag, name); });
+  };
+  if (!given("--listen=")) flags.push_back("--listen=127.0.0.1:0");
+  if (!given("--db=")) flags.push_back("--db=:memory:");
+  if (!given("--heartbeat_interval=")) flags.push_back("--heartbeat_interval=200ms");
+  flags.insert(flags.begin(), path);
+  std::vector<char*> argv;
+  for (std::string& flag : flags) argv.push_back(flag.data());
+  argv.push_back(nullptr);
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    execv(path.c_str(), argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  FILE* stream = fdopen(out[0], "r");
+  char line[256];
+  while (fgets(line, sizeof line, stream) != nullptr) {
+    absl::string_view text = absl::StripTrailingAsciiWhitespace(line);
+    if (absl::ConsumePrefix(&text, "listening on ")) {
+      address_ = absl::StrCat("127.0.0.1:", text.substr(text.rfind(':') + 1));
+      break;
+    }
+  }
+  // Keep reading so the scheduler never blocks on a full pipe.
+  reader_ = std::thread([stream] {
+    char rest[256];
+    while (fgets(rest, sizeof rest, stream) != nullptr) {
+    }
+    fclose(stream);
+  });
+}
+
+SchedulerProcess::~SchedulerProcess() {
+  Kill();
+  reader_.join();
+}
+
+int SchedulerProcess::port() const {
+  int port = 0;
+  return absl::SimpleAtoi(address_.substr(address_.rfind(':') + 1), &port) ? port : 0;
+}
+
+bool SchedulerProcess::alive() const { return !reaped_ && waitpid(pid_, nullptr, WNOHANG) == 0; }
+
+void SchedulerProcess::Kill() {
+  if (reaped_) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  reaped_ = true;
+}
+
+std::pair<absl::Duration, int> SchedulerProcess::Terminate(absl::Duration limit) {
+  const absl::Time start = absl::Now();
+  kill(pid_, SIGTERM);
+  int status = 0;
+  while (waitpid(pid_, &status, WNOHANG) == 0) {
+    if (absl::Now() - start > limit) {
+      Kill();
+      return {absl::InfiniteDuration(), -1};
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  reaped_ = true;
+  return {absl::Now() - start, status};
+}
+
+int64_t SchedulerProcess::resident_bytes() const {
+  std::ifstream status(absl::StrCat("/proc/", pid_, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    absl::string_view text(line);
+    int64_t kib = 0;
+    if (absl::ConsumePrefix(&text, "VmRSS:") &&
+        absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(text), " kB"), &kib)) {
+      return kib << 10;
+    }
+  }
+  return 0;
+}
 
 InProcessWorker::InProcessWorker(const std::string& address, const std::string& id, int slots)
     : runner_(TestRunnerOptions()) {
@@ -103,8 +197,15 @@ InProcessWorker& TestCluster::AddWorker(const std::string& id, int slots) {
 
 pid_t TestCluster::SpawnWorkerProcess(const std::string& id, int slots, const std::string& binary,
                                        std::vector<std::string> flags) {
+  const pid_t pid = StartWorkerProcess(address(), id, slots, binary, std::move(flags));
+  processes_.push_back(pid);
+  return pid;
+}
+
+pid_t StartWorkerProcess(const std::string& address, const std::string& id, int slots,
+                         const std::string& binary, std::vector<std::string> flags) {
   const std::string path = absl::StrCat(DHPT_BIN_DIR "/", binary);
-  flags.insert(flags.begin(), {path, "--scheduler=" + address(), "--worker_id=" + id,
+  flags.insert(flags.begin(), {path, "--scheduler=" + address, "--worker_id=" + id,
                                absl::StrCat("--slots=", slots), "--threads_per_trial=1",
                                "--data_root=" DHPT_TEST_DATA_DIR});
   std::vector<char*> argv;
@@ -115,7 +216,6 @@ pid_t TestCluster::SpawnWorkerProcess(const std::string& id, int slots, const st
     execv(path.c_str(), argv.data());
     _exit(127);
   }
-  processes_.push_back(pid);
   return pid;
 }
 

@@ -29,6 +29,37 @@ std::pair<int, std::string> RunCommandLine(const std::string& command);
 // Polls `condition` until it holds or `timeout` passes; returns whether it held.
 bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout = absl::Seconds(60));
 
+// Starts a real worker binary (build/bin/`binary`) for the scheduler at `address`; the caller
+// kills and reaps it.
+pid_t StartWorkerProcess(const std::string& address, const std::string& id, int slots = 1,
+                         const std::string& binary = "dhpt-cpu-worker",
+                         std::vector<std::string> flags = {});
+
+// A dhpt-scheduler process: a crash shows as a dead process, not a dead test. It listens on
+// 127.0.0.1:0 and keeps its studies in memory unless `flags` say otherwise (--listen, --db).
+class SchedulerProcess {
+ public:
+  explicit SchedulerProcess(std::vector<std::string> flags = {});
+  // SIGKILL, and reaped.
+  ~SchedulerProcess();
+
+  const std::string& address() const { return address_; }
+  int port() const;
+  bool alive() const;
+  int64_t resident_bytes() const;
+  // SIGKILL now; reaped.
+  void Kill();
+  // SIGTERM; how long it took to exit (InfiniteDuration if it did not within `limit`, when it
+  // is killed) and its exit status.
+  std::pair<absl::Duration, int> Terminate(absl::Duration limit = absl::Seconds(30));
+
+ private:
+  pid_t pid_ = 0;
+  bool reaped_ = false;
+  std::string address_;
+  std::thread reader_;
+};
+
 class InProcessWorker {
  public:
   InProcessWorker(const std::string& address, const std::string& id, int slots);

@@ -1,0 +1,340 @@
+// The scheduler's state against crashes, with real processes: SIGKILL at any moment loses no
+// accepted study or result, counts nothing twice or for the wrong trial, and reuses no trial
+// id; bad database files are clear errors at start; SIGTERM is prompt.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
+#include "services/cli/study_file.h"
+#include "services/common/benchmark_functions.h"
+#include "services/common/param_values.h"
+#include "tests/integration/test_cluster.h"
+
+namespace dhpt::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::StudySpec Spec(const std::string& yaml) {
+  absl::StatusOr<v1::StudySpec> spec = cli::ParseStudySpec(yaml);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+// The function's value at the trial's parameters, computed here.
+double Recompute(const std::string& function, const v1::Trial& trial) {
+  std::vector<double> x;
+  for (int i = 1; trial.params().contains(absl::StrCat("x", i)); ++i) {
+    x.push_back(*AsNumber(trial.params().at(absl::StrCat("x", i))));
+  }
+  return FindBenchmarkFunction(function)->evaluate(x);
+}
+
+// A process killed and reaped when the test ends, however it ends.
+class KilledAtExit {
+ public:
+  explicit KilledAtExit(pid_t pid) : pid_(pid) {}
+  ~KilledAtExit() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+
+ private:
+  pid_t pid_;
+};
+
+// A temporary directory for a database, removed with it.
+class TempDirectory {
+ public:
+  TempDirectory() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "dhpt-it-XXXXXX").string();
+    path_ = mkdtemp(pattern.data());
+  }
+  ~TempDirectory() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Worker processes that can be killed and started again under the same ids.
+class WorkerProcesses {
+ public:
+  WorkerProcesses(std::string address, int count) : address_(std::move(address)) {
+    for (int i = 0; i < count; ++i) pids_.push_back(Start(i));
+  }
+  ~WorkerProcesses() {
+    for (pid_t pid : pids_) Stop(pid);
+  }
+  void Restart(int index) {
+    Stop(pids_[static_cast<size_t>(index)]);
+    pids_[static_cast<size_t>(index)] = Start(index);
+  }
+  int size() const { return static_cast<int>(pids_.size()); }
+
+ private:
+  pid_t Start(int index) {
+    return StartWorkerProcess(address_, absl::StrCat("chaos-", index));
+  }
+  static void Stop(pid_t pid) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  std::string address_;
+  std::vector<pid_t> pids_;
+};
+
+// The defect the issue reported: a scheduler without state was killed during a trial and
+// restarted; trial ids began at 1 again, and the worker's late result for the old trial 1
+// became the new study's trial 1 (and its best). Epochs now tell the two apart.
+TEST(DurabilityTest, AResultForAnotherSchedulersTrialNeverLandsOnANewStudy) {
+  auto first = std::make_unique<SchedulerProcess>(std::vector<std::string>{"--db=:memory:"});
+  const std::string address = first->address();
+  cli::StudyClient client(address);
+  ASSERT_TRUE(client.CreateStudy(Spec(R"(
+name: old
+model: {kind: FUNCTION, function: ackley, fixed: {seconds: 2}}
+max_trials: 1
+parameters: [{name: x1, double_range: {min: 1, max: 2}}, {name: x2, double_range: {min: 1, max: 2}}]
+)")).ok());
+  KilledAtExit worker(StartWorkerProcess(address, "survivor"));
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<v1::Study> study = client.GetStudy("old");
+    return study.ok() && study->trials_running() == 1;
+  }));
+  first->Kill();
+  // Same address, no state: the worker still runs the old trial 1.
+  SchedulerProcess second({absl::StrCat("--listen=", address), "--db=:memory:"});
+  ASSERT_EQ(second.address(), address);
+  cli::StudyClient again(address);
+  // The first call may meet the connection the old scheduler left (UNAVAILABLE); creating is
+  // idempotent, so a client retries.
+  absl::StatusOr<v1::Study> created;
+  ASSERT_TRUE(WaitFor([&] {
+    created = again.CreateStudy(Spec(R"(
+name: fresh
+model: {kind: FUNCTION, function: branin}
+max_trials: 3
+parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_range: {min: 0, max: 15}}]
+)"));
+    return created.ok();
+  }, absl::Seconds(10))) << created.status();
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<v1::Study> study = again.GetStudy("fresh");
+    return study.ok() && study->state() == v1::Study::COMPLETED;
+  }));
+  absl::StatusOr<std::vector<v1::Trial>> trials = again.ListTrials("fresh");
+  ASSERT_TRUE(trials.ok());
+  ASSERT_EQ(trials->size(), 3u);
+  EXPECT_EQ(trials->at(0).id(), 1u);  // The id the old trial had.
+  for (const v1::Trial& trial : *trials) {
+    EXPECT_EQ(trial.objective_value(), Recompute("branin", trial)) << trial.ShortDebugString();
+  }
+}
+
+// Issue 13's chaos test: the scheduler is SIGKILLed three times during a 200-trial TPE study
+// on three workers, which are themselves killed and restarted at random moments. The study
+// must end with exactly 200 completed trials, unique ids and numbers, and every stored value
+// equal to the function at that trial's parameters.
+TEST(DurabilityTest, ChaosKillsLoseNothingAndCountNothingTwice) {
+  constexpr int kTrials = 200;
+  TempDirectory directory;
+  const std::string db = absl::StrCat("--db=", directory.path(), "/scheduler.db");
+  auto scheduler = std::make_unique<SchedulerProcess>(std::vector<std::string>{db});
+  const std::string address = scheduler->address();
+  const std::vector<std::string> flags = {db, absl::StrCat("--listen=", address)};
+  cli::StudyClient client(address, {}, absl::Seconds(2));
+  // Each trial takes 30 ms, so the study runs for seconds and the kills land in it.
+  ASSERT_TRUE(client.CreateStudy(Spec(absl::StrCat(R"(
+name: chaos
+model: {kind: FUNCTION, function: branin, fixed: {seconds: 0.03}}
+algorithm: {name: TPE, seed: 7}
+max_trials: )", kTrials, R"(
+max_attempts: 50
+parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_range: {min: 0, max: 15}}]
+)"))).ok());
+  WorkerProcesses workers(address, 3);
+
+  std::mt19937 random(42);
+  int scheduler_kills = 0;
+  int worker_kills = 0;
+  for (int milestone : {40, 90, 140}) {
+    int completed = 0;
+    ASSERT_TRUE(WaitFor([&] {
+      absl::StatusOr<v1::Study> study = client.GetStudy("chaos");
+      if (study.ok()) completed = study->trials_completed();
+      if (completed < milestone && random() % 8 == 0) {
+        workers.Restart(static_cast<int>(random() % workers.size()));
+        ++worker_kills;
+      }
+      if (completed < milestone) absl::SleepFor(absl::Milliseconds(20));
+      return completed >= milestone;
+    }, absl::Seconds(120)));
+    ASSERT_LT(completed, kTrials) << "the study ended before the scheduler could be killed";
+    scheduler->Kill();
+    ++scheduler_kills;
+    if (random() % 2 == 0) {  // A worker dies while the scheduler is down, too.
+      workers.Restart(static_cast<int>(random() % workers.size()));
+      ++worker_kills;
+    }
+    scheduler = std::make_unique<SchedulerProcess>(flags);
+    ASSERT_EQ(scheduler->address(), address) << "the restarted scheduler did not start";
+  }
+  v1::Study study;
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<v1::Study> s = client.GetStudy("chaos");
+    if (s.ok()) study = *s;
+    return s.ok() && study.state() != v1::Study::PENDING && study.state() != v1::Study::RUNNING;
+  }, absl::Seconds(180)));
+  EXPECT_EQ(scheduler_kills, 3);
+  EXPECT_GT(worker_kills, 0);
+  EXPECT_EQ(study.state(), v1::Study::COMPLETED) << study.state_reason();
+  EXPECT_EQ(study.trials_completed(), kTrials);
+  EXPECT_EQ(study.trials_failed(), 0);
+
+  absl::StatusOr<std::vector<v1::Trial>> trials = client.ListTrials("chaos");
+  ASSERT_TRUE(trials.ok());
+  std::set<uint64_t> ids;
+  int completed = 0;
+  for (size_t i = 0; i < trials->size(); ++i) {
+    const v1::Trial& trial = (*trials)[i];
+    EXPECT_TRUE(ids.insert(trial.id()).second) << "trial id " << trial.id() << " twice";
+    EXPECT_EQ(trial.number(), static_cast<int64_t>(i));
+    if (trial.state() != v1::Trial::COMPLETED) continue;
+    ++completed;
+    EXPECT_EQ(trial.objective_value(), Recompute("branin", trial)) << trial.ShortDebugString();
+    EXPECT_EQ(trial.metrics().at("value"), trial.objective_value());
+  }
+  EXPECT_EQ(completed, kTrials);
+}
+
+// What a scheduler says when its database cannot be used: a clear error and exit code 1, the
+// file left as it was.
+std::pair<int, std::string> StartOn(const std::string& db) {
+  return RunCommandLine(absl::StrCat("timeout 30 " DHPT_BIN_DIR "/dhpt-scheduler --listen=127.0.0.1:0 --db=", db));
+}
+
+TEST(DurabilityTest, BadDatabaseFilesAreClearErrorsAtStart) {
+  TempDirectory directory;
+  const std::string corrupt = directory.path() + "/corrupt.db";
+  std::ofstream(corrupt) << std::string(10000, '#');
+  auto [code, output] = StartOn(corrupt);
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(output, HasSubstr("not a DHPT database or is damaged"));
+
+  const std::string missing = directory.path() + "/no/such/dir/scheduler.db";
+  std::tie(code, output) = StartOn(missing);
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(output, HasSubstr("directory must exist and be writable"));
+
+  // Held by a running scheduler: a second one is refused.
+  const std::string shared = directory.path() + "/shared.db";
+  SchedulerProcess owner({"--db=" + shared});
+  ASSERT_FALSE(owner.address().empty());
+  std::tie(code, output) = StartOn(shared);
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(output, HasSubstr("in use by another scheduler"));
+}
+
+TEST(DurabilityTest, AReadOnlyDatabaseIsAClearErrorAtStart) {
+  TempDirectory directory;
+  const std::string db = directory.path() + "/scheduler.db";
+  {
+    SchedulerProcess creator({"--db=" + db});
+    ASSERT_FALSE(creator.address().empty());
+  }
+  // Root ignores file modes, so the file is made read-only the way a read-only volume is: a
+  // read-only bind mount, in a mount namespace of its own.
+  const std::string command = absl::StrCat(
+      "unshare --mount sh -c 'mount --bind ", directory.path(), " ", directory.path(),
+      " && mount -o remount,bind,ro ", directory.path(), " && exec timeout 30 " DHPT_BIN_DIR
+      "/dhpt-scheduler --listen=127.0.0.1:0 --db=", db, "'");
+  if (geteuid() != 0) {
+    std::filesystem::permissions(directory.path(), std::filesystem::perms::owner_read |
+                                                       std::filesystem::perms::owner_exec);
+    auto [code, output] = StartOn(db);
+    std::filesystem::permissions(directory.path(), std::filesystem::perms::owner_all);
+    EXPECT_EQ(code, 1);
+    EXPECT_THAT(output, HasSubstr("writable"));
+    return;
+  }
+  if (RunCommandLine("unshare --mount true").first != 0) {
+    GTEST_SKIP() << "no mount namespaces here to make a read-only volume";
+  }
+  auto [code, output] = RunCommandLine(command);
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_THAT(output, HasSubstr("writ"));
+}
+
+TEST(DurabilityTest, SigtermExitsPromptlyWithIdleClientsConnected) {
+  SchedulerProcess scheduler;
+  ASSERT_FALSE(scheduler.address().empty());
+  // An idle user's channel, a watcher of a running study and an idle worker.
+  cli::StudyClient idle(scheduler.address());
+  ASSERT_TRUE(idle.ListStudies().ok());
+  ASSERT_TRUE(idle.CreateStudy(Spec(R"(
+name: waiting
+model: {kind: FUNCTION, function: branin}
+max_trials: 1
+parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_range: {min: 0, max: 15}}]
+)")).ok());
+  cli::StudyClient watcher(scheduler.address());
+  std::thread watch([&] { watcher.Watch("waiting", [](const v1::StudyEvent&) {}).IgnoreError(); });
+  InProcessWorker worker(scheduler.address(), "idle", 1);
+  ASSERT_TRUE(WaitFor([&] { return worker.client().connected(); }));
+  absl::SleepFor(absl::Milliseconds(200));
+  auto [took, status] = scheduler.Terminate();
+  EXPECT_LT(took, absl::Seconds(2));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  watcher.Cancel();
+  watch.join();
+}
+
+TEST(DurabilityTest, TheCliFollowsPagesDeletesAndExports) {
+  TempDirectory directory;
+  SchedulerProcess scheduler({absl::StrCat("--db=", directory.path(), "/scheduler.db")});
+  cli::StudyClient client(scheduler.address());
+  ASSERT_TRUE(client.CreateStudy(Spec(R"(
+name: long
+model: {kind: FUNCTION, function: branin}
+max_trials: 2500
+parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_range: {min: 0, max: 15}}]
+)")).ok());
+  InProcessWorker worker(scheduler.address(), "w", 4);
+  ASSERT_TRUE(WaitFor([&] { return client.GetStudy("long")->state() == v1::Study::COMPLETED; }));
+  const std::string flags = absl::StrCat("--scheduler=", scheduler.address());
+  auto [code, output] = RunBinary("dhpt", absl::StrCat("trials long --json ", flags));
+  ASSERT_EQ(code, 0) << output.substr(0, 500);
+  EXPECT_EQ(std::count(output.begin(), output.end(), '\n') > 2500, true);
+  v1::ListTrialsResponse listed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(output, &listed).ok());
+  EXPECT_EQ(listed.trials_size(), 2500);  // More than one page (1,000).
+
+  std::tie(code, output) = RunBinary("dhpt", absl::StrCat("export long ", flags));
+  ASSERT_EQ(code, 0);
+  v1::StudyExport exported;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(output, &exported).ok());
+  EXPECT_EQ(exported.study().spec().name(), "long");
+  EXPECT_EQ(exported.trials_size(), 2500);
+
+  std::tie(code, output) = RunBinary("dhpt", absl::StrCat("delete long ", flags));
+  ASSERT_EQ(code, 0) << output;
+  std::tie(code, output) = RunBinary("dhpt", absl::StrCat("trials long ", flags));
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(output, HasSubstr("NOT_FOUND"));
+}
+
+}  // namespace
+}  // namespace dhpt::testing
