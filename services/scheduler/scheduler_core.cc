@@ -217,6 +217,7 @@ absl::Status SchedulerCore::Recover() {
     study.history.push_back({std::move(point), optimizer::TrialStatus::kRunning, {}});
     if (TrialTerminal(entry.trial.state())) {
       RecordTrialEndLocked(entry);
+      CompactLocked(entry);
     } else {
       // Running on a worker of the previous life, or pending: wait for a worker again. The
       // worker of the old attempt may claim it back when it reconnects, or deliver its result
@@ -405,9 +406,9 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
       page.next_page_token = PageToken("trials", filter, number);
       break;
     }
-    const v1::Trial& trial = trials_.at(study->trial_ids[number]).trial;
-    if (only == v1::Trial::STATE_UNSPECIFIED || trial.state() == only) {
-      bytes += page.items.emplace_back(trial).ByteSizeLong();
+    const TrialEntry& trial = trials_.at(study->trial_ids[number]);
+    if (only == v1::Trial::STATE_UNSPECIFIED || trial.trial.state() == only) {
+      bytes += page.items.emplace_back(FullTrialLocked(trial)).ByteSizeLong();
     }
   }
   return page;
@@ -419,7 +420,7 @@ absl::StatusOr<v1::Trial> SchedulerCore::GetBestTrial(absl::string_view name) co
   if (!study->best) {
     return absl::NotFoundError(absl::StrCat("study \"", name, "\" has no completed trial yet"));
   }
-  return trials_.at(*study->best).trial;
+  return FullTrialLocked(trials_.at(*study->best));
 }
 
 absl::StatusOr<uint64_t> SchedulerCore::Watch(absl::string_view name, StudyWatcher* watcher) {
@@ -1200,8 +1201,30 @@ void SchedulerCore::EndStudyLocked(StudyEntry& study, v1::Study::State state, st
 // ---------------------------------------------------------------------------------------------
 // Records and events
 
-WriteSequence SchedulerCore::SaveTrialLocked(const TrialEntry& trial) {
-  return store_->PutTrial(trial.trial);
+WriteSequence SchedulerCore::SaveTrialLocked(TrialEntry& trial) {
+  const WriteSequence sequence = store_->PutTrial(trial.trial);
+  if (TrialTerminal(trial.trial.state())) CompactLocked(trial);
+  return sequence;
+}
+
+void SchedulerCore::CompactLocked(TrialEntry& entry) {
+  const v1::Trial& full = entry.trial;
+  v1::Trial slim;
+  slim.set_id(full.id());
+  slim.set_number(full.number());
+  slim.set_state(full.state());
+  slim.set_attempt(full.attempt());
+  *slim.mutable_attempts() = full.attempts();
+  if (full.has_objective_value()) slim.set_objective_value(full.objective_value());
+  entry.finished = full.SerializeAsString();
+  entry.trial = std::move(slim);
+}
+
+v1::Trial SchedulerCore::FullTrialLocked(const TrialEntry& entry) const {
+  if (entry.finished.empty()) return entry.trial;
+  v1::Trial full;
+  full.ParseFromString(entry.finished);  // Bytes this process wrote.
+  return full;
 }
 
 WriteSequence SchedulerCore::SaveStudyLocked(const StudyEntry& study) {
@@ -1239,7 +1262,7 @@ v1::Study SchedulerCore::BuildStudyLocked(const StudyEntry& study) const {
   out.set_trials_completed(study.completed);
   out.set_trials_failed(study.failed);
   out.set_trials_cancelled(study.cancelled);
-  if (study.best) *out.mutable_best_trial() = trials_.at(*study.best).trial;
+  if (study.best) *out.mutable_best_trial() = FullTrialLocked(trials_.at(*study.best));
   *out.mutable_create_time() = study.create_time;
   if (study.terminal()) *out.mutable_end_time() = study.end_time;
   if (!study.terminal() && out.trials_pending() > 0 && study.running == 0) {
@@ -1257,7 +1280,7 @@ v1::Study SchedulerCore::BuildStudyLocked(const StudyEntry& study) const {
 void SchedulerCore::PublishTrialLocked(const TrialEntry& trial) {
   if (trial.study->watch_ids.empty()) return;
   v1::StudyEvent event;
-  *event.mutable_trial() = trial.trial;
+  *event.mutable_trial() = FullTrialLocked(trial);
   for (uint64_t id : trial.study->watch_ids) watchers_.at(id).second->OnEvent(event);
 }
 

@@ -178,6 +178,10 @@ class SchedulerCore {
     absl::Time pending_since;  // When it last joined the queue, for the queue-wait metric.
     // Intermediate values of the current attempt stored so far.
     int stored_values = 0;
+    // A finished trial is held as its serialised bytes (a fraction of the parsed message's
+    // memory); `trial` then keeps only what the core still reads: id, number, state, attempts
+    // and objective.
+    std::string finished;
     // The current attempt: whether its worker began it, and whether losing it was charged.
     bool started = false;
     bool charged = false;
@@ -248,7 +252,11 @@ class SchedulerCore {
   void EndStudyLocked(StudyEntry& study, v1::Study::State state, std::string reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void RecordTrialEndLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  WriteSequence SaveTrialLocked(const TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Queues the trial's write; a finished trial is then compacted.
+  WriteSequence SaveTrialLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void CompactLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The whole trial, compacted or not.
+  v1::Trial FullTrialLocked(const TrialEntry& trial) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   WriteSequence SaveStudyLocked(const StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   v1::Study BuildStudyLocked(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void PublishTrialLocked(const TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

@@ -81,11 +81,12 @@ v1::StudySpec FunctionStudy(const std::string& name, int trials) {
   return *spec;
 }
 
-v1::WorkerMessage Result(uint64_t trial, int attempt, double value) {
+v1::WorkerMessage Result(uint64_t trial, int attempt, uint64_t epoch, double value) {
   v1::WorkerMessage message;
   v1::TrialResult& result = *message.mutable_result();
   result.set_trial_id(trial);
   result.set_attempt(attempt);
+  result.set_epoch(epoch);
   result.set_state(v1::Trial::COMPLETED);
   (*result.mutable_metrics())["value"] = value;
   return message;
@@ -160,16 +161,18 @@ TEST(HardeningTest, ForgedResultsImpostorsAndFloodsAreRefused) {
   std::optional<v1::SchedulerMessage> assign = honest.Next(v1::SchedulerMessage::kAssign);
   ASSERT_TRUE(assign.has_value());
   const uint64_t trial = assign->assign().trial_id();
+  const uint64_t epoch = assign->assign().epoch();
   v1::WorkerMessage started;
   started.mutable_started()->set_trial_id(trial);
   started.mutable_started()->set_attempt(1);
+  started.mutable_started()->set_epoch(epoch);
   ASSERT_TRUE(honest.Write(started));
 
   // A worker never given the trial (it does not even run FUNCTION) claims a perfect result.
   {
     RawWorker forger(scheduler.address(), "forger", {v1::Model::RANDOM_FOREST});
     ASSERT_TRUE(forger.Next(v1::SchedulerMessage::kWelcome).has_value());
-    ASSERT_TRUE(forger.Write(Result(trial, 1, -1e9)));
+    ASSERT_TRUE(forger.Write(Result(trial, 1, epoch, -1e9)));
     std::optional<v1::SchedulerMessage> answer = forger.Next(v1::SchedulerMessage::kCancel);
     ASSERT_TRUE(answer.has_value());
     EXPECT_EQ(answer->cancel().trial_id(), trial);
@@ -204,7 +207,7 @@ TEST(HardeningTest, ForgedResultsImpostorsAndFloodsAreRefused) {
   EXPECT_LT(scheduler.resident_bytes() - before, int64_t{64} << 20);
 
   // The honest result still counts.
-  ASSERT_TRUE(honest.Write(Result(trial, 1, 1.25)));
+  ASSERT_TRUE(honest.Write(Result(trial, 1, epoch, 1.25)));
   ASSERT_TRUE(honest.Next(v1::SchedulerMessage::kAck).has_value());
   absl::StatusOr<v1::Study> study = client.GetStudy("target");
   EXPECT_EQ(study->state(), v1::Study::COMPLETED);

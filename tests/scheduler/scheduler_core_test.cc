@@ -883,6 +883,64 @@ TEST_F(SchedulerCoreTest, ListsComeInPagesThatFollowOnExactly) {
   EXPECT_EQ(core_->ListStudies(-1, "").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Runs `trials` trials of `spec` one at a time on one worker (suggestions may come from the
+// suggestion threads), answering each with its parameters' sum; returns their parameters.
+std::vector<std::string> RunSequentially(SchedulerCore& core, const std::string& study,
+                                         int trials) {
+  RecordingChannel channel;
+  const uint64_t session = *core.ConnectWorker(Hello("w", 1), {}, &channel);
+  std::vector<std::string> seen;
+  for (int i = 0; i < trials; ++i) {
+    EXPECT_TRUE(testing_util::WaitUntil([&] { return channel.Assigns().size() > seen.size(); }));
+    if (channel.Assigns().size() <= seen.size()) break;
+    const v1::Assign assign = channel.Assigns().back();
+    double sum = 0;
+    for (const auto& [name, value] : assign.params()) sum += value.double_value();
+    seen.push_back(assign.params().at("x1").ShortDebugString() +
+                   assign.params().at("x2").ShortDebugString());
+    core.HandleResult(session, Completed(assign, sum));
+  }
+  core.DisconnectWorker(session, "done");
+  return seen;
+}
+
+TEST(SchedulerCoreResumeTest, EveryOptimiserResumesWithTheSuggestionsItWouldHaveMade) {
+  for (v1::Algorithm::Name algorithm :
+       {v1::Algorithm::RANDOM, v1::Algorithm::TPE, v1::Algorithm::BAYESIAN,
+        v1::Algorithm::HILL_CLIMBING, v1::Algorithm::GRID}) {
+    SCOPED_TRACE(v1::Algorithm::Name_Name(algorithm));
+    v1::StudySpec spec = FunctionStudy("s", 10);
+    spec.mutable_algorithm()->set_name(algorithm);
+    spec.mutable_algorithm()->set_seed(11);
+    if (algorithm == v1::Algorithm::TPE) {
+      spec.mutable_algorithm()->mutable_tpe()->set_n_startup_trials(3);
+    } else if (algorithm == v1::Algorithm::BAYESIAN) {
+      spec.mutable_algorithm()->mutable_bayesian()->set_n_startup_trials(3);
+    }
+    testing::TempDatabase reference_db;
+    std::vector<std::string> uninterrupted;
+    {
+      SchedulerCore reference(reference_db.get(), SchedulerOptions());
+      ASSERT_TRUE(reference.CreateStudy(spec).ok());
+      uninterrupted = RunSequentially(reference, "s", 10);
+    }
+    testing::TempDatabase db;
+    std::vector<std::string> resumed;
+    {
+      SchedulerCore before(db.get(), SchedulerOptions());
+      ASSERT_TRUE(before.CreateStudy(spec).ok());
+      resumed = RunSequentially(before, "s", 5);
+    }
+    db.Reopen();
+    SchedulerCore after(db.get(), SchedulerOptions());
+    ASSERT_TRUE(after.Recover().ok());
+    // The sixth trial was suggested (pending) before the restart; it comes first.
+    for (std::string& point : RunSequentially(after, "s", 5)) resumed.push_back(std::move(point));
+    EXPECT_EQ(resumed, uninterrupted);
+    EXPECT_EQ(after.GetStudy("s")->state(), v1::Study::COMPLETED);
+  }
+}
+
 class BlockedOptimizer : public optimizer::Optimizer {
  public:
   explicit BlockedOptimizer(absl::Notification* release) : release_(release) {}
