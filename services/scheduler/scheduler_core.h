@@ -166,6 +166,10 @@ class SchedulerCore {
   void Shutdown(absl::string_view reason);
 
   absl::Duration heartbeat_interval() const { return options_.heartbeat_interval; }
+  // How long a worker may stay silent before it loses its trials.
+  absl::Duration lease() const {
+    return options_.heartbeat_interval * options_.missed_heartbeats;
+  }
   uint64_t epoch() const { return epoch_; }
   int connected_workers() const;
 

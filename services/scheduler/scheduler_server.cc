@@ -55,6 +55,7 @@ void SchedulerServer::ExpireLeasesUntilShutdown() {
   while (!stopping_.WaitForNotificationWithTimeout(tick)) {
     core_->ExpireLeases();
     core_->ExpireTrials();
+    worker_service_->CloseSilentSince(absl::Now() - core_->lease());
   }
 }
 
@@ -65,6 +66,7 @@ void SchedulerServer::Shutdown(absl::Duration grace) {
   if (lease_thread_.joinable()) lease_thread_.join();
   server_->GetHealthCheckService()->Shutdown();
   core_->Shutdown("the scheduler is shutting down");
+  worker_service_->CloseUnintroduced();
   server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
   server_->Wait();
 }

@@ -5,9 +5,50 @@
 
 namespace dhpt::scheduler {
 
+bool UnintroducedStreams::Add(WorkerSession* session, absl::Time since) {
+  absl::MutexLock lock(&mutex_);
+  if (closed_) return false;
+  waiting_[session] = since;
+  return true;
+}
+
+void UnintroducedStreams::Remove(WorkerSession* session) {
+  absl::MutexLock lock(&mutex_);
+  waiting_.erase(session);
+}
+
+void UnintroducedStreams::CloseSilentSince(absl::Time cutoff) {
+  // Under the lock: a session leaves the map (Remove, from OnDone) before it is deleted.
+  absl::MutexLock lock(&mutex_);
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->second < cutoff) {
+      it->first->Close(absl::DeadlineExceededError("no hello within the lease"));
+      waiting_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void UnintroducedStreams::CloseAll() {
+  absl::MutexLock lock(&mutex_);
+  closed_ = true;
+  for (auto& [session, since] : waiting_) {
+    session->Close(absl::UnavailableError("the scheduler is shutting down"));
+  }
+  waiting_.clear();
+}
+
 WorkerSession::WorkerSession(SchedulerCore* core, std::vector<std::string> peer_names,
-                             rpc::OutboxLimits limits)
-    : core_(core), peer_names_(std::move(peer_names)), outbox_(limits) {
+                             rpc::OutboxLimits limits, UnintroducedStreams* unintroduced)
+    : core_(core),
+      peer_names_(std::move(peer_names)),
+      unintroduced_(unintroduced),
+      outbox_(limits) {
+  if (!unintroduced_->Add(this, absl::Now())) {
+    Close(absl::UnavailableError("the scheduler is shutting down"));
+    return;
+  }
   StartRead(&inbound_);
 }
 
@@ -86,6 +127,7 @@ void WorkerSession::HandleMessage() {
       Close(absl::FailedPreconditionError("the first message on the stream must be hello"));
       return;
     }
+    unintroduced_->Remove(this);  // The core knows it from here on (or it ends now).
     absl::StatusOr<uint64_t> session = core_->ConnectWorker(inbound_.hello(), peer_names_, this);
     if (!session.ok()) {
       Close(session.status());
@@ -103,6 +145,7 @@ void WorkerSession::OnCancel() {
 }
 
 void WorkerSession::OnDone() {
+  unintroduced_->Remove(this);
   if (session_ != 0) core_->DisconnectWorker(session_, "stream ended");
   delete this;
 }
@@ -133,7 +176,7 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::SchedulerMessage>* WorkerServiceI
       }
     }
   }
-  return new WorkerSession(core_, std::move(peer_names), limits_);
+  return new WorkerSession(core_, std::move(peer_names), limits_, &unintroduced_);
 }
 
 }  // namespace dhpt::scheduler

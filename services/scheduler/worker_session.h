@@ -17,19 +17,42 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "dhpt/v1/worker_service.grpc.pb.h"
 #include "services/rpc/stream_outbox.h"
 #include "services/scheduler/scheduler_core.h"
 
 namespace dhpt::scheduler {
 
+class WorkerSession;
+
+// Streams that have not said hello yet: the core does not know them, so they are closed from
+// here when the scheduler shuts down (else the server would wait for them) and when they stay
+// silent longer than a lease (else they would hold a call open for nothing).
+class UnintroducedStreams {
+ public:
+  // False when the scheduler is shutting down (the caller ends the stream).
+  bool Add(WorkerSession* session, absl::Time since);
+  void Remove(WorkerSession* session);
+  // Closes those waiting since before `cutoff`.
+  void CloseSilentSince(absl::Time cutoff);
+  // Closes all, and every stream added later.
+  void CloseAll();
+
+ private:
+  absl::Mutex mutex_;
+  absl::flat_hash_map<WorkerSession*, absl::Time> waiting_ ABSL_GUARDED_BY(mutex_);
+  bool closed_ ABSL_GUARDED_BY(mutex_) = false;
+};
+
 class WorkerSession : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::SchedulerMessage>,
                       public WorkerChannel {
  public:
   // `peer_names`: the names of the worker's verified TLS certificate (none without mutual TLS).
   WorkerSession(SchedulerCore* core, std::vector<std::string> peer_names,
-                rpc::OutboxLimits limits);
+                rpc::OutboxLimits limits, UnintroducedStreams* unintroduced);
 
   // WorkerChannel
   void Send(v1::SchedulerMessage message) override;
@@ -49,6 +72,7 @@ class WorkerSession : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Sche
 
   SchedulerCore* const core_;
   const std::vector<std::string> peer_names_;
+  UnintroducedStreams* const unintroduced_;
   v1::WorkerMessage inbound_;
   // Set once Hello was accepted; only the reaction thread (reads) touches it.
   uint64_t session_ = 0;
@@ -68,9 +92,15 @@ class WorkerServiceImpl : public v1::WorkerService::CallbackService {
   grpc::ServerBidiReactor<v1::WorkerMessage, v1::SchedulerMessage>* Connect(
       grpc::CallbackServerContext* context) override;
 
+  // Ends the streams that have not said hello since before `cutoff`.
+  void CloseSilentSince(absl::Time cutoff) { unintroduced_.CloseSilentSince(cutoff); }
+  // Ends every stream not yet known to the core, now and from now on (shutdown).
+  void CloseUnintroduced() { unintroduced_.CloseAll(); }
+
  private:
   SchedulerCore* const core_;
   const rpc::OutboxLimits limits_;
+  UnintroducedStreams unintroduced_;
 };
 
 }  // namespace dhpt::scheduler

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "dhpt/v1/worker_service.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "services/cli/study_file.h"
 #include "services/common/benchmark_functions.h"
@@ -294,12 +295,33 @@ parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_ran
   std::thread watch([&] { watcher.Watch("waiting", [](const v1::StudyEvent&) {}).IgnoreError(); });
   InProcessWorker worker(scheduler.address(), "idle", 1);
   ASSERT_TRUE(WaitFor([&] { return worker.client().connected(); }));
+  // A worker stream that never says hello.
+  auto channel = grpc::CreateChannel(scheduler.address(), grpc::InsecureChannelCredentials());
+  auto stub = v1::WorkerService::NewStub(channel);
+  grpc::ClientContext silent_context;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::SchedulerMessage>> silent =
+      stub->Connect(&silent_context);
   absl::SleepFor(absl::Milliseconds(200));
   auto [took, status] = scheduler.Terminate();
-  EXPECT_LT(took, absl::Seconds(2));
+  EXPECT_LT(took, absl::Seconds(2)) << "the 5 s grace was waited out";
+  std::printf("exited %s after SIGTERM\n", absl::FormatDuration(took).c_str());
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   watcher.Cancel();
   watch.join();
+}
+
+TEST(DurabilityTest, AStreamThatNeverSaysHelloIsEndedAfterALease) {
+  SchedulerProcess scheduler;  // Heartbeats every 200 ms: a lease of 600 ms.
+  auto stub = v1::WorkerService::NewStub(
+      grpc::CreateChannel(scheduler.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto stream = stub->Connect(&context);
+  v1::SchedulerMessage message;
+  EXPECT_FALSE(stream->Read(&message));
+  grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("no hello"));
 }
 
 TEST(DurabilityTest, TheCliFollowsPagesDeletesAndExports) {

@@ -9,11 +9,12 @@
 namespace dhpt::worker {
 namespace {
 
-v1::SchedulerMessage Assign(uint64_t id, int attempt) {
+v1::SchedulerMessage Assign(uint64_t id, int attempt, uint64_t epoch = 0) {
   v1::SchedulerMessage message;
   v1::Assign& a = *message.mutable_assign();
   a.set_trial_id(id);
   a.set_attempt(attempt);
+  a.set_epoch(epoch);
   a.mutable_model()->set_kind(v1::Model::FUNCTION);
   a.mutable_model()->set_function("ackley");
   (*a.mutable_params())["x1"].set_double_value(0);
@@ -176,6 +177,48 @@ TEST(WorkerCoreTest, HelloListsTheAttemptsTheWorkerStillHolds) {
   std::set<uint64_t> held;
   for (const v1::TrialAttempt& a : sent[0].hello().running()) held.insert(a.trial_id());
   EXPECT_EQ(held, (std::set<uint64_t>{11, 12}));
+  core.Stop();
+}
+
+TEST(WorkerCoreTest, EverythingAboutAnAttemptCarriesItsEpochAndACancelForgetsItsResult) {
+  TrialRunner runner;
+  WorkerCore core({.slots = 1}, &runner);
+  core.Start();
+  Outbox first;
+  core.Attach(v1::WorkerMessage(), first.Sender());
+  core.Handle(Assign(5, 1, /*epoch=*/0xabc));
+  core.Handle(Assign(5, 2, /*epoch=*/0xdef));  // The same trial from another scheduler.
+  std::vector<v1::WorkerMessage> sent = first.WaitForResults(2);
+  std::set<std::pair<int, uint64_t>> results, starts;
+  for (const v1::WorkerMessage& m : sent) {
+    if (m.has_result()) results.insert({m.result().attempt(), m.result().epoch()});
+    if (m.has_started()) starts.insert({m.started().attempt(), m.started().epoch()});
+  }
+  const std::set<std::pair<int, uint64_t>> expected = {{1, 0xabc}, {2, 0xdef}};
+  EXPECT_EQ(results, expected);
+  EXPECT_EQ(starts, expected);
+  EXPECT_EQ(core.unacknowledged_results(), 2u);
+
+  // An ack of another epoch acknowledges nothing; a Cancel of one attempt forgets its result
+  // (the scheduler will never take it), and only that one.
+  v1::SchedulerMessage ack;
+  ack.mutable_ack()->set_trial_id(5);
+  ack.mutable_ack()->set_attempt(1);
+  ack.mutable_ack()->set_epoch(0xdef);
+  core.Handle(ack);
+  EXPECT_EQ(core.unacknowledged_results(), 2u);
+  v1::SchedulerMessage cancel;
+  cancel.mutable_cancel()->set_trial_id(5);
+  cancel.mutable_cancel()->set_attempt(1);
+  cancel.mutable_cancel()->set_epoch(0xabc);
+  core.Handle(cancel);
+  EXPECT_EQ(core.unacknowledged_results(), 1u);
+  core.Detach();
+  Outbox second;
+  core.Attach(v1::WorkerMessage(), second.Sender());
+  sent = second.WaitForResults(1);
+  ASSERT_EQ(sent[0].hello().running_size(), 1);
+  EXPECT_EQ(sent[0].hello().running(0).epoch(), 0xdefu);
   core.Stop();
 }
 
