@@ -113,9 +113,12 @@ class WatchStudyReactor : public grpc::ServerWriteReactor<v1::StudyEvent>, publi
   }
 
   void EndLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    if (ending_) return;
-    ending_ = true;
-    status_ = ToGrpcStatus(status);
+    if (!ending_) {  // The first reason stands.
+      ending_ = true;
+      status_ = ToGrpcStatus(status);
+    }
+    // Also when ending already: a write that failed after the end was asked for leaves the
+    // outbox idle, and nothing else would finish the call.
     MaybeFinishLocked();
   }
 

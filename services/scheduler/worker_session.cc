@@ -72,9 +72,12 @@ void WorkerSession::Close(const absl::Status& status) {
 }
 
 void WorkerSession::CloseLocked(const absl::Status& status) {
-  if (closing_) return;
-  closing_ = true;
-  finish_status_ = ToGrpcStatus(status);
+  if (!closing_) {  // The first reason stands.
+    closing_ = true;
+    finish_status_ = ToGrpcStatus(status);
+  }
+  // Also when closing already: a write that failed after Close leaves the outbox idle now,
+  // and nothing else would finish the call (the server's Shutdown would wait for it forever).
   MaybeFinishLocked();
 }
 

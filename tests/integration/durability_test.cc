@@ -28,12 +28,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-v1::StudySpec Spec(const std::string& yaml) {
-  absl::StatusOr<v1::StudySpec> spec = cli::ParseStudySpec(yaml);
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  return *spec;
-}
-
 // The function's value at the trial's parameters, computed here.
 double Recompute(const std::string& function, const v1::Trial& trial) {
   std::vector<double> x;
@@ -54,20 +48,6 @@ class KilledAtExit {
 
  private:
   pid_t pid_;
-};
-
-// A temporary directory for a database, removed with it.
-class TempDirectory {
- public:
-  TempDirectory() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "dhpt-it-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDirectory() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
 };
 
 // Worker processes that can be killed and started again under the same ids.

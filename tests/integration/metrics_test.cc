@@ -129,7 +129,7 @@ class Process {
   pid_t pid_;
 };
 
-v1::StudySpec Spec(const std::string& text) {
+v1::StudySpec TextSpec(const std::string& text) {
   v1::StudySpec spec;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec));
   return spec;
@@ -168,13 +168,13 @@ scrape_configs:
   ASSERT_TRUE(WaitFor([&] { return HttpGet(prometheus_port, "/-/ready").ok(); }, absl::Seconds(60)));
   ASSERT_TRUE(WaitFor([&] { return cluster.core().connected_workers() == 2; }));
 
-  ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"pb(
+  ASSERT_TRUE(cluster.client().CreateStudy(TextSpec(R"pb(
     name: "branin-tpe" model { kind: FUNCTION function: "branin" }
     algorithm { name: TPE seed: 1 }
     parameters { name: "x1" double_range { min: -5 max: 10 } }
     parameters { name: "x2" double_range { min: 0 max: 15 } }
     max_trials: 40)pb")).ok());
-  ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"pb(
+  ASSERT_TRUE(cluster.client().CreateStudy(TextSpec(R"pb(
     name: "sensors-ae" model { kind: AUTOENCODER fixed { key: "epochs" value { number_value: 2 } } }
     dataset { sensors { samples: 400 } }
     parameters { name: "bottleneck" int_range { min: 3 max: 6 } }

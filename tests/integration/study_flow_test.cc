@@ -17,12 +17,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-v1::StudySpec Spec(const std::string& yaml) {
-  absl::StatusOr<v1::StudySpec> spec = cli::ParseStudySpec(yaml);
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  return *spec;
-}
-
 TEST(StudyFlowTest, RandomXgboostStudyCompletesEveryTrialWithGoodR2) {
   TestCluster cluster(2);
   v1::StudySpec spec = Spec(R"(

@@ -14,8 +14,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "services/cli/study_file.h"
 
 namespace dhpt::testing {
+
+v1::StudySpec Spec(const std::string& yaml) {
+  absl::StatusOr<v1::StudySpec> spec = cli::ParseStudySpec(yaml);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return spec.ok() ? *spec : v1::StudySpec();
+}
 
 std::pair<int, std::string> RunBinary(const std::string& name, const std::string& args) {
   return RunCommandLine(absl::StrCat(DHPT_BIN_DIR "/", name, " ", args));

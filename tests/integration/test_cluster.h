@@ -26,6 +26,9 @@ std::pair<int, std::string> RunBinary(const std::string& name, const std::string
 // Runs a shell command line, the same way.
 std::pair<int, std::string> RunCommandLine(const std::string& command);
 
+// A study spec from YAML (as `dhpt submit` reads it); a parse error fails the test.
+v1::StudySpec Spec(const std::string& yaml);
+
 // Polls `condition` until it holds or `timeout` passes; returns whether it held.
 bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout = absl::Seconds(60));
 

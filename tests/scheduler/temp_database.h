@@ -1,7 +1,6 @@
 #pragma once
 
-// A real SQLite store in a fresh temporary directory, removed with it: what tests run the
-// scheduler on.
+// A fresh temporary directory, and a real SQLite store in one: what tests run the scheduler on.
 
 #include <stdlib.h>
 
@@ -15,18 +14,29 @@
 
 namespace dhpt::testing {
 
+// Removed, with everything in it, when it goes.
+class TempDirectory {
+ public:
+  TempDirectory() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "dhpt-test-XXXXXX").string();
+    path_ = mkdtemp(pattern.data());
+  }
+  ~TempDirectory() { std::filesystem::remove_all(path_); }
+  TempDirectory(const TempDirectory&) = delete;
+  TempDirectory& operator=(const TempDirectory&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 class TempDatabase {
  public:
   explicit TempDatabase(scheduler::SqliteStoreOptions options = {}) : options_(std::move(options)) {
-    std::string pattern = (std::filesystem::temp_directory_path() / "dhpt-db-XXXXXX").string();
-    directory_ = mkdtemp(pattern.data());
-    options_.path = directory_ + "/scheduler.db";
+    options_.path = directory_.path() + "/scheduler.db";
     Reopen();
   }
-  ~TempDatabase() {
-    store_.reset();
-    std::filesystem::remove_all(directory_);
-  }
+  ~TempDatabase() { store_.reset(); }  // Before the directory goes.
 
   scheduler::SqliteStudyStore& store() { return *store_; }
   scheduler::SqliteStudyStore* get() { return store_.get(); }
@@ -40,12 +50,12 @@ class TempDatabase {
   // Closes the store (after its last commit); Reopen opens it again.
   void Close() { store_.reset(); }
   const std::string& path() const { return options_.path; }
-  const std::string& directory() const { return directory_; }
+  const std::string& directory() const { return directory_.path(); }
   scheduler::SqliteStoreOptions& options() { return options_; }
 
  private:
+  TempDirectory directory_;
   scheduler::SqliteStoreOptions options_;
-  std::string directory_;
   std::unique_ptr<scheduler::SqliteStudyStore> store_;
 };
 
