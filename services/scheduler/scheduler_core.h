@@ -171,6 +171,9 @@ class SchedulerCore {
     return options_.heartbeat_interval * options_.missed_heartbeats;
   }
   uint64_t epoch() const { return epoch_; }
+  // The store's state, for metrics and health.
+  absl::Status store_health() const { return store_->health(); }
+  int64_t store_bytes() const { return store_->size_bytes(); }
   int connected_workers() const;
 
  private:

@@ -182,7 +182,11 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
     AddGauge(slots, {{"kind", kind}, {"state", "busy"}}, counts[1]);
     AddGauge(slots, {{"kind", kind}, {"state", "free"}}, counts[2]);
   }
-  return {studies_by_state, trials, max_trials, best, workers, slots};
+  auto store_bytes = GaugeFamily("dhpt_store_bytes", "Bytes of the scheduler's database on disk (file and write-ahead log).");
+  AddGauge(store_bytes, {}, static_cast<double>(core_->store_bytes()));
+  auto store_writable = GaugeFamily("dhpt_store_writable", "1 while the database accepts writes; 0 while they fail (disk full, read-only): nothing new is acknowledged.");
+  AddGauge(store_writable, {}, core_->store_health().ok() ? 1 : 0);
+  return {studies_by_state, trials, max_trials, best, workers, slots, store_bytes, store_writable};
 }
 
 }  // namespace dhpt::scheduler

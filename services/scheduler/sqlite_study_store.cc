@@ -134,6 +134,8 @@ std::optional<std::string> QueryText(sqlite3* db, const std::string& sql, int& c
   return value;
 }
 
+constexpr int64_t kMaxIdleWalBytes = 16 << 20;
+
 }  // namespace
 
 struct SqliteStudyStore::Statements {
@@ -276,6 +278,11 @@ absl::Status SqliteStudyStore::Configure() {
   const std::string synchronous =
       absl::StrCat("PRAGMA synchronous = ", options_.sync_to_disk ? "FULL" : "NORMAL");
   if (!QueryText(db_, synchronous, code)) return StoreError(db_, code, "cannot configure", path, true);
+  // The log is cut back to this after each checkpoint instead of keeping its largest size:
+  // SD cards and small volumes.
+  if (!QueryText(db_, absl::StrCat("PRAGMA journal_size_limit = ", kMaxIdleWalBytes), code)) {
+    return StoreError(db_, code, "cannot configure", path, true);
+  }
   if (options_.max_bytes > 0) {
     std::optional<std::string> page_size = QueryText(db_, "PRAGMA page_size", code);
     if (!page_size) return StoreError(db_, code, "cannot configure", path, true);

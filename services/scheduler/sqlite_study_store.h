@@ -62,9 +62,8 @@ class SqliteStudyStore : public StudyStore {
   absl::Status Sync(WriteSequence sequence) override;
   void SetCommitListener(std::function<void(WriteSequence)> listener) override;
   absl::Status health() const override;
-
-  // Bytes of the database file and its write-ahead log.
-  int64_t size_bytes() const;
+  // The database file and its write-ahead log.
+  int64_t size_bytes() const override;
 
  private:
   // The writes queued since the last commit, newest state only.

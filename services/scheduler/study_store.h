@@ -55,6 +55,8 @@ class StudyStore {
   virtual void SetCommitListener(std::function<void(WriteSequence)> listener) = 0;
   // OK while writes commit; the last error while they fail.
   virtual absl::Status health() const = 0;
+  // Bytes the store takes on disk (0 when it keeps nothing there).
+  virtual int64_t size_bytes() const = 0;
 };
 
 }  // namespace dhpt::scheduler

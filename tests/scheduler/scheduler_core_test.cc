@@ -716,6 +716,7 @@ class HeldStore : public StudyStore {
     listener_ = std::move(listener);
   }
   absl::Status health() const override { return real_->health(); }
+  int64_t size_bytes() const override { return real_->size_bytes(); }
 
   void Hold() {
     absl::MutexLock lock(&mutex_);
