@@ -1,5 +1,7 @@
 // dhpt-scheduler: holds studies and streams trial assignments to workers.
 
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +35,16 @@ std::string DefaultDatabasePath() {
          "/.local/state/dhpt/scheduler.db";
 }
 
+// Every client and worker holds a socket: take every descriptor the system allows, so that a
+// burst of connections cannot use them up (gRPC stops accepting connections when it runs out).
+void RaiseDescriptorLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 }  // namespace
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
@@ -41,8 +53,8 @@ ABSL_FLAG(int, metrics_port, -1,
           "serve Prometheus metrics on this port at /metrics; 0 picks a free port (printed as "
           "'metrics on :PORT'); -1 = off");
 ABSL_FLAG(std::string, db, DefaultDatabasePath(),
-          "SQLite file holding every study and trial (created with its directory if missing); "
-          "':memory:' keeps them only while the scheduler runs");
+          "SQLite file holding every study and trial (created if missing; the default path's "
+          "directory too); ':memory:' keeps them only while the scheduler runs");
 ABSL_FLAG(int64_t, max_db_bytes, 0,
           "cap on the database file in bytes; past it writes fail (UNAVAILABLE) until space is "
           "made; 0 = no cap");
@@ -96,6 +108,7 @@ int main(int argc, char** argv) {
                                  "max_message_bytes", "max_watch_lag"});
   dhpt::ParseCommandLineWithDashes(argc, argv);
   dhpt::BlockTerminationSignals();
+  RaiseDescriptorLimit();
 
   const std::string db_sync = absl::GetFlag(FLAGS_db_sync);
   if (db_sync != "full" && db_sync != "normal") {

@@ -395,10 +395,12 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
     absl::string_view name, v1::Trial::State only, int page_size,
     absl::string_view page_token) const {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultTrialPageSize, kMaxTrialPageSize));
-  const std::string filter = absl::StrCat(name, "|", only);
-  ASSIGN_OR_RETURN(const uint64_t start, PagePosition(page_token, "trials", filter));
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
+  // The study's creation order too: a token of a deleted study is no good for a new one of
+  // the same name.
+  const std::string filter = absl::StrCat(name, "|", only, "|", study->order);
+  ASSIGN_OR_RETURN(const uint64_t start, PagePosition(page_token, "trials", filter));
   ListPage<v1::Trial> page;
   size_t bytes = 0;
   for (size_t number = start; number < study->trial_ids.size(); ++number) {
@@ -485,8 +487,9 @@ absl::Status ValidateHello(const v1::Hello& hello) {
           "hello.capabilities: names must be at most ", kMaxWorkerTextBytes, " bytes"));
     }
   }
-  if (hello.running_size() > 4 * caps.slots() + 16) {
-    return absl::InvalidArgumentError("hello.running: more attempts than the worker has slots");
+  if (hello.running_size() > kMaxHeldAttempts) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hello.running: more than ", kMaxHeldAttempts, " attempts held by one worker"));
   }
   return absl::OkStatus();
 }
@@ -1059,6 +1062,9 @@ bool SchedulerCore::AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
 
 void SchedulerCore::DispatchLocked() {
   if (shutting_down_ || study_order_.empty()) return;
+  // While the store cannot write, nothing new starts: its results could not be acknowledged
+  // and would pile up on the workers. Dispatch resumes with the next commit (OnStored).
+  if (!store_->health().ok()) return;
   // One trial per worker per round, so that workers fill evenly.
   bool assigned = true;
   while (assigned) {
@@ -1248,6 +1254,7 @@ void SchedulerCore::OnStored(WriteSequence sequence) {
     SendLocked(send.session, std::move(send.message));
     sends_after_store_.pop_front();
   }
+  DispatchLocked();  // In case it paused while the store could not write.
 }
 
 v1::Study SchedulerCore::BuildStudyLocked(const StudyEntry& study) const {

@@ -86,6 +86,8 @@ inline constexpr size_t kMaxMetricNameBytes = 64;
 // Distinct trials a session may name without running them (a stale worker names a few after
 // a reconnect); past it the session is cut off as broken or hostile.
 inline constexpr size_t kMaxUnknownTrialsPerSession = 256;
+// Attempts a worker may list in its hello (running, queued, finished but unacknowledged).
+inline constexpr int kMaxHeldAttempts = 4096;
 // Intermediate values stored per trial attempt; later ones still count as progress.
 inline constexpr int kMaxIntermediateValuesPerAttempt = 10'000;
 

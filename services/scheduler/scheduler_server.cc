@@ -35,6 +35,9 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   builder.RegisterService(server->worker_service_.get());
   ApplyKeepalive(options.keepalive, builder);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  // A second scheduler on the same port must fail, not share it (Linux would split the
+  // connections between the two).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxSendMessageSize(options.max_send_message_bytes);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
@@ -60,7 +63,7 @@ void SchedulerServer::ExpireLeasesUntilShutdown() {
 }
 
 void SchedulerServer::Shutdown(absl::Duration grace) {
-  if (shut_down_) return;
+  if (shut_down_ || server_ == nullptr) return;  // Never started: nothing to stop.
   shut_down_ = true;
   stopping_.Notify();
   if (lease_thread_.joinable()) lease_thread_.join();

@@ -42,8 +42,10 @@ static_assert(std::size(kMigrations) == kStoreSchemaVersion);
 // What went wrong, in words an operator can act on.
 absl::Status StoreError(sqlite3* db, int code, absl::string_view doing, const std::string& path,
                         bool opening) {
-  const std::string what =
-      absl::StrCat(doing, " ", path, ": ", db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(code));
+  // SQLite's own message when it raised this code; the code's text when the caller did.
+  const char* detail = db != nullptr && sqlite3_extended_errcode(db) == code ? sqlite3_errmsg(db)
+                                                                             : sqlite3_errstr(code);
+  const std::string what = absl::StrCat(doing, " ", path, ": ", detail);
   switch (code & 0xff) {
     case SQLITE_NOTADB:
     case SQLITE_CORRUPT:
@@ -73,6 +75,7 @@ class Statement {
   Statement(sqlite3* db, const char* sql) : db_(db) {
     if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &statement_, nullptr) !=
         SQLITE_OK) {
+      error_ = sqlite3_errmsg(db);
       statement_ = nullptr;
     }
   }
@@ -81,6 +84,8 @@ class Statement {
   Statement& operator=(const Statement&) = delete;
 
   bool ok() const { return statement_ != nullptr; }
+  // Why it could not be prepared.
+  const std::string& error() const { return error_; }
   Statement& Bind(int index, int64_t value) {
     sqlite3_bind_int64(statement_, index, value);
     return *this;
@@ -111,6 +116,7 @@ class Statement {
  private:
   sqlite3* db_;
   sqlite3_stmt* statement_ = nullptr;
+  std::string error_;
 };
 
 int Exec(sqlite3* db, const char* sql) { return sqlite3_exec(db, sql, nullptr, nullptr, nullptr); }
@@ -161,13 +167,14 @@ struct SqliteStudyStore::Statements {
                           "INSERT INTO meta (key, value) VALUES ('next_trial_id', ?1) "
                           "ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)") {}
 
-  bool ok() const {
+  bool ok() const { return first_error().empty(); }
+  std::string first_error() const {
     for (const Statement* s : {&begin, &commit, &rollback, &delete_values, &delete_trials,
                                &delete_study, &put_study, &put_trial, &put_value,
                                &put_next_trial_id}) {
-      if (!s->ok()) return false;
+      if (!s->ok()) return s->error();
     }
-    return true;
+    return "";
   }
 
   Statement begin, commit, rollback;
@@ -214,20 +221,21 @@ absl::StatusOr<std::unique_ptr<SqliteStudyStore>> SqliteStudyStore::Open(
   const bool in_memory = options.path == ":memory:";
   int lock_fd = -1;
   if (!in_memory) {
-    // flock, unlike SQLite's own fcntl locks, is held for the process's life and released
-    // when it dies, however it dies.
-    const std::string lock_path = options.path + ".lock";
-    lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    // The lock is on the file itself, so no other name for it (a symlink, a hard link, a bind
+    // mount) gets around it. flock, unlike SQLite's own fcntl locks, is held for the
+    // process's life and released when it dies, however it dies; the two kinds do not meet.
+    lock_fd = open(options.path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lock_fd < 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot create ", lock_path, ": ", std::strerror(errno),
-                       "; the database's directory must exist and be writable"));
+      const int error = errno;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot open ", options.path, " for writing: ", std::strerror(error),
+          error == EISDIR ? "" : "; its directory must exist and be writable by the scheduler"));
     }
     if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
       close(lock_fd);
       return absl::FailedPreconditionError(absl::StrCat(
-          options.path, " is in use by another scheduler (", lock_path,
-          " is locked); one database belongs to one scheduler at a time"));
+          options.path, " is in use by another scheduler (it holds the file's lock); one "
+                        "database belongs to one scheduler at a time"));
     }
   }
   sqlite3* db = nullptr;
@@ -240,8 +248,9 @@ absl::StatusOr<std::unique_ptr<SqliteStudyStore>> SqliteStudyStore::Open(
   RETURN_IF_ERROR(store->Configure());
   store->statements_ = std::make_unique<Statements>(db);
   if (!store->statements_->ok()) {
-    return StoreError(db, sqlite3_errcode(db), "cannot prepare statements on",
-                      store->options_.path, true);
+    return absl::DataLossError(absl::StrCat(
+        store->options_.path, " lacks part of the schema its version promises (",
+        store->statements_->first_error(), "): restore it from a backup"));
   }
   store->writer_ = std::thread([s = store.get()] { s->WriteUntilStopped(); });
   return store;
@@ -287,6 +296,14 @@ absl::Status SqliteStudyStore::Configure() {
     std::optional<std::string> page_size = QueryText(db_, "PRAGMA page_size", code);
     if (!page_size) return StoreError(db_, code, "cannot configure", path, true);
     const int64_t pages = std::max<int64_t>(1, options_.max_bytes / std::stoll(*page_size));
+    std::optional<std::string> used = QueryText(db_, "PRAGMA page_count", code);
+    if (!used) return StoreError(db_, code, "cannot read", path, true);
+    if (std::stoll(*used) > pages) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, " already takes ", std::stoll(*used) * std::stoll(*page_size),
+          " bytes, more than --max_db_bytes=", options_.max_bytes,
+          "; raise the cap (every write would fail under it)"));
+    }
     if (!QueryText(db_, absl::StrCat("PRAGMA max_page_count = ", pages), code)) {
       return StoreError(db_, code, "cannot configure", path, true);
     }
@@ -316,7 +333,9 @@ absl::Status SqliteStudyStore::Migrate() {
     std::optional<std::string> tables = QueryText(db_, "SELECT count(*) FROM sqlite_schema", code);
     if (!tables) return StoreError(db_, code, "cannot read", path, true);
     if (*tables != "0") {
-      return StoreError(db_, SQLITE_NOTADB, "found tables of another program in", path, true);
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, " is another program's SQLite database (it has tables but no DHPT schema); "
+                "give the scheduler a file of its own"));
     }
   }
   for (int from = version; from < kStoreSchemaVersion; ++from) {
@@ -493,25 +512,40 @@ void SqliteStudyStore::WriteUntilStopped() {
   }
 }
 
-absl::Status SqliteStudyStore::Commit(const Batch& batch) {
-  Statements& s = *statements_;
-  const std::string& path = options_.path;
-  int code = s.begin.Run();
-  if (code != SQLITE_OK) return StoreError(db_, code, "cannot write", path, false);
-  auto failed = [&](int code) {
-    absl::Status status = StoreError(db_, code, "cannot write", path, false);
-    s.rollback.Run();
-    return status;
-  };
-  for (const std::string& study : batch.deleted_studies) {
-    for (Statement* statement : {&s.delete_values, &s.delete_trials, &s.delete_study}) {
-      if ((code = statement->Bind(1, study).Run()) != SQLITE_OK) return failed(code);
-    }
+absl::Status SqliteStudyStore::Commit(Batch& batch) {
+  if (!batch.deleted_studies.empty()) {
+    // Deletions commit on their own first: on a full disk they are what makes room for the
+    // rest. Once done they are not repeated.
+    RETURN_IF_ERROR(InTransaction([&]() -> int {
+      for (const std::string& study : batch.deleted_studies) {
+        for (Statement* statement : {&statements_->delete_values, &statements_->delete_trials,
+                                     &statements_->delete_study}) {
+          if (int code = statement->Bind(1, study).Run(); code != SQLITE_OK) return code;
+        }
+      }
+      return SQLITE_OK;
+    }));
+    batch.deleted_studies.clear();
   }
+  return InTransaction([&] { return WriteRows(batch); });
+}
+
+absl::Status SqliteStudyStore::InTransaction(absl::FunctionRef<int()> body) {
+  Statements& s = *statements_;
+  int code = s.begin.Run();
+  if (code == SQLITE_OK) code = body();
+  if (code == SQLITE_OK) code = s.commit.Run();
+  if (code == SQLITE_OK) return absl::OkStatus();
+  absl::Status status = StoreError(db_, code, "cannot write", options_.path, false);
+  s.rollback.Run();
+  return status;
+}
+
+int SqliteStudyStore::WriteRows(const Batch& batch) {
+  Statements& s = *statements_;
+  int code = SQLITE_OK;
   for (const auto& [name, bytes] : batch.studies) {
-    if ((code = s.put_study.Bind(1, name).BindBlob(2, bytes).Run()) != SQLITE_OK) {
-      return failed(code);
-    }
+    if ((code = s.put_study.Bind(1, name).BindBlob(2, bytes).Run()) != SQLITE_OK) return code;
   }
   for (const auto& [id, row] : batch.trials) {
     code = s.put_trial.Bind(1, static_cast<int64_t>(id))
@@ -519,7 +553,7 @@ absl::Status SqliteStudyStore::Commit(const Batch& batch) {
                .Bind(3, row.number)
                .BindBlob(4, row.bytes)
                .Run();
-    if (code != SQLITE_OK) return failed(code);
+    if (code != SQLITE_OK) return code;
   }
   for (const Batch::IntermediateRow& row : batch.intermediate_values) {
     code = s.put_value.Bind(1, static_cast<int64_t>(row.trial_id))
@@ -527,14 +561,13 @@ absl::Status SqliteStudyStore::Commit(const Batch& batch) {
                .Bind(3, row.step)
                .Bind(4, row.value)
                .Run();
-    if (code != SQLITE_OK) return failed(code);
+    if (code != SQLITE_OK) return code;
   }
   if (batch.next_trial_id != 0) {
     code = s.put_next_trial_id.Bind(1, static_cast<int64_t>(batch.next_trial_id)).Run();
-    if (code != SQLITE_OK) return failed(code);
+    if (code != SQLITE_OK) return code;
   }
-  if ((code = s.commit.Run()) != SQLITE_OK) return failed(code);
-  return absl::OkStatus();
+  return SQLITE_OK;
 }
 
 }  // namespace dhpt::scheduler

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "services/scheduler/study_store.h"
@@ -100,7 +101,11 @@ class SqliteStudyStore : public StudyStore {
   absl::Status Configure();
   absl::Status Migrate();
   void WriteUntilStopped();
-  absl::Status Commit(const Batch& batch);
+  // Commits the batch (its deletions first, in a transaction of their own).
+  absl::Status Commit(Batch& batch);
+  // Runs `body` (which returns an SQLite result code) in one transaction.
+  absl::Status InTransaction(absl::FunctionRef<int()> body);
+  int WriteRows(const Batch& batch);
 
   const SqliteStoreOptions options_;
   sqlite3* const db_;  // Used by Load (before writes start) and then by the writer thread only.

@@ -171,7 +171,7 @@ read -r -a old_pods <<<"$(kubectl -n "$namespace" get pods -l "$selector" -o jso
 echo "deleting ${old_pods[*]} with $before of $max_trials trials completed"
 kubectl -n "$namespace" delete pod -l "$selector" --wait=false
 # The ReplicaSet starts the new pod at once; it can open the database only after the old
-# process has exited and released scheduler.db.lock. Wait for the old pods to be gone, then for
+# process has exited and released its lock on scheduler.db. Wait for the old pods to be gone, then for
 # the new one to be Ready.
 for _ in $(seq 180); do
   [[ -z $(kubectl -n "$namespace" get pod "${old_pods[@]}" --ignore-not-found -o name) ]] && break

@@ -8,6 +8,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <filesystem>
 #include <fstream>
@@ -220,13 +221,44 @@ TEST(DurabilityTest, BadDatabaseFilesAreClearErrorsAtStart) {
   EXPECT_EQ(code, 1);
   EXPECT_THAT(output, HasSubstr("directory must exist and be writable"));
 
-  // Held by a running scheduler: a second one is refused.
+  // Held by a running scheduler: a second one is refused, under any name for the file, and
+  // so is a second one on its port.
   const std::string shared = directory.path() + "/shared.db";
-  SchedulerProcess owner({"--db=" + shared});
-  ASSERT_FALSE(owner.address().empty());
+  auto owner = std::make_unique<SchedulerProcess>(std::vector<std::string>{"--db=" + shared});
+  ASSERT_FALSE(owner->address().empty());
   std::tie(code, output) = StartOn(shared);
   EXPECT_EQ(code, 1);
   EXPECT_THAT(output, HasSubstr("in use by another scheduler"));
+  std::filesystem::create_symlink(shared, directory.path() + "/alias.db");
+  std::tie(code, output) = StartOn(directory.path() + "/alias.db");
+  EXPECT_THAT(output, HasSubstr("in use by another scheduler"));
+  std::tie(code, output) = RunCommandLine(absl::StrCat(
+      "timeout 30 " DHPT_BIN_DIR "/dhpt-scheduler --db=:memory: --listen=", owner->address()));
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(output, HasSubstr("address is in use"));
+
+  // Rows that do not fit together (a trial missing from the middle of a study): DATA_LOSS.
+  cli::StudyClient client(owner->address());
+  ASSERT_TRUE(client.CreateStudy(Spec(R"(
+name: holed
+model: {kind: FUNCTION, function: branin}
+max_trials: 5
+parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_range: {min: 0, max: 15}}]
+)")).ok());
+  {
+    InProcessWorker worker(owner->address(), "w", 1);
+    ASSERT_TRUE(WaitFor([&] { return client.GetStudy("holed")->state() == v1::Study::COMPLETED; }));
+  }
+  owner.reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(shared.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DELETE FROM trials WHERE number = 2", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  std::tie(code, output) = StartOn(shared);
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(output, HasSubstr("DATA_LOSS"));
+  EXPECT_THAT(output, HasSubstr("expected 2"));
 }
 
 TEST(DurabilityTest, AReadOnlyDatabaseIsAClearErrorAtStart) {

@@ -689,14 +689,18 @@ namespace dhpt::scheduler {
 namespace {
 
 // An optimiser that holds its first suggestion until released: a stand-in for a slow GP fit.
-// A store whose commits are reported only when the test says so (a slow disk), behind the
-// StudyStore interface; the writes themselves go to a real database.
+// A store whose commits are reported only when the test says so (a slow disk), and whose
+// health the test may set (a full disk), behind the StudyStore interface; the writes
+// themselves go to a real database. Like the real store, it calls the listener under a lock of
+// its own, never under the one health() takes.
 class HeldStore : public StudyStore {
  public:
   explicit HeldStore(StudyStore* real) : real_(real) {
     real_->SetCommitListener([this](WriteSequence sequence) {
-      absl::MutexLock lock(&mutex_);
-      committed_ = sequence;
+      {
+        absl::MutexLock lock(&mutex_);
+        committed_ = sequence;
+      }
       Report();
     });
   }
@@ -712,10 +716,13 @@ class HeldStore : public StudyStore {
   WriteSequence last_sequence() const override { return real_->last_sequence(); }
   absl::Status Sync(WriteSequence sequence) override { return real_->Sync(sequence); }
   void SetCommitListener(std::function<void(WriteSequence)> listener) override {
-    absl::MutexLock lock(&mutex_);
+    absl::MutexLock lock(&listener_mutex_);
     listener_ = std::move(listener);
   }
-  absl::Status health() const override { return real_->health(); }
+  absl::Status health() const override {
+    absl::MutexLock lock(&mutex_);
+    return health_.ok() ? real_->health() : health_;
+  }
   int64_t size_bytes() const override { return real_->size_bytes(); }
 
   void Hold() {
@@ -723,20 +730,36 @@ class HeldStore : public StudyStore {
     held_ = true;
   }
   void Release() {
-    absl::MutexLock lock(&mutex_);
-    held_ = false;
+    {
+      absl::MutexLock lock(&mutex_);
+      held_ = false;
+    }
     Report();
+  }
+  void SetHealth(absl::Status health) {
+    absl::MutexLock lock(&mutex_);
+    health_ = std::move(health);
   }
 
  private:
-  void Report() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    if (!held_ && listener_ && committed_ > 0) listener_(committed_);
+  void Report() {
+    WriteSequence committed;
+    {
+      absl::MutexLock lock(&mutex_);
+      if (held_ || committed_ == 0) return;
+      committed = committed_;
+    }
+    absl::MutexLock lock(&listener_mutex_);
+    if (listener_) listener_(committed);
   }
+
   StudyStore* const real_;
-  absl::Mutex mutex_;
-  std::function<void(WriteSequence)> listener_ ABSL_GUARDED_BY(mutex_);
-  WriteSequence committed_ ABSL_GUARDED_BY(mutex_) = 0;
+  mutable absl::Mutex mutex_;
   bool held_ ABSL_GUARDED_BY(mutex_) = false;
+  WriteSequence committed_ ABSL_GUARDED_BY(mutex_) = 0;
+  absl::Status health_ ABSL_GUARDED_BY(mutex_);
+  absl::Mutex listener_mutex_;
+  std::function<void(WriteSequence)> listener_ ABSL_GUARDED_BY(listener_mutex_);
 };
 
 TEST(SchedulerCoreDurabilityTest, AResultIsAcknowledgedOnlyOnceItIsStored) {
@@ -753,6 +776,42 @@ TEST(SchedulerCoreDurabilityTest, AResultIsAcknowledgedOnlyOnceItIsStored) {
   EXPECT_EQ(channel.Count(v1::SchedulerMessage::kAck), 0);  // ...acknowledged only when stored.
   store.Release();
   EXPECT_TRUE(testing_util::WaitUntil([&] { return channel.Count(v1::SchedulerMessage::kAck) == 1; }));
+}
+
+TEST(SchedulerCoreDurabilityTest, NothingNewStartsWhileTheStoreCannotWrite) {
+  testing::TempDatabase db;
+  HeldStore store(db.get());
+  SchedulerCore core(&store, SchedulerOptions());
+  ASSERT_TRUE(core.CreateStudy(FunctionStudy("s", 5)).ok());
+  RecordingChannel channel;
+  const uint64_t session = *core.ConnectWorker(Hello("w", 1), {}, &channel);
+  ASSERT_EQ(channel.Assigns().size(), 1u);
+  store.Hold();
+  store.SetHealth(absl::UnavailableError("database or disk is full"));
+  core.HandleResult(session, Completed(channel.Assigns().back(), 1));
+  EXPECT_EQ(channel.Assigns().size(), 1u);  // Its result could not be acknowledged.
+  EXPECT_EQ(core.CreateStudy(FunctionStudy("t", 5)).status().code(),
+            absl::StatusCode::kUnavailable);
+  store.SetHealth(absl::OkStatus());
+  store.Release();  // The next commit: dispatch resumes.
+  EXPECT_TRUE(testing_util::WaitUntil([&] { return channel.Assigns().size() == 2; }));
+  EXPECT_TRUE(testing_util::WaitUntil([&] { return channel.Count(v1::SchedulerMessage::kAck) == 1; }));
+}
+
+TEST_F(SchedulerCoreTest, AWorkerHoldingManyUnacknowledgedResultsMayReconnect) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 5)).ok());
+  v1::Hello hello = Hello("w", 1);
+  for (int i = 0; i < 1000; ++i) {  // After a long disk-full spell.
+    v1::TrialAttempt& held = *hello.add_running();
+    held.set_trial_id(100'000 + i);
+    held.set_attempt(1);
+  }
+  RecordingChannel channel;
+  EXPECT_TRUE(core_->ConnectWorker(hello, {}, &channel).ok());
+  for (int i = 0; i < kMaxHeldAttempts; ++i) hello.add_running()->set_trial_id(1);
+  RecordingChannel other;
+  EXPECT_EQ(core_->ConnectWorker(hello, {}, &other).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(SchedulerCoreTest, AResultMeantForAnotherSchedulersTrialIsRefused) {
@@ -882,6 +941,12 @@ TEST_F(SchedulerCoreTest, ListsComeInPagesThatFollowOnExactly) {
   EXPECT_EQ(core_->ListStudies(1, other).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(core_->ListStudies(1, "garbage!").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(core_->ListStudies(-1, "").status().code(), absl::StatusCode::kInvalidArgument);
+  // Nor for a new study of a deleted one's name.
+  const std::string of_old = core_->ListTrials("s1", v1::Trial::STATE_UNSPECIFIED, 1, "")->next_page_token;
+  ASSERT_TRUE(core_->DeleteStudy("s1", /*force=*/true).ok());
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s1", 25)).ok());
+  EXPECT_EQ(core_->ListTrials("s1", v1::Trial::STATE_UNSPECIFIED, 1, of_old).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 // Runs `trials` trials of `spec` one at a time on one worker (suggestions may come from the

@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 
 #include <fstream>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "tests/scheduler/temp_database.h"
@@ -114,8 +115,45 @@ TEST(SqliteStudyStoreTest, ASecondSchedulerCannotOpenTheSameDatabase) {
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(second.status().message()), HasSubstr("in use by another scheduler"));
+  // Nor under another name for the same file.
+  const std::string symlink = db.directory() + "/symlink.db";
+  const std::string hard_link = db.directory() + "/hard-link.db";
+  std::filesystem::create_symlink(db.path(), symlink);
+  std::filesystem::create_hard_link(db.path(), hard_link);
+  for (const std::string& other : {symlink, hard_link}) {
+    EXPECT_THAT(std::string(SqliteStudyStore::Open({.path = other}).status().message()),
+                HasSubstr("in use by another scheduler"))
+        << other;
+  }
   db.Close();  // The lock goes with the store.
   EXPECT_TRUE(SqliteStudyStore::Open({.path = db.path()}).ok());
+}
+
+TEST(SqliteStudyStoreTest, AMissingTableIsDataLossAtStart) {
+  testing::TempDatabase db;
+  db.Close();
+  ExecOutside(db.path(), "DROP TABLE intermediate_values");
+  absl::StatusOr<std::unique_ptr<SqliteStudyStore>> opened =
+      SqliteStudyStore::Open({.path = db.path()});
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(opened.status().message()), HasSubstr("intermediate_values"));
+}
+
+TEST(SqliteStudyStoreTest, ACapBelowTheDatabasesSizeIsRefusedAtStart) {
+  testing::TempDatabase db;
+  const std::string padding(4096, 'p');
+  for (uint64_t id = 1; id <= 100; ++id) {
+    v1::Trial trial = Trial(id, "s", static_cast<int64_t>(id - 1), 1);
+    trial.set_error(padding);
+    db.store().PutTrial(trial);
+  }
+  ASSERT_TRUE(db.store().Sync(db.store().last_sequence()).ok());
+  db.Close();
+  absl::StatusOr<std::unique_ptr<SqliteStudyStore>> opened =
+      SqliteStudyStore::Open({.path = db.path(), .max_bytes = 64 << 10});
+  ASSERT_FALSE(opened.ok());
+  EXPECT_THAT(std::string(opened.status().message()), HasSubstr("more than --max_db_bytes"));
 }
 
 TEST(SqliteStudyStoreTest, ACorruptFileIsAClearErrorAtStart) {
@@ -138,8 +176,8 @@ TEST(SqliteStudyStoreTest, AnotherProgramsDatabaseIsRefused) {
   ExecOutside(other, "CREATE TABLE photos (id INTEGER)");
   absl::StatusOr<std::unique_ptr<SqliteStudyStore>> opened = SqliteStudyStore::Open({.path = other});
   ASSERT_FALSE(opened.ok());
-  EXPECT_EQ(opened.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(std::string(opened.status().message()), HasSubstr("another program"));
+  EXPECT_EQ(opened.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(opened.status().message()), HasSubstr("another program's SQLite"));
 }
 
 TEST(SqliteStudyStoreTest, ADatabaseOfANewerSchemaIsRefusedAndLeftAlone) {
@@ -159,26 +197,42 @@ TEST(SqliteStudyStoreTest, AFullDiskFailsWritesLoudlyAndLosesNothingCommitted) {
   db.store().PutStudy(Study("s"));
   const std::string padding(4096, 'p');
   uint64_t id = 1;
-  uint64_t last_committed = 0;
   absl::Status status;
   // Fill it: each trial carries 4 KiB, so the 256 KiB cap is reached within a few dozen.
   for (; id < 1000 && status.ok(); ++id) {
     v1::Trial trial = Trial(id, "s", static_cast<int64_t>(id - 1), 1);
     trial.set_error(padding);
     status = db.store().Sync(db.store().PutTrial(trial));
-    if (status.ok()) last_committed = id;
   }
   ASSERT_FALSE(status.ok()) << "the cap was never reached";
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(status.message()), HasSubstr("--max_db_bytes"));
   EXPECT_FALSE(db.store().health().ok());
+  // Deleting a study makes room, even with writes of other studies still failing behind it.
+  db.store().PutStudy(Study("next"));
+  db.store().DeleteStudy("s");
+  v1::Trial small = Trial(id + 1, "next", 0, 2);
+  EXPECT_TRUE(db.store().Sync(db.store().PutTrial(small)).ok());
+  EXPECT_TRUE(db.store().health().ok());
+  db.store().PutStudy(Study("s"));  // Filled again, for what follows.
+  std::vector<uint64_t> committed = {small.id()};
+  status = absl::OkStatus();
+  for (id = 1000; id < 2000 && status.ok(); ++id) {
+    v1::Trial trial = Trial(id, "s", static_cast<int64_t>(id - 1000), 1);
+    trial.set_error(padding);
+    status = db.store().Sync(db.store().PutTrial(trial));
+    if (status.ok()) committed.push_back(id);
+  }
+  ASSERT_FALSE(status.ok());
+
   // Room again (a bigger cap): everything acknowledged is there.
   db.options().max_bytes = 0;
   db.Reopen();
   absl::StatusOr<StoredState> state = db.store().Load();
   ASSERT_TRUE(state.ok());
-  ASSERT_GE(state->trials.size(), last_committed);
-  EXPECT_EQ(state->trials[last_committed - 1].id(), last_committed);
+  std::set<uint64_t> stored;
+  for (const v1::Trial& trial : state->trials) stored.insert(trial.id());
+  for (uint64_t acknowledged : committed) EXPECT_TRUE(stored.contains(acknowledged)) << acknowledged;
   EXPECT_TRUE(db.store().health().ok());
 }
 
