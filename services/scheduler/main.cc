@@ -57,7 +57,7 @@ ABSL_FLAG(std::string, db, DefaultDatabasePath(),
           "directory too); ':memory:' keeps them only while the scheduler runs");
 ABSL_FLAG(int64_t, max_db_bytes, 0,
           "cap on the database file in bytes; past it writes fail (UNAVAILABLE) until space is "
-          "made; 0 = no cap");
+          "made; its log is checkpointed at a quarter of the cap; 0 = no cap");
 ABSL_FLAG(std::string, db_sync, "full",
           "full: every commit reaches the disk before it is acknowledged (survives power loss); "
           "normal: survives the scheduler being killed, may lose the last commits on power loss");

@@ -288,9 +288,20 @@ absl::Status SqliteStudyStore::Configure() {
       absl::StrCat("PRAGMA synchronous = ", options_.sync_to_disk ? "FULL" : "NORMAL");
   if (!QueryText(db_, synchronous, code)) return StoreError(db_, code, "cannot configure", path, true);
   // The log is cut back to this after each checkpoint instead of keeping its largest size:
-  // SD cards and small volumes.
-  if (!QueryText(db_, absl::StrCat("PRAGMA journal_size_limit = ", kMaxIdleWalBytes), code)) {
+  // SD cards and small volumes. Under a cap it is a quarter of the cap, and checkpointed
+  // when it reaches that, so that file and log together stay near the cap.
+  int64_t wal_bytes = kMaxIdleWalBytes;
+  if (options_.max_bytes > 0) wal_bytes = std::min(wal_bytes, options_.max_bytes / 4);
+  if (!QueryText(db_, absl::StrCat("PRAGMA journal_size_limit = ", wal_bytes), code)) {
     return StoreError(db_, code, "cannot configure", path, true);
+  }
+  if (options_.max_bytes > 0) {
+    std::optional<std::string> page_size = QueryText(db_, "PRAGMA page_size", code);
+    if (!page_size) return StoreError(db_, code, "cannot configure", path, true);
+    const int64_t pages = std::max<int64_t>(8, wal_bytes / std::stoll(*page_size));
+    if (!QueryText(db_, absl::StrCat("PRAGMA wal_autocheckpoint = ", pages), code)) {
+      return StoreError(db_, code, "cannot configure", path, true);
+    }
   }
   if (options_.max_bytes > 0) {
     std::optional<std::string> page_size = QueryText(db_, "PRAGMA page_size", code);

@@ -140,6 +140,22 @@ TEST(SqliteStudyStoreTest, AMissingTableIsDataLossAtStart) {
   EXPECT_THAT(std::string(opened.status().message()), HasSubstr("intermediate_values"));
 }
 
+TEST(SqliteStudyStoreTest, UnderACapTheLogStaysSmallToo) {
+  constexpr int64_t kCap = 256 << 10;
+  testing::TempDatabase db({.max_bytes = kCap});
+  v1::Trial trial = Trial(1, "s", 0, 1);
+  trial.set_error(std::string(2048, 'e'));
+  int64_t largest = 0;
+  // The same trial, changed and committed 2,000 times: the file stays small, and the log,
+  // which gets every version, must not grow past the cap either.
+  for (int i = 0; i < 2000; ++i) {
+    trial.set_objective_value(i);
+    ASSERT_TRUE(db.store().Sync(db.store().PutTrial(trial)).ok());
+    largest = std::max(largest, db.store().size_bytes());
+  }
+  EXPECT_LT(largest, kCap * 3 / 2);
+}
+
 TEST(SqliteStudyStoreTest, ACapBelowTheDatabasesSizeIsRefusedAtStart) {
   testing::TempDatabase db;
   const std::string padding(4096, 'p');
