@@ -212,30 +212,30 @@ int main(int argc, char** argv) {
   for (absl::string_view text : absl::StrSplit(absl::GetFlag(FLAGS_workers), ',')) {
     int workers = 0;
     if (!absl::SimpleAtoi(text, &workers) || workers < 1) return 2;
-   for (const std::string& store : stores) {
-    // Off and on runs interleaved, so that drift in the machine's speed hits both alike.
-    std::map<bool, std::vector<dhpt::Run>> runs;
-    for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
-      for (bool mode : modes) {
-        runs[mode].push_back(dhpt::Measure(workers, slots, trials, mode, store));
+    for (const std::string& store : stores) {
+      // Off and on runs interleaved, so that drift in the machine's speed hits both alike.
+      std::map<bool, std::vector<dhpt::Run>> runs;
+      for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
+        for (bool mode : modes) {
+          runs[mode].push_back(dhpt::Measure(workers, slots, trials, mode, store));
+        }
       }
+      std::map<bool, double> median_rate;
+      for (bool mode : modes) {
+        std::vector<dhpt::Run>& all = runs[mode];
+        std::sort(all.begin(), all.end(),
+                  [](const auto& a, const auto& b) { return a.trials_per_second < b.trials_per_second; });
+        const dhpt::Run& median = all[all.size() / 2];
+        median_rate[mode] = median.trials_per_second;
+        std::printf("%-8d %-6d %-8d %-14s %-8s %14.0f %10.3f %10.3f\n", workers, slots, trials,
+                    store.c_str(), mode ? "on" : "off", median.trials_per_second, median.p50_ms,
+                    median.p99_ms);
+      }
+      if (modes.size() == 2) {
+        std::printf("         metrics on/off throughput: %.3f\n", median_rate[true] / median_rate[false]);
+      }
+      std::fflush(stdout);
     }
-    std::map<bool, double> median_rate;
-    for (bool mode : modes) {
-      std::vector<dhpt::Run>& all = runs[mode];
-      std::sort(all.begin(), all.end(),
-                [](const auto& a, const auto& b) { return a.trials_per_second < b.trials_per_second; });
-      const dhpt::Run& median = all[all.size() / 2];
-      median_rate[mode] = median.trials_per_second;
-      std::printf("%-8d %-6d %-8d %-14s %-8s %14.0f %10.3f %10.3f\n", workers, slots, trials,
-                  store.c_str(), mode ? "on" : "off", median.trials_per_second, median.p50_ms,
-                  median.p99_ms);
-    }
-    if (modes.size() == 2) {
-      std::printf("         metrics on/off throughput: %.3f\n", median_rate[true] / median_rate[false]);
-    }
-    std::fflush(stdout);
-   }
   }
   return 0;
 }
