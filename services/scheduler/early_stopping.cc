@@ -1,0 +1,125 @@
+#include "services/scheduler/early_stopping.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+namespace dhpt::scheduler {
+namespace {
+
+bool Better(double a, double b, bool maximize) { return maximize ? a > b : a < b; }
+
+// The value reported at exactly `step`.
+std::optional<double> ValueAt(const TrialCurve& curve, int64_t step) {
+  auto it = std::lower_bound(
+      curve.values.begin(), curve.values.end(), step,
+      [](const IntermediateValue& value, int64_t s) { return value.step < s; });
+  if (it == curve.values.end() || it->step != step) return std::nullopt;
+  return it->value;
+}
+
+// The first value reported at or past `step`: what the curve shows at a rung.
+std::optional<double> ValueReaching(const TrialCurve& curve, int64_t step) {
+  auto it = std::lower_bound(
+      curve.values.begin(), curve.values.end(), step,
+      [](const IntermediateValue& value, int64_t s) { return value.step < s; });
+  if (it == curve.values.end()) return std::nullopt;
+  return it->value;
+}
+
+// The q-th percentile (0 to 100) with linear interpolation between ranks, as numpy computes it.
+double Percentile(std::vector<double> values, double q) {
+  std::sort(values.begin(), values.end());
+  const double position = std::clamp(q, 0.0, 100.0) / 100 * static_cast<double>(values.size() - 1);
+  const size_t below = static_cast<size_t>(std::floor(position));
+  const size_t above = static_cast<size_t>(std::ceil(position));
+  return values[below] + (values[above] - values[below]) * (position - static_cast<double>(below));
+}
+
+bool StopByPercentile(const PercentileRule& rule, bool maximize, const TrialCurve& trial,
+                      absl::Span<const TrialCurve* const> others) {
+  const IntermediateValue& latest = trial.values.back();
+  std::optional<double> best;
+  for (const IntermediateValue& value : trial.values) {
+    if (!std::isnan(value.value) && (!best || Better(value.value, *best, maximize))) {
+      best = value.value;
+    }
+  }
+  if (!best) return true;  // Nothing but NaN: it is not learning anything.
+  const int completed = static_cast<int>(
+      std::count_if(others.begin(), others.end(), [](const TrialCurve* c) { return c->completed; }));
+  if (completed < rule.n_startup_trials || latest.step < rule.n_warmup_steps) return false;
+  // Judged once per interval, at the first report in it (reports need not fall on its start).
+  const int64_t interval = std::max<int64_t>(1, rule.interval_steps);
+  if (trial.values.size() >= 2) {
+    const int64_t previous = trial.values[trial.values.size() - 2].step;
+    if (previous >= rule.n_warmup_steps &&
+        (previous - rule.n_warmup_steps) / interval == (latest.step - rule.n_warmup_steps) / interval) {
+      return false;
+    }
+  }
+  std::vector<double> at_step;
+  for (const TrialCurve* other : others) {
+    if (!other->completed) continue;
+    if (std::optional<double> value = ValueAt(*other, latest.step); value && !std::isnan(*value)) {
+      at_step.push_back(*value);
+    }
+  }
+  if (at_step.empty()) return false;
+  const double threshold = Percentile(std::move(at_step), maximize ? 100 - rule.percentile
+                                                                    : rule.percentile);
+  return Better(threshold, *best, maximize);
+}
+
+// Rung k's step, or nullopt past what int64 holds.
+std::optional<int64_t> RungStep(const AshaRule& rule, int k) {
+  double step = static_cast<double>(std::max<int64_t>(1, rule.min_resource)) *
+                std::pow(std::max(2, rule.reduction_factor), rule.min_early_stopping_rate + k);
+  if (step > static_cast<double>(std::numeric_limits<int64_t>::max() / 2)) return std::nullopt;
+  return static_cast<int64_t>(step);
+}
+
+bool StopByAsha(const AshaRule& rule, bool maximize, const TrialCurve& trial,
+                absl::Span<const TrialCurve* const> others) {
+  const int64_t latest = trial.values.back().step;
+  const int64_t previous = trial.values.size() >= 2 ? trial.values[trial.values.size() - 2].step
+                                                    : std::numeric_limits<int64_t>::min();
+  const int factor = std::max(2, rule.reduction_factor);
+  // Every rung this report reached first (sparse reports may pass several at once).
+  for (int k = 0;; ++k) {
+    const std::optional<int64_t> rung = RungStep(rule, k);
+    if (!rung || *rung > latest) return false;
+    if (*rung <= previous) continue;
+    const double value = *ValueReaching(trial, *rung);
+    if (std::isnan(value)) return true;
+    std::vector<double> competing = {value};
+    for (const TrialCurve* other : others) {
+      if (std::optional<double> reached = ValueReaching(*other, *rung);
+          reached && !std::isnan(*reached)) {
+        competing.push_back(*reached);
+      }
+    }
+    // The best 1/factor go on; while fewer than `factor` have reached the rung, only the best.
+    const size_t keep = std::max<size_t>(1, competing.size() / static_cast<size_t>(factor));
+    std::sort(competing.begin(), competing.end(),
+              [maximize](double a, double b) { return Better(a, b, maximize); });
+    if (Better(competing[keep - 1], value, maximize)) return true;
+  }
+}
+
+}  // namespace
+
+bool ShouldStop(const EarlyStoppingRule& rule, bool maximize, const TrialCurve& trial,
+                absl::Span<const TrialCurve* const> others) {
+  if (trial.values.empty()) return false;
+  if (const auto* percentile = std::get_if<PercentileRule>(&rule)) {
+    return StopByPercentile(*percentile, maximize, trial, others);
+  }
+  if (const auto* asha = std::get_if<AshaRule>(&rule)) {
+    return StopByAsha(*asha, maximize, trial, others);
+  }
+  return false;
+}
+
+}  // namespace dhpt::scheduler

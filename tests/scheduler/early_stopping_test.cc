@@ -1,0 +1,101 @@
+#include "services/scheduler/early_stopping.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace dhpt::scheduler {
+namespace {
+
+// A curve reporting `values` at steps step, 2 step, 3 step, ...
+TrialCurve Curve(std::vector<double> values, bool completed, int64_t step = 1) {
+  TrialCurve curve;
+  curve.completed = completed;
+  for (size_t i = 0; i < values.size(); ++i) {
+    curve.values.push_back({static_cast<int64_t>(i + 1) * step, values[i]});
+  }
+  return curve;
+}
+
+std::vector<const TrialCurve*> Pointers(const std::vector<TrialCurve>& curves) {
+  std::vector<const TrialCurve*> out;
+  for (const TrialCurve& curve : curves) out.push_back(&curve);
+  return out;
+}
+
+TEST(EarlyStoppingTest, MedianStopsATrialWorseThanTheMedianOfCompletedOnesAtTheSameStep) {
+  // Minimising: completed trials are at 1, 2 and 3 at step 2; median 2.
+  const std::vector<TrialCurve> completed = {Curve({5, 1}, true), Curve({5, 2}, true),
+                                             Curve({5, 3}, true)};
+  const PercentileRule median{.percentile = 50, .n_startup_trials = 3};
+  EXPECT_TRUE(ShouldStop(median, false, Curve({5, 2.5}, false), Pointers(completed)));
+  EXPECT_FALSE(ShouldStop(median, false, Curve({5, 1.5}, false), Pointers(completed)));
+  // Its best so far counts, not its latest value.
+  EXPECT_FALSE(ShouldStop(median, false, Curve({1.5, 9}, false), Pointers(completed)));
+  // Maximising, the same values the other way round.
+  EXPECT_FALSE(ShouldStop(median, true, Curve({0, 2.5}, false), Pointers(completed)));
+  EXPECT_TRUE(ShouldStop(median, true, Curve({0, 1.5}, false), Pointers(completed)));
+}
+
+TEST(EarlyStoppingTest, MedianWaitsForStartupTrialsWarmupAndItsInterval) {
+  const std::vector<TrialCurve> completed = {Curve({1, 1, 1, 1}, true), Curve({1, 1, 1, 1}, true)};
+  const TrialCurve bad = Curve({9, 9, 9, 9}, false);
+  EXPECT_FALSE(ShouldStop(PercentileRule{.n_startup_trials = 3}, false, bad, Pointers(completed)));
+  EXPECT_TRUE(ShouldStop(PercentileRule{.n_startup_trials = 2}, false, bad, Pointers(completed)));
+  EXPECT_FALSE(ShouldStop(PercentileRule{.n_startup_trials = 2, .n_warmup_steps = 5}, false, bad,
+                          Pointers(completed)));
+  // Intervals of 2 steps from step 0: steps 1 | 2, 3 | 4, 5: step 4 opens one, step 3 does not.
+  const PercentileRule every_other{.n_startup_trials = 2, .interval_steps = 2};
+  EXPECT_TRUE(ShouldStop(every_other, false, bad, Pointers(completed)));
+  EXPECT_FALSE(ShouldStop(every_other, false, Curve({9, 9, 9}, false), Pointers(completed)));
+  // Running trials and steps nobody completed do not count.
+  const std::vector<TrialCurve> running = {Curve({1, 1, 1, 1}, false), Curve({1, 1, 1, 1}, false)};
+  EXPECT_FALSE(ShouldStop(PercentileRule{.n_startup_trials = 0}, false, bad, Pointers(running)));
+  EXPECT_FALSE(ShouldStop(PercentileRule{.n_startup_trials = 0}, false, Curve({9, 9, 9, 9, 9}, false),
+                          Pointers(completed)));
+}
+
+TEST(EarlyStoppingTest, PercentileInterpolatesAndNanStops) {
+  const std::vector<TrialCurve> completed = {Curve({0}, true), Curve({10}, true)};
+  const PercentileRule quarter{.percentile = 25, .n_startup_trials = 0};
+  // The 25th percentile of {0, 10} is 2.5.
+  EXPECT_TRUE(ShouldStop(quarter, false, Curve({2.6}, false), Pointers(completed)));
+  EXPECT_FALSE(ShouldStop(quarter, false, Curve({2.4}, false), Pointers(completed)));
+  EXPECT_TRUE(ShouldStop(quarter, false, Curve({std::nan("")}, false), Pointers(completed)));
+}
+
+TEST(EarlyStoppingTest, AshaKeepsTheBestFractionAtEachRungAsTrialsReachIt) {
+  // Rungs at steps 1, 2, 4, 8 (min_resource 1, factor 2); maximising.
+  const AshaRule asha{.min_resource = 1, .reduction_factor = 2};
+  // The first trial at a rung is the best there: it goes on.
+  EXPECT_FALSE(ShouldStop(asha, true, Curve({0.5}, false), {}));
+  // Four trials reached rung 0 with 0.9, 0.8, 0.2 (and this one): the best two go on.
+  const std::vector<TrialCurve> others = {Curve({0.9, 0.9}, false), Curve({0.8}, true),
+                                          Curve({0.2}, false)};
+  EXPECT_TRUE(ShouldStop(asha, true, Curve({0.5}, false), Pointers(others)));
+  EXPECT_FALSE(ShouldStop(asha, true, Curve({0.85}, false), Pointers(others)));
+  // Between rungs nothing is decided: step 3 is past rung 2 (step 2) already judged.
+  EXPECT_FALSE(ShouldStop(asha, true, Curve({0.95, 0.95, 0.0}, false), Pointers(others)));
+  // Minimising, the order flips.
+  EXPECT_FALSE(ShouldStop(asha, false, Curve({0.5}, false), Pointers(others)));
+}
+
+TEST(EarlyStoppingTest, AshaRungsFollowMinResourceAndTheEarlyStoppingRate) {
+  // min_resource 10, factor 3, rate 1: rungs at 30, 90, 270. Reports every 10 steps.
+  const AshaRule asha{.min_resource = 10, .reduction_factor = 3, .min_early_stopping_rate = 1};
+  const std::vector<TrialCurve> others = {Curve({0.9, 0.9, 0.9}, true, 10),
+                                          Curve({0.8, 0.8, 0.8}, true, 10),
+                                          Curve({0.7, 0.7, 0.7}, true, 10)};
+  EXPECT_FALSE(ShouldStop(asha, true, Curve({0.1, 0.1}, false, 10), Pointers(others)));  // Step 20.
+  EXPECT_TRUE(ShouldStop(asha, true, Curve({0.1, 0.1, 0.1}, false, 10), Pointers(others)));
+  // Sparse reports passing a rung are judged on the first value at or past it.
+  EXPECT_TRUE(ShouldStop(asha, true, Curve({0.1}, false, 50), Pointers(others)));
+}
+
+TEST(EarlyStoppingTest, NoRuleNeverStops) {
+  EXPECT_FALSE(ShouldStop(std::monostate(), false, Curve({std::nan("")}, false), {}));
+}
+
+}  // namespace
+}  // namespace dhpt::scheduler
