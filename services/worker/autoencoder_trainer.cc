@@ -150,6 +150,17 @@ absl::StatusOr<TrainerMetrics> TrainOnDevice(const SplitDataset& data,
   scale = torch::where(scale > 1e-6, scale, torch::ones_like(scale));
   torch::Tensor train_z = ((train - mean) / scale).to(device);
   torch::Tensor validation_z = ((validation - mean) / scale).to(device);
+  const double sst = (validation - validation.mean(0)).pow(2).sum().item<double>();
+  if (!(sst > 0)) {
+    return absl::InvalidArgumentError("the validation features are constant: R² is undefined");
+  }
+  // R² in the data's own units, over every feature: reported after every epoch, so that early
+  // stopping compares trials in the study's objective, and at the end.
+  auto r2_and_sse = [&](const torch::Tensor& reconstruction_z) {
+    torch::Tensor reconstruction = reconstruction_z.to(torch::kCPU) * scale + mean;
+    const double sse = (validation - reconstruction).pow(2).sum().item<double>();
+    return std::pair<double, double>{1 - sse / sst, sse};
+  };
 
   torch::nn::Sequential network = BuildNetwork(data.train.cols, config);
   InitializeWeights(network, generator);
@@ -161,6 +172,8 @@ absl::StatusOr<TrainerMetrics> TrainOnDevice(const SplitDataset& data,
   const int64_t rows = data.train.rows;
   const int64_t batch = std::min<int64_t>(config.batch_size, rows);
   double validation_loss = 0;
+  double r2 = 0;
+  double sse = 0;
   for (int epoch = 1; epoch <= config.epochs; ++epoch) {
     network->train();
     torch::Tensor order = torch::randperm(rows, generator, torch::kLong).to(device);
@@ -176,26 +189,23 @@ absl::StatusOr<TrainerMetrics> TrainOnDevice(const SplitDataset& data,
     }
     network->eval();
     torch::NoGradGuard no_grad;
-    validation_loss = torch::mse_loss(network->forward(validation_z), validation_z).item<double>();
+    torch::Tensor reconstruction_z = network->forward(validation_z);
+    validation_loss = torch::mse_loss(reconstruction_z, validation_z).item<double>();
     if (!std::isfinite(validation_loss) || validation_loss > kDivergedLoss) {
       return absl::InvalidArgumentError(absl::StrCat(
           "training diverged: the validation loss is ", validation_loss, " after epoch ", epoch,
           " (predicting the mean scores about 1); lower learning_rate"));
     }
-    if (context.progress) context.progress(epoch, validation_loss);
+    std::tie(r2, sse) = r2_and_sse(reconstruction_z);
+    if (context.progress) context.progress(epoch, r2);
   }
-
-  // R² in the data's own units, over every feature.
-  torch::NoGradGuard no_grad;
-  network->eval();
-  torch::Tensor reconstruction = network->forward(validation_z).to(torch::kCPU) * scale + mean;
-  const double sse = (validation - reconstruction).pow(2).sum().item<double>();
-  const double sst = (validation - validation.mean(0)).pow(2).sum().item<double>();
-  if (!(sst > 0)) {
-    return absl::InvalidArgumentError("the validation features are constant: R² is undefined");
+  if (config.epochs < 1) {  // Untrained: scored as it is.
+    torch::NoGradGuard no_grad;
+    network->eval();
+    std::tie(r2, sse) = r2_and_sse(network->forward(validation_z));
   }
   return TrainerMetrics{
-      {"r2", 1 - sse / sst},
+      {"r2", r2},
       {"mse", sse / static_cast<double>(validation.numel())},
       {"val_loss", validation_loss},
   };

@@ -59,11 +59,12 @@ TEST(AutoencoderTrainerTest, LearnsSensorChannelsOnTheCpuInSeconds) {
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_GT(metrics->at("r2"), 0.9);
   EXPECT_GT(metrics->at("mse"), 0);
-  // One validation loss per epoch, and training lowers it.
+  // One report per epoch.
   ASSERT_EQ(progress.size(), 15u);
   for (size_t i = 0; i < progress.size(); ++i) EXPECT_EQ(progress[i].first, static_cast<int64_t>(i + 1));
-  EXPECT_LT(progress.back().second, progress.front().second);
-  EXPECT_DOUBLE_EQ(progress.back().second, metrics->at("val_loss"));
+  // Progress is the objective itself (validation r2 after each epoch), for early stopping.
+  EXPECT_GT(progress.back().second, progress.front().second);
+  EXPECT_DOUBLE_EQ(progress.back().second, metrics->at("r2"));
   RecordProperty("seconds", std::to_string(seconds));
   RecordProperty("r2", std::to_string(metrics->at("r2")));
 }
