@@ -30,8 +30,9 @@ std::string ProgressLine(const v1::Study& study) {
   const v1::StudySpec& spec = study.spec();
   std::string line = absl::StrFormat(
       "%s %s  %d/%d done", spec.name(), v1::Study::State_Name(study.state()),
-      study.trials_completed() + study.trials_failed(), spec.max_trials());
+      study.trials_completed() + study.trials_failed() + study.trials_pruned(), spec.max_trials());
   if (study.trials_failed() > 0) absl::StrAppend(&line, " (", study.trials_failed(), " failed)");
+  if (study.trials_pruned() > 0) absl::StrAppend(&line, " (", study.trials_pruned(), " pruned)");
   absl::StrAppend(&line, "  ", study.trials_running(), " running");
   if (study.has_best_trial() && study.best_trial().has_objective_value()) {
     absl::StrAppend(&line, absl::StrFormat("  best %s %.6g", spec.objective().metric(),
@@ -72,6 +73,9 @@ std::string StudySummary(const v1::Study& study) {
       v1::Study::State_Name(study.state()),
       study.state_reason().empty() ? "" : absl::StrCat(" (", study.state_reason(), ")"),
       study.trials_completed(), study.trials_failed(), study.trials_cancelled());
+  if (study.trials_pruned() > 0) {
+    absl::StrAppend(&out, "  ", study.trials_pruned(), " pruned (stopped early)\n");
+  }
   if (!study.has_best_trial()) return out + "  no completed trial\n";
   const v1::Trial& best = study.best_trial();
   std::vector<std::string> params;

@@ -46,6 +46,8 @@ struct SchedulerCore::StudyEntry {
   bool suggesting = false;
   std::optional<uint64_t> best;
   std::vector<uint64_t> watch_ids;
+  EarlyStoppingRule early_stopping;
+  int pruned = 0;
   uint64_t order = 0;    // Creation order, for ListStudies pages.
   bool deleted = false;  // Deleted while a suggestion was computed for it.
 
@@ -134,7 +136,7 @@ google::protobuf::Timestamp ToTimestamp(absl::Time t) {
 
 bool TrialTerminal(v1::Trial::State state) {
   return state == v1::Trial::COMPLETED || state == v1::Trial::FAILED ||
-         state == v1::Trial::CANCELLED;
+         state == v1::Trial::CANCELLED || state == v1::Trial::PRUNED;
 }
 
 // Cancels one attempt: the worker stops it, or forgets its result if it has finished.
@@ -190,6 +192,7 @@ absl::Status SchedulerCore::Recover() {
     entry->create_time = study.create_time();
     entry->end_time = study.end_time();
     entry->space = ToSearchSpace(entry->spec);
+    entry->early_stopping = ToEarlyStoppingRule(entry->spec);
     ASSIGN_OR_RETURN(entry->optimizer,
                      options_.optimizer_factory(entry->space, ToOptimizerConfig(entry->spec)));
     study_order_.push_back(entry.get());
@@ -225,6 +228,19 @@ absl::Status SchedulerCore::Recover() {
       entry.trial.set_state(v1::Trial::PENDING);
       entry.pending_since = options_.clock();
       study.pending.push_back(entry.trial.id());
+    }
+  }
+  // Early stopping judges running trials against the others' curves: the stored ones, as the
+  // first life saw them (each trial's latest attempt).
+  for (StudyEntry* study : study_order_) {
+    if (std::holds_alternative<std::monostate>(study->early_stopping)) continue;
+    ASSIGN_OR_RETURN(std::vector<StoredIntermediateValue> values,
+                     store_->LoadIntermediateValues(study->spec.name()));
+    for (const StoredIntermediateValue& value : values) {
+      auto it = trials_.find(value.trial_id);
+      if (it == trials_.end() || value.attempt != it->second.trial.attempt()) continue;
+      std::vector<IntermediateValue>& curve = it->second.curve.values;
+      if (curve.empty() || value.step > curve.back().step) curve.push_back({value.step, value.value});
     }
   }
   for (StudyEntry* study : study_order_) CheckStudyEndLocked(*study);
@@ -272,6 +288,7 @@ absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spe
   }
   auto entry = std::make_unique<StudyEntry>();
   entry->space = ToSearchSpace(spec);
+  entry->early_stopping = ToEarlyStoppingRule(spec);
   ASSIGN_OR_RETURN(entry->optimizer,
                    options_.optimizer_factory(entry->space, ToOptimizerConfig(spec)));
   entry->spec = std::move(spec);
@@ -722,6 +739,40 @@ void SchedulerCore::HandleProgress(uint64_t session, const v1::TrialProgress& pr
   // Stored for early stopping (which decides from the stored history) and for the record.
   store_->PutIntermediateValue(trial->study->spec.name(), trial->trial.id(), progress.attempt(),
                                progress.step(), progress.value());
+  if (!std::holds_alternative<std::monostate>(trial->study->early_stopping)) {
+    ConsiderStoppingLocked(*trial, progress.step(), progress.value());
+  }
+}
+
+void SchedulerCore::ConsiderStoppingLocked(TrialEntry& trial, int64_t step, double value) {
+  std::vector<IntermediateValue>& curve = trial.curve.values;
+  if (!curve.empty() && step <= curve.back().step) return;  // Steps only go forward.
+  curve.push_back({step, value});
+  StudyEntry& study = *trial.study;
+  std::vector<const TrialCurve*> others;
+  for (uint64_t id : study.trial_ids) {
+    const TrialEntry& other = trials_.at(id);
+    if (&other != &trial && !other.curve.values.empty()) others.push_back(&other.curve);
+  }
+  const bool maximize = study.spec.objective().goal() == v1::Objective::MAXIMIZE;
+  if (!ShouldStop(study.early_stopping, maximize, trial.curve, others)) return;
+
+  // Stopped: the slot frees at once, and the trial counts neither as failed nor as an attempt.
+  const uint64_t session = trial.session;
+  const std::string reason = absl::StrCat("pruned at step ", step, " by the study's early_stopping");
+  SendLocked(session, CancelMessage(trial.trial, reason));
+  ReleaseLocked(trial);
+  v1::Trial& t = trial.trial;
+  t.set_state(v1::Trial::PRUNED);
+  t.set_error(reason);
+  (*t.mutable_metrics())[study.spec.objective().metric()] = value;
+  (*t.mutable_metrics())["pruned_step"] = static_cast<double>(step);
+  *t.mutable_end_time() = ToTimestamp(options_.clock());
+  RecordTrialEndLocked(trial);
+  SaveTrialLocked(trial);
+  PublishTrialLocked(trial);
+  CheckStudyEndLocked(study);
+  DispatchLocked();
 }
 
 void SchedulerCore::HandleStarted(uint64_t session, const v1::TrialAttempt& started) {
@@ -1020,6 +1071,7 @@ bool SchedulerCore::AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
     entry.started = false;
     entry.charged = false;
     entry.stored_values = 0;
+    entry.curve.values.clear();  // Each attempt's curve starts over.
     trial.set_worker_id(worker.worker_id);
     trial.set_node_name(worker.capabilities.node_name());
     *trial.mutable_start_time() = ToTimestamp(options_.clock());
@@ -1124,6 +1176,7 @@ void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
   switch (trial.trial.state()) {
     case v1::Trial::COMPLETED: {
       ++study.completed;
+      trial.curve.completed = true;
       record.status = optimizer::TrialStatus::kCompleted;
       record.value = trial.trial.objective_value();
       if (!study.best || IsBetterObjective(study.spec, trial.trial.objective_value(),
@@ -1140,6 +1193,12 @@ void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
       ++study.cancelled;
       record.status = optimizer::TrialStatus::kFailed;
       break;
+    case v1::Trial::PRUNED:
+      // The optimisers see a pruned trial as a failed one for now: its region is not chosen
+      // for its value (issue 14 teaches them to rank pruned trials).
+      ++study.pruned;
+      record.status = optimizer::TrialStatus::kFailed;
+      break;
     default:
       break;
   }
@@ -1147,7 +1206,7 @@ void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
 
 void SchedulerCore::CheckStudyEndLocked(StudyEntry& study) {
   if (study.terminal()) return;
-  const int finished = study.completed + study.failed;
+  const int finished = study.completed + study.failed + study.pruned;
   if (study.spec.has_max_failed_trials() && study.failed > study.spec.max_failed_trials()) {
     EndStudyLocked(study, v1::Study::FAILED,
                    absl::StrCat(study.failed, " trials failed, more than max_failed_trials (",
@@ -1269,6 +1328,7 @@ v1::Study SchedulerCore::BuildStudyLocked(const StudyEntry& study) const {
   out.set_trials_completed(study.completed);
   out.set_trials_failed(study.failed);
   out.set_trials_cancelled(study.cancelled);
+  out.set_trials_pruned(study.pruned);
   if (study.best) *out.mutable_best_trial() = FullTrialLocked(trials_.at(*study.best));
   *out.mutable_create_time() = study.create_time;
   if (study.terminal()) *out.mutable_end_time() = study.end_time;

@@ -29,6 +29,7 @@
 #include "dhpt/v1/worker_service.pb.h"
 #include "services/common/work_queue.h"
 #include "services/optimizer/optimizer.h"
+#include "services/scheduler/early_stopping.h"
 #include "services/scheduler/scheduler_observer.h"
 #include "services/scheduler/spec_validation.h"
 #include "services/scheduler/study_store.h"
@@ -187,6 +188,9 @@ class SchedulerCore {
     absl::Time pending_since;  // When it last joined the queue, for the queue-wait metric.
     // Intermediate values of the current attempt stored so far.
     int stored_values = 0;
+    // Its latest attempt's intermediate values, for early stopping (kept only when the study
+    // has a rule).
+    TrialCurve curve;
     // A finished trial is held as its serialised bytes (a fraction of the parsed message's
     // memory); `trial` then keeps only what the core still reads: id, number, state, attempts
     // and objective.
@@ -242,6 +246,10 @@ class SchedulerCore {
   // worker is heard from); null, with the message refused as `what`, when there is none.
   TrialEntry* AttemptOfSessionLocked(uint64_t session, uint64_t trial_id, int attempt,
                                      uint64_t epoch, absl::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Records a progress report on the trial's curve and stops the trial if the study's rule says
+  // so (PRUNED: cancelled on its worker, not failed, no attempt charged).
+  void ConsiderStoppingLocked(TrialEntry& trial, int64_t step, double value)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Sends `message` once the store has committed write `sequence` (a ResultAck must not
   // outrun the result it acknowledges); dropped if the session is gone by then.

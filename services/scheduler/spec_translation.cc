@@ -132,4 +132,27 @@ absl::StatusOr<optimizer::Point> ToPoint(const optimizer::SearchSpace& space,
   return point;
 }
 
+EarlyStoppingRule ToEarlyStoppingRule(const v1::StudySpec& spec) {
+  const v1::EarlyStopping& stopping = spec.early_stopping();
+  auto percentile = [](const v1::PercentileStopping& rule) {
+    return PercentileRule{.percentile = rule.percentile(),
+                          .n_startup_trials = rule.n_startup_trials(),
+                          .n_warmup_steps = rule.n_warmup_steps(),
+                          .interval_steps = rule.interval_steps()};
+  };
+  switch (stopping.rule_case()) {
+    case v1::EarlyStopping::kMedian:
+      return percentile(stopping.median());
+    case v1::EarlyStopping::kPercentile:
+      return percentile(stopping.percentile());
+    case v1::EarlyStopping::kAsha:
+      return AshaRule{.min_resource = stopping.asha().min_resource(),
+                      .reduction_factor = stopping.asha().reduction_factor(),
+                      .min_early_stopping_rate = stopping.asha().min_early_stopping_rate()};
+    case v1::EarlyStopping::RULE_NOT_SET:
+      break;
+  }
+  return std::monostate();
+}
+
 }  // namespace dhpt::scheduler

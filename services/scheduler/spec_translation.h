@@ -6,6 +6,7 @@
 #include "dhpt/v1/common.pb.h"
 #include "google/protobuf/map.h"
 #include "services/optimizer/optimizer.h"
+#include "services/scheduler/early_stopping.h"
 
 namespace dhpt::scheduler {
 
@@ -14,6 +15,8 @@ using ParamMap = google::protobuf::Map<std::string, v1::ParameterValue>;
 optimizer::SearchSpace ToSearchSpace(const v1::StudySpec& spec);
 optimizer::OptimizerConfig ToOptimizerConfig(const v1::StudySpec& spec);
 ParamMap ToParamMap(const optimizer::SearchSpace& space, const optimizer::Point& point);
+// The spec's early-stopping rule (a normalised spec: defaults filled in).
+EarlyStoppingRule ToEarlyStoppingRule(const v1::StudySpec& spec);
 // The point of a stored trial; an error when a value is missing or of the wrong type.
 absl::StatusOr<optimizer::Point> ToPoint(const optimizer::SearchSpace& space,
                                          const ParamMap& params);

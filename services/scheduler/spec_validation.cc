@@ -455,6 +455,54 @@ absl::Status ValidateBudget(v1::StudySpec& spec, const SpecLimits& limits) {
   return absl::OkStatus();
 }
 
+// Fills the rule's defaults and checks its ranges.
+absl::Status ValidateEarlyStopping(v1::StudySpec& spec) {
+  if (!spec.has_early_stopping()) return absl::OkStatus();
+  v1::EarlyStopping& stopping = *spec.mutable_early_stopping();
+  auto percentile = [](v1::PercentileStopping& rule, const std::string& field,
+                       bool median) -> absl::Status {
+    if (!rule.has_percentile()) rule.set_percentile(50);
+    if (median && rule.percentile() != 50) {
+      return Invalid(field + ".percentile", "is 50 for median; use percentile for another");
+    }
+    if (!(rule.percentile() >= 0 && rule.percentile() <= 100)) {
+      return Invalid(field + ".percentile", "must be between 0 and 100");
+    }
+    if (!rule.has_n_startup_trials()) rule.set_n_startup_trials(5);
+    if (rule.n_startup_trials() < 0 || rule.n_startup_trials() > 10000) {
+      return Invalid(field + ".n_startup_trials", "must be between 0 and 10000");
+    }
+    if (rule.n_warmup_steps() < 0) return Invalid(field + ".n_warmup_steps", "must be >= 0");
+    if (!rule.has_interval_steps()) rule.set_interval_steps(1);
+    if (rule.interval_steps() < 1) return Invalid(field + ".interval_steps", "must be >= 1");
+    return absl::OkStatus();
+  };
+  switch (stopping.rule_case()) {
+    case v1::EarlyStopping::kMedian:
+      return percentile(*stopping.mutable_median(), "early_stopping.median", true);
+    case v1::EarlyStopping::kPercentile:
+      return percentile(*stopping.mutable_percentile(), "early_stopping.percentile", false);
+    case v1::EarlyStopping::kAsha: {
+      v1::AshaStopping& asha = *stopping.mutable_asha();
+      if (!asha.has_min_resource()) asha.set_min_resource(1);
+      if (asha.min_resource() < 1) {
+        return Invalid("early_stopping.asha.min_resource", "must be >= 1");
+      }
+      if (!asha.has_reduction_factor()) asha.set_reduction_factor(4);
+      if (asha.reduction_factor() < 2 || asha.reduction_factor() > 100) {
+        return Invalid("early_stopping.asha.reduction_factor", "must be between 2 and 100");
+      }
+      if (asha.min_early_stopping_rate() < 0 || asha.min_early_stopping_rate() > 30) {
+        return Invalid("early_stopping.asha.min_early_stopping_rate", "must be between 0 and 30");
+      }
+      return absl::OkStatus();
+    }
+    case v1::EarlyStopping::RULE_NOT_SET:
+      return Invalid("early_stopping", "names no rule: median, percentile or asha");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int64_t EstimatedDatasetBytes(const v1::Dataset& dataset) {
@@ -484,6 +532,7 @@ absl::StatusOr<v1::StudySpec> NormalizeStudySpec(v1::StudySpec spec, const SpecL
   RETURN_IF_ERROR(ValidateParameters(spec));
   RETURN_IF_ERROR(ValidateObjective(spec));
   RETURN_IF_ERROR(ValidateBudget(spec, limits));
+  RETURN_IF_ERROR(ValidateEarlyStopping(spec));
   return spec;
 }
 

@@ -413,6 +413,28 @@ absl::StatusOr<StoredState> SqliteStudyStore::Load() {
   return state;
 }
 
+absl::StatusOr<std::vector<StoredIntermediateValue>> SqliteStudyStore::LoadIntermediateValues(
+    const std::string& study) {
+  Statement statement(db_,
+                      "SELECT v.trial_id, v.attempt, v.step, v.value FROM intermediate_values v "
+                      "JOIN trials t ON t.id = v.trial_id WHERE t.study = ?1 "
+                      "ORDER BY v.trial_id, v.attempt, v.step");
+  if (!statement.ok()) {
+    return StoreError(db_, sqlite3_extended_errcode(db_), "cannot read", options_.path, true);
+  }
+  statement.Bind(1, study);
+  std::vector<StoredIntermediateValue> values;
+  int code;
+  while ((code = sqlite3_step(statement.get())) == SQLITE_ROW) {
+    values.push_back({static_cast<uint64_t>(sqlite3_column_int64(statement.get(), 0)),
+                      sqlite3_column_int(statement.get(), 1),
+                      sqlite3_column_int64(statement.get(), 2),
+                      sqlite3_column_double(statement.get(), 3)});
+  }
+  if (code != SQLITE_DONE) return StoreError(db_, code, "cannot read", options_.path, true);
+  return values;
+}
+
 int64_t SqliteStudyStore::size_bytes() const {
   if (options_.path == ":memory:") return 0;
   int64_t total = 0;

@@ -54,6 +54,8 @@ class SqliteStudyStore : public StudyStore {
   ~SqliteStudyStore() override;
 
   absl::StatusOr<StoredState> Load() override;
+  absl::StatusOr<std::vector<StoredIntermediateValue>> LoadIntermediateValues(
+      const std::string& study) override;
   WriteSequence PutStudy(const v1::Study& study) override;
   WriteSequence PutTrial(const v1::Trial& trial) override;
   WriteSequence PutIntermediateValue(const std::string& study, uint64_t trial_id, int attempt,

@@ -24,6 +24,13 @@ struct StoredState {
   uint64_t next_trial_id = 1;
 };
 
+struct StoredIntermediateValue {
+  uint64_t trial_id = 0;
+  int attempt = 0;
+  int64_t step = 0;
+  double value = 0;
+};
+
 // Writes are numbered; a write's sequence number says when it is durable.
 using WriteSequence = uint64_t;
 
@@ -33,6 +40,10 @@ class StudyStore {
 
   // Everything committed. Called once, before any write.
   virtual absl::StatusOr<StoredState> Load() = 0;
+  // The intermediate values of the study's trials, by trial, attempt and step. Like Load,
+  // before any write (early stopping rebuilds its curves from them).
+  virtual absl::StatusOr<std::vector<StoredIntermediateValue>> LoadIntermediateValues(
+      const std::string& study) = 0;
 
   // Queue a write; never block on the disk. Later writes of the same study or trial replace
   // earlier ones that are not yet committed.

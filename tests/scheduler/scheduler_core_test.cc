@@ -706,6 +706,10 @@ class HeldStore : public StudyStore {
   }
   ~HeldStore() override { real_->SetCommitListener(nullptr); }
   absl::StatusOr<StoredState> Load() override { return real_->Load(); }
+  absl::StatusOr<std::vector<StoredIntermediateValue>> LoadIntermediateValues(
+      const std::string& study) override {
+    return real_->LoadIntermediateValues(study);
+  }
   WriteSequence PutStudy(const v1::Study& study) override { return real_->PutStudy(study); }
   WriteSequence PutTrial(const v1::Trial& trial) override { return real_->PutTrial(trial); }
   WriteSequence PutIntermediateValue(const std::string& study, uint64_t trial_id, int attempt,
@@ -947,6 +951,80 @@ TEST_F(SchedulerCoreTest, ListsComeInPagesThatFollowOnExactly) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s1", 25)).ok());
   EXPECT_EQ(core_->ListTrials("s1", v1::Trial::STATE_UNSPECIFIED, 1, of_old).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+v1::TrialProgress Progress(const v1::Assign& assign, int64_t step, double value) {
+  v1::TrialProgress progress;
+  progress.set_trial_id(assign.trial_id());
+  progress.set_attempt(assign.attempt());
+  progress.set_epoch(assign.epoch());
+  progress.set_step(step);
+  progress.set_value(value);
+  return progress;
+}
+
+TEST_F(SchedulerCoreTest, AMedianRuleStopsALosingTrialFreesItsSlotAndChargesNothing) {
+  v1::StudySpec spec = FunctionStudy("s", 4);  // Minimising `value`.
+  spec.mutable_early_stopping()->mutable_median()->set_n_startup_trials(1);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel channel;
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  const v1::Assign first = channel.Assigns().back();
+  core_->HandleProgress(session, Progress(first, 1, 1.0));
+  core_->HandleProgress(session, Progress(first, 2, 0.5));
+  core_->HandleResult(session, Completed(first, 0.5));
+  const v1::Assign second = channel.Assigns().back();
+  core_->HandleProgress(session, Progress(second, 1, 0.9));  // Better than the median: goes on.
+  EXPECT_EQ(core_->GetStudy("s")->trials_pruned(), 0);
+  core_->HandleProgress(session, Progress(second, 2, 3.0));  // Best so far 0.9 > 0.5: stopped.
+  absl::StatusOr<v1::Study> study = core_->GetStudy("s");
+  EXPECT_EQ(study->trials_pruned(), 1);
+  EXPECT_EQ(study->trials_failed(), 0);
+  v1::Trial pruned = AllTrials(*core_, "s").at(1);
+  EXPECT_EQ(pruned.state(), v1::Trial::PRUNED);
+  EXPECT_EQ(pruned.lost_attempts(), 0);
+  EXPECT_EQ(pruned.metrics().at("pruned_step"), 2);
+  EXPECT_EQ(pruned.metrics().at("value"), 3.0);
+  EXPECT_FALSE(pruned.has_objective_value());
+  // Cancelled on its worker (that attempt only), and the slot went to the next trial.
+  ASSERT_EQ(channel.Count(v1::SchedulerMessage::kCancel), 1);
+  ASSERT_EQ(channel.Assigns().size(), 3u);
+  // The worker's answer to the Cancel settles nothing more.
+  v1::TrialResult cancelled = Completed(second, 0);
+  cancelled.set_state(v1::Trial::CANCELLED);
+  core_->HandleResult(session, cancelled);
+  EXPECT_EQ(core_->GetStudy("s")->trials_pruned(), 1);
+  EXPECT_EQ(core_->GetStudy("s")->trials_pending(), 1);
+  // Pruned trials count as finished: two more and the study completes.
+  core_->HandleResult(session, Completed(channel.Assigns().back(), 0.1));
+  core_->HandleResult(session, Completed(channel.Assigns().back(), 0.2));
+  EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::COMPLETED);
+  EXPECT_EQ(core_->GetBestTrial("s")->objective_value(), 0.1);
+}
+
+TEST_F(SchedulerCoreTest, EarlyStoppingDecidesAlikeAfterARestart) {
+  v1::StudySpec spec = FunctionStudy("s", 4);
+  spec.mutable_early_stopping()->mutable_asha()->set_reduction_factor(2);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel before;
+  const uint64_t session = Connect(before, Hello("w", 2));
+  const v1::Assign first = before.Assigns()[0];
+  const v1::Assign second = before.Assigns()[1];
+  core_->HandleProgress(session, Progress(first, 1, 1.0));  // First at rung 1: goes on.
+  // The scheduler restarts; its curves come back from the database.
+  core_.reset();
+  db_.Reopen();
+  core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
+  ASSERT_TRUE(core_->Recover().ok());
+  RecordingChannel after;
+  v1::Hello hello = Hello("w", 2);
+  *hello.add_running() = Attempt(first);
+  *hello.add_running() = Attempt(second);
+  const uint64_t again = Connect(after, hello);
+  core_->HandleProgress(again, Progress(second, 1, 2.0));  // Worse than 1.0 at rung 1: stopped.
+  EXPECT_EQ(core_->GetStudy("s")->trials_pruned(), 1);
+  EXPECT_EQ(AllTrials(*core_, "s").at(1).state(), v1::Trial::PRUNED);
+  EXPECT_EQ(AllTrials(*core_, "s").at(0).state(), v1::Trial::RUNNING);
 }
 
 // Runs `trials` trials of `spec` one at a time on one worker (suggestions may come from the

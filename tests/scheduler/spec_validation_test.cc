@@ -300,5 +300,44 @@ TEST(SpecValidationTest, FunctionsTakeOnlyTheirSecondsAsAFixedValue) {
               HasSubstr("one fixed value, seconds"));
 }
 
+TEST(SpecValidationTest, EarlyStoppingRulesGetDefaultsAndRangeChecks) {
+  const v1::StudySpec base = Parse(R"pb(name: "e" model { kind: FUNCTION function: "branin" }
+    parameters { name: "x1" double_range { min: -5 max: 10 } }
+    parameters { name: "x2" double_range { min: 0 max: 15 } } max_trials: 3)pb");
+  v1::StudySpec median = base;
+  median.mutable_early_stopping()->mutable_median();
+  absl::StatusOr<v1::StudySpec> normalized = NormalizeStudySpec(median);
+  ASSERT_TRUE(normalized.ok()) << normalized.status();
+  EXPECT_EQ(normalized->early_stopping().median().percentile(), 50);
+  EXPECT_EQ(normalized->early_stopping().median().n_startup_trials(), 5);
+  EXPECT_EQ(normalized->early_stopping().median().interval_steps(), 1);
+  v1::StudySpec asha = base;
+  asha.mutable_early_stopping()->mutable_asha();
+  normalized = NormalizeStudySpec(asha);
+  ASSERT_TRUE(normalized.ok());
+  EXPECT_EQ(normalized->early_stopping().asha().reduction_factor(), 4);
+  EXPECT_EQ(normalized->early_stopping().asha().min_resource(), 1);
+
+  auto rejected = [&](const std::function<void(v1::StudySpec&)>& edit, const std::string& field) {
+    v1::StudySpec spec = base;
+    edit(spec);
+    absl::StatusOr<v1::StudySpec> result = NormalizeStudySpec(spec);
+    ASSERT_FALSE(result.ok()) << spec.ShortDebugString();
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(result.status().message()), HasSubstr(field));
+  };
+  rejected([](auto& s) { s.mutable_early_stopping(); }, "names no rule");
+  rejected([](auto& s) { s.mutable_early_stopping()->mutable_median()->set_percentile(25); },
+           "early_stopping.median.percentile");
+  rejected([](auto& s) { s.mutable_early_stopping()->mutable_percentile()->set_percentile(101); },
+           "early_stopping.percentile.percentile");
+  rejected([](auto& s) { s.mutable_early_stopping()->mutable_percentile()->set_interval_steps(0); },
+           "interval_steps");
+  rejected([](auto& s) { s.mutable_early_stopping()->mutable_asha()->set_reduction_factor(1); },
+           "reduction_factor");
+  rejected([](auto& s) { s.mutable_early_stopping()->mutable_asha()->set_min_resource(0); },
+           "min_resource");
+}
+
 }  // namespace
 }  // namespace dhpt::scheduler
