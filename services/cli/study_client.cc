@@ -1,5 +1,7 @@
 #include "services/cli/study_client.h"
 
+#include <functional>
+
 #include "services/common/channel_options.h"
 #include "services/common/grpc_status.h"
 
@@ -33,6 +35,25 @@ absl::StatusOr<Response> Unary(std::unique_ptr<grpc::ClientContext> context, Cal
   if (!status.ok()) return FromGrpcStatus(status);
   return response;
 }
+
+// Calls a paginated List RPC page after page (AIP-158), collecting what `items` picks from
+// each response.
+template <typename Item, typename Response, typename Request, typename Call, typename Items>
+absl::StatusOr<std::vector<Item>> AllPages(
+    const std::function<std::unique_ptr<grpc::ClientContext>()>& new_context, Request request,
+    Call call, Items items) {
+  std::vector<Item> all;
+  do {
+    auto response = Unary<Response>(new_context(), [&](grpc::ClientContext* c, Response* r) {
+      return call(c, request, r);
+    });
+    if (!response.ok()) return response.status();
+    const auto& page = items(*response);
+    all.insert(all.end(), page.begin(), page.end());
+    request.set_page_token(response->next_page_token());
+  } while (!request.page_token().empty());
+  return all;
+}
 }  // namespace
 
 absl::StatusOr<v1::Study> StudyClient::CreateStudy(const v1::StudySpec& spec) {
@@ -50,18 +71,11 @@ absl::StatusOr<v1::Study> StudyClient::GetStudy(const std::string& name) {
 }
 
 absl::StatusOr<std::vector<v1::Study>> StudyClient::ListStudies() {
-  std::vector<v1::Study> studies;
-  v1::ListStudiesRequest request;
-  do {
-    auto response = Unary<v1::ListStudiesResponse>(
-        NewContext(), [&](grpc::ClientContext* c, v1::ListStudiesResponse* r) {
-          return stub_->ListStudies(c, request, r);
-        });
-    if (!response.ok()) return response.status();
-    studies.insert(studies.end(), response->studies().begin(), response->studies().end());
-    request.set_page_token(response->next_page_token());
-  } while (!request.page_token().empty());
-  return studies;
+  return AllPages<v1::Study, v1::ListStudiesResponse>(
+      [this] { return NewContext(); }, v1::ListStudiesRequest(),
+      [this](grpc::ClientContext* c, const v1::ListStudiesRequest& request,
+             v1::ListStudiesResponse* r) { return stub_->ListStudies(c, request, r); },
+      [](const v1::ListStudiesResponse& r) -> const auto& { return r.studies(); });
 }
 
 absl::Status StudyClient::DeleteStudy(const std::string& name, bool force) {
@@ -94,19 +108,13 @@ absl::StatusOr<v1::Study> StudyClient::StopStudy(const std::string& name) {
 }
 
 absl::StatusOr<std::vector<v1::Trial>> StudyClient::ListTrials(const std::string& study) {
-  std::vector<v1::Trial> trials;
   v1::ListTrialsRequest request;
   request.set_study(study);
-  do {
-    auto response = Unary<v1::ListTrialsResponse>(
-        NewContext(), [&](grpc::ClientContext* c, v1::ListTrialsResponse* r) {
-          return stub_->ListTrials(c, request, r);
-        });
-    if (!response.ok()) return response.status();
-    trials.insert(trials.end(), response->trials().begin(), response->trials().end());
-    request.set_page_token(response->next_page_token());
-  } while (!request.page_token().empty());
-  return trials;
+  return AllPages<v1::Trial, v1::ListTrialsResponse>(
+      [this] { return NewContext(); }, std::move(request),
+      [this](grpc::ClientContext* c, const v1::ListTrialsRequest& request,
+             v1::ListTrialsResponse* r) { return stub_->ListTrials(c, request, r); },
+      [](const v1::ListTrialsResponse& r) -> const auto& { return r.trials(); });
 }
 
 absl::StatusOr<v1::Trial> StudyClient::GetBestTrial(const std::string& study) {

@@ -296,22 +296,19 @@ absl::Status SqliteStudyStore::Configure() {
     return StoreError(db_, code, "cannot configure", path, true);
   }
   if (options_.max_bytes > 0) {
-    std::optional<std::string> page_size = QueryText(db_, "PRAGMA page_size", code);
-    if (!page_size) return StoreError(db_, code, "cannot configure", path, true);
-    const int64_t pages = std::max<int64_t>(8, wal_bytes / std::stoll(*page_size));
-    if (!QueryText(db_, absl::StrCat("PRAGMA wal_autocheckpoint = ", pages), code)) {
+    std::optional<std::string> page_size_text = QueryText(db_, "PRAGMA page_size", code);
+    if (!page_size_text) return StoreError(db_, code, "cannot configure", path, true);
+    const int64_t page_size = std::stoll(*page_size_text);
+    const int64_t wal_pages = std::max<int64_t>(8, wal_bytes / page_size);
+    if (!QueryText(db_, absl::StrCat("PRAGMA wal_autocheckpoint = ", wal_pages), code)) {
       return StoreError(db_, code, "cannot configure", path, true);
     }
-  }
-  if (options_.max_bytes > 0) {
-    std::optional<std::string> page_size = QueryText(db_, "PRAGMA page_size", code);
-    if (!page_size) return StoreError(db_, code, "cannot configure", path, true);
-    const int64_t pages = std::max<int64_t>(1, options_.max_bytes / std::stoll(*page_size));
+    const int64_t pages = std::max<int64_t>(1, options_.max_bytes / page_size);
     std::optional<std::string> used = QueryText(db_, "PRAGMA page_count", code);
     if (!used) return StoreError(db_, code, "cannot read", path, true);
     if (std::stoll(*used) > pages) {
       return absl::FailedPreconditionError(absl::StrCat(
-          path, " already takes ", std::stoll(*used) * std::stoll(*page_size),
+          path, " already takes ", std::stoll(*used) * page_size,
           " bytes, more than --max_db_bytes=", options_.max_bytes,
           "; raise the cap (every write would fail under it)"));
     }
