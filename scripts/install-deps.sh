@@ -24,7 +24,7 @@ packages=(
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
 if [[ ${1:-} == --bench ]]; then
-  packages+=(python3-optuna python3-torch)  # run with /usr/bin/python3
+  packages+=(python3-optuna python3-torch python3-xgboost)  # run with /usr/bin/python3
 fi
 
 missing=()

@@ -520,12 +520,13 @@ void SqliteStudyStore::WriteUntilStopped() {
       batch = Batch();
       delay = options_.retry_delay;
       {
-        absl::MutexLock lock(&mutex_);
-        committed_ = last;
-        last_error_ = absl::OkStatus();
+        absl::MutexLock lock(&listener_mutex_);
+        if (listener_) listener_(last);
       }
-      absl::MutexLock lock(&listener_mutex_);
-      if (listener_) listener_(last);
+      // Published after the listener returns, so whoever Syncs also knows it has been told.
+      absl::MutexLock lock(&mutex_);
+      committed_ = last;
+      last_error_ = absl::OkStatus();
       continue;
     }
     absl::MutexLock lock(&mutex_);

@@ -56,7 +56,8 @@ class StudyStore {
   // The latest sequence handed out.
   virtual WriteSequence last_sequence() const = 0;
 
-  // Waits until every write up to `sequence` is committed. UNAVAILABLE when the commit that
+  // Waits until every write up to `sequence` is committed and the commit listener has been
+  // told (so it must never Sync itself). UNAVAILABLE when the commit that
   // should hold it failed (disk full, read-only file): the writes stay queued and are retried,
   // but the caller must not tell anyone they are stored.
   virtual absl::Status Sync(WriteSequence sequence) = 0;
