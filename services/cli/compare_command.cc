@@ -44,8 +44,10 @@ google::protobuf::Timestamp Now() {
 
 std::string StudyProgress(const std::string& mode, const v1::Study& study, int running) {
   std::string line = absl::StrFormat("%-10s %d/%d trials", mode,
-                                     study.trials_completed() + study.trials_failed(),
+                                     study.trials_completed() + study.trials_pruned() +
+                                         study.trials_failed(),
                                      study.spec().max_trials());
+  if (study.trials_pruned() > 0) absl::StrAppend(&line, " (", study.trials_pruned(), " pruned)");
   if (study.trials_failed() > 0) absl::StrAppend(&line, " (", study.trials_failed(), " failed)");
   if (running > 0) absl::StrAppend(&line, ", ", running, " running");
   if (study.has_best_trial() && study.best_trial().has_objective_value()) {
@@ -263,6 +265,8 @@ absl::Status Comparison::RunSequential(const v1::StudySpec& spec, const std::str
           }
         } else if (trial.state() == v1::Trial::FAILED) {
           progress.set_trials_failed(progress.trials_failed() + 1);
+        } else if (trial.state() == v1::Trial::PRUNED) {
+          progress.set_trials_pruned(progress.trials_pruned() + 1);
         }
         Progress(StudyProgress("sequential", progress, 0), false);
       } else if (event.has_study() && event.study().state() == v1::Study::RUNNING) {

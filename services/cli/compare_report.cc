@@ -126,6 +126,8 @@ void Summarize(const v1::StudySpec& spec, v1::RunReport& run) {
       objectives.push_back(trial.objective_value());
     } else if (trial.state() == v1::Trial::FAILED) {
       summary.set_trials_failed(summary.trials_failed() + 1);
+    } else if (trial.state() == v1::Trial::PRUNED) {
+      summary.set_trials_pruned(summary.trials_pruned() + 1);
     }
     const std::optional<double> wall = MetricOf(trial, kMetricWallSeconds);
     if (wall) trial_seconds.push_back(*wall);
@@ -254,7 +256,7 @@ std::string ComparisonTable(const v1::CompareReport& report, bool markdown) {
   table.Add({"CPU time (s)", Seconds(s.cpu_seconds()), Seconds(f.cpu_seconds()),
              Ratio(f.cpu_seconds(), s.cpu_seconds())});
   const auto per_trial = [](const v1::RunSummary& r) {
-    const int n = r.trials_completed() + r.trials_failed();
+    const int n = r.trials_completed() + r.trials_pruned() + r.trials_failed();
     return n > 0 ? r.trial_cpu_seconds_sum() / n : 0.0;
   };
   table.Add({"CPU time per trial (s)", Seconds(per_trial(s)), Seconds(per_trial(f)),
@@ -284,9 +286,10 @@ std::string ComparisonTable(const v1::CompareReport& report, bool markdown) {
   table.Add({absl::StrCat("median ", metric),
              Objective(Optional(s.has_median_objective(), s.median_objective())),
              Objective(Optional(f.has_median_objective(), f.median_objective())), ""});
-  table.Add({"trials completed / failed",
-             absl::StrCat(s.trials_completed(), " / ", s.trials_failed()),
-             absl::StrCat(f.trials_completed(), " / ", f.trials_failed()), ""});
+  table.Add({"trials completed / pruned / failed",
+             absl::StrCat(s.trials_completed(), " / ", s.trials_pruned(), " / ", s.trials_failed()),
+             absl::StrCat(f.trials_completed(), " / ", f.trials_pruned(), " / ", f.trials_failed()),
+             ""});
   table.Add({"trial time, sum (s)", Seconds(s.trial_seconds_sum()), Seconds(f.trial_seconds_sum()),
              Ratio(f.trial_seconds_sum(), s.trial_seconds_sum())});
   table.Add({"trial time, median (s)", absl::StrFormat("%.3f", s.trial_seconds_median()),
@@ -390,8 +393,8 @@ v1::MatrixCell MatrixCellOf(const std::string& name, const v1::CompareReport& re
 
 std::string MatrixTable(const v1::MatrixReport& matrix, bool markdown) {
   TextTable table({"cell", "seq wall s", "fw wall s", "speedup", "seq cores busy",
-                   "fw cores busy", "seq MiB", "fw MiB", "seq best", "fw best", "seq done/failed",
-                   "fw done/failed"});
+                   "fw cores busy", "seq MiB", "fw MiB", "seq best", "fw best",
+                   "seq done/pruned/failed", "fw done/pruned/failed"});
   for (const v1::MatrixCell& cell : matrix.cells()) {
     const v1::RunSummary& s = cell.sequential();
     const v1::RunSummary& f = cell.framework();
@@ -402,8 +405,8 @@ std::string MatrixTable(const v1::MatrixReport& matrix, bool markdown) {
                MiB(f.peak_rss_bytes_sum()),
                Objective(Optional(s.has_best_objective(), s.best_objective())),
                Objective(Optional(f.has_best_objective(), f.best_objective())),
-               absl::StrCat(s.trials_completed(), "/", s.trials_failed()),
-               absl::StrCat(f.trials_completed(), "/", f.trials_failed())});
+               absl::StrCat(s.trials_completed(), "/", s.trials_pruned(), "/", s.trials_failed()),
+               absl::StrCat(f.trials_completed(), "/", f.trials_pruned(), "/", f.trials_failed())});
   }
   return markdown ? table.RenderMarkdown() : table.Render();
 }

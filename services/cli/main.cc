@@ -25,6 +25,7 @@
 #include "services/cli/study_file.h"
 #include "services/common/client_security_flags.h"
 #include "services/common/env_flags.h"
+#include "services/common/status_macros.h"
 
 ABSL_FLAG(std::string, scheduler, "",
           "the scheduler's HOST:PORT (default localhost:50051); compare: run the framework "
@@ -32,6 +33,9 @@ ABSL_FLAG(std::string, scheduler, "",
 ABSL_FLAG(std::string, study, "", "local, compare: the study file (YAML or JSON) to run");
 ABSL_FLAG(std::string, demo, "xgboost",
           "local, compare: the built-in study to run when --study is not set");
+ABSL_FLAG(std::string, early_stopping, "",
+          "local, compare: off, median or asha (with their defaults) in place of the study's "
+          "early_stopping; unset keeps the study's");
 ABSL_FLAG(int, workers, -1,
           "local: CPU workers to start (default 2, or 0 for an AUTOENCODER study)");
 ABSL_FLAG(int, gpu_workers, -1,
@@ -64,7 +68,7 @@ const std::map<std::string, Command>& Commands() {
   static const auto* const kCommands = new std::map<std::string, Command>{
       {"local",
        {"dhpt local [--study=FILE | --demo=NAME] [--workers=N] [--gpu-workers=M] [--slots=N]\n"
-        "           [--threads-per-trial=N] [--data-root=DIR,...]",
+        "           [--threads-per-trial=N] [--data-root=DIR,...] [--early-stopping=off|median|asha]",
         "Starts a scheduler, N CPU workers and M GPU workers on this machine, runs the study (the "
         "demo\nXGBoost study when none is given), shows live progress, prints the results, and "
         "stops every\nprocess it started (Ctrl-C included). AUTOENCODER studies get one GPU worker "
@@ -74,14 +78,14 @@ const std::map<std::string, Command>& Commands() {
       {"compare",
        {"dhpt compare [--study=FILE | --demo=NAME] [--workers=N] [--gpu-workers=M] [--slots=N]\n"
         "             [--threads-per-trial=N] [--data-root=DIR,...] [--scheduler=HOST:PORT]\n"
-        "             [--out=DIR]\n"
+        "             [--early-stopping=off|median|asha] [--out=DIR]\n"
         "  dhpt compare --matrix=FILE [--out=DIR] [same options]",
         "Runs the study twice with the same seed and budget: sequentially (one process, trial "
         "after\ntrial, the same trainers, no scheduler) and through the framework (a local "
         "scheduler and N\nworkers, or the scheduler given with --scheduler), then prints wall "
         "time and speedup, CPU\ntime and utilisation, peak memory, GPU use, best and median "
         "objective, trials and overhead\nside by side, and writes report.md, report.json and "
-        "plots (SVG and PNG, by gnuplot) to --out.\nThreads per trial are the same in both runs. "
+        "plots (SVG and PNG, by gnuplot) to --out.\nThreads per trial and early stopping are the same in both runs. "
         "--matrix runs every study of FILE with every\nalgorithm (one cell each) and a summary; "
         "run it again to resume an interrupted matrix.\nMatrix file: studies: [{demo: xgboost}, "
         "{file: my-study.yaml}], algorithms: [RANDOM, TPE],\nmax_trials: 20, seed: 1 (see "
@@ -239,10 +243,18 @@ LocalClusterRequest LocalClusterFlags() {
           .data_roots = absl::GetFlag(FLAGS_data_root)};
 }
 
-int RunLocal() {
+// The study of --study or --demo, with --early_stopping applied.
+absl::StatusOr<v1::StudySpec> StudyFromFlags() {
   absl::StatusOr<v1::StudySpec> spec = absl::GetFlag(FLAGS_study).empty()
                                            ? DemoStudy(absl::GetFlag(FLAGS_demo))
                                            : ReadStudyFile(absl::GetFlag(FLAGS_study));
+  if (!spec.ok()) return spec.status();
+  RETURN_IF_ERROR(OverrideEarlyStopping(absl::GetFlag(FLAGS_early_stopping), *spec));
+  return spec;
+}
+
+int RunLocal() {
+  absl::StatusOr<v1::StudySpec> spec = StudyFromFlags();
   if (!spec.ok()) return Fail(spec.status());
   absl::StatusOr<LocalClusterOptions> resolved = ResolveLocalCluster(*spec, LocalClusterFlags());
   if (!resolved.ok()) return Fail(resolved.status());
@@ -339,9 +351,7 @@ int RunCompare() {
       std::cout << "\n" << MatrixTable(*report) << "\nreport: " << out << "/report.md\n";
       return;
     }
-    absl::StatusOr<v1::StudySpec> spec = absl::GetFlag(FLAGS_study).empty()
-                                             ? DemoStudy(absl::GetFlag(FLAGS_demo))
-                                             : ReadStudyFile(absl::GetFlag(FLAGS_study));
+    absl::StatusOr<v1::StudySpec> spec = StudyFromFlags();
     if (!spec.ok()) {
       exit_code = Fail(spec.status());
       return;

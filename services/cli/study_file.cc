@@ -174,6 +174,22 @@ std::string ToJson(const google::protobuf::Message& message) {
   return json;
 }
 
+absl::Status OverrideEarlyStopping(absl::string_view rule, v1::StudySpec& spec) {
+  if (rule.empty()) return absl::OkStatus();
+  if (rule == "off") {
+    spec.clear_early_stopping();
+  } else if (rule == "median") {
+    spec.mutable_early_stopping()->mutable_median();
+  } else if (rule == "asha") {
+    spec.mutable_early_stopping()->mutable_asha();
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--early_stopping=", rule, ": expected off, median or asha (or leave it unset to keep "
+        "the study's own rule; other settings go in the study file)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::StudySpec> ReadStudyFile(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
   absl::StatusOr<v1::StudySpec> spec = ParseStudySpec(text);

@@ -23,6 +23,9 @@ inline constexpr absl::string_view kMetricWallSeconds = "wall_seconds";
 inline constexpr absl::string_view kMetricCpuSeconds = "cpu_seconds";
 inline constexpr absl::string_view kMetricCpuUtilization = "cpu_utilization";
 inline constexpr absl::string_view kMetricPeakRssBytes = "peak_rss_bytes";
+// Set by the scheduler on a PRUNED trial: the step its early-stopping rule stopped it at (its
+// objective metric then holds the value it had reported there).
+inline constexpr absl::string_view kMetricPrunedStep = "pruned_step";
 // Reported only by trials that ran where a GPU is observed (services/worker/gpu_telemetry.h):
 // utilisation as a 0..1 share, memory in bytes, averaged and peaked over the trial.
 inline constexpr absl::string_view kMetricGpuUtilizationAvg = "gpu_utilization_avg";

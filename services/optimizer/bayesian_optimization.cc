@@ -110,23 +110,33 @@ BayesianOptimization::BayesianOptimization(SearchSpace space, uint64_t seed, boo
 
 absl::StatusOr<std::optional<Point>> BayesianOptimization::Suggest(const History& history) {
   if (SpaceExhausted(space_, history)) return std::nullopt;
-  std::vector<size_t> completed, running;
+  auto loss = [this](double value) { return minimize_ ? value : -value; };
+  std::vector<size_t> observed, running;  // Completed and pruned trials; running ones.
+  std::optional<double> worst_completed;
   for (size_t n = 0; n < history.trials.size(); ++n) {
     const TrialRecord& t = history.trials[n];
-    if (t.status == TrialStatus::kCompleted && t.value) completed.push_back(n);
+    if (t.status == TrialStatus::kCompleted && t.value) {
+      observed.push_back(n);
+      worst_completed = std::max(worst_completed.value_or(loss(*t.value)), loss(*t.value));
+    }
+    if (t.status == TrialStatus::kPruned && t.value && !std::isnan(*t.value)) observed.push_back(n);
     if (t.status == TrialStatus::kRunning) running.push_back(n);
   }
-  if (static_cast<int>(completed.size()) < options_.n_startup_trials) return random_.Suggest(history);
+  if (static_cast<int>(observed.size()) < options_.n_startup_trials) return random_.Suggest(history);
 
   const Encoder encoder(space_);
   const int width = encoder.width();
-  const int n = static_cast<int>(completed.size());
+  const int n = static_cast<int>(observed.size());
   Eigen::MatrixXd x(n, width);
   Eigen::VectorXd y(n);
   for (int k = 0; k < n; ++k) {
-    const TrialRecord& t = history.trials[completed[k]];
+    const TrialRecord& t = history.trials[observed[k]];
     x.row(k) = encoder.Encode(t.point).transpose();
-    y(k) = minimize_ ? *t.value : -*t.value;
+    y(k) = loss(*t.value);
+    // A pruned trial's value is a partial one, worse than it would have ended. Capped at the
+    // worst completed objective, it says "poor here" without being an outlier that bends the
+    // whole model.
+    if (t.status == TrialStatus::kPruned && worst_completed) y(k) = std::min(y(k), *worst_completed);
   }
   if (options_.warp_objective) {
     y = YeoJohnsonStandardize(y);

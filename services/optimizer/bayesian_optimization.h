@@ -6,11 +6,13 @@
 namespace dhpt::optimizer {
 
 // Bayesian optimisation with a Gaussian process. The rule:
-// - Until `n_startup_trials` trials have completed, suggest as RandomSearch does.
+// - Until `n_startup_trials` trials have completed or been pruned, suggest as RandomSearch does.
 // - Inputs: numeric parameters scaled to [0, 1] in the transformed (log) space; each
 //   categorical or discrete parameter one-hot. Targets: completed objectives (negated when
 //   maximising), Yeo-Johnson-warped and standardised (YeoJohnsonStandardize; only
-//   standardised with warp_objective off). Failed trials are left out of the model.
+//   standardised with warp_objective off). A pruned trial joins with the last value it
+//   reported, but no worse than the worst completed objective: an early stop marks a poor
+//   region without becoming an outlier. Failed trials are left out of the model.
 // - Hyperparameters: Matern-5/2 ARD, fitted by maximising the marginal likelihood with priors
 //   (GaussianProcess::Fit) on at most `max_fit_points` trials (the best half and the most
 //   recent half), then conditioned on every completed trial.

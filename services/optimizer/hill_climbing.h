@@ -10,8 +10,10 @@ namespace dhpt::optimizer {
 // - A climb starts with no incumbent; its first suggestions are uniform random points.
 // - The first completed trial of a climb becomes the incumbent. A later completed trial whose
 //   objective is not worse replaces it ("accept if not worse").
-// - A result that is not strictly better (a worse or equal objective, or a failed trial) is a
-//   miss. After `patience` misses in a row the step shrinks by `shrink_factor`.
+// - A result that is not strictly better (a worse or equal objective, a pruned or a failed
+//   trial) is a miss: a pruned neighbour was losing when it stopped, and its partial value
+//   cannot be compared with the incumbent's final one. A pruned trial never becomes the
+//   incumbent. After `patience` misses in a row the step shrinks by `shrink_factor`.
 // - When the step falls below `min_step`, the climb has stagnated: a new climb starts with the
 //   trials suggested after that result, from a random point, with the initial step.
 // - A suggestion is a neighbour of the incumbent: each numeric parameter moves by a Gaussian

@@ -15,13 +15,17 @@
 
 namespace dhpt::optimizer {
 
-enum class TrialStatus { kRunning, kCompleted, kFailed };
+// kPruned: stopped early by the study's early-stopping rule. How each optimiser learns from
+// pruned trials is said at its class.
+enum class TrialStatus { kRunning, kCompleted, kPruned, kFailed };
 
 struct TrialRecord {
   Point point;
   TrialStatus status = TrialStatus::kRunning;
-  // The objective of a completed trial, as reported (see OptimizerConfig::minimize).
+  // The objective of a completed trial, as reported (see OptimizerConfig::minimize); of a
+  // pruned one, the last value it reported before it was stopped, at `last_step`.
   std::optional<double> value;
+  int64_t last_step = 0;
 };
 
 // Every trial the study has suggested, in suggestion order, and the keys (SearchSpace::Key) of

@@ -64,45 +64,69 @@ void TpeSearch::UpdateSortedColumns(const std::vector<double>& internal) {
   columns_.internal = internal;
 }
 
+std::optional<TpeSearch::Rank> TpeSearch::RankOf(const TrialRecord& trial) const {
+  auto loss = [this](double value) {
+    if (std::isnan(value)) return kInfiniteLoss;
+    return minimize_ ? value : -value;
+  };
+  switch (trial.status) {
+    case TrialStatus::kCompleted:
+      if (!trial.value) return std::nullopt;
+      return Rank{-kInfiniteLoss, loss(*trial.value)};
+    case TrialStatus::kPruned:
+      // Further is better; at the same step, the better last value.
+      if (!trial.value) return Rank{1, 0};
+      return Rank{-static_cast<double>(trial.last_step), loss(*trial.value)};
+    case TrialStatus::kFailed:
+      return Rank{kInfiniteLoss, kInfiniteLoss};
+    case TrialStatus::kRunning:
+      if (!options_.constant_liar) return std::nullopt;
+      return Rank{kInfiniteLoss, kInfiniteLoss};
+  }
+  return std::nullopt;
+}
+
+std::optional<TpeSearch::Split> TpeSearch::SplitTrials(const History& history) const {
+  std::vector<int> observed;      // The trials with a rank, in trial order,
+  std::vector<Rank> ranks;        // and their ranks.
+  int finished = 0;               // Completed or pruned: the trials with a finite rank.
+  for (size_t t = 0; t < history.trials.size(); ++t) {
+    const std::optional<Rank> rank = RankOf(history.trials[t]);
+    if (!rank) continue;
+    if (rank->tier < kInfiniteLoss) ++finished;
+    observed.push_back(static_cast<int>(t));
+    ranks.push_back(*rank);
+  }
+  if (finished < options_.n_startup_trials) return std::nullopt;
+
+  std::vector<int> ranked(observed.size());
+  std::iota(ranked.begin(), ranked.end(), 0);
+  std::stable_sort(ranked.begin(), ranked.end(), [&](int a, int b) { return ranks[a] < ranks[b]; });
+  const int n_below = std::min(
+      {static_cast<int>(std::ceil(0.1 * static_cast<double>(finished))), 25, finished});
+  Split split;
+  for (int r = 0; r < static_cast<int>(ranked.size()); ++r) {
+    (r < n_below ? split.below : split.above).push_back(observed[ranked[r]]);
+  }
+  std::sort(split.below.begin(), split.below.end());
+  std::sort(split.above.begin(), split.above.end());
+  return split;
+}
+
 absl::StatusOr<std::optional<Point>> TpeSearch::Suggest(const History& history) {
   if (SpaceExhausted(space_, history)) return std::nullopt;
+  const std::optional<Split> split = SplitTrials(history);
+  if (!split) return random_.Suggest(history);
+  const std::vector<int>& below = split->below;
+  const std::vector<int>& above = split->above;
+  const int n_below = static_cast<int>(below.size());
 
   const int dims = space_.dims();
   std::vector<double> internal;  // Every trial, row after row.
   internal.reserve(history.trials.size() * static_cast<size_t>(dims));
-  std::vector<int> observed;      // The trials with a loss, in trial order,
-  std::vector<double> losses;     // and their losses.
-  int completed = 0;
-  for (size_t t = 0; t < history.trials.size(); ++t) {
-    const TrialRecord& trial = history.trials[t];
+  for (const TrialRecord& trial : history.trials) {
     for (int i = 0; i < dims; ++i) internal.push_back(space_.ToInternal(i, trial.point[i]));
-    double loss;
-    if (trial.status == TrialStatus::kCompleted && trial.value) {
-      loss = minimize_ ? *trial.value : -*trial.value;
-      ++completed;
-    } else if (trial.status == TrialStatus::kFailed ||
-               (trial.status == TrialStatus::kRunning && options_.constant_liar)) {
-      loss = kInfiniteLoss;
-    } else {
-      continue;
-    }
-    observed.push_back(static_cast<int>(t));
-    losses.push_back(loss);
   }
-  if (completed < options_.n_startup_trials) return random_.Suggest(history);
-
-  // Split into the best few ("below") and the rest, each kept in trial order.
-  std::vector<int> ranked(observed.size());
-  std::iota(ranked.begin(), ranked.end(), 0);
-  std::stable_sort(ranked.begin(), ranked.end(), [&](int a, int b) { return losses[a] < losses[b]; });
-  const int n_below = std::min(
-      {static_cast<int>(std::ceil(0.1 * static_cast<double>(ranked.size()))), 25, completed});
-  std::vector<int> below, above;  // Trial indices, in trial order.
-  for (int r = 0; r < static_cast<int>(ranked.size()); ++r) {
-    (r < n_below ? below : above).push_back(observed[ranked[r]]);
-  }
-  std::sort(below.begin(), below.end());
-  std::sort(above.begin(), above.end());
   std::vector<int> below_position(history.trials.size(), -1), above_position(history.trials.size(), -1);
   for (size_t k = 0; k < below.size(); ++k) below_position[below[k]] = static_cast<int>(k);
   for (size_t k = 0; k < above.size(); ++k) above_position[above[k]] = static_cast<int>(k);

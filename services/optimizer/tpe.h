@@ -6,11 +6,14 @@
 namespace dhpt::optimizer {
 
 // Tree-structured Parzen Estimator with Optuna 3.1's defaults. The rule:
-// - Until `n_startup_trials` trials have completed, suggest as RandomSearch does.
-// - Losses: completed trials' objectives (negated when maximising); failed trials, and running
-//   ones with the constant liar, count as infinitely bad, so parallel suggestions spread out
-//   instead of piling onto one point and configurations that crash are avoided.
-// - The best min(ceil(0.1 n), 25) form "below", the rest "above"; each set is weighted by
+// - Until `n_startup_trials` trials have completed or been pruned, suggest as RandomSearch does.
+// - Trials are ranked as Optuna 3.1 ranks them: completed ones first, by objective; then
+//   pruned ones, those that got further first and, at the same step, by their last value;
+//   then failed trials, and running ones with the constant liar, as infinitely bad, so
+//   parallel suggestions spread out instead of piling onto one point and configurations that
+//   crash are avoided. A NaN value ranks last within its tier.
+// - Of n completed and pruned trials, the best min(ceil(0.1 n), 25) form "below" (so "below"
+//   takes a pruned trial only when too few completed), the rest "above"; each set is weighted by
 //   TpeObservationWeights in trial order, and modelled by a ParzenEstimator l(x) and g(x).
 // - Draw `n_ei_candidates` from l and keep the one with the largest log l(x) - log g(x):
 //   per parameter (univariate, the default) or jointly (multivariate).
@@ -28,12 +31,31 @@ class TpeSearch : public Optimizer {
   absl::StatusOr<std::optional<Point>> Suggest(const History& history) override;
   std::optional<int64_t> Capacity() const override { return space_.FiniteSize(); }
 
+  // The trials (indices into the history, in trial order) modelled by l(x) and g(x);
+  // nullopt during start-up (exposed for tests).
+  struct Split {
+    std::vector<int> below, above;
+  };
+  std::optional<Split> SplitTrials(const History& history) const;
+
  private:
   SearchSpace space_;
   uint64_t seed_;
   bool minimize_;
   TpeOptions options_;
   RandomSearch random_;
+
+  // Where a trial stands for the below/above split: lexicographic, smaller is better.
+  // nullopt: left out (a running trial without the constant liar, a completed one without a
+  // value).
+  struct Rank {
+    double tier = 0;  // -inf completed; -last_step pruned; +inf failed or running.
+    double loss = 0;  // The objective, negated when maximising.
+    friend bool operator<(const Rank& a, const Rank& b) {
+      return a.tier != b.tier ? a.tier < b.tier : a.loss < b.loss;
+    }
+  };
+  std::optional<Rank> RankOf(const TrialRecord& trial) const;
 
   // Every trial's internal values, row after row, and per dimension the trial indices sorted
   // by (value, index): the order a stable sort by value gives.

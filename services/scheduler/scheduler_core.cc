@@ -10,6 +10,7 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
 #include "services/common/logging.h"
+#include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
 #include "services/scheduler/placement.h"
 #include "services/scheduler/spec_translation.h"
@@ -749,13 +750,20 @@ void SchedulerCore::ConsiderStoppingLocked(TrialEntry& trial, int64_t step, doub
   if (!curve.empty() && step <= curve.back().step) return;  // Steps only go forward.
   curve.push_back({step, value});
   StudyEntry& study = *trial.study;
+  const absl::Time start = absl::Now();
   std::vector<const TrialCurve*> others;
+  int64_t longest_completed = 0;
   for (uint64_t id : study.trial_ids) {
     const TrialEntry& other = trials_.at(id);
-    if (&other != &trial && !other.curve.values.empty()) others.push_back(&other.curve);
+    if (&other == &trial || other.curve.values.empty()) continue;
+    others.push_back(&other.curve);
+    if (other.curve.completed) longest_completed = std::max(longest_completed, other.curve.values.back().step);
   }
   const bool maximize = study.spec.objective().goal() == v1::Objective::MAXIMIZE;
-  if (!ShouldStop(study.early_stopping, maximize, trial.curve, others)) return;
+  const bool stop = ShouldStop(study.early_stopping, maximize, trial.curve, others);
+  observer_->EarlyStoppingDecided(study.spec, absl::Now() - start, stop,
+                                  std::max<int64_t>(0, longest_completed - step));
+  if (!stop) return;
 
   // Stopped: the slot frees at once, and the trial counts neither as failed nor as an attempt.
   const uint64_t session = trial.session;
@@ -766,7 +774,7 @@ void SchedulerCore::ConsiderStoppingLocked(TrialEntry& trial, int64_t step, doub
   t.set_state(v1::Trial::PRUNED);
   t.set_error(reason);
   (*t.mutable_metrics())[study.spec.objective().metric()] = value;
-  (*t.mutable_metrics())["pruned_step"] = static_cast<double>(step);
+  (*t.mutable_metrics())[std::string(kMetricPrunedStep)] = static_cast<double>(step);
   *t.mutable_end_time() = ToTimestamp(options_.clock());
   RecordTrialEndLocked(trial);
   SaveTrialLocked(trial);
@@ -1193,12 +1201,18 @@ void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
       ++study.cancelled;
       record.status = optimizer::TrialStatus::kFailed;
       break;
-    case v1::Trial::PRUNED:
-      // The optimisers see a pruned trial as a failed one for now: its region is not chosen
-      // for its value (issue 14 teaches them to rank pruned trials).
+    case v1::Trial::PRUNED: {
       ++study.pruned;
-      record.status = optimizer::TrialStatus::kFailed;
+      record.status = optimizer::TrialStatus::kPruned;
+      const auto& metrics = trial.trial.metrics();
+      if (auto it = metrics.find(study.spec.objective().metric()); it != metrics.end()) {
+        record.value = it->second;
+      }
+      if (auto it = metrics.find(std::string(kMetricPrunedStep)); it != metrics.end()) {
+        record.last_step = static_cast<int64_t>(it->second);
+      }
       break;
+    }
     default:
       break;
   }

@@ -70,6 +70,17 @@ SchedulerMetrics::SchedulerMetrics()
                     .Name("dhpt_trial_requeues_total")
                     .Help("Running trials sent back to the queue (worker lost or gave it back), by model.")
                     .Register(*registry_)),
+      steps_saved_(prometheus::BuildCounter()
+                       .Name("dhpt_pruned_steps_saved_total")
+                       .Help("Training steps (rounds, trees, epochs) pruned trials did not run: "
+                             "the study's longest completed trial's steps minus the step each "
+                             "was stopped at, by study.")
+                       .Register(*registry_)),
+      early_stopping_duration_(prometheus::BuildHistogram()
+                                   .Name("dhpt_early_stopping_decision_seconds")
+                                   .Help("Time the scheduler took to judge one progress report "
+                                         "against its study's early-stopping rule.")
+                                   .Register(*registry_)),
       connections_(prometheus::BuildCounter()
                        .Name("dhpt_worker_connections_total")
                        .Help("Worker streams opened (first connections and reconnects), by device kind.")
@@ -80,6 +91,8 @@ SchedulerMetrics::SchedulerMetrics()
     requeues_.Add({{"model", Lower(v1::Model::Kind_Name(static_cast<v1::Model::Kind>(kind)))}});
   }
   for (const char* kind : {"cpu", "cuda"}) connections_.Add({{"kind", kind}});
+  // Decisions from 1 µs to ~60 ms.
+  early_stopping_decisions_ = &early_stopping_duration_.Add({}, Exponential(1e-6, 3, 11));
 }
 
 SchedulerMetrics::PerModelDevice& SchedulerMetrics::ForModelDevice(v1::Model::Kind model,
@@ -114,6 +127,15 @@ void SchedulerMetrics::TrialEnded(const v1::StudySpec& spec, v1::Trial::State st
   if (!device.empty() && device != "unknown") {
     ForModelDevice(spec.model().kind(), device).duration->Observe(absl::ToDoubleSeconds(run_time));
   }
+}
+
+void SchedulerMetrics::EarlyStoppingDecided(const v1::StudySpec& spec, absl::Duration took,
+                                            bool stopped, int64_t steps_saved) {
+  early_stopping_decisions_->Observe(absl::ToDoubleSeconds(took));
+  if (!stopped) return;
+  prometheus::Counter*& counter = steps_saved_counters_[spec.name()];
+  if (counter == nullptr) counter = &steps_saved_.Add({{"study", spec.name()}});
+  counter->Increment(static_cast<double>(steps_saved));
 }
 
 void SchedulerMetrics::TrialRequeued(const v1::StudySpec& spec) {
@@ -156,7 +178,8 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
     for (const auto& [state, count] :
          {std::pair<const char*, int>{"pending", study.trials_pending()},
           {"running", study.trials_running()}, {"completed", study.trials_completed()},
-          {"failed", study.trials_failed()}, {"cancelled", study.trials_cancelled()}}) {
+          {"failed", study.trials_failed()}, {"cancelled", study.trials_cancelled()},
+          {"pruned", study.trials_pruned()}}) {
       AddGauge(trials, {{"study", name}, {"state", state}}, count);
     }
     AddGauge(max_trials, {{"study", name}}, study.spec().max_trials());

@@ -18,10 +18,15 @@ class SchedulerObserver {
   // since it became pending.
   virtual void TrialStarted(const v1::StudySpec& spec, absl::string_view device,
                             absl::Duration queue_wait) {}
-  // A trial reached COMPLETED, FAILED or CANCELLED; `run_time` is its last attempt's time on a
+  // A trial reached COMPLETED, FAILED, CANCELLED or PRUNED; `run_time` is its last attempt's time on a
   // worker (zero when it never ran), `device` where that was ("" when it never ran).
   virtual void TrialEnded(const v1::StudySpec& spec, v1::Trial::State state,
                           absl::string_view device, absl::Duration run_time) {}
+  // The study's early-stopping rule judged a running trial's latest report; `stopped` when it
+  // pruned the trial at `step`. `steps_saved`: how far short of the study's longest completed
+  // trial it stopped (0 before any trial completed), an estimate of the training not done.
+  virtual void EarlyStoppingDecided(const v1::StudySpec& spec, absl::Duration took, bool stopped,
+                                    int64_t steps_saved) {}
   // A running trial went back to pending because its worker was lost or gave it back.
   virtual void TrialRequeued(const v1::StudySpec& spec) {}
   virtual void SuggestionMade(v1::Algorithm::Name algorithm, absl::Duration took) {}

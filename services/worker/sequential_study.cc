@@ -1,9 +1,13 @@
 #include "services/worker/sequential_study.h"
 
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/util/time_util.h"
+#include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
+#include "services/scheduler/early_stopping.h"
 #include "services/scheduler/spec_translation.h"
 #include "services/scheduler/spec_validation.h"
 #include "services/scheduler/trial_outcome.h"
@@ -13,9 +17,35 @@ namespace {
 
 using google::protobuf::util::TimeUtil;
 
+// How often the study's interrupt is passed on to the running trial's own flag.
+constexpr absl::Duration kInterruptPoll = absl::Milliseconds(20);
+
 google::protobuf::Timestamp Now() {
   return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(absl::Now()));
 }
+
+// One trial's stop flag, the one its trainer watches: set by the study's early-stopping rule,
+// or, within kInterruptPoll, by the study's own interrupt (which must not itself be set by a
+// pruned trial, since that would end the study).
+class TrialStop {
+ public:
+  explicit TrialStop(const std::atomic<bool>* study_interrupted)
+      : forward_([this, study_interrupted](std::stop_token stop) {
+          while (!stop.stop_requested() && study_interrupted != nullptr) {
+            if (study_interrupted->load()) {
+              flag_ = true;
+              return;
+            }
+            std::this_thread::sleep_for(absl::ToChronoMilliseconds(kInterruptPoll));
+          }
+        }) {}
+  const std::atomic<bool>* flag() const { return &flag_; }
+  void Set() { flag_ = true; }
+
+ private:
+  std::atomic<bool> flag_ = false;
+  std::jthread forward_;  // Last: stopped and joined before flag_ goes.
+};
 
 }  // namespace
 
@@ -34,7 +64,11 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
   study.set_state(v1::Study::RUNNING);
   std::vector<optimizer::TrialRecord> records;
   absl::flat_hash_set<std::string> keys;
-  TrialContext context{.threads = options.threads_per_trial, .cancelled = options.cancelled};
+  // The scheduler's early stopping, judged here on each progress report against the earlier
+  // trials' curves, so that both sides of a comparison prune alike.
+  const scheduler::EarlyStoppingRule rule = scheduler::ToEarlyStoppingRule(spec);
+  const bool maximize = spec.objective().goal() == v1::Objective::MAXIMIZE;
+  std::vector<scheduler::TrialCurve> curves;
   if (options.on_start) options.on_start(study);
 
   auto end = [&](v1::Study::State state, std::string reason) {
@@ -43,7 +77,7 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
     *study.mutable_end_time() = Now();
   };
   while (study.state() == v1::Study::RUNNING) {
-    const int finished = study.trials_completed() + study.trials_failed();
+    const int finished = study.trials_completed() + study.trials_pruned() + study.trials_failed();
     if (spec.has_max_failed_trials() && study.trials_failed() > spec.max_failed_trials()) {
       end(v1::Study::FAILED, absl::StrCat(study.trials_failed(),
                                           " trials failed, more than max_failed_trials (",
@@ -90,12 +124,43 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
     if (spec.has_dataset()) *assign.mutable_dataset() = spec.dataset();
     assign.set_objective_metric(spec.objective().metric());
     *assign.mutable_params() = trial.params();
+    scheduler::TrialCurve& curve = curves.emplace_back();
+    std::vector<const scheduler::TrialCurve*> others;
+    for (size_t k = 0; k + 1 < curves.size(); ++k) {
+      if (!curves[k].values.empty()) others.push_back(&curves[k]);
+    }
+    TrialStop stop(options.cancelled);
+    std::optional<scheduler::IntermediateValue> pruned_at;
+    TrialContext context{.threads = options.threads_per_trial, .cancelled = stop.flag()};
+    if (!std::holds_alternative<std::monostate>(rule)) {
+      context.progress = [&](int64_t step, double value) {
+        if (pruned_at || (!curve.values.empty() && step <= curve.values.back().step)) return;
+        curve.values.push_back({step, value});
+        if (scheduler::ShouldStop(rule, maximize, curve, others)) {
+          pruned_at = curve.values.back();
+          stop.Set();
+        }
+      };
+    }
     *trial.mutable_start_time() = Now();
     const v1::TrialResult result = runner.Run(assign, context);
     *trial.mutable_end_time() = Now();
 
     optimizer::TrialRecord& record = records.back();
-    if (result.state() == v1::Trial::CANCELLED) {
+    if (pruned_at && result.state() == v1::Trial::CANCELLED) {
+      // As the scheduler records a pruned trial, with what the trial measured until it stopped.
+      trial.set_state(v1::Trial::PRUNED);
+      trial.set_error(absl::StrCat("pruned at step ", pruned_at->step,
+                                   " by the study's early_stopping"));
+      trial.set_device(result.device());
+      *trial.mutable_metrics() = result.metrics();
+      (*trial.mutable_metrics())[spec.objective().metric()] = pruned_at->value;
+      (*trial.mutable_metrics())[std::string(kMetricPrunedStep)] = static_cast<double>(pruned_at->step);
+      study.set_trials_pruned(study.trials_pruned() + 1);
+      record.status = optimizer::TrialStatus::kPruned;
+      record.value = pruned_at->value;
+      record.last_step = pruned_at->step;
+    } else if (result.state() == v1::Trial::CANCELLED) {
       trial.set_state(v1::Trial::CANCELLED);
       trial.set_error(result.error());
       trial.set_device(result.device());
@@ -104,6 +169,7 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
     } else {
       scheduler::RecordResult(spec, result, trial);
       if (trial.state() == v1::Trial::COMPLETED) {
+        curve.completed = true;
         study.set_trials_completed(study.trials_completed() + 1);
         record.status = optimizer::TrialStatus::kCompleted;
         record.value = trial.objective_value();

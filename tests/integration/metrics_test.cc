@@ -179,8 +179,20 @@ scrape_configs:
     dataset { sensors { samples: 400 } }
     parameters { name: "bottleneck" int_range { min: 3 max: 6 } }
     max_trials: 3 allow_cpu_fallback: true)pb")).ok());
+  // Pruned trials and their steps saved, for the early-stopping panels: learning rates down
+  // to 1e-4 make some trials hopeless from their first report.
+  ASSERT_TRUE(cluster.client().CreateStudy(TextSpec(R"pb(
+    name: "xgb-pruned"
+    model { kind: XGBOOST fixed { key: "num_boost_round" value { number_value: 300 } } }
+    dataset { friedman1 { samples: 1000 features: 10 noise: 1 } }
+    objective { metric: "r2" goal: MAXIMIZE }
+    algorithm { name: RANDOM seed: 5 }
+    parameters { name: "eta" double_range { min: 0.0001 max: 0.3 log: true } }
+    early_stopping { median { n_startup_trials: 1 } }
+    max_trials: 8 parallel_trials: 1)pb")).ok());
   EXPECT_EQ(cluster.WaitForEnd("branin-tpe").trials_completed(), 40);
   EXPECT_EQ(cluster.WaitForEnd("sensors-ae").trials_completed(), 3);
+  EXPECT_GE(cluster.WaitForEnd("xgb-pruned").trials_pruned(), 1);
   // A few more scrapes, so that every rate() has two samples after the last trial.
   ASSERT_TRUE(WaitFor([&] {
     absl::StatusOr<int> series = Query(prometheus_port, R"(dhpt_study_trials{study="sensors-ae", state="completed"} == 3)");

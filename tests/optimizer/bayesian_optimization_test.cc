@@ -45,6 +45,26 @@ TEST(BayesianOptimizationTest, PendingTrialsAreFantasisedSoParallelSuggestionsDi
   EXPECT_GT(std::abs(std::get<double>(first[0]) - std::get<double>(second[0])), 1e-3);
 }
 
+// Pruned trials count toward the start-up trials and mark their region as poor: with the good
+// region's trials pruned, BO looks elsewhere; with them absent, it would look there.
+TEST(BayesianOptimizationTest, PrunedTrialsMarkTheirRegionAsPoor) {
+  SearchSpace space({{.name = "x", .kind = ParameterKind::kDouble, .min = 0, .max = 1}});
+  TestStudy study;
+  auto add = [&](double x, TrialStatus status, double value) {
+    study.keys.insert(space.Key(Point{x}));
+    study.trials.push_back({Point{x}, status, value, status == TrialStatus::kPruned ? 20 : 0});
+  };
+  // Completed trials say "lower towards x = 0"; pruned trials near 0 stopped with large losses.
+  for (int i = 0; i < 6; ++i) add(0.4 + 0.1 * i, TrialStatus::kCompleted, 1.0 + 0.5 * i);
+  for (int i = 0; i < 5; ++i) add(0.02 + 0.05 * i, TrialStatus::kPruned, 100.0);
+  BayesianOptimization bo(space, 7, true, {.n_startup_trials = 10});
+  RandomSearch random(space, 7);
+  const Point next = **bo.Suggest(study.history());
+  EXPECT_NE(next, **random.Suggest(study.history()));  // 6 completed + 5 pruned: past start-up.
+  EXPECT_GT(std::get<double>(next[0]), 0.25) << "suggested inside the pruned region";
+  EXPECT_LT(std::get<double>(next[0]), 0.6) << "not where the completed trials point";
+}
+
 TEST(BayesianOptimizationTest, BeatsRandomSearchOnBenchmarkFunctions) {
   for (const auto& [function, d] :
        std::vector<std::pair<std::string, int>>{{"branin", 2}, {"hartmann6", 6}}) {

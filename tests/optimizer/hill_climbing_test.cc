@@ -52,6 +52,17 @@ TEST(HillClimbingTest, FailedTrialsAreMissesAndRunningOnesAreIgnored) {
   EXPECT_EQ(climb.misses, 1);
 }
 
+TEST(HillClimbingTest, PrunedTrialsAreMissesAndNeverIncumbents) {
+  HillClimbing climber(Line(), 1, true, {.patience = 3});
+  TestStudy study;
+  study.trials.push_back({{1.0}, TrialStatus::kPruned, 0.1, 10});  // Not an incumbent...
+  study.trials.push_back({{2.0}, TrialStatus::kCompleted, 3.0});
+  study.trials.push_back({{3.0}, TrialStatus::kPruned, 0.1, 10});  // ...nor better than one.
+  HillClimbing::Climb climb = climber.Replay(study.history());
+  EXPECT_EQ(climb.incumbent, 1u);
+  EXPECT_EQ(climb.misses, 1);
+}
+
 TEST(HillClimbingTest, NeighboursStayNearTheIncumbent) {
   SearchSpace space = Line();
   HillClimbing climber(space, 7, true, {.initial_step = 0.05});

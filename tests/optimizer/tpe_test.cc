@@ -119,6 +119,38 @@ TEST(TpeTest, ConstantLiarSpreadsParallelSuggestions) {
   EXPECT_GT(spread(true), spread(false));
 }
 
+// As Optuna 3.1: pruned trials count toward the start-up trials and rank after every completed
+// trial, those that got further first and, at the same step, by their last value.
+TEST(TpeTest, PrunedTrialsRankByHowFarTheyGotAfterCompletedOnes) {
+  const SearchSpace space({{.name = "x", .kind = ParameterKind::kDouble, .min = 0, .max = 1}});
+  TestStudy study;
+  auto add = [&](TrialStatus status, std::optional<double> value, int64_t step) {
+    const Point point{0.01 * static_cast<double>(study.trials.size())};
+    study.keys.insert(space.Key(point));
+    study.trials.push_back({point, status, value, step});
+  };
+  for (int t = 0; t < 9; ++t) add(TrialStatus::kPruned, 0.1 * t, 10);  // 0: the best value.
+  add(TrialStatus::kPruned, 5.0, 30);                                  // 9: the furthest.
+  add(TrialStatus::kFailed, std::nullopt, 0);
+  add(TrialStatus::kRunning, std::nullopt, 0);
+  TpeSearch tpe(space, 3, true, {.constant_liar = true});
+  RandomSearch random(space, 3);
+  // Ten pruned trials: past start-up; ceil(0.1 * 10) = 1 below, the one that got furthest.
+  std::optional<TpeSearch::Split> split = tpe.SplitTrials(study.history());
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->below, std::vector<int>({9}));
+  EXPECT_EQ(split->above.size(), 11u);  // The other pruned, the failed and the running trial.
+  EXPECT_NE(**tpe.Suggest(study.history()), **random.Suggest(study.history()));
+
+  // A completed trial, however poor, ranks before every pruned one; then the furthest.
+  for (int t = 0; t < 10; ++t) add(TrialStatus::kPruned, 0.0, 10);
+  add(TrialStatus::kCompleted, 100.0, 0);  // 22.
+  split = tpe.SplitTrials(study.history());
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->below, std::vector<int>({0, 9, 22}));  // ceil(0.1 * 21) = 3: and then the
+                                                          // best at step 10, the first of equals.
+}
+
 TEST(TpeTest, CountableSpaceIsExhaustedWithoutDuplicates) {
   SearchSpace space({{.name = "n", .kind = ParameterKind::kInt, .min = 0, .max = 4},
                      {.name = "c", .kind = ParameterKind::kCategorical, .categories = {"a", "b"}}});

@@ -1,0 +1,172 @@
+// Early stopping, measured: the TPE study of a file (bench/pruning/*.yaml) run sequentially in
+// this process, as `dhpt compare` runs its sequential side, once per seed and rule (none,
+// median, asha), with the worker's own trainers and the scheduler's own rules. One JSON line
+// per study goes to --out; bench/optuna_pruning_peer.py writes the same lines for Optuna 3.1's
+// pruners on the same data (exported here), and bench/pruning_report.py puts them side by side.
+//
+//   build/bin/pruning_bench --study=bench/pruning/xgboost.yaml --export_dir=/tmp/dhpt-pruning \
+//       --asha_min_resource=10 --out=bench/results/pruning.jsonl
+//   /usr/bin/python3 bench/optuna_pruning_peer.py --study=bench/pruning/xgboost.yaml \
+//       --data=/tmp/dhpt-pruning --out=bench/results/pruning.jsonl
+//   /usr/bin/python3 bench/pruning_report.py bench/results/pruning.jsonl
+//
+// CPU seconds are each trial's own (ResourceMeter), pruned trials' included; one trial runs at
+// a time, on --threads threads.
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "services/cli/study_file.h"
+#include "services/common/model_catalog.h"
+#include "services/common/status_macros.h"
+#include "services/scheduler/spec_validation.h"
+#include "services/worker/datasets.h"
+#include "services/worker/sequential_study.h"
+#ifdef DHPT_WITH_TORCH
+#include "services/worker/autoencoder_trainer.h"
+#endif
+
+ABSL_FLAG(std::string, study, "bench/pruning/xgboost.yaml", "the study file");
+ABSL_FLAG(int, seeds, 5, "seeds 1..N of the study's TPE");
+ABSL_FLAG(std::vector<std::string>, rules, std::vector<std::string>({"none", "median", "asha"}),
+          "early-stopping rules, each with its defaults: none, median, asha");
+ABSL_FLAG(int64_t, asha_min_resource, 0,
+          "asha's first rung, in the trials' steps; 0 keeps the default (1). Optuna's "
+          "SuccessiveHalvingPruner takes 1% of a full trial's steps ('auto')");
+ABSL_FLAG(int, threads, 1, "threads per trial");
+ABSL_FLAG(std::string, export_dir, "",
+          "also write the study's train.csv and validation.csv here, for the peer");
+ABSL_FLAG(std::string, out, "", "append one JSON line per study here (default: stdout)");
+
+namespace dhpt::bench {
+namespace {
+
+void WriteCsv(const std::filesystem::path& path, const worker::Dataset& data) {
+  std::ofstream out(path);
+  for (int64_t j = 0; j < data.cols; ++j) out << data.feature_names[j] << ",";
+  out << "y\n";
+  out.precision(9);
+  for (int64_t i = 0; i < data.rows; ++i) {
+    for (int64_t j = 0; j < data.cols; ++j) out << data.features[i * data.cols + j] << ",";
+    out << data.target[i] << "\n";
+  }
+}
+
+absl::Status ExportData(const v1::StudySpec& spec, const std::string& dir) {
+  worker::DatasetCache cache;
+  absl::StatusOr<std::shared_ptr<const worker::SplitDataset>> split = cache.Get(spec.dataset());
+  if (!split.ok()) return split.status();
+  std::filesystem::create_directories(dir);
+  WriteCsv(std::filesystem::path(dir) / "train.csv", (*split)->train);
+  WriteCsv(std::filesystem::path(dir) / "validation.csv", (*split)->validation);
+  return absl::OkStatus();
+}
+
+absl::Status SetRule(const std::string& rule, v1::StudySpec& spec) {
+  if (rule == "none") return cli::OverrideEarlyStopping("off", spec);
+  RETURN_IF_ERROR(cli::OverrideEarlyStopping(rule, spec));
+  if (rule == "asha" && absl::GetFlag(FLAGS_asha_min_resource) > 0) {
+    spec.mutable_early_stopping()->mutable_asha()->set_min_resource(
+        absl::GetFlag(FLAGS_asha_min_resource));
+  }
+  return absl::OkStatus();
+}
+
+double Metric(const v1::Trial& trial, absl::string_view name) {
+  auto it = trial.metrics().find(std::string(name));
+  return it == trial.metrics().end() ? 0 : it->second;
+}
+
+// {"system":"dhpt","study":...,"rule":...,"seed":...,"wall_seconds":...,"trials":[...]}: each
+// trial's state, objective (the last reported value when pruned), CPU and wall seconds.
+std::string JsonLine(const v1::StudySpec& spec, const std::string& rule, int seed, double wall,
+                     const worker::SequentialRun& run) {
+  std::string line = absl::StrFormat(
+      R"({"system":"dhpt","study":"%s","rule":"%s","seed":%d,"wall_seconds":%.3f,"trials":[)",
+      spec.name(), rule, seed, wall);
+  const std::string& metric = spec.objective().metric();
+  for (size_t i = 0; i < run.trials.size(); ++i) {
+    const v1::Trial& trial = run.trials[i];
+    const double value = trial.state() == v1::Trial::COMPLETED ? trial.objective_value()
+                                                               : Metric(trial, metric);
+    absl::StrAppendFormat(&line, R"(%s{"state":"%s","value":%.6f,"cpu_seconds":%.4f,)"
+                                 R"("wall_seconds":%.4f,"pruned_step":%d})",
+                          i == 0 ? "" : ",", v1::Trial::State_Name(trial.state()),
+                          std::isfinite(value) ? value : -1e9, Metric(trial, kMetricCpuSeconds),
+                          Metric(trial, kMetricWallSeconds),
+                          static_cast<int64_t>(Metric(trial, kMetricPrunedStep)));
+  }
+  return line + "]}";
+}
+
+int Main() {
+  absl::StatusOr<v1::StudySpec> study = cli::ReadStudyFile(absl::GetFlag(FLAGS_study));
+  if (study.ok()) study = scheduler::NormalizeStudySpec(*study);
+  if (!study.ok()) {
+    std::fprintf(stderr, "%s\n", study.status().ToString().c_str());
+    return 2;
+  }
+  if (const std::string dir = absl::GetFlag(FLAGS_export_dir); !dir.empty()) {
+    if (absl::Status exported = ExportData(*study, dir); !exported.ok()) {
+      std::fprintf(stderr, "--export_dir: %s\n", exported.ToString().c_str());
+      return 2;
+    }
+  }
+  worker::TrialRunnerOptions runner_options;
+#ifdef DHPT_WITH_TORCH
+  if (auto trainer = worker::AutoencoderTrainer::Create(worker::DevicePreference::kCpu); trainer.ok()) {
+    runner_options.autoencoder = std::move(*trainer);
+  }
+#endif
+  // One runner for every study: the dataset is made once, as on a long-lived worker.
+  worker::TrialRunner runner(std::move(runner_options));
+  std::FILE* out = stdout;
+  if (const std::string path = absl::GetFlag(FLAGS_out); !path.empty()) {
+    out = std::fopen(path.c_str(), "a");
+    if (out == nullptr) {
+      std::fprintf(stderr, "--out: cannot open %s\n", path.c_str());
+      return 2;
+    }
+  }
+  for (int seed = 1; seed <= absl::GetFlag(FLAGS_seeds); ++seed) {
+    for (const std::string& rule : absl::GetFlag(FLAGS_rules)) {
+      v1::StudySpec spec = *study;
+      spec.mutable_algorithm()->set_seed(static_cast<uint64_t>(seed));
+      if (absl::Status set = SetRule(rule, spec); !set.ok()) {
+        std::fprintf(stderr, "--rules: %s\n", set.ToString().c_str());
+        return 2;
+      }
+      const absl::Time start = absl::Now();
+      absl::StatusOr<worker::SequentialRun> run = worker::RunStudySequentially(
+          spec, runner, {.threads_per_trial = absl::GetFlag(FLAGS_threads)});
+      if (!run.ok()) {
+        std::fprintf(stderr, "%s\n", run.status().ToString().c_str());
+        return 1;
+      }
+      const double wall = absl::ToDoubleSeconds(absl::Now() - start);
+      std::fprintf(out, "%s\n", JsonLine(spec, rule, seed, wall, *run).c_str());
+      std::fflush(out);
+      std::fprintf(stderr, "%s seed %d %s: %.0f s, %d completed, %d pruned\n", spec.name().c_str(),
+                   seed, rule.c_str(), wall, run->study.trials_completed(),
+                   run->study.trials_pruned());
+    }
+  }
+  if (out != stdout) std::fclose(out);
+  return 0;
+}
+
+}  // namespace
+}  // namespace dhpt::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return dhpt::bench::Main();
+}
