@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """Optuna 3.1's pruners on the study bench/pruning_bench.cc runs: the same file (space, fixed
-parameters, 60 trials, 1,000 rounds), the same rows (the CSVs pruning_bench --export_dir wrote),
-XGBoost 1.7 from Debian on the same threads, validation r2 reported every 10 rounds, TPE with its
-defaults. Appends one JSON line per study to --out, in pruning_bench's format.
+parameters, 60 trials, 1,000 rounds or 50 epochs), the same rows (the CSVs pruning_bench
+--export_dir wrote), TPE with its defaults, on the same threads. XGBoost studies train with
+XGBoost 1.7 from Debian and report validation r2 every 10 rounds; AutoEncoder studies train the
+network of services/worker/autoencoder_trainer.cc in Debian's python3-torch (the same layers,
+initialisation, AdamW and standardisation) and report validation r2 after every epoch. Appends
+one JSON line per study to --out, in pruning_bench's format.
 
   /usr/bin/python3 bench/optuna_pruning_peer.py --study=bench/pruning/xgboost.yaml \
       --data=/tmp/dhpt-pruning --out=bench/results/pruning.jsonl
@@ -15,10 +18,10 @@ import time
 
 import numpy as np
 import optuna
-import xgboost as xgb
 import yaml
 
 PROGRESS_EVERY = 10  # As DHPT's XGBoost trainer (kProgressEvery).
+DIVERGED_LOSS = 1e4  # As DHPT's AutoEncoder trainer (kDivergedLoss): such a run fails.
 
 
 def load(path):
@@ -41,37 +44,33 @@ def suggest(trial, parameter):
     raise ValueError(f"parameter {name}: unsupported kind")
 
 
-class Reporter(xgb.callback.TrainingCallback):
-    """Reports validation r2 every PROGRESS_EVERY rounds and stops when Optuna says prune."""
+def xgboost_objective(spec, data, threads, records):
+    import xgboost as xgb
 
-    def __init__(self, trial, rounds, variance):
-        self.trial, self.rounds, self.variance = trial, rounds, variance
-        self.pruned_step = None
-        self.last_value = None
+    class Reporter(xgb.callback.TrainingCallback):
+        """Reports validation r2 every PROGRESS_EVERY rounds and stops when Optuna says prune."""
 
-    def after_iteration(self, model, epoch, evals_log):
-        step = epoch + 1
-        if step % PROGRESS_EVERY and step != self.rounds:
+        def __init__(self, trial, rounds, variance):
+            self.trial, self.rounds, self.variance = trial, rounds, variance
+            self.pruned_step = None
+            self.last_value = None
+
+        def after_iteration(self, model, epoch, evals_log):
+            step = epoch + 1
+            if step % PROGRESS_EVERY and step != self.rounds:
+                return False
+            rmse = evals_log["validation"]["rmse"][-1]
+            self.last_value = 1 - rmse * rmse / self.variance  # = 1 - SSE/SST, as DHPT's r2.
+            self.trial.report(self.last_value, step)
+            if self.trial.should_prune():
+                self.pruned_step = step
+                return True
             return False
-        rmse = evals_log["validation"]["rmse"][-1]
-        self.last_value = 1 - rmse * rmse / self.variance  # = 1 - SSE/SST, as DHPT's r2.
-        self.trial.report(self.last_value, step)
-        if self.trial.should_prune():
-            self.pruned_step = step
-            return True
-        return False
 
-
-def run(spec, pruner_name, seed, data, threads):
     (x_train, y_train), (x_val, y_val) = data
     variance = float(np.mean((y_val - y_val.mean()) ** 2))
     fixed = dict(spec["model"].get("fixed", {}))
     rounds = int(fixed.pop("num_boost_round", 100))
-    pruner = {"median": optuna.pruners.MedianPruner(),
-              "sha": optuna.pruners.SuccessiveHalvingPruner()}[pruner_name]
-    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed),
-                                pruner=pruner)
-    records = []
 
     def objective(trial):
         params = dict(fixed, nthread=threads, verbosity=0, eval_metric="rmse")
@@ -83,17 +82,107 @@ def run(spec, pruner_name, seed, data, threads):
         reporter = Reporter(trial, rounds, variance)
         booster = xgb.train(params, train, rounds, evals=[(validation, "validation")],
                             verbose_eval=False, callbacks=[reporter])
+        value = reporter.last_value
         if reporter.pruned_step is None:
             predicted = booster.predict(validation)
             value = float(1 - np.sum((y_val - predicted) ** 2) / np.sum((y_val - y_val.mean()) ** 2))
-        record = {"cpu_seconds": time.process_time() - cpu, "wall_seconds": time.perf_counter() - wall}
-        if reporter.pruned_step is not None:
-            records.append(dict(record, state="PRUNED", value=reporter.last_value,
-                                pruned_step=reporter.pruned_step))
-            raise optuna.TrialPruned()
-        records.append(dict(record, state="COMPLETED", value=value, pruned_step=0))
-        return value
+        return finish(trial, records, cpu, wall, reporter.pruned_step, value)
 
+    return objective
+
+
+def autoencoder_objective(spec, data, threads, records):
+    import torch
+
+    torch.set_num_threads(threads)
+    activations = {"relu": torch.nn.ReLU, "leaky_relu": torch.nn.LeakyReLU, "elu": torch.nn.ELU,
+                   "gelu": torch.nn.GELU, "silu": torch.nn.SiLU, "tanh": torch.nn.Tanh}
+    defaults = {"hidden_layers": 2, "hidden_width": 64, "width_decay": 0.5, "bottleneck": 8,
+                "activation": "relu", "learning_rate": 1e-3, "weight_decay": 0.0, "epochs": 20,
+                "batch_size": 64, "seed": 0}
+    # Features only: the exported CSV's last column is the generator's target, unused here.
+    train = torch.from_numpy(data[0][0])
+    validation = torch.from_numpy(data[1][0])
+
+    def network(inputs, c):
+        widths, width = [], float(c["hidden_width"])
+        for _ in range(int(c["hidden_layers"])):
+            widths.append(max(int(c["bottleneck"]), int(round(width))))
+            width *= float(c["width_decay"])
+        layers, size = [], inputs
+        for w in widths:
+            layers += [torch.nn.Linear(size, w), activations[c["activation"]]()]
+            size = w
+        layers.append(torch.nn.Linear(size, int(c["bottleneck"])))
+        size = int(c["bottleneck"])
+        for w in reversed(widths):
+            layers += [torch.nn.Linear(size, w), activations[c["activation"]]()]
+            size = w
+        layers.append(torch.nn.Linear(size, inputs))
+        return torch.nn.Sequential(*layers)
+
+    def objective(trial):
+        c = dict(defaults, **spec["model"].get("fixed", {}))
+        for parameter in spec["parameters"]:
+            c[parameter["name"]] = suggest(trial, parameter)
+        cpu, wall = time.process_time(), time.perf_counter()
+        torch.manual_seed(int(c["seed"]))
+        mean, scale = train.mean(0), train.std(0, unbiased=False)
+        scale = torch.where(scale > 1e-6, scale, torch.ones_like(scale))
+        train_z, validation_z = (train - mean) / scale, (validation - mean) / scale
+        sst = (validation - validation.mean(0)).pow(2).sum().item()
+        model = network(train.shape[1], c)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=float(c["learning_rate"]),
+                                      weight_decay=float(c["weight_decay"]))
+        rows, batch = train.shape[0], min(int(c["batch_size"]), train.shape[0])
+        value, pruned_step = float("nan"), None
+        for epoch in range(1, int(c["epochs"]) + 1):
+            model.train()
+            order = torch.randperm(rows)
+            for start in range(0, rows, batch):
+                inputs = train_z.index_select(0, order[start:start + batch])
+                optimizer.zero_grad()
+                torch.nn.functional.mse_loss(model(inputs), inputs).backward()
+                optimizer.step()
+            model.eval()
+            with torch.no_grad():
+                reconstruction_z = model(validation_z)
+                loss = torch.nn.functional.mse_loss(reconstruction_z, validation_z).item()
+                reconstruction = reconstruction_z * scale + mean
+                value = 1 - (validation - reconstruction).pow(2).sum().item() / sst
+            if not math.isfinite(loss) or loss > DIVERGED_LOSS:
+                records.append({"state": "FAILED", "value": -1e9, "pruned_step": 0,
+                                "cpu_seconds": time.process_time() - cpu,
+                                "wall_seconds": time.perf_counter() - wall})
+                return float("nan")  # Optuna records a NaN objective as a failed trial.
+            trial.report(value, epoch)
+            if trial.should_prune():
+                pruned_step = epoch
+                break
+        return finish(trial, records, cpu, wall, pruned_step, value)
+
+    return objective
+
+
+def finish(trial, records, cpu, wall, pruned_step, value):
+    record = {"cpu_seconds": time.process_time() - cpu, "wall_seconds": time.perf_counter() - wall}
+    if pruned_step is not None:
+        records.append(dict(record, state="PRUNED", value=value, pruned_step=pruned_step))
+        raise optuna.TrialPruned()
+    records.append(dict(record, state="COMPLETED", value=value, pruned_step=0))
+    return value
+
+
+OBJECTIVES = {"XGBOOST": xgboost_objective, "AUTOENCODER": autoencoder_objective}
+
+
+def run(spec, pruner_name, seed, data, threads):
+    pruner = {"median": optuna.pruners.MedianPruner(),
+              "sha": optuna.pruners.SuccessiveHalvingPruner()}[pruner_name]
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed),
+                                pruner=pruner)
+    records = []
+    objective = OBJECTIVES[spec["model"]["kind"]](spec, data, threads, records)
     start = time.perf_counter()
     study.optimize(objective, n_trials=spec["max_trials"])
     return {"system": "optuna", "study": spec["name"], "rule": pruner_name, "seed": seed,
@@ -111,8 +200,8 @@ def main():
     args = parser.parse_args()
     with open(args.study) as f:
         spec = yaml.safe_load(f)
-    if spec["model"]["kind"] != "XGBOOST":
-        sys.exit("the peer runs XGBoost studies only")
+    if spec["model"]["kind"] not in OBJECTIVES:
+        sys.exit(f"the peer runs {' and '.join(OBJECTIVES)} studies only")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     data = (load(f"{args.data}/train.csv"), load(f"{args.data}/validation.csv"))
     out = open(args.out, "a") if args.out else sys.stdout

@@ -4,9 +4,9 @@
 // per study goes to --out; bench/optuna_pruning_peer.py writes the same lines for Optuna 3.1's
 // pruners on the same data (exported here), and bench/pruning_report.py puts them side by side.
 //
-//   build/bin/pruning_bench --study=bench/pruning/xgboost.yaml --export_dir=/tmp/dhpt-pruning \
+//   build/bin/pruning_bench --study=bench/pruning/xgboost.yaml --export_dir=/tmp/dhpt-pruning
 //       --asha_min_resource=10 --out=bench/results/pruning.jsonl
-//   /usr/bin/python3 bench/optuna_pruning_peer.py --study=bench/pruning/xgboost.yaml \
+//   /usr/bin/python3 bench/optuna_pruning_peer.py --study=bench/pruning/xgboost.yaml
 //       --data=/tmp/dhpt-pruning --out=bench/results/pruning.jsonl
 //   /usr/bin/python3 bench/pruning_report.py bench/results/pruning.jsonl
 //

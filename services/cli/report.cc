@@ -49,13 +49,22 @@ std::string TrialsTable(const v1::StudySpec& spec, const std::vector<v1::Trial>&
   header.insert(header.end(), {objective, "wall s", "cpu s", "cpu util", "peak MiB", "worker"});
   TextTable table(header);
   for (const v1::Trial& trial : trials) {
-    std::vector<std::string> row = {absl::StrCat(trial.number()), ShortState(trial.state())};
+    std::string state = ShortState(trial.state());
+    // A pruned trial shows how far it got and the value it had there.
+    const bool pruned = trial.state() == v1::Trial::PRUNED;
+    if (pruned && trial.metrics().contains(std::string(kMetricPrunedStep))) {
+      absl::StrAppend(&state, "@", Metric(trial, kMetricPrunedStep, 12));
+    }
+    std::vector<std::string> row = {absl::StrCat(trial.number()), std::move(state)};
     for (const v1::Parameter& p : spec.parameters()) {
       auto it = trial.params().find(p.name());
       row.push_back(it == trial.params().end() ? "" : FormatParameterValue(it->second));
     }
-    row.push_back(trial.has_objective_value() ? absl::StrFormat("%.5g", trial.objective_value())
-                                              : "");
+    if (trial.has_objective_value()) {
+      row.push_back(absl::StrFormat("%.5g", trial.objective_value()));
+    } else {
+      row.push_back(pruned ? Metric(trial, objective, 5) : "");
+    }
     row.push_back(Metric(trial, kMetricWallSeconds, 3));
     row.push_back(Metric(trial, kMetricCpuSeconds, 3));
     row.push_back(Metric(trial, kMetricCpuUtilization, 2));

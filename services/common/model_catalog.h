@@ -33,5 +33,11 @@ inline constexpr absl::string_view kMetricGpuUtilizationPeak = "gpu_utilization_
 inline constexpr absl::string_view kMetricGpuMemoryUsedAvg = "gpu_memory_used_avg_bytes";
 inline constexpr absl::string_view kMetricGpuMemoryUsedPeak = "gpu_memory_used_peak_bytes";
 inline constexpr absl::string_view kMetricGpuMemoryTotal = "gpu_memory_total_bytes";
+// What a trial cost where it ran, as opposed to what its model scored.
+inline constexpr absl::string_view kMeasurementMetrics[] = {
+    kMetricWallSeconds,       kMetricCpuSeconds,         kMetricCpuUtilization,
+    kMetricPeakRssBytes,      kMetricGpuUtilizationAvg,  kMetricGpuUtilizationPeak,
+    kMetricGpuMemoryUsedAvg,  kMetricGpuMemoryUsedPeak,  kMetricGpuMemoryTotal,
+};
 
 }  // namespace dhpt

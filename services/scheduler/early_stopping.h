@@ -1,8 +1,7 @@
 #pragma once
 
-// Early-stopping rules (issue 14, first part: the decisions; the spec, the scheduler's wiring
-// and the PRUNED state come next). A rule looks at what a running trial has reported so far
-// and at the other trials of its study, and says whether to stop it now. Decisions are pure
+// Early-stopping rules (docs/early-stopping.md). A rule looks at what a running trial has
+// reported so far and at the other trials of its study, and says whether to stop it now. Decisions are pure
 // functions of those curves, which the store keeps, so a restarted scheduler decides alike.
 //
 // Values are the study's objective measured on the validation split after `step` units of

@@ -766,15 +766,12 @@ void SchedulerCore::ConsiderStoppingLocked(TrialEntry& trial, int64_t step, doub
   if (!stop) return;
 
   // Stopped: the slot frees at once, and the trial counts neither as failed nor as an attempt.
+  // Its worker's CANCELLED result, when it comes, adds what the attempt cost (HandleResult).
   const uint64_t session = trial.session;
-  const std::string reason = absl::StrCat("pruned at step ", step, " by the study's early_stopping");
-  SendLocked(session, CancelMessage(trial.trial, reason));
-  ReleaseLocked(trial);
   v1::Trial& t = trial.trial;
-  t.set_state(v1::Trial::PRUNED);
-  t.set_error(reason);
-  (*t.mutable_metrics())[study.spec.objective().metric()] = value;
-  (*t.mutable_metrics())[std::string(kMetricPrunedStep)] = static_cast<double>(step);
+  RecordPruned(study.spec, step, value, t);
+  SendLocked(session, CancelMessage(t, t.error()));
+  ReleaseLocked(trial);
   *t.mutable_end_time() = ToTimestamp(options_.clock());
   RecordTrialEndLocked(trial);
   SaveTrialLocked(trial);
@@ -840,8 +837,18 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
     return;
   }
   if (TrialTerminal(trial.trial.state())) {
-    // A duplicate or late result, counted once already: acknowledged once that is stored.
-    SendWhenStoredLocked(session, store_->last_sequence(), std::move(ack));
+    // A duplicate or late result, counted once already: acknowledged once that is stored. The
+    // stopped attempt of a pruned trial still tells what it cost, kept with the trial.
+    uint64_t stored = store_->last_sequence();
+    if (attempt == trial.trial.attempt() && trial.trial.state() == v1::Trial::PRUNED) {
+      v1::Trial full = FullTrialLocked(trial);  // Finished trials are held compacted.
+      if (RecordCostOfPrunedAttempt(BoundedResult(reported, study.spec.objective().metric()),
+                                    full)) {
+        trial.trial = std::move(full);
+        stored = SaveTrialLocked(trial);
+      }
+    }
+    SendWhenStoredLocked(session, stored, std::move(ack));
     return;
   }
   const bool from_current_attempt = RunsOnLocked(trial, session, attempt);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "services/common/model_catalog.h"
 
 namespace dhpt::scheduler {
 
@@ -23,6 +24,32 @@ void RecordResult(const v1::StudySpec& spec, const v1::TrialResult& result, v1::
                                        "metric \"", metric, "\"")
                         : result.error());
   }
+}
+
+void RecordPruned(const v1::StudySpec& spec, int64_t step, double value, v1::Trial& trial) {
+  trial.set_state(v1::Trial::PRUNED);
+  trial.set_error(absl::StrCat("pruned at step ", step, " by the study's early_stopping"));
+  (*trial.mutable_metrics())[spec.objective().metric()] = value;
+  (*trial.mutable_metrics())[std::string(kMetricPrunedStep)] = static_cast<double>(step);
+}
+
+bool RecordCostOfPrunedAttempt(const v1::TrialResult& result, v1::Trial& trial) {
+  // CANCELLED when the stop reached the trainer; COMPLETED when it had just finished anyway.
+  const bool stopped_or_finished =
+      result.state() == v1::Trial::CANCELLED || result.state() == v1::Trial::COMPLETED;
+  if (trial.state() != v1::Trial::PRUNED || !stopped_or_finished ||
+      trial.metrics().contains(std::string(kMetricCpuSeconds)) ||
+      !result.metrics().contains(std::string(kMetricCpuSeconds))) {
+    return false;
+  }
+  // Only the measurements: a model metric past the step the trial was judged at is not its.
+  for (absl::string_view name : kMeasurementMetrics) {
+    if (auto it = result.metrics().find(std::string(name)); it != result.metrics().end()) {
+      trial.mutable_metrics()->insert({it->first, it->second});
+    }
+  }
+  if (trial.device().empty()) trial.set_device(result.device());
+  return true;
 }
 
 bool IsBetterObjective(const v1::StudySpec& spec, double candidate, double incumbent) {

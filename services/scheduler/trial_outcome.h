@@ -13,6 +13,16 @@ namespace dhpt::scheduler {
 // worker's reason, or the missing metric). Times and worker fields are the caller's.
 void RecordResult(const v1::StudySpec& spec, const v1::TrialResult& result, v1::Trial& trial);
 
+// Settles a trial its study's early-stopping rule stopped after reporting `value` at `step`:
+// PRUNED, with the step (kMetricPrunedStep), the value under the objective metric's name, and
+// the reason. What it measured until then is the caller's (RecordCostOfPrunedAttempt).
+void RecordPruned(const v1::StudySpec& spec, int64_t step, double value, v1::Trial& trial);
+
+// Adds to a PRUNED trial what its stopped attempt measured (the worker's CANCELLED result:
+// time, CPU, memory, device), once: false, changing nothing, when it holds them already or the
+// result is not such a measurement. Existing metrics are never overwritten.
+bool RecordCostOfPrunedAttempt(const v1::TrialResult& result, v1::Trial& trial);
+
 // Whether `candidate` beats `incumbent` under the study's goal.
 bool IsBetterObjective(const v1::StudySpec& spec, double candidate, double incumbent);
 

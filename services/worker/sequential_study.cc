@@ -149,13 +149,8 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
     optimizer::TrialRecord& record = records.back();
     if (pruned_at && result.state() == v1::Trial::CANCELLED) {
       // As the scheduler records a pruned trial, with what the trial measured until it stopped.
-      trial.set_state(v1::Trial::PRUNED);
-      trial.set_error(absl::StrCat("pruned at step ", pruned_at->step,
-                                   " by the study's early_stopping"));
-      trial.set_device(result.device());
-      *trial.mutable_metrics() = result.metrics();
-      (*trial.mutable_metrics())[spec.objective().metric()] = pruned_at->value;
-      (*trial.mutable_metrics())[std::string(kMetricPrunedStep)] = static_cast<double>(pruned_at->step);
+      scheduler::RecordPruned(spec, pruned_at->step, pruned_at->value, trial);
+      scheduler::RecordCostOfPrunedAttempt(result, trial);
       study.set_trials_pruned(study.trials_pruned() + 1);
       record.status = optimizer::TrialStatus::kPruned;
       record.value = pruned_at->value;

@@ -4,7 +4,9 @@
 // it with the worker's own TrialRunner, and the next suggestion sees the result; one trial
 // after another. `dhpt compare` measures this against the same study run by the framework,
 // so the rules here are the scheduler's: the same validation and defaults, the same optimiser
-// and seed, the same judgement of a result (RecordResult), the same end conditions.
+// and seed, the same judgement of a result (RecordResult), the same end conditions, and the
+// same early stopping: each progress report is judged by the study's rule against the curves
+// of the trials before it, and a stopped trial ends PRUNED (RecordPruned).
 
 #include <atomic>
 #include <functional>

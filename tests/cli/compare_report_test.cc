@@ -132,8 +132,8 @@ TEST(CompareReportTest, TableAndMarkdownShowBothRuns) {
   EXPECT_THAT(table, HasSubstr("wall time (s)"));
   EXPECT_THAT(table, HasSubstr("2.00x"));  // The speedup.
   EXPECT_THAT(table, HasSubstr("best r2"));
-  EXPECT_THAT(table, HasSubstr("3 / 0"));
-  EXPECT_THAT(table, HasSubstr("2 / 1"));
+  EXPECT_THAT(table, HasSubstr("3 / 0 / 0"));  // Completed / pruned / failed.
+  EXPECT_THAT(table, HasSubstr("2 / 0 / 1"));
   const std::string md = CompareMarkdown(report, {"best_so_far.svg", "best_so_far.png"});
   EXPECT_THAT(md, HasSubstr("| wall time (s)"));
   EXPECT_THAT(md, HasSubstr("![best_so_far.svg](best_so_far.svg)"));

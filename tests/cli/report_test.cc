@@ -29,6 +29,18 @@ TEST(ReportTest, TableHasAColumnPerParameterAndMeasurement) {
   EXPECT_THAT(table, HasSubstr(" 64 "));
 }
 
+TEST(ReportTest, APrunedTrialShowsTheStepAndValueItReached) {
+  v1::StudySpec spec = *DemoStudy("branin");
+  v1::Trial trial;
+  trial.set_number(4);
+  trial.set_state(v1::Trial::PRUNED);
+  (*trial.mutable_metrics())["value"] = 17.25;
+  (*trial.mutable_metrics())["pruned_step"] = 120;
+  std::string table = TrialsTable(spec, {trial});
+  EXPECT_THAT(table, HasSubstr("pruned@120"));
+  EXPECT_THAT(table, HasSubstr("17.25"));
+}
+
 TEST(ReportTest, ProgressAndSummaryShowTheBest) {
   v1::Study study;
   *study.mutable_spec() = *DemoStudy("branin");

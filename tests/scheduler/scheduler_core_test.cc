@@ -989,12 +989,22 @@ TEST_F(SchedulerCoreTest, AMedianRuleStopsALosingTrialFreesItsSlotAndChargesNoth
   // Cancelled on its worker (that attempt only), and the slot went to the next trial.
   ASSERT_EQ(channel.Count(v1::SchedulerMessage::kCancel), 1);
   ASSERT_EQ(channel.Assigns().size(), 3u);
-  // The worker's answer to the Cancel settles nothing more.
+  // The worker's answer to the Cancel settles nothing more; it only adds what the stopped
+  // attempt cost (once, and never over the value the trial was judged by).
   v1::TrialResult cancelled = Completed(second, 0);
   cancelled.set_state(v1::Trial::CANCELLED);
+  (*cancelled.mutable_metrics())["cpu_seconds"] = 1.5;
+  (*cancelled.mutable_metrics())["wall_seconds"] = 2.5;
+  core_->HandleResult(session, cancelled);
+  (*cancelled.mutable_metrics())["cpu_seconds"] = 99;
   core_->HandleResult(session, cancelled);
   EXPECT_EQ(core_->GetStudy("s")->trials_pruned(), 1);
   EXPECT_EQ(core_->GetStudy("s")->trials_pending(), 1);
+  pruned = AllTrials(*core_, "s").at(1);
+  EXPECT_EQ(pruned.state(), v1::Trial::PRUNED);
+  EXPECT_EQ(pruned.metrics().at("value"), 3.0);
+  EXPECT_EQ(pruned.metrics().at("cpu_seconds"), 1.5);
+  EXPECT_EQ(pruned.metrics().at("wall_seconds"), 2.5);
   // Pruned trials count as finished: two more and the study completes.
   core_->HandleResult(session, Completed(channel.Assigns().back(), 0.1));
   core_->HandleResult(session, Completed(channel.Assigns().back(), 0.2));
