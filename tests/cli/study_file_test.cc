@@ -92,5 +92,22 @@ TEST(DemoStudiesTest, EveryDemoParses) {
   EXPECT_FALSE(DemoStudy("nope").ok());
 }
 
+TEST(StudyFileTest, EarlyStoppingCanBeOverriddenFromTheCommandLine) {
+  v1::StudySpec spec;
+  spec.mutable_early_stopping()->mutable_median()->set_n_startup_trials(3);
+  ASSERT_TRUE(OverrideEarlyStopping("", spec).ok());  // Unset: the file's own rule stays.
+  EXPECT_EQ(spec.early_stopping().median().n_startup_trials(), 3);
+  ASSERT_TRUE(OverrideEarlyStopping("asha", spec).ok());
+  EXPECT_TRUE(spec.early_stopping().has_asha());
+  ASSERT_TRUE(OverrideEarlyStopping("median", spec).ok());
+  EXPECT_TRUE(spec.early_stopping().has_median());
+  EXPECT_FALSE(spec.early_stopping().median().has_n_startup_trials());  // The rule's defaults.
+  ASSERT_TRUE(OverrideEarlyStopping("off", spec).ok());
+  EXPECT_FALSE(spec.has_early_stopping());
+  const absl::Status bad = OverrideEarlyStopping("hyperband", spec);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("expected off, median or asha"));
+}
+
 }  // namespace
 }  // namespace dhpt::cli
