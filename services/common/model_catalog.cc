@@ -71,6 +71,19 @@ const std::vector<absl::string_view>& ReportedMetrics(v1::Model::Kind kind) {
   }
 }
 
+std::optional<absl::string_view> ProgressMetric(v1::Model::Kind kind) {
+  switch (kind) {
+    case v1::Model::XGBOOST:
+    case v1::Model::RANDOM_FOREST:
+    case v1::Model::AUTOENCODER:
+      return "r2";
+    case v1::Model::FUNCTION:
+      return "value";
+    default:
+      return std::nullopt;
+  }
+}
+
 bool IsReportedMetric(v1::Model::Kind kind, absl::string_view metric) {
   return Contains(ReportedMetrics(kind), metric);
 }

@@ -4,6 +4,7 @@
 // the metrics a trial of that kind reports (so an objective can be checked before any trial).
 
 #include "absl/strings/string_view.h"
+#include <optional>
 #include <vector>
 
 #include "dhpt/v1/common.pb.h"
@@ -17,6 +18,11 @@ bool IsKnownHyperparameter(v1::Model::Kind kind, absl::string_view name);
 // Metrics a completed trial of this kind reports, the measurements of every trial included.
 const std::vector<absl::string_view>& ReportedMetrics(v1::Model::Kind kind);
 bool IsReportedMetric(v1::Model::Kind kind, absl::string_view metric);
+
+// The metric a trial of this kind streams as progress while it trains (r2 on the validation
+// split, every 10 rounds or trees, or every epoch), which early stopping compares; nullopt when
+// the kind streams none. Benchmark functions stream nothing yet: a rule on them never fires.
+std::optional<absl::string_view> ProgressMetric(v1::Model::Kind kind);
 
 // Measurements every trial reports, whatever its model.
 inline constexpr absl::string_view kMetricWallSeconds = "wall_seconds";

@@ -10,13 +10,15 @@ namespace {
 
 bool Better(double a, double b, bool maximize) { return maximize ? a > b : a < b; }
 
-// The value reported at exactly `step`.
-std::optional<double> ValueAt(const TrialCurve& curve, int64_t step) {
-  auto it = std::lower_bound(
+// What a curve showed at `step`: the value reported there or, where it reported no value
+// at that step, the last one before it (workers send at most one report per 100 ms, so two
+// trials' steps need not line up).
+std::optional<double> ValueAsOf(const TrialCurve& curve, int64_t step) {
+  auto it = std::upper_bound(
       curve.values.begin(), curve.values.end(), step,
-      [](const IntermediateValue& value, int64_t s) { return value.step < s; });
-  if (it == curve.values.end() || it->step != step) return std::nullopt;
-  return it->value;
+      [](int64_t s, const IntermediateValue& value) { return s < value.step; });
+  if (it == curve.values.begin()) return std::nullopt;
+  return std::prev(it)->value;
 }
 
 // The first value reported at or past `step`: what the curve shows at a rung.
@@ -40,13 +42,6 @@ double Percentile(std::vector<double> values, double q) {
 bool StopByPercentile(const PercentileRule& rule, bool maximize, const TrialCurve& trial,
                       absl::Span<const TrialCurve* const> others) {
   const IntermediateValue& latest = trial.values.back();
-  std::optional<double> best;
-  for (const IntermediateValue& value : trial.values) {
-    if (!std::isnan(value.value) && (!best || Better(value.value, *best, maximize))) {
-      best = value.value;
-    }
-  }
-  if (!best) return true;  // Nothing but NaN: it is not learning anything.
   const int completed = static_cast<int>(
       std::count_if(others.begin(), others.end(), [](const TrialCurve* c) { return c->completed; }));
   if (completed < rule.n_startup_trials || latest.step < rule.n_warmup_steps) return false;
@@ -59,10 +54,17 @@ bool StopByPercentile(const PercentileRule& rule, bool maximize, const TrialCurv
       return false;
     }
   }
+  std::optional<double> best;
+  for (const IntermediateValue& value : trial.values) {
+    if (!std::isnan(value.value) && (!best || Better(value.value, *best, maximize))) {
+      best = value.value;
+    }
+  }
+  if (!best) return true;  // Nothing but NaN: it is not learning anything.
   std::vector<double> at_step;
   for (const TrialCurve* other : others) {
     if (!other->completed) continue;
-    if (std::optional<double> value = ValueAt(*other, latest.step); value && !std::isnan(*value)) {
+    if (std::optional<double> value = ValueAsOf(*other, latest.step); value && !std::isnan(*value)) {
       at_step.push_back(*value);
     }
   }
@@ -109,6 +111,11 @@ bool StopByAsha(const AshaRule& rule, bool maximize, const TrialCurve& trial,
 }
 
 }  // namespace
+
+bool IsJudgedReport(std::optional<int64_t> last_step, int64_t step, double value) {
+  return !std::isnan(value) && step >= 0 && step <= kMaxProgressStep &&
+         (!last_step || step > *last_step);
+}
 
 bool ShouldStop(const EarlyStoppingRule& rule, bool maximize, const TrialCurve& trial,
                 absl::Span<const TrialCurve* const> others) {

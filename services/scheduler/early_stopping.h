@@ -8,6 +8,7 @@
 // training (boosting rounds, trees, epochs); `maximize` says which way is better.
 
 #include <cstdint>
+#include <optional>
 #include <variant>
 #include <vector>
 
@@ -30,7 +31,9 @@ struct TrialCurve {
 // Optuna's PercentilePruner semantics (MedianPruner is percentile 50): once n_startup_trials
 // have completed and the trial is past n_warmup_steps, at the first report of each
 // interval_steps interval, stop the trial if the best value it reached so far is worse than
-// the percentile of the completed trials' values at the same step.
+// the percentile of the completed trials' values at the same step. Where a completed trial
+// reported no value at that step, its last one before it counts (Optuna would leave it out:
+// steps line up in one process, not across workers that send a report per 100 ms at most).
 struct PercentileRule {
   double percentile = 50;  // 0 (keep only the best) to 100 (stop only the worst).
   int n_startup_trials = 5;
@@ -50,6 +53,15 @@ struct AshaRule {
 };
 
 using EarlyStoppingRule = std::variant<std::monostate, PercentileRule, AshaRule>;
+
+// The largest progress step (2^53: exact as a double, which is how a trial's pruned_step is kept).
+inline constexpr int64_t kMaxProgressStep = int64_t{1} << 53;
+
+// Whether a progress report is one to keep and judge, after a last one at `last_step` (nullopt:
+// none yet): a measured value (not NaN) at a step in [0, kMaxProgressStep] past the last one.
+// The scheduler and sequential runs both filter with it, and the scheduler stores only what it
+// judges, so that a restart, judging the stored curves, decides alike.
+bool IsJudgedReport(std::optional<int64_t> last_step, int64_t step, double value);
 
 // Whether `trial` should stop now, at its latest report. `others`: every other trial of the
 // study.

@@ -241,7 +241,11 @@ absl::Status SchedulerCore::Recover() {
       auto it = trials_.find(value.trial_id);
       if (it == trials_.end() || value.attempt != it->second.trial.attempt()) continue;
       std::vector<IntermediateValue>& curve = it->second.curve.values;
-      if (curve.empty() || value.step > curve.back().step) curve.push_back({value.step, value.value});
+      if (curve.empty() || value.step > curve.back().step) {
+        curve.push_back({value.step, value.value});
+        it->second.last_step = value.step;  // A reclaimed attempt goes on from there.
+        ++it->second.stored_values;
+      }
     }
   }
   for (StudyEntry* study : study_order_) CheckStudyEndLocked(*study);
@@ -723,6 +727,13 @@ SchedulerCore::TrialEntry* SchedulerCore::AttemptOfSessionLocked(uint64_t sessio
   if (worker == workers_.end()) return nullptr;
   worker->second.last_seen = options_.clock();
   auto trial = trials_.find(trial_id);
+  if (trial != trials_.end() && TrialTerminal(trial->second.trial.state()) &&
+      AttemptGivenTo(trial->second.trial, attempt, worker->second.worker_id, epoch)) {
+    // Its own attempt of a trial that has ended (pruned, stopped, timed out): what was in
+    // flight when it was told to stop. Dropped; counting it as naming an unknown trial would
+    // cut off a worker that had simply run many pruned trials.
+    return nullptr;
+  }
   if (trial == trials_.end() || !RunsOnLocked(trial->second, session, attempt) ||
       !AttemptGivenTo(trial->second.trial, attempt, worker->second.worker_id, epoch)) {
     RefuseTrialLocked(session, worker->second, trial_id, attempt, epoch, what);
@@ -736,19 +747,20 @@ void SchedulerCore::HandleProgress(uint64_t session, const v1::TrialProgress& pr
   TrialEntry* trial = AttemptOfSessionLocked(session, progress.trial_id(), progress.attempt(),
                                              progress.epoch(), "progress");
   if (trial == nullptr || trial->stored_values >= kMaxIntermediateValuesPerAttempt) return;
+  // What is stored is exactly what is judged, so that a restart decides alike.
+  const int64_t step = progress.step();
+  if (!IsJudgedReport(trial->last_step, step, progress.value())) return;
+  trial->last_step = step;
   ++trial->stored_values;
-  // Stored for early stopping (which decides from the stored history) and for the record.
   store_->PutIntermediateValue(trial->study->spec.name(), trial->trial.id(), progress.attempt(),
-                               progress.step(), progress.value());
+                               step, progress.value());
   if (!std::holds_alternative<std::monostate>(trial->study->early_stopping)) {
-    ConsiderStoppingLocked(*trial, progress.step(), progress.value());
+    ConsiderStoppingLocked(*trial, step, progress.value());
   }
 }
 
 void SchedulerCore::ConsiderStoppingLocked(TrialEntry& trial, int64_t step, double value) {
-  std::vector<IntermediateValue>& curve = trial.curve.values;
-  if (!curve.empty() && step <= curve.back().step) return;  // Steps only go forward.
-  curve.push_back({step, value});
+  trial.curve.values.push_back({step, value});
   StudyEntry& study = *trial.study;
   const absl::Time start = absl::Now();
   std::vector<const TrialCurve*> others;
@@ -766,15 +778,17 @@ void SchedulerCore::ConsiderStoppingLocked(TrialEntry& trial, int64_t step, doub
   if (!stop) return;
 
   // Stopped: the slot frees at once, and the trial counts neither as failed nor as an attempt.
-  // Its worker's CANCELLED result, when it comes, adds what the attempt cost (HandleResult).
+  // The worker is told once the decision is stored: a crash in between cannot leave a trial
+  // its worker stopped but the store still holds running. Its CANCELLED answer adds what the
+  // attempt cost (HandleResult).
   const uint64_t session = trial.session;
   v1::Trial& t = trial.trial;
   RecordPruned(study.spec, step, value, t);
-  SendLocked(session, CancelMessage(t, t.error()));
+  v1::SchedulerMessage cancel = CancelMessage(t, t.error());
   ReleaseLocked(trial);
   *t.mutable_end_time() = ToTimestamp(options_.clock());
   RecordTrialEndLocked(trial);
-  SaveTrialLocked(trial);
+  SendWhenStoredLocked(session, SaveTrialLocked(trial), std::move(cancel));
   PublishTrialLocked(trial);
   CheckStudyEndLocked(study);
   DispatchLocked();
@@ -1086,6 +1100,7 @@ bool SchedulerCore::AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
     entry.started = false;
     entry.charged = false;
     entry.stored_values = 0;
+    entry.last_step.reset();
     entry.curve.values.clear();  // Each attempt's curve starts over.
     trial.set_worker_id(worker.worker_id);
     trial.set_node_name(worker.capabilities.node_name());

@@ -186,8 +186,9 @@ class SchedulerCore {
     StudyEntry* study = nullptr;
     uint64_t session = 0;  // The session running it; 0 when none.
     absl::Time pending_since;  // When it last joined the queue, for the queue-wait metric.
-    // Intermediate values of the current attempt stored so far.
+    // Intermediate values of the current attempt stored so far, and the last one's step.
     int stored_values = 0;
+    std::optional<int64_t> last_step;
     // Its latest attempt's intermediate values, for early stopping (kept only when the study
     // has a rule).
     TrialCurve curve;

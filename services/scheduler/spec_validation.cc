@@ -458,6 +458,19 @@ absl::Status ValidateBudget(v1::StudySpec& spec, const SpecLimits& limits) {
 // Fills the rule's defaults and checks its ranges.
 absl::Status ValidateEarlyStopping(v1::StudySpec& spec) {
   if (!spec.has_early_stopping()) return absl::OkStatus();
+  // The rules compare the values trials stream as they train, so those must be the objective.
+  const std::optional<absl::string_view> streamed = ProgressMetric(spec.model().kind());
+  if (!streamed) {
+    return Invalid("early_stopping", absl::StrCat(v1::Model::Kind_Name(spec.model().kind()),
+                                                  " trials stream no progress to judge"));
+  }
+  if (spec.objective().metric() != *streamed) {
+    return Invalid("early_stopping",
+                   absl::StrCat(v1::Model::Kind_Name(spec.model().kind()), " trials stream ",
+                                *streamed, " as they train, and the rules compare those values; "
+                                "the objective is ", spec.objective().metric(), ": set objective."
+                                "metric to ", *streamed, " or remove early_stopping"));
+  }
   v1::EarlyStopping& stopping = *spec.mutable_early_stopping();
   auto percentile = [](v1::PercentileStopping& rule, const std::string& field,
                        bool median) -> absl::Status {

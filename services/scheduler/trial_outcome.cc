@@ -34,10 +34,8 @@ void RecordPruned(const v1::StudySpec& spec, int64_t step, double value, v1::Tri
 }
 
 bool RecordCostOfPrunedAttempt(const v1::TrialResult& result, v1::Trial& trial) {
-  // CANCELLED when the stop reached the trainer; COMPLETED when it had just finished anyway.
-  const bool stopped_or_finished =
-      result.state() == v1::Trial::CANCELLED || result.state() == v1::Trial::COMPLETED;
-  if (trial.state() != v1::Trial::PRUNED || !stopped_or_finished ||
+  // Usually CANCELLED; COMPLETED or FAILED when the trainer had just ended anyway.
+  if (trial.state() != v1::Trial::PRUNED ||
       trial.metrics().contains(std::string(kMetricCpuSeconds)) ||
       !result.metrics().contains(std::string(kMetricCpuSeconds))) {
     return false;

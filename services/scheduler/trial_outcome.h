@@ -18,9 +18,9 @@ void RecordResult(const v1::StudySpec& spec, const v1::TrialResult& result, v1::
 // the reason. What it measured until then is the caller's (RecordCostOfPrunedAttempt).
 void RecordPruned(const v1::StudySpec& spec, int64_t step, double value, v1::Trial& trial);
 
-// Adds to a PRUNED trial what its stopped attempt measured (the worker's CANCELLED result:
-// time, CPU, memory, device), once: false, changing nothing, when it holds them already or the
-// result is not such a measurement. Existing metrics are never overwritten.
+// Adds to a PRUNED trial what its stopped attempt measured (the worker's answer to the Cancel:
+// time, CPU, memory, device; never its model's scores), once: false, changing nothing, when it
+// holds them already or the result carries none. Existing metrics are never overwritten.
 bool RecordCostOfPrunedAttempt(const v1::TrialResult& result, v1::Trial& trial);
 
 // Whether `candidate` beats `incumbent` under the study's goal.

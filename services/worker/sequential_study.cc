@@ -134,7 +134,9 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
     TrialContext context{.threads = options.threads_per_trial, .cancelled = stop.flag()};
     if (!std::holds_alternative<std::monostate>(rule)) {
       context.progress = [&](int64_t step, double value) {
-        if (pruned_at || (!curve.values.empty() && step <= curve.values.back().step)) return;
+        const std::optional<int64_t> last_step =
+            curve.values.empty() ? std::nullopt : std::optional<int64_t>(curve.values.back().step);
+        if (pruned_at || !scheduler::IsJudgedReport(last_step, step, value)) return;
         curve.values.push_back({step, value});
         if (scheduler::ShouldStop(rule, maximize, curve, others)) {
           pruned_at = curve.values.back();
@@ -147,8 +149,9 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
     *trial.mutable_end_time() = Now();
 
     optimizer::TrialRecord& record = records.back();
-    if (pruned_at && result.state() == v1::Trial::CANCELLED) {
-      // As the scheduler records a pruned trial, with what the trial measured until it stopped.
+    if (pruned_at) {
+      // As the scheduler records a pruned trial, with what the trial measured until it stopped:
+      // the decision stands even if the trainer had just finished (stopped at its last report).
       scheduler::RecordPruned(spec, pruned_at->step, pruned_at->value, trial);
       scheduler::RecordCostOfPrunedAttempt(result, trial);
       study.set_trials_pruned(study.trials_pruned() + 1);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace dhpt::scheduler {
@@ -49,11 +50,12 @@ TEST(EarlyStoppingTest, MedianWaitsForStartupTrialsWarmupAndItsInterval) {
   const PercentileRule every_other{.n_startup_trials = 2, .interval_steps = 2};
   EXPECT_TRUE(ShouldStop(every_other, false, bad, Pointers(completed)));
   EXPECT_FALSE(ShouldStop(every_other, false, Curve({9, 9, 9}, false), Pointers(completed)));
-  // Running trials and steps nobody completed do not count.
+  // Running trials do not count.
   const std::vector<TrialCurve> running = {Curve({1, 1, 1, 1}, false), Curve({1, 1, 1, 1}, false)};
   EXPECT_FALSE(ShouldStop(PercentileRule{.n_startup_trials = 0}, false, bad, Pointers(running)));
-  EXPECT_FALSE(ShouldStop(PercentileRule{.n_startup_trials = 0}, false, Curve({9, 9, 9, 9, 9}, false),
-                          Pointers(completed)));
+  // Past the end of every completed curve, their last values count (steps need not line up).
+  EXPECT_TRUE(ShouldStop(PercentileRule{.n_startup_trials = 0}, false, Curve({9, 9, 9, 9, 9}, false),
+                         Pointers(completed)));
 }
 
 TEST(EarlyStoppingTest, PercentileInterpolatesAndNanStops) {
@@ -63,6 +65,45 @@ TEST(EarlyStoppingTest, PercentileInterpolatesAndNanStops) {
   EXPECT_TRUE(ShouldStop(quarter, false, Curve({2.6}, false), Pointers(completed)));
   EXPECT_FALSE(ShouldStop(quarter, false, Curve({2.4}, false), Pointers(completed)));
   EXPECT_TRUE(ShouldStop(quarter, false, Curve({std::nan("")}, false), Pointers(completed)));
+}
+
+TEST(EarlyStoppingTest, NanIsJudgedOnlyOnceStartupAndWarmupArePast) {
+  // As Optuna's MedianPruner: a NaN trial is not stopped before the rule would judge anything.
+  const std::vector<TrialCurve> completed = {Curve({0, 0, 0}, true)};
+  const TrialCurve nan = Curve({std::nan("")}, false);
+  EXPECT_FALSE(ShouldStop(PercentileRule{.n_startup_trials = 2}, false, nan, Pointers(completed)));
+  EXPECT_FALSE(ShouldStop(PercentileRule{.n_startup_trials = 1, .n_warmup_steps = 2}, false, nan,
+                          Pointers(completed)));
+  EXPECT_TRUE(ShouldStop(PercentileRule{.n_startup_trials = 1}, false, nan, Pointers(completed)));
+}
+
+TEST(EarlyStoppingTest, MedianComparesWithWhatCompletedTrialsShowedAsOfTheStep) {
+  // Workers send at most one report per 100 ms, so steps need not line up: a completed trial
+  // that reported steps 10 and 30 showed its step-10 value at step 20.
+  TrialCurve completed;
+  completed.completed = true;
+  completed.values = {{10, 0.5}, {30, 0.9}};
+  TrialCurve running;
+  running.values = {{20, 0.4}};
+  const PercentileRule median{.n_startup_trials = 1};
+  EXPECT_TRUE(ShouldStop(median, /*maximize=*/true, running, {&completed}));
+  running.values = {{20, 0.6}};
+  EXPECT_FALSE(ShouldStop(median, true, running, {&completed}));
+  // Before a trial's first report there is nothing to compare with.
+  running.values = {{5, 0.0}};
+  EXPECT_FALSE(ShouldStop(median, true, running, {&completed}));
+}
+
+TEST(EarlyStoppingTest, OnlyMeasuredReportsAtForwardStepsAreJudged) {
+  EXPECT_TRUE(IsJudgedReport(std::nullopt, 0, 0.5));
+  EXPECT_TRUE(IsJudgedReport(10, 20, -std::numeric_limits<double>::infinity()));
+  EXPECT_FALSE(IsJudgedReport(std::nullopt, 10, std::nan("")));
+  EXPECT_FALSE(IsJudgedReport(20, 20, 0.5));  // Repeated.
+  EXPECT_FALSE(IsJudgedReport(20, 10, 0.5));  // Backwards.
+  EXPECT_FALSE(IsJudgedReport(std::nullopt, -1, 0.5));
+  EXPECT_TRUE(IsJudgedReport(std::nullopt, kMaxProgressStep, 0.5));
+  EXPECT_FALSE(IsJudgedReport(std::nullopt, kMaxProgressStep + 1, 0.5));
+  EXPECT_FALSE(IsJudgedReport(std::nullopt, std::numeric_limits<int64_t>::max(), 0.5));
 }
 
 TEST(EarlyStoppingTest, AshaKeepsTheBestFractionAtEachRungAsTrialsReachIt) {

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -986,8 +988,9 @@ TEST_F(SchedulerCoreTest, AMedianRuleStopsALosingTrialFreesItsSlotAndChargesNoth
   EXPECT_EQ(pruned.metrics().at("pruned_step"), 2);
   EXPECT_EQ(pruned.metrics().at("value"), 3.0);
   EXPECT_FALSE(pruned.has_objective_value());
-  // Cancelled on its worker (that attempt only), and the slot went to the next trial.
-  ASSERT_EQ(channel.Count(v1::SchedulerMessage::kCancel), 1);
+  // Cancelled on its worker (that attempt only) once the decision is stored, and the slot
+  // went to the next trial.
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return channel.Count(v1::SchedulerMessage::kCancel) == 1; }));
   ASSERT_EQ(channel.Assigns().size(), 3u);
   // The worker's answer to the Cancel settles nothing more; it only adds what the stopped
   // attempt cost (once, and never over the value the trial was judged by).
@@ -1010,6 +1013,66 @@ TEST_F(SchedulerCoreTest, AMedianRuleStopsALosingTrialFreesItsSlotAndChargesNoth
   core_->HandleResult(session, Completed(channel.Assigns().back(), 0.2));
   EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::COMPLETED);
   EXPECT_EQ(core_->GetBestTrial("s")->objective_value(), 0.1);
+}
+
+TEST_F(SchedulerCoreTest, ProgressThatCannotBeJudgedIsDroppedAndNeverBlocksTheStore) {
+  v1::StudySpec spec = FunctionStudy("s", 2);
+  spec.mutable_early_stopping()->mutable_median()->set_n_startup_trials(1);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel channel;
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  const v1::Assign first = channel.Assigns().back();
+  // A NaN (which SQLite cannot hold in the column), steps out of range, repeated, backwards.
+  core_->HandleProgress(session, Progress(first, 1, std::nan("")));
+  core_->HandleProgress(session, Progress(first, -5, 1.0));
+  core_->HandleProgress(session, Progress(first, std::numeric_limits<int64_t>::max(), 1.0));
+  core_->HandleProgress(session, Progress(first, 10, 2.0));
+  core_->HandleProgress(session, Progress(first, 10, 0.0));
+  core_->HandleProgress(session, Progress(first, 5, 0.0));
+  core_->HandleResult(session, Completed(first, 2.0));
+  // The store still writes: the result is acknowledged and the study goes on.
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return channel.Count(v1::SchedulerMessage::kAck) == 1; }));
+  // A second trial is judged against that curve: 3.0 at step 10 is worse than 2.0 (minimising).
+  const v1::Assign second = channel.Assigns().back();
+  core_->HandleProgress(session, Progress(second, 10, 3.0));
+  EXPECT_EQ(core_->GetStudy("s")->trials_pruned(), 1);
+  EXPECT_TRUE(db_.get()->health().ok());
+  // Stored is exactly what was judged: one value per trial.
+  core_.reset();
+  db_.Reopen();
+  absl::StatusOr<std::vector<StoredIntermediateValue>> stored =
+      db_.get()->LoadIntermediateValues("s");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_EQ(stored->size(), 2u);
+  EXPECT_EQ((*stored)[0].step, 10);
+  EXPECT_EQ((*stored)[0].value, 2.0);
+  EXPECT_EQ((*stored)[1].value, 3.0);
+}
+
+TEST_F(SchedulerCoreTest, ProgressStillInFlightForPrunedTrialsNeverCutsTheWorkerOff) {
+  // Many more pruned trials than the unknown-trial limit, each with a late report of its own.
+  const int trials = static_cast<int>(kMaxUnknownTrialsPerSession) + 20;
+  v1::StudySpec spec = FunctionStudy("s", trials);
+  spec.mutable_early_stopping()->mutable_median()->set_n_startup_trials(1);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel channel;
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  const v1::Assign first = channel.Assigns().back();
+  core_->HandleProgress(session, Progress(first, 1, 0.0));
+  core_->HandleResult(session, Completed(first, 0.0));
+  for (int i = 1; i < trials; ++i) {
+    const v1::Assign assign = channel.Assigns().back();
+    core_->HandleProgress(session, Progress(assign, 1, 5.0));  // Worse: pruned.
+    core_->HandleProgress(session, Progress(assign, 2, 5.0));  // Sent before the Cancel arrived.
+    v1::TrialResult cancelled = Completed(assign, 0);
+    cancelled.set_state(v1::Trial::CANCELLED);
+    core_->HandleResult(session, cancelled);
+  }
+  EXPECT_FALSE(channel.closed().has_value()) << channel.closed()->ToString();
+  EXPECT_EQ(core_->connected_workers(), 1);
+  absl::StatusOr<v1::Study> study = core_->GetStudy("s");
+  EXPECT_EQ(study->state(), v1::Study::COMPLETED);
+  EXPECT_EQ(study->trials_pruned(), trials - 1);
 }
 
 TEST_F(SchedulerCoreTest, EarlyStoppingDecidesAlikeAfterARestart) {

@@ -339,5 +339,24 @@ TEST(SpecValidationTest, EarlyStoppingRulesGetDefaultsAndRangeChecks) {
            "min_resource");
 }
 
+TEST(SpecValidationTest, EarlyStoppingNeedsTheObjectiveTrialsStream) {
+  // XGBoost streams r2: a rule on an mse objective would compare r2 values as if lower were
+  // better, and prune the best trials.
+  v1::StudySpec spec = Parse(R"pb(name: "e" model { kind: XGBOOST }
+    dataset { friedman1 { samples: 200 features: 10 } }
+    objective { metric: "mse" goal: MINIMIZE }
+    parameters { name: "eta" double_range { min: 0.01 max: 0.3 } } max_trials: 3
+    early_stopping { median {} })pb");
+  absl::StatusOr<v1::StudySpec> normalized = NormalizeStudySpec(spec);
+  ASSERT_FALSE(normalized.ok());
+  EXPECT_EQ(normalized.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(normalized.status().message()),
+              HasSubstr("early_stopping: XGBOOST trials stream r2 as they train"));
+  EXPECT_THAT(std::string(normalized.status().message()), HasSubstr("set objective.metric to r2"));
+  spec.mutable_objective()->set_metric("r2");
+  spec.mutable_objective()->set_goal(v1::Objective::MAXIMIZE);
+  EXPECT_TRUE(NormalizeStudySpec(spec).ok());
+}
+
 }  // namespace
 }  // namespace dhpt::scheduler

@@ -68,6 +68,37 @@ TEST(SequentialStudyTest, RunsTheBudgetInOrderAndKeepsTheBest) {
   EXPECT_GT(run->study.spec().max_attempts(), 0);
 }
 
+TEST(SequentialStudyTest, EarlyStoppingPrunesAsTheSchedulerWould) {
+  // XGBoost reporting r2 every 10 rounds; learning rates down to 1e-4 are hopeless from their
+  // first report. Each trial is judged against the curves of those before it.
+  TrialRunner runner;
+  absl::StatusOr<SequentialRun> run = RunStudySequentially(Spec(R"pb(
+    name: "pruned" model { kind: XGBOOST fixed { key: "num_boost_round" value { number_value: 200 } }
+                                         fixed { key: "max_depth" value { number_value: 2 } } }
+    dataset { friedman1 { samples: 500 features: 10 noise: 1 seed: 0 } }
+    objective { metric: "r2" goal: MAXIMIZE }
+    algorithm { name: RANDOM seed: 5 }
+    parameters { name: "eta" double_range { min: 0.0001 max: 0.5 log: true } }
+    early_stopping { median { n_startup_trials: 1 } }
+    max_trials: 8)pb"), runner, {});
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->study.state(), v1::Study::COMPLETED);
+  EXPECT_EQ(run->study.trials_completed() + run->study.trials_pruned(), 8);
+  EXPECT_EQ(run->study.trials_failed(), 0);
+  EXPECT_GE(run->study.trials_pruned(), 1);
+  for (const v1::Trial& trial : run->trials) {
+    if (trial.state() != v1::Trial::PRUNED) continue;
+    SCOPED_TRACE(trial.number());
+    EXPECT_THAT(trial.error(), HasSubstr("pruned at step"));
+    const double step = trial.metrics().at("pruned_step");
+    EXPECT_EQ(static_cast<int64_t>(step) % 10, 0);  // A step the trainer reported.
+    EXPECT_LE(step, 200);
+    EXPECT_TRUE(trial.metrics().contains("r2"));  // The value it was judged by,
+    EXPECT_TRUE(trial.metrics().contains("cpu_seconds"));  // and what it cost until then.
+    EXPECT_FALSE(trial.has_objective_value());
+  }
+}
+
 TEST(SequentialStudyTest, SameSeedSamePointsEveryAlgorithm) {
   for (v1::Algorithm::Name algorithm :
        {v1::Algorithm::RANDOM, v1::Algorithm::GRID, v1::Algorithm::TPE,
