@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -463,7 +464,11 @@ WriteSequence SqliteStudyStore::PutTrial(const v1::Trial& trial) {
 WriteSequence SqliteStudyStore::PutIntermediateValue(const std::string& study, uint64_t trial_id,
                                                      int attempt, int64_t step, double value) {
   absl::MutexLock lock(&mutex_);
-  queued_.intermediate_values.push_back({study, trial_id, attempt, step, value});
+  // SQLite binds a NaN as NULL, which the column refuses: one such row would fail every batch
+  // queued with it, for ever. A NaN measures nothing; it is not kept.
+  if (!std::isnan(value)) {
+    queued_.intermediate_values.push_back({study, trial_id, attempt, step, value});
+  }
   return queued_.last = next_sequence_++;
 }
 

@@ -49,6 +49,7 @@ class StudyStore {
   // earlier ones that are not yet committed.
   virtual WriteSequence PutStudy(const v1::Study& study) = 0;
   virtual WriteSequence PutTrial(const v1::Trial& trial) = 0;
+  // A NaN value is not kept (nothing was measured); ±infinity is.
   virtual WriteSequence PutIntermediateValue(const std::string& study, uint64_t trial_id,
                                              int attempt, int64_t step, double value) = 0;
   // The study, its trials and their intermediate values.

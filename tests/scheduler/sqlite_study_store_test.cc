@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -65,6 +67,24 @@ TEST(SqliteStudyStoreTest, WhatIsSyncedSurvivesReopening) {
   EXPECT_EQ(state->trials[0].attempts(0).epoch(), 0xfeedu);
   EXPECT_EQ(state->trials[1].id(), 9u);
   EXPECT_EQ(state->next_trial_id, 10u);
+}
+
+TEST(SqliteStudyStoreTest, ANanIntermediateValueIsNotKeptAndBlocksNothing) {
+  testing::TempDatabase db;
+  db.store().PutStudy(Study("a"));
+  db.store().PutTrial(Trial(9, "a", 0, 0.5));
+  db.store().PutIntermediateValue("a", 9, 1, 1, std::nan(""));
+  db.store().PutIntermediateValue("a", 9, 1, 2, std::numeric_limits<double>::infinity());
+  const WriteSequence last = db.store().PutIntermediateValue("a", 9, 1, 3, 0.5);
+  ASSERT_TRUE(db.store().Sync(last).ok());
+  EXPECT_TRUE(db.store().health().ok());
+  db.Reopen();
+  absl::StatusOr<std::vector<StoredIntermediateValue>> values = db.store().LoadIntermediateValues("a");
+  ASSERT_TRUE(values.ok()) << values.status();
+  ASSERT_EQ(values->size(), 2u);
+  EXPECT_EQ((*values)[0].step, 2);
+  EXPECT_EQ((*values)[0].value, std::numeric_limits<double>::infinity());
+  EXPECT_EQ((*values)[1].value, 0.5);
 }
 
 TEST(SqliteStudyStoreTest, CommitsAreReportedToTheListenerInOrder) {
