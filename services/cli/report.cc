@@ -99,12 +99,15 @@ std::string StudySummary(const v1::Study& study) {
 }
 
 std::string StudiesTable(const std::vector<v1::Study>& studies) {
-  TextTable table({"study", "state", "model", "algorithm", "done", "failed", "running", "best"});
+  TextTable table(
+      {"study", "state", "model", "algorithm", "done", "pruned", "failed", "running", "best"});
   for (const v1::Study& s : studies) {
+    // Done as in ProgressLine: every trial that counts toward max_trials.
+    const int done = s.trials_completed() + s.trials_pruned() + s.trials_failed();
     table.Add({s.spec().name(), v1::Study::State_Name(s.state()),
                v1::Model::Kind_Name(s.spec().model().kind()),
                v1::Algorithm::Name_Name(s.spec().algorithm().name()),
-               absl::StrCat(s.trials_completed() + s.trials_failed(), "/", s.spec().max_trials()),
+               absl::StrCat(done, "/", s.spec().max_trials()), absl::StrCat(s.trials_pruned()),
                absl::StrCat(s.trials_failed()), absl::StrCat(s.trials_running()),
                s.has_best_trial() ? absl::StrFormat("%.6g", s.best_trial().objective_value()) : ""});
   }

@@ -77,9 +77,7 @@ std::optional<absl::string_view> ProgressMetric(v1::Model::Kind kind) {
     case v1::Model::RANDOM_FOREST:
     case v1::Model::AUTOENCODER:
       return "r2";
-    case v1::Model::FUNCTION:
-      return "value";
-    default:
+    default:  // FUNCTION: a benchmark function is evaluated at once, with nothing to stream.
       return std::nullopt;
   }
 }

@@ -21,7 +21,7 @@ bool IsReportedMetric(v1::Model::Kind kind, absl::string_view metric);
 
 // The metric a trial of this kind streams as progress while it trains (r2 on the validation
 // split, every 10 rounds or trees, or every epoch), which early stopping compares; nullopt when
-// the kind streams none. Benchmark functions stream nothing yet: a rule on them never fires.
+// the kind streams none (benchmark functions).
 std::optional<absl::string_view> ProgressMetric(v1::Model::Kind kind);
 
 // Measurements every trial reports, whatever its model.

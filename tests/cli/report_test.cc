@@ -41,6 +41,19 @@ TEST(ReportTest, APrunedTrialShowsTheStepAndValueItReached) {
   EXPECT_THAT(table, HasSubstr("17.25"));
 }
 
+TEST(ReportTest, TheStudiesTableCountsPrunedTrialsAsDone) {
+  v1::Study study;
+  *study.mutable_spec() = *DemoStudy("branin");
+  study.set_state(v1::Study::COMPLETED);
+  study.set_trials_completed(11);
+  study.set_trials_pruned(69);
+  study.mutable_spec()->set_max_trials(80);
+  const std::string table = StudiesTable({study});
+  EXPECT_THAT(table, HasSubstr("pruned"));
+  EXPECT_THAT(table, HasSubstr("80/80"));
+  EXPECT_THAT(table, HasSubstr(" 69 "));
+}
+
 TEST(ReportTest, ProgressAndSummaryShowTheBest) {
   v1::Study study;
   *study.mutable_spec() = *DemoStudy("branin");

@@ -113,13 +113,14 @@ v1::Hello Hello(const std::string& id, int slots,
   return hello;
 }
 
-v1::TrialResult Completed(const v1::Assign& assign, double value) {
+v1::TrialResult Completed(const v1::Assign& assign, double value,
+                          const std::string& metric = "value") {
   v1::TrialResult result;
   result.set_trial_id(assign.trial_id());
   result.set_attempt(assign.attempt());
   result.set_epoch(assign.epoch());
   result.set_state(v1::Trial::COMPLETED);
-  (*result.mutable_metrics())["value"] = value;
+  (*result.mutable_metrics())[metric] = value;
   return result;
 }
 
@@ -965,16 +966,30 @@ v1::TrialProgress Progress(const v1::Assign& assign, int64_t step, double value)
   return progress;
 }
 
+// An XGBoost study, whose trials stream r2 as early stopping needs (FUNCTION trials stream
+// nothing); minimised here so that lower values read as better, as in the other tests.
+v1::StudySpec PrunableStudy(const std::string& name, int max_trials) {
+  v1::StudySpec spec;
+  google::protobuf::TextFormat::ParseFromString(R"pb(
+    model { kind: XGBOOST }
+    dataset { friedman1 { samples: 200 features: 10 } }
+    objective { metric: "r2" goal: MINIMIZE }
+    parameters { name: "eta" double_range { min: 0.01 max: 0.3 } })pb", &spec);
+  spec.set_name(name);
+  spec.set_max_trials(max_trials);
+  return spec;
+}
+
 TEST_F(SchedulerCoreTest, AMedianRuleStopsALosingTrialFreesItsSlotAndChargesNothing) {
-  v1::StudySpec spec = FunctionStudy("s", 4);  // Minimising `value`.
+  v1::StudySpec spec = PrunableStudy("s", 4);
   spec.mutable_early_stopping()->mutable_median()->set_n_startup_trials(1);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
   RecordingChannel channel;
-  const uint64_t session = Connect(channel, Hello("w", 1));
+  const uint64_t session = Connect(channel, Hello("w", 1, {v1::Model::XGBOOST}));
   const v1::Assign first = channel.Assigns().back();
   core_->HandleProgress(session, Progress(first, 1, 1.0));
   core_->HandleProgress(session, Progress(first, 2, 0.5));
-  core_->HandleResult(session, Completed(first, 0.5));
+  core_->HandleResult(session, Completed(first, 0.5, "r2"));
   const v1::Assign second = channel.Assigns().back();
   core_->HandleProgress(session, Progress(second, 1, 0.9));  // Better than the median: goes on.
   EXPECT_EQ(core_->GetStudy("s")->trials_pruned(), 0);
@@ -986,7 +1001,7 @@ TEST_F(SchedulerCoreTest, AMedianRuleStopsALosingTrialFreesItsSlotAndChargesNoth
   EXPECT_EQ(pruned.state(), v1::Trial::PRUNED);
   EXPECT_EQ(pruned.lost_attempts(), 0);
   EXPECT_EQ(pruned.metrics().at("pruned_step"), 2);
-  EXPECT_EQ(pruned.metrics().at("value"), 3.0);
+  EXPECT_EQ(pruned.metrics().at("r2"), 3.0);
   EXPECT_FALSE(pruned.has_objective_value());
   // Cancelled on its worker (that attempt only) once the decision is stored, and the slot
   // went to the next trial.
@@ -994,7 +1009,7 @@ TEST_F(SchedulerCoreTest, AMedianRuleStopsALosingTrialFreesItsSlotAndChargesNoth
   ASSERT_EQ(channel.Assigns().size(), 3u);
   // The worker's answer to the Cancel settles nothing more; it only adds what the stopped
   // attempt cost (once, and never over the value the trial was judged by).
-  v1::TrialResult cancelled = Completed(second, 0);
+  v1::TrialResult cancelled = Completed(second, 0, "r2");
   cancelled.set_state(v1::Trial::CANCELLED);
   (*cancelled.mutable_metrics())["cpu_seconds"] = 1.5;
   (*cancelled.mutable_metrics())["wall_seconds"] = 2.5;
@@ -1005,22 +1020,22 @@ TEST_F(SchedulerCoreTest, AMedianRuleStopsALosingTrialFreesItsSlotAndChargesNoth
   EXPECT_EQ(core_->GetStudy("s")->trials_pending(), 1);
   pruned = AllTrials(*core_, "s").at(1);
   EXPECT_EQ(pruned.state(), v1::Trial::PRUNED);
-  EXPECT_EQ(pruned.metrics().at("value"), 3.0);
+  EXPECT_EQ(pruned.metrics().at("r2"), 3.0);
   EXPECT_EQ(pruned.metrics().at("cpu_seconds"), 1.5);
   EXPECT_EQ(pruned.metrics().at("wall_seconds"), 2.5);
   // Pruned trials count as finished: two more and the study completes.
-  core_->HandleResult(session, Completed(channel.Assigns().back(), 0.1));
-  core_->HandleResult(session, Completed(channel.Assigns().back(), 0.2));
+  core_->HandleResult(session, Completed(channel.Assigns().back(), 0.1, "r2"));
+  core_->HandleResult(session, Completed(channel.Assigns().back(), 0.2, "r2"));
   EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::COMPLETED);
   EXPECT_EQ(core_->GetBestTrial("s")->objective_value(), 0.1);
 }
 
 TEST_F(SchedulerCoreTest, ProgressThatCannotBeJudgedIsDroppedAndNeverBlocksTheStore) {
-  v1::StudySpec spec = FunctionStudy("s", 2);
+  v1::StudySpec spec = PrunableStudy("s", 2);
   spec.mutable_early_stopping()->mutable_median()->set_n_startup_trials(1);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
   RecordingChannel channel;
-  const uint64_t session = Connect(channel, Hello("w", 1));
+  const uint64_t session = Connect(channel, Hello("w", 1, {v1::Model::XGBOOST}));
   const v1::Assign first = channel.Assigns().back();
   // A NaN (which SQLite cannot hold in the column), steps out of range, repeated, backwards.
   core_->HandleProgress(session, Progress(first, 1, std::nan("")));
@@ -1029,7 +1044,7 @@ TEST_F(SchedulerCoreTest, ProgressThatCannotBeJudgedIsDroppedAndNeverBlocksTheSt
   core_->HandleProgress(session, Progress(first, 10, 2.0));
   core_->HandleProgress(session, Progress(first, 10, 0.0));
   core_->HandleProgress(session, Progress(first, 5, 0.0));
-  core_->HandleResult(session, Completed(first, 2.0));
+  core_->HandleResult(session, Completed(first, 2.0, "r2"));
   // The store still writes: the result is acknowledged and the study goes on.
   ASSERT_TRUE(testing_util::WaitUntil([&] { return channel.Count(v1::SchedulerMessage::kAck) == 1; }));
   // A second trial is judged against that curve: 3.0 at step 10 is worse than 2.0 (minimising).
@@ -1052,19 +1067,19 @@ TEST_F(SchedulerCoreTest, ProgressThatCannotBeJudgedIsDroppedAndNeverBlocksTheSt
 TEST_F(SchedulerCoreTest, ProgressStillInFlightForPrunedTrialsNeverCutsTheWorkerOff) {
   // Many more pruned trials than the unknown-trial limit, each with a late report of its own.
   const int trials = static_cast<int>(kMaxUnknownTrialsPerSession) + 20;
-  v1::StudySpec spec = FunctionStudy("s", trials);
+  v1::StudySpec spec = PrunableStudy("s", trials);
   spec.mutable_early_stopping()->mutable_median()->set_n_startup_trials(1);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
   RecordingChannel channel;
-  const uint64_t session = Connect(channel, Hello("w", 1));
+  const uint64_t session = Connect(channel, Hello("w", 1, {v1::Model::XGBOOST}));
   const v1::Assign first = channel.Assigns().back();
   core_->HandleProgress(session, Progress(first, 1, 0.0));
-  core_->HandleResult(session, Completed(first, 0.0));
+  core_->HandleResult(session, Completed(first, 0.0, "r2"));
   for (int i = 1; i < trials; ++i) {
     const v1::Assign assign = channel.Assigns().back();
     core_->HandleProgress(session, Progress(assign, 1, 5.0));  // Worse: pruned.
     core_->HandleProgress(session, Progress(assign, 2, 5.0));  // Sent before the Cancel arrived.
-    v1::TrialResult cancelled = Completed(assign, 0);
+    v1::TrialResult cancelled = Completed(assign, 0, "r2");
     cancelled.set_state(v1::Trial::CANCELLED);
     core_->HandleResult(session, cancelled);
   }
@@ -1076,11 +1091,11 @@ TEST_F(SchedulerCoreTest, ProgressStillInFlightForPrunedTrialsNeverCutsTheWorker
 }
 
 TEST_F(SchedulerCoreTest, EarlyStoppingDecidesAlikeAfterARestart) {
-  v1::StudySpec spec = FunctionStudy("s", 4);
+  v1::StudySpec spec = PrunableStudy("s", 4);
   spec.mutable_early_stopping()->mutable_asha()->set_reduction_factor(2);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
   RecordingChannel before;
-  const uint64_t session = Connect(before, Hello("w", 2));
+  const uint64_t session = Connect(before, Hello("w", 2, {v1::Model::XGBOOST}));
   const v1::Assign first = before.Assigns()[0];
   const v1::Assign second = before.Assigns()[1];
   core_->HandleProgress(session, Progress(first, 1, 1.0));  // First at rung 1: goes on.
@@ -1090,7 +1105,7 @@ TEST_F(SchedulerCoreTest, EarlyStoppingDecidesAlikeAfterARestart) {
   core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
   ASSERT_TRUE(core_->Recover().ok());
   RecordingChannel after;
-  v1::Hello hello = Hello("w", 2);
+  v1::Hello hello = Hello("w", 2, {v1::Model::XGBOOST});
   *hello.add_running() = Attempt(first);
   *hello.add_running() = Attempt(second);
   const uint64_t again = Connect(after, hello);

@@ -301,9 +301,9 @@ TEST(SpecValidationTest, FunctionsTakeOnlyTheirSecondsAsAFixedValue) {
 }
 
 TEST(SpecValidationTest, EarlyStoppingRulesGetDefaultsAndRangeChecks) {
-  const v1::StudySpec base = Parse(R"pb(name: "e" model { kind: FUNCTION function: "branin" }
-    parameters { name: "x1" double_range { min: -5 max: 10 } }
-    parameters { name: "x2" double_range { min: 0 max: 15 } } max_trials: 3)pb");
+  const v1::StudySpec base = Parse(R"pb(name: "e" model { kind: XGBOOST }
+    dataset { friedman1 { samples: 200 features: 10 } }
+    parameters { name: "eta" double_range { min: 0.01 max: 0.3 } } max_trials: 3)pb");
   v1::StudySpec median = base;
   median.mutable_early_stopping()->mutable_median();
   absl::StatusOr<v1::StudySpec> normalized = NormalizeStudySpec(median);
@@ -356,6 +356,15 @@ TEST(SpecValidationTest, EarlyStoppingNeedsTheObjectiveTrialsStream) {
   spec.mutable_objective()->set_metric("r2");
   spec.mutable_objective()->set_goal(v1::Objective::MAXIMIZE);
   EXPECT_TRUE(NormalizeStudySpec(spec).ok());
+  // Benchmark functions are evaluated at once: there is nothing to judge.
+  v1::StudySpec function = Parse(R"pb(name: "f" model { kind: FUNCTION function: "branin" }
+    parameters { name: "x1" double_range { min: -5 max: 10 } }
+    parameters { name: "x2" double_range { min: 0 max: 15 } } max_trials: 3
+    early_stopping { median {} })pb");
+  normalized = NormalizeStudySpec(function);
+  ASSERT_FALSE(normalized.ok());
+  EXPECT_THAT(std::string(normalized.status().message()),
+              HasSubstr("early_stopping: FUNCTION trials stream no progress to judge"));
 }
 
 }  // namespace
