@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <set>
 
@@ -148,6 +149,11 @@ class SchedulerCoreTest : public ::testing::Test {
     return *session;
   }
 
+  // A worker's channel, kept until the core is gone: the store's writer thread may still
+  // deliver a late acknowledgement to it after the test body ends.
+  RecordingChannel& NewChannel() { return channels_.emplace_back(); }
+
+  std::deque<RecordingChannel> channels_;  // Declared first: destroyed after core_.
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
   testing::TempDatabase db_;
   std::unique_ptr<SchedulerCore> core_;
@@ -200,7 +206,7 @@ TEST_F(SchedulerCoreTest, CudaSlotsGoToGpuStudiesFirst) {
   // AutoEncoder study, and only its spare slots to the function study.
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("f", 10)).ok());
   ASSERT_TRUE(core_->CreateStudy(AutoencoderStudy("ae", 2, false)).ok());
-  RecordingChannel cuda;
+  RecordingChannel& cuda = NewChannel();
   Connect(cuda, CudaHello("g", 3, {v1::Model::AUTOENCODER, v1::Model::FUNCTION}));
   std::vector<v1::Assign> assigns = cuda.Assigns();
   ASSERT_EQ(assigns.size(), 3u);
@@ -224,7 +230,7 @@ TEST_F(SchedulerCoreTest, AssignsUpToSlotsAndOnlyToCapableWorkers) {
 
 TEST_F(SchedulerCoreTest, ResultsAreAcknowledgedCountedOnceAndEndTheStudy) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 4)).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 1));
   for (int i = 0; i < 4; ++i) {
     const v1::Assign assign = channel.Assigns().back();
@@ -244,7 +250,7 @@ TEST_F(SchedulerCoreTest, ResultWithoutObjectiveFailsTheTrial) {
   v1::StudySpec spec = FunctionStudy("s", 3);
   spec.set_max_failed_trials(0);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 1));
   v1::TrialResult result = Completed(channel.Assigns().back(), 1);
   result.mutable_metrics()->clear();
@@ -291,7 +297,7 @@ TEST_F(SchedulerCoreTest, LateResultOfAnEarlierAttemptIsAcceptedOnceAndTheRerunC
   const uint64_t s2 = Connect(second, Hello("b", 1));
   ASSERT_EQ(second.Assigns().size(), 1u);
   // Worker a comes back and delivers attempt 1.
-  RecordingChannel again;
+  RecordingChannel& again = NewChannel();
   const uint64_t s3 = Connect(again, Hello("a", 1));
   core_->HandleResult(s3, Completed(attempt1, 3.0));
   EXPECT_EQ(second.Count(v1::SchedulerMessage::kCancel), 1);
@@ -303,7 +309,7 @@ TEST_F(SchedulerCoreTest, LateResultOfAnEarlierAttemptIsAcceptedOnceAndTheRerunC
 }
 
 TEST_F(SchedulerCoreTest, UnknownTrialsAreAnsweredNotFatal) {
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 1));
   v1::TrialResult result;
   result.set_trial_id(424242);
@@ -335,7 +341,7 @@ TEST_F(SchedulerCoreTest, SilentWorkersLoseTheirLeases) {
 TEST_F(SchedulerCoreTest, StudiesShareAWorkerFairly) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("a", 50)).ok());
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("b", 50)).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 1));
   for (int i = 0; i < 20; ++i) core_->HandleResult(session, Completed(channel.Assigns().back(), 1));
   std::map<std::string, int> per_study;
@@ -348,14 +354,14 @@ TEST_F(SchedulerCoreTest, ParallelTrialsCapsRunningTrials) {
   v1::StudySpec spec = FunctionStudy("s", 10);
   spec.set_parallel_trials(2);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   Connect(channel, Hello("w", 8));
   EXPECT_EQ(channel.Assigns().size(), 2u);
 }
 
 TEST_F(SchedulerCoreTest, StopCancelsRunningAndPendingTrials) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 10)).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 2));
   absl::StatusOr<v1::Study> stopped = core_->StopStudy("s");
   EXPECT_EQ(stopped->state(), v1::Study::STOPPED);
@@ -372,7 +378,7 @@ TEST_F(SchedulerCoreTest, GridStudyEndsWhenExhausted) {
   spec.mutable_algorithm()->set_grid_points(3);
   spec.set_max_trials(100);  // More than the 9 grid points.
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 2));
   while (core_->GetStudy("g")->trials_running() > 0) {
     const auto assigns = channel.Assigns();
@@ -386,7 +392,7 @@ TEST_F(SchedulerCoreTest, GridStudyEndsWhenExhausted) {
 
 TEST_F(SchedulerCoreTest, RecoveryRebuildsStudiesAndContinuesTheSameSuggestions) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 6)).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 1));
   for (int i = 0; i < 3; ++i) core_->HandleResult(session, Completed(channel.Assigns().back(), i));
   // Trial 3 is running when the scheduler "restarts".
@@ -396,7 +402,7 @@ TEST_F(SchedulerCoreTest, RecoveryRebuildsStudiesAndContinuesTheSameSuggestions)
   testing::TempDatabase reference_db;
   SchedulerCore reference(reference_db.get(), Options());
   ASSERT_TRUE(reference.CreateStudy(FunctionStudy("s", 6)).ok());
-  RecordingChannel reference_channel;
+  RecordingChannel& reference_channel = NewChannel();
   const uint64_t reference_session = *reference.ConnectWorker(Hello("w", 1), {}, &reference_channel);
   for (int i = 0; i < 5; ++i) {
     reference.HandleResult(reference_session, Completed(reference_channel.Assigns().back(), i));
@@ -409,7 +415,7 @@ TEST_F(SchedulerCoreTest, RecoveryRebuildsStudiesAndContinuesTheSameSuggestions)
   absl::StatusOr<v1::Study> study = core_->GetStudy("s");
   EXPECT_EQ(study->trials_completed(), 3);
   EXPECT_EQ(study->trials_running(), 0);
-  RecordingChannel after;
+  RecordingChannel& after = NewChannel();
   const uint64_t again = Connect(after, Hello("w", 1));
   ASSERT_EQ(after.Assigns().size(), 1u);
   EXPECT_EQ(after.Assigns()[0].trial_id(), running.trial_id());
@@ -426,7 +432,7 @@ TEST_F(SchedulerCoreTest, WatchersSeeTheSnapshotEveryChangeAndTheEnd) {
   ASSERT_NE(*core_->Watch("s", &watcher), 0u);
   ASSERT_EQ(watcher.events.size(), 1u);
   EXPECT_TRUE(watcher.events[0].has_study());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 1));
   for (int i = 0; i < 2; ++i) core_->HandleResult(session, Completed(channel.Assigns().back(), i));
   ASSERT_TRUE(watcher.ended.has_value());
@@ -443,7 +449,7 @@ TEST_F(SchedulerCoreTest, WatchersSeeTheSnapshotEveryChangeAndTheEnd) {
 }
 
 TEST_F(SchedulerCoreTest, BadHellosAreRefused) {
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   EXPECT_EQ(core_->ConnectWorker(Hello("", 1), {}, &channel).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(core_->ConnectWorker(Hello("w", 0), {}, &channel).status().code(),
@@ -474,20 +480,20 @@ TEST_F(SchedulerCoreTest, ASecondConnectionCannotPushOutAWorkerThatIsStillHeardF
   v1::StudySpec spec = FunctionStudy("s", 1);
   spec.set_max_attempts(1);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel real;
+  RecordingChannel& real = NewChannel();
   const uint64_t session = Connect(real, Hello("a", 1));
   core_->HandleStarted(session, Attempt(real.Assigns().back()));
   for (int i = 0; i < 3; ++i) {
-    RecordingChannel impostor;
+    RecordingChannel& impostor = NewChannel();
     EXPECT_EQ(core_->ConnectWorker(Hello("a", 1), {}, &impostor).status().code(),
               absl::StatusCode::kAlreadyExists);
   }
   EXPECT_FALSE(real.closed().has_value());
   EXPECT_EQ(core_->GetStudy("s")->trials_running(), 1);
   // With a certificate naming it, the worker itself may take over at once.
-  RecordingChannel certified;
+  RecordingChannel& certified = NewChannel();
   ASSERT_TRUE(core_->ConnectWorker(Hello("a", 1), {"a"}, &certified).ok());
-  RecordingChannel wrong_name;
+  RecordingChannel& wrong_name = NewChannel();
   EXPECT_EQ(core_->ConnectWorker(Hello("b", 1), {"a"}, &wrong_name).status().code(),
             absl::StatusCode::kPermissionDenied);
 }
@@ -519,12 +525,12 @@ TEST_F(SchedulerCoreTest, AFlappingWorkerThatNeverStartsATrialCostsItNoAttempt) 
   spec.set_max_attempts(1);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
   for (int i = 0; i < 50; ++i) {
-    RecordingChannel flapping;
+    RecordingChannel& flapping = NewChannel();
     const uint64_t session = Connect(flapping, Hello(absl::StrCat("flap-", i), 1));
     ASSERT_EQ(flapping.Assigns().size(), 1u);
     core_->DisconnectWorker(session, "dropped within 20 ms");
   }
-  RecordingChannel steady;
+  RecordingChannel& steady = NewChannel();
   const uint64_t session = Connect(steady, Hello("steady", 1));
   ASSERT_EQ(steady.Assigns().size(), 1u);
   EXPECT_EQ(steady.Assigns()[0].attempt(), 51);
@@ -559,7 +565,7 @@ TEST_F(SchedulerCoreTest, ADrainingWorkerGetsNothingNewAndItsHandBackCostsNoAtte
 
 TEST_F(SchedulerCoreTest, AProgressFloodIsAnsweredOncePerTrialAndThenCutOff) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 1));
   v1::TrialProgress progress;
   progress.set_trial_id(999'999);
@@ -580,7 +586,7 @@ TEST_F(SchedulerCoreTest, ATrialPastItsTimeoutFailsAndFreesTheSlot) {
   v1::StudySpec spec = FunctionStudy("s", 2);
   spec.mutable_trial_timeout()->set_seconds(10);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 1));
   ASSERT_EQ(channel.Assigns().size(), 1u);
   EXPECT_EQ(channel.Assigns()[0].timeout_ms(), 10'000);
@@ -599,7 +605,7 @@ TEST_F(SchedulerCoreTest, ATimeoutNeverFailsATrialTheWorkerHadNotStarted) {
   v1::StudySpec spec = FunctionStudy("s", 1);
   spec.mutable_trial_timeout()->set_seconds(10);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   Connect(channel, Hello("w", 1));
   now_ += absl::Seconds(20);  // Queued on the worker behind a trial it was still stopping.
   EXPECT_EQ(core_->ExpireTrials(), 1);
@@ -613,7 +619,7 @@ TEST_F(SchedulerCoreTest, TrialsTimingOutTogetherAreCountedOnce) {
   spec.mutable_trial_timeout()->set_seconds(10);
   spec.set_max_failed_trials(0);  // The first failure ends the study and cancels the rest.
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 3));
   ASSERT_EQ(channel.Assigns().size(), 3u);
   for (const v1::Assign& a : channel.Assigns()) core_->HandleStarted(session, Attempt(a));
@@ -628,7 +634,7 @@ TEST_F(SchedulerCoreTest, ASchedulerShuttingDownChargesNoAttempt) {
   v1::StudySpec spec = FunctionStudy("s", 1);
   spec.set_max_attempts(1);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 1));
   core_->HandleStarted(session, Attempt(channel.Assigns()[0]));
   core_->Shutdown("restart");
@@ -642,7 +648,7 @@ TEST_F(SchedulerCoreTest, AStudyWhoseTrialsAllFailedEndsFailed) {
   v1::StudySpec spec = FunctionStudy("s", 2);
   spec.set_max_failed_trials(5);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 1));
   for (int i = 0; i < 2; ++i) {
     v1::TrialResult result = Completed(channel.Assigns().back(), 0);
@@ -659,7 +665,7 @@ TEST_F(SchedulerCoreTest, AStudyWhoseTrialsAllFailedEndsFailed) {
 
 TEST_F(SchedulerCoreTest, WorkerTextAndMetricsAreBounded) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   v1::Hello long_id = Hello(std::string(kMaxWorkerIdBytes + 1, 'w'), 1);
   EXPECT_EQ(core_->ConnectWorker(long_id, {}, &channel).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -772,9 +778,9 @@ class HeldStore : public StudyStore {
 TEST(SchedulerCoreDurabilityTest, AResultIsAcknowledgedOnlyOnceItIsStored) {
   testing::TempDatabase db;
   HeldStore store(db.get());
+  RecordingChannel channel;  // Before the core: it must outlive what the core sends it.
   SchedulerCore core(&store, SchedulerOptions());
   ASSERT_TRUE(core.CreateStudy(FunctionStudy("s", 2)).ok());
-  RecordingChannel channel;
   const uint64_t session = *core.ConnectWorker(Hello("w", 1), {}, &channel);
   store.Hold();
   core.HandleResult(session, Completed(channel.Assigns().back(), 1));
@@ -788,9 +794,9 @@ TEST(SchedulerCoreDurabilityTest, AResultIsAcknowledgedOnlyOnceItIsStored) {
 TEST(SchedulerCoreDurabilityTest, NothingNewStartsWhileTheStoreCannotWrite) {
   testing::TempDatabase db;
   HeldStore store(db.get());
+  RecordingChannel channel;  // Before the core: it must outlive what the core sends it.
   SchedulerCore core(&store, SchedulerOptions());
   ASSERT_TRUE(core.CreateStudy(FunctionStudy("s", 5)).ok());
-  RecordingChannel channel;
   const uint64_t session = *core.ConnectWorker(Hello("w", 1), {}, &channel);
   ASSERT_EQ(channel.Assigns().size(), 1u);
   store.Hold();
@@ -813,10 +819,10 @@ TEST_F(SchedulerCoreTest, AWorkerHoldingManyUnacknowledgedResultsMayReconnect) {
     held.set_trial_id(100'000 + i);
     held.set_attempt(1);
   }
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   EXPECT_TRUE(core_->ConnectWorker(hello, {}, &channel).ok());
   for (int i = 0; i < kMaxHeldAttempts; ++i) hello.add_running()->set_trial_id(1);
-  RecordingChannel other;
+  RecordingChannel& other = NewChannel();
   EXPECT_EQ(core_->ConnectWorker(hello, {}, &other).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -824,7 +830,7 @@ TEST_F(SchedulerCoreTest, AWorkerHoldingManyUnacknowledgedResultsMayReconnect) {
 TEST_F(SchedulerCoreTest, AResultMeantForAnotherSchedulersTrialIsRefused) {
   // The first scheduler lost its state (it kept none): the worker still runs trial 1 of it.
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("old", 1)).ok());
-  RecordingChannel first;
+  RecordingChannel& first = NewChannel();
   Connect(first, Hello("w", 2));
   const v1::Assign old = first.Assigns().back();
   testing::TempDatabase fresh;
@@ -832,7 +838,7 @@ TEST_F(SchedulerCoreTest, AResultMeantForAnotherSchedulersTrialIsRefused) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("new", 1)).ok());
 
   // The worker comes back holding the old attempt, is given the new trial of the same id...
-  RecordingChannel second;
+  RecordingChannel& second = NewChannel();
   v1::Hello hello = Hello("w", 2);
   *hello.add_running() = Attempt(old);
   const uint64_t session = Connect(second, hello);
@@ -855,7 +861,7 @@ TEST_F(SchedulerCoreTest, AResultMeantForAnotherSchedulersTrialIsRefused) {
 
 TEST_F(SchedulerCoreTest, ARestartKeepsTrialIdsAndTakesBackWhatWorkersStillHold) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 4)).ok());
-  RecordingChannel before;
+  RecordingChannel& before = NewChannel();
   const uint64_t session = Connect(before, Hello("w", 2));
   ASSERT_EQ(before.Assigns().size(), 2u);
   core_->HandleStarted(session, Attempt(before.Assigns()[0]));
@@ -870,7 +876,7 @@ TEST_F(SchedulerCoreTest, ARestartKeepsTrialIdsAndTakesBackWhatWorkersStillHold)
   ASSERT_TRUE(core_->Recover().ok());
   EXPECT_EQ(core_->GetStudy("s")->trials_running(), 0);
 
-  RecordingChannel after;
+  RecordingChannel& after = NewChannel();
   v1::Hello hello = Hello("w", 2);
   *hello.add_running() = Attempt(finished);
   *hello.add_running() = Attempt(running);
@@ -895,7 +901,7 @@ TEST_F(SchedulerCoreTest, ARestartKeepsTrialIdsAndTakesBackWhatWorkersStillHold)
 
 TEST_F(SchedulerCoreTest, DeletedStudiesAreGoneAndTheirIdsAreNotReused) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 2)).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 1));
   const v1::Assign first = channel.Assigns().back();
   EXPECT_EQ(core_->DeleteStudy("s", false).code(), absl::StatusCode::kFailedPrecondition);
@@ -910,14 +916,14 @@ TEST_F(SchedulerCoreTest, DeletedStudiesAreGoneAndTheirIdsAreNotReused) {
   ASSERT_TRUE(core_->Recover().ok());
   EXPECT_TRUE(core_->ListStudies(0, "")->items.empty());
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
-  RecordingChannel again;
+  RecordingChannel& again = NewChannel();
   Connect(again, Hello("w", 1));
   EXPECT_GT(again.Assigns().back().trial_id(), first.trial_id());
 }
 
 TEST_F(SchedulerCoreTest, ListsComeInPagesThatFollowOnExactly) {
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(core_->CreateStudy(FunctionStudy(absl::StrCat("s", i), 25)).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 1));
   for (int i = 0; i < 60; ++i) core_->HandleResult(session, Completed(channel.Assigns().back(), i));
   std::vector<std::string> names;
@@ -984,7 +990,7 @@ TEST_F(SchedulerCoreTest, AMedianRuleStopsALosingTrialFreesItsSlotAndChargesNoth
   v1::StudySpec spec = PrunableStudy("s", 4);
   spec.mutable_early_stopping()->mutable_median()->set_n_startup_trials(1);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 1, {v1::Model::XGBOOST}));
   const v1::Assign first = channel.Assigns().back();
   core_->HandleProgress(session, Progress(first, 1, 1.0));
@@ -1034,7 +1040,7 @@ TEST_F(SchedulerCoreTest, ProgressThatCannotBeJudgedIsDroppedAndNeverBlocksTheSt
   v1::StudySpec spec = PrunableStudy("s", 2);
   spec.mutable_early_stopping()->mutable_median()->set_n_startup_trials(1);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 1, {v1::Model::XGBOOST}));
   const v1::Assign first = channel.Assigns().back();
   // A NaN (which SQLite cannot hold in the column), steps out of range, repeated, backwards.
@@ -1070,7 +1076,7 @@ TEST_F(SchedulerCoreTest, ProgressStillInFlightForPrunedTrialsNeverCutsTheWorker
   v1::StudySpec spec = PrunableStudy("s", trials);
   spec.mutable_early_stopping()->mutable_median()->set_n_startup_trials(1);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel channel;
+  RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 1, {v1::Model::XGBOOST}));
   const v1::Assign first = channel.Assigns().back();
   core_->HandleProgress(session, Progress(first, 1, 0.0));
@@ -1094,7 +1100,7 @@ TEST_F(SchedulerCoreTest, EarlyStoppingDecidesAlikeAfterARestart) {
   v1::StudySpec spec = PrunableStudy("s", 4);
   spec.mutable_early_stopping()->mutable_asha()->set_reduction_factor(2);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel before;
+  RecordingChannel& before = NewChannel();
   const uint64_t session = Connect(before, Hello("w", 2, {v1::Model::XGBOOST}));
   const v1::Assign first = before.Assigns()[0];
   const v1::Assign second = before.Assigns()[1];
@@ -1104,7 +1110,7 @@ TEST_F(SchedulerCoreTest, EarlyStoppingDecidesAlikeAfterARestart) {
   db_.Reopen();
   core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
   ASSERT_TRUE(core_->Recover().ok());
-  RecordingChannel after;
+  RecordingChannel& after = NewChannel();
   v1::Hello hello = Hello("w", 2, {v1::Model::XGBOOST});
   *hello.add_running() = Attempt(first);
   *hello.add_running() = Attempt(second);
@@ -1195,13 +1201,13 @@ TEST(SchedulerCoreSuggestionTest, SlowSuggestionsDoNotHoldUpOtherStudies) {
     if (config.seed == 666) return std::make_unique<BlockedOptimizer>(&release);
     return optimizer::MakeOptimizer(space, config);
   };
+  RecordingChannel channel;  // Before the core: it must outlive what the core sends it.
   SchedulerCore core(db.get(), options);
   v1::StudySpec slow = FunctionStudy("slow", 2);
   slow.mutable_algorithm()->set_name(v1::Algorithm::TPE);
   slow.mutable_algorithm()->set_seed(666);
   ASSERT_TRUE(core.CreateStudy(slow).ok());
   ASSERT_TRUE(core.CreateStudy(FunctionStudy("fast", 20)).ok());
-  RecordingChannel channel;
   const uint64_t session = *core.ConnectWorker(Hello("w", 1), {}, &channel);
   // The fast study runs to the end while the slow one's first suggestion is still being made.
   for (int i = 0; i < 20; ++i) {
