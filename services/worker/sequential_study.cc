@@ -1,5 +1,6 @@
 #include "services/worker/sequential_study.h"
 
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -129,10 +130,13 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
     for (size_t k = 0; k + 1 < curves.size(); ++k) {
       if (!curves[k].values.empty()) others.push_back(&curves[k]);
     }
-    TrialStop stop(options.cancelled);
+    // Without a rule the trainer watches the study's interrupt itself: no flag to forward.
+    std::optional<TrialStop> stop;
     std::optional<scheduler::IntermediateValue> pruned_at;
-    TrialContext context{.threads = options.threads_per_trial, .cancelled = stop.flag()};
+    TrialContext context{.threads = options.threads_per_trial, .cancelled = options.cancelled};
     if (!std::holds_alternative<std::monostate>(rule)) {
+      stop.emplace(options.cancelled);
+      context.cancelled = stop->flag();
       context.progress = [&](int64_t step, double value) {
         const std::optional<int64_t> last_step =
             curve.values.empty() ? std::nullopt : std::optional<int64_t>(curve.values.back().step);
@@ -140,7 +144,7 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
         curve.values.push_back({step, value});
         if (scheduler::ShouldStop(rule, maximize, curve, others)) {
           pruned_at = curve.values.back();
-          stop.Set();
+          stop->Set();
         }
       };
     }
