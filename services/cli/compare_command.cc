@@ -259,8 +259,7 @@ absl::Status Comparison::RunSequential(const v1::StudySpec& spec, const std::str
         if (trial.state() == v1::Trial::COMPLETED) {
           progress.set_trials_completed(progress.trials_completed() + 1);
           if (!progress.has_best_trial() ||
-              scheduler::IsBetterObjective(spec, trial.objective_value(),
-                                           progress.best_trial().objective_value())) {
+              scheduler::IsBetterTrial(spec, trial, progress.best_trial())) {
             *progress.mutable_best_trial() = trial;
           }
         } else if (trial.state() == v1::Trial::FAILED) {

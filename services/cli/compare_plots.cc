@@ -1,17 +1,12 @@
 #include "services/cli/compare_plots.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "google/protobuf/util/time_util.h"
-#include "services/cli/child_process.h"
+#include "services/cli/gnuplot.h"
 #include "services/cli/study_file.h"
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
@@ -79,31 +74,12 @@ std::string ResourceData(const v1::CompareReport& report) {
   return data;
 }
 
-std::string Escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '_') out += "\\\\";  // gnuplot's enhanced text reads _ as a subscript.
-    out += c;
-  }
-  return out;
-}
-
-std::string FindGnuplot() {
-  const char* path = std::getenv("PATH");
-  for (absl::string_view dir : absl::StrSplit(path ? path : "/usr/bin:/bin", ':')) {
-    const std::string candidate = absl::StrCat(dir, "/gnuplot");
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
 }  // namespace
 
 std::string PlotScript(const v1::CompareReport& report, const std::string& terminal) {
   const std::string ext = terminal == "svg" ? "svg" : "png";
-  const std::string metric = Escape(report.spec().objective().metric());
-  const std::string study = Escape(report.spec().name());
+  const std::string metric = GnuplotEscape(report.spec().objective().metric());
+  const std::string study = GnuplotEscape(report.spec().name());
   std::string gp = absl::StrFormat(
       "# Drawn by dhpt compare; run `gnuplot %s` in this folder to draw again.\n"
       "set terminal %s size 900,540 %s font 'DejaVu Sans,11'\n"
@@ -177,12 +153,6 @@ std::string PlotScript(const v1::CompareReport& report, const std::string& termi
 
 absl::StatusOr<std::vector<std::string>> DrawPlots(const v1::CompareReport& report,
                                                     const std::string& dir) {
-  const std::string gnuplot = FindGnuplot();
-  if (gnuplot.empty()) {
-    return absl::FailedPreconditionError(
-        "gnuplot is not installed, so no plots were drawn: install gnuplot-nox "
-        "(scripts/install-deps.sh does)");
-  }
   const std::filesystem::path root(dir);
   std::error_code error;
   std::filesystem::create_directories(root / "data", error);
@@ -200,18 +170,7 @@ absl::StatusOr<std::vector<std::string>> DrawPlots(const v1::CompareReport& repo
     const std::string script = terminal == "svg" ? "plots-svg.gp" : "plots-png.gp";
     RETURN_IF_ERROR(WriteTextFile((root / script).string(), PlotScript(report, terminal)));
     // gnuplot reads and writes relative to the report's folder.
-    const std::string log = (root / "data" / "gnuplot.log").string();
-    const std::string command = absl::StrFormat("cd '%s' && '%s' %s 2>>'%s'", root.string(),
-                                                gnuplot, script, log);
-    absl::StatusOr<std::unique_ptr<ChildProcess>> child =
-        ChildProcess::Start("gnuplot", {"/bin/sh", "-c", command}, -1, -1);
-    if (!child.ok()) return child.status();
-    (*child)->Wait();
-    const int status = (*child)->wait_status();
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      return absl::InternalError(absl::StrCat("gnuplot failed on ", (root / script).string(),
-                                              "; its messages are in ", log));
-    }
+    RETURN_IF_ERROR(RunGnuplot(root.string(), script, (root / "data" / "gnuplot.log").string()));
     const std::string ext = terminal == "svg" ? "svg" : "png";
     for (const char* name : {"best_so_far", "trial_durations", "resources"}) {
       files.push_back(absl::StrCat(name, ".", ext));

@@ -15,11 +15,13 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "services/cli/compare_command.h"
 #include "services/cli/compare_report.h"
 #include "services/cli/demo_studies.h"
 #include "services/cli/local_cluster.h"
+#include "services/cli/pareto_report.h"
 #include "services/cli/report.h"
 #include "services/cli/study_client.h"
 #include "services/cli/study_file.h"
@@ -48,12 +50,15 @@ ABSL_FLAG(std::vector<std::string>, data_root, {},
           "local, compare: directories the workers may read CSV datasets from (the workers' "
           "--data_root), comma separated; default: the current directory");
 ABSL_FLAG(std::string, log, "", "local: file for the services' logs (default: a temp file)");
-ABSL_FLAG(bool, json, false, "trials, best, studies, workers: print JSON instead of a table");
+ABSL_FLAG(bool, json, false, "trials, best, pareto, studies, workers: print JSON instead of a table");
 ABSL_FLAG(std::string, matrix, "", "compare: a file of studies x algorithms to compare, cell by cell");
 ABSL_FLAG(std::string, out, "",
           "compare: the folder for report.md, report.json and the plots (default "
           "compare-<study> or compare-<matrix file name>)");
 ABSL_FLAG(bool, watch, false, "submit: watch the study until it ends");
+ABSL_FLAG(std::string, plot, "",
+          "pareto, local, submit --watch: draw a multi-objective study's front into this folder "
+          "(pareto.svg, .png)");
 ABSL_FLAG(bool, force, false, "delete: stop the study first if it is still running");
 
 namespace dhpt::cli {
@@ -68,12 +73,14 @@ const std::map<std::string, Command>& Commands() {
   static const auto* const kCommands = new std::map<std::string, Command>{
       {"local",
        {"dhpt local [--study=FILE | --demo=NAME] [--workers=N] [--gpu-workers=M] [--slots=N]\n"
-        "           [--threads-per-trial=N] [--data-root=DIR,...] [--early-stopping=off|median|asha]",
+        "           [--threads-per-trial=N] [--data-root=DIR,...] [--early-stopping=off|median|asha]\n"
+        "           [--plot=DIR]",
         "Starts a scheduler, N CPU workers and M GPU workers on this machine, runs the study (the "
         "demo\nXGBoost study when none is given), shows live progress, prints the results, and "
         "stops every\nprocess it started (Ctrl-C included). AUTOENCODER studies get one GPU worker "
         "and no CPU\nworkers unless told otherwise. Demos: xgboost, random-forest, autoencoder, "
-        "branin.\nWorkers read CSV datasets only under --data-root (default: the current "
+        "branin,\nxgboost-edge (three objectives: r2, inference latency, model size; --plot=DIR draws "
+        "its front).\nWorkers read CSV datasets only under --data-root (default: the current "
         "directory)."}},
       {"compare",
        {"dhpt compare [--study=FILE | --demo=NAME] [--workers=N] [--gpu-workers=M] [--slots=N]\n"
@@ -107,6 +114,12 @@ const std::map<std::string, Command>& Commands() {
         "Lists the study's trials with parameters and measurements."}},
       {"best",
        {"dhpt best STUDY [--json] [--scheduler=HOST:PORT]", "Shows the best completed trial."}},
+      {"pareto",
+       {"dhpt pareto STUDY [--json] [--plot=DIR] [--scheduler=HOST:PORT]",
+        "Shows the Pareto front of a study with several objectives: its non-dominated feasible "
+        "trials,\ntheir objectives, constrained metrics and parameters, and the front's "
+        "hypervolume. --plot=DIR\nalso draws DIR/pareto.svg and .png (gnuplot): every completed "
+        "trial, the infeasible ones and\nthe front, one panel per pair of objectives."}},
       {"studies",
        {"dhpt studies [--json] [--scheduler=HOST:PORT]", "Lists the scheduler's studies."}},
       {"stop",
@@ -197,12 +210,28 @@ absl::Status WatchToEnd(StudyClient& client, const std::string& name) {
   return status;
 }
 
+// Draws the front into --plot's folder, when given.
+absl::Status DrawPlotIfAsked(const v1::Study& study, const std::vector<v1::Trial>& trials,
+                             const v1::GetParetoFrontResponse& front) {
+  const std::string dir = absl::GetFlag(FLAGS_plot);
+  if (dir.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<std::string> plots, DrawParetoPlot(study, trials, front, dir));
+  std::cerr << "plots: " << absl::StrJoin(plots, ", ") << " in " << dir << "\n";
+  return absl::OkStatus();
+}
+
 int PrintResults(StudyClient& client, const std::string& name) {
   absl::StatusOr<v1::Study> study = client.GetStudy(name);
   if (!study.ok()) return Fail(study.status());
   absl::StatusOr<std::vector<v1::Trial>> trials = client.ListTrials(name);
   if (!trials.ok()) return Fail(trials.status());
   std::cout << "\n" << TrialsTable(study->spec(), *trials) << "\n" << StudySummary(*study);
+  if (study->spec().objectives_size() >= 2) {
+    absl::StatusOr<v1::GetParetoFrontResponse> front = client.GetParetoFront(name);
+    if (!front.ok()) return Fail(front.status());
+    std::cout << "\n" << ParetoTable(*study, *front);
+    if (absl::Status drawn = DrawPlotIfAsked(*study, *trials, *front); !drawn.ok()) return Fail(drawn);
+  }
   return study->state() == v1::Study::COMPLETED ? 0 : 1;
 }
 
@@ -470,6 +499,18 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     absl::StatusOr<v1::Trial> best = client.GetBestTrial(arg);
     if (!best.ok()) return Fail(best.status());
     std::cout << (json ? ToJson(*best) : StudySummary(*study));
+    return 0;
+  }
+  if (name == "pareto") {
+    absl::StatusOr<v1::Study> study = client.GetStudy(arg);
+    if (!study.ok()) return Fail(study.status());
+    absl::StatusOr<v1::GetParetoFrontResponse> front = client.GetParetoFront(arg);
+    if (!front.ok()) return Fail(front.status());
+    std::cout << (json ? ToJson(*front) : ParetoTable(*study, *front));
+    if (absl::GetFlag(FLAGS_plot).empty()) return 0;
+    absl::StatusOr<std::vector<v1::Trial>> trials = client.ListTrials(arg);
+    if (!trials.ok()) return Fail(trials.status());
+    if (absl::Status drawn = DrawPlotIfAsked(*study, *trials, *front); !drawn.ok()) return Fail(drawn);
     return 0;
   }
   if (name == "stop") {

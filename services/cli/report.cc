@@ -1,6 +1,7 @@
 #include "services/cli/report.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,6 +25,12 @@ std::string ShortState(v1::Trial::State state) {
   return name;
 }
 
+// "board=pi4,gpu=orin" in key order.
+std::string Labels(const v1::WorkerCapabilities& caps) {
+  const std::map<std::string, std::string> sorted(caps.labels().begin(), caps.labels().end());
+  return absl::StrJoin(sorted, ",", absl::PairFormatter("="));
+}
+
 }  // namespace
 
 std::string ProgressLine(const v1::Study& study) {
@@ -34,7 +41,10 @@ std::string ProgressLine(const v1::Study& study) {
   if (study.trials_failed() > 0) absl::StrAppend(&line, " (", study.trials_failed(), " failed)");
   if (study.trials_pruned() > 0) absl::StrAppend(&line, " (", study.trials_pruned(), " pruned)");
   absl::StrAppend(&line, "  ", study.trials_running(), " running");
-  if (study.has_best_trial() && study.best_trial().has_objective_value()) {
+  if (spec.objectives_size() >= 2) {
+    absl::StrAppend(&line, absl::StrFormat("  front %d, hypervolume %.6g",
+                                           study.pareto_front_size(), study.hypervolume()));
+  } else if (study.has_best_trial() && study.best_trial().has_objective_value()) {
     absl::StrAppend(&line, absl::StrFormat("  best %s %.6g", spec.objective().metric(),
                                            study.best_trial().objective_value()));
   }
@@ -46,10 +56,21 @@ std::string TrialsTable(const v1::StudySpec& spec, const std::vector<v1::Trial>&
   std::vector<std::string> header = {"#", "state"};
   for (const v1::Parameter& p : spec.parameters()) header.push_back(p.name());
   const std::string& objective = spec.objective().metric();
-  header.insert(header.end(), {objective, "wall s", "cpu s", "cpu util", "peak MiB", "worker"});
+  // The other objectives and the constrained metrics follow the first objective.
+  std::vector<std::string> extra;
+  for (int i = 1; i < spec.objectives_size(); ++i) extra.push_back(spec.objectives(i).metric());
+  for (const v1::Constraint& c : spec.constraints()) {
+    if (c.metric() != objective &&
+        std::find(extra.begin(), extra.end(), c.metric()) == extra.end()) {
+      extra.push_back(c.metric());
+    }
+  }
+  header.push_back(objective);
+  header.insert(header.end(), extra.begin(), extra.end());
+  header.insert(header.end(), {"wall s", "cpu s", "cpu util", "peak MiB", "worker"});
   TextTable table(header);
   for (const v1::Trial& trial : trials) {
-    std::string state = ShortState(trial.state());
+    std::string state = trial.infeasible() ? "infeasible" : ShortState(trial.state());
     // A pruned trial shows how far it got and the value it had there.
     const bool pruned = trial.state() == v1::Trial::PRUNED;
     if (pruned && trial.metrics().contains(std::string(kMetricPrunedStep))) {
@@ -65,6 +86,7 @@ std::string TrialsTable(const v1::StudySpec& spec, const std::vector<v1::Trial>&
     } else {
       row.push_back(pruned ? Metric(trial, objective, 5) : "");
     }
+    for (const std::string& metric : extra) row.push_back(Metric(trial, metric, 5));
     row.push_back(Metric(trial, kMetricWallSeconds, 3));
     row.push_back(Metric(trial, kMetricCpuSeconds, 3));
     row.push_back(Metric(trial, kMetricCpuUtilization, 2));
@@ -85,6 +107,11 @@ std::string StudySummary(const v1::Study& study) {
   if (study.trials_pruned() > 0) {
     absl::StrAppend(&out, "  ", study.trials_pruned(), " pruned (stopped early)\n");
   }
+  if (study.spec().objectives_size() >= 2) {
+    absl::StrAppendFormat(&out, "  Pareto front: %d trials, hypervolume %.6g (dhpt pareto %s)\n",
+                          study.pareto_front_size(), study.hypervolume(), study.spec().name());
+    return out;
+  }
   if (!study.has_best_trial()) return out + "  no completed trial\n";
   const v1::Trial& best = study.best_trial();
   std::vector<std::string> params;
@@ -95,6 +122,10 @@ std::string StudySummary(const v1::Study& study) {
   absl::StrAppendFormat(&out, "  best trial #%d: %s = %.6g\n  with %s\n  on %s (%s)\n",
                         best.number(), study.spec().objective().metric(), best.objective_value(),
                         absl::StrJoin(params, ", "), best.worker_id(), best.device());
+  if (best.infeasible()) {
+    absl::StrAppendFormat(&out, "  no trial meets the constraints yet: this one misses them by %.6g\n",
+                          best.constraint_violation());
+  }
   return out;
 }
 
@@ -115,7 +146,8 @@ std::string StudiesTable(const std::vector<v1::Study>& studies) {
 }
 
 std::string WorkersTable(const std::vector<v1::Worker>& workers) {
-  TextTable table({"worker", "device", "models", "slots", "running", "node", "arch", "version"});
+  TextTable table(
+      {"worker", "device", "models", "slots", "running", "node", "arch", "version", "labels"});
   for (const v1::Worker& w : workers) {
     const v1::WorkerCapabilities& caps = w.capabilities();
     std::vector<std::string> models;
@@ -127,7 +159,7 @@ std::string WorkersTable(const std::vector<v1::Worker>& workers) {
                             caps.device_name()),
                absl::StrJoin(models, ","), absl::StrCat(caps.slots()),
                absl::StrCat(w.running_trials_size()), caps.node_name(), caps.arch(),
-               caps.version()});
+               caps.version(), Labels(caps)});
   }
   return table.Render();
 }

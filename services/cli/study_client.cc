@@ -125,6 +125,15 @@ absl::StatusOr<v1::Trial> StudyClient::GetBestTrial(const std::string& study) {
   });
 }
 
+absl::StatusOr<v1::GetParetoFrontResponse> StudyClient::GetParetoFront(const std::string& study) {
+  v1::GetParetoFrontRequest request;
+  request.set_study(study);
+  return Unary<v1::GetParetoFrontResponse>(
+      NewContext(), [&](grpc::ClientContext* c, v1::GetParetoFrontResponse* r) {
+        return stub_->GetParetoFront(c, request, r);
+      });
+}
+
 absl::Status StudyClient::Watch(const std::string& name,
                                 const std::function<void(const v1::StudyEvent&)>& on_event) {
   grpc::ClientContext context;  // No deadline: a study may run for days.

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <string>
 
 #include "absl/strings/str_join.h"
 
@@ -80,7 +81,59 @@ std::pair<double, double> BraninBounds(int i, int) {
   return i == 0 ? std::pair{-5.0, 10.0} : std::pair{0.0, 15.0};
 }
 
+std::pair<double, double> UnitBounds(int, int) { return {0.0, 1.0}; }
+
+// ZDT1 and ZDT2 (Zitzler, Deb, Thiele 2000) on [0, 1]^d, d >= 2: f1 = x1,
+// g = 1 + 9 mean(x2..xd), f2 = g (1 - sqrt(f1 / g)) (ZDT1, convex front) or g (1 - (f1 / g)^2)
+// (ZDT2, concave front). The front is g = 1 (x2..xd = 0).
+double ZdtG(std::span<const double> x) {
+  double sum = 0;
+  for (size_t i = 1; i < x.size(); ++i) sum += x[i];
+  return 1 + 9 * sum / static_cast<double>(x.size() - 1);
+}
+
+void Zdt1(std::span<const double> x, std::span<double> f) {
+  const double g = ZdtG(x);
+  f[0] = x[0];
+  f[1] = g * (1 - std::sqrt(x[0] / g));
+}
+
+void Zdt2(std::span<const double> x, std::span<double> f) {
+  const double g = ZdtG(x);
+  f[0] = x[0];
+  f[1] = g * (1 - (x[0] / g) * (x[0] / g));
+}
+
+// DTLZ2 (Deb, Thiele, Laumanns, Zitzler 2002) with 3 objectives on [0, 1]^d, d >= 3:
+// g = sum over x3..xd of (x - 0.5)^2; the front is the positive octant of the unit sphere.
+void Dtlz2(std::span<const double> x, std::span<double> f) {
+  double g = 0;
+  for (size_t i = 2; i < x.size(); ++i) g += (x[i] - 0.5) * (x[i] - 0.5);
+  const double a = x[0] * kPi / 2, b = x[1] * kPi / 2;
+  f[0] = (1 + g) * std::cos(a) * std::cos(b);
+  f[1] = (1 + g) * std::cos(a) * std::sin(b);
+  f[2] = (1 + g) * std::sin(a);
+}
+
 }  // namespace
+
+const std::vector<MultiObjectiveFunction>& AllMultiObjectiveFunctions() {
+  static const auto* const kFunctions = new std::vector<MultiObjectiveFunction>{
+      {"zdt1", 2, 2, Zdt1, UnitBounds},
+      {"zdt2", 2, 2, Zdt2, UnitBounds},
+      {"dtlz2", 3, 3, Dtlz2, UnitBounds},
+  };
+  return *kFunctions;
+}
+
+const MultiObjectiveFunction* FindMultiObjectiveFunction(absl::string_view name) {
+  for (const MultiObjectiveFunction& function : AllMultiObjectiveFunctions()) {
+    if (function.name == name) return &function;
+  }
+  return nullptr;
+}
+
+std::string MultiObjectiveMetric(int i) { return "f" + std::to_string(i + 1); }
 
 const std::vector<BenchmarkFunction>& AllBenchmarkFunctions() {
   static const auto* const kFunctions = new std::vector<BenchmarkFunction>{

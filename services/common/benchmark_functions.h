@@ -32,6 +32,22 @@ struct BenchmarkFunction {
 inline constexpr absl::string_view kFunctionSecondsKey = "seconds";
 inline constexpr double kMaxFunctionSeconds = 3600;
 
+// Multi-objective test problems (ZDT1, ZDT2, DTLZ2), all to MINIMIZE. A FUNCTION trial of one
+// reports its objectives as the metrics f1..fM.
+struct MultiObjectiveFunction {
+  absl::string_view name;
+  int objectives;
+  int min_dims;
+  // Writes the `objectives` values at x into f.
+  void (*evaluate)(std::span<const double> x, std::span<double> f);
+  std::pair<double, double> (*bounds)(int i, int d);
+};
+
+const std::vector<MultiObjectiveFunction>& AllMultiObjectiveFunctions();
+const MultiObjectiveFunction* FindMultiObjectiveFunction(absl::string_view name);
+// "f1", "f2", ...: the metric of objective i (0-based).
+std::string MultiObjectiveMetric(int i);
+
 const std::vector<BenchmarkFunction>& AllBenchmarkFunctions();
 const BenchmarkFunction* FindBenchmarkFunction(absl::string_view name);
 // "branin, hartmann6, ..." for error messages.

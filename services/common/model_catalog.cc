@@ -51,10 +51,12 @@ bool IsKnownHyperparameter(v1::Model::Kind kind, absl::string_view name) {
 const std::vector<absl::string_view>& ReportedMetrics(v1::Model::Kind kind) {
   static const std::vector<absl::string_view> kRegression = {
       "r2", "mse", kMetricWallSeconds, kMetricCpuSeconds, kMetricCpuUtilization,
-      kMetricPeakRssBytes};
+      kMetricPeakRssBytes, kMetricModelBytes, kMetricInferenceLatencyUs,
+      kMetricInferenceLatencyBatchUs, kMetricInferencePeakRssBytes};
   static const std::vector<absl::string_view> kAutoencoder = {
       "r2", "mse", "val_loss", kMetricWallSeconds, kMetricCpuSeconds, kMetricCpuUtilization,
-      kMetricPeakRssBytes};
+      kMetricPeakRssBytes, kMetricModelBytes, kMetricInferenceLatencyUs,
+      kMetricInferenceLatencyBatchUs, kMetricInferencePeakRssBytes};
   static const std::vector<absl::string_view> kFunction = {
       "value", kMetricWallSeconds, kMetricCpuSeconds, kMetricCpuUtilization, kMetricPeakRssBytes};
   static const std::vector<absl::string_view> kNone;

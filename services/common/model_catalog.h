@@ -39,11 +39,27 @@ inline constexpr absl::string_view kMetricGpuUtilizationPeak = "gpu_utilization_
 inline constexpr absl::string_view kMetricGpuMemoryUsedAvg = "gpu_memory_used_avg_bytes";
 inline constexpr absl::string_view kMetricGpuMemoryUsedPeak = "gpu_memory_used_peak_bytes";
 inline constexpr absl::string_view kMetricGpuMemoryTotal = "gpu_memory_total_bytes";
+// What deploying the trained model would cost, measured on the worker that trained it (model
+// kinds that train a model; docs/multi-objective.md says how): its serialised size, the median
+// single-threaded inference time per row at batch 1 and at batch 256 on validation rows after a
+// warm-up, and the peak memory of that inference.
+inline constexpr absl::string_view kMetricModelBytes = "model_bytes";
+inline constexpr absl::string_view kMetricInferenceLatencyUs = "inference_latency_us";
+inline constexpr absl::string_view kMetricInferenceLatencyBatchUs = "inference_latency_batch256_us";
+inline constexpr absl::string_view kMetricInferencePeakRssBytes = "inference_peak_rss_bytes";
+// Reported only where power rails are observed (Jetson INA3221, services/worker/power_rails.h):
+// the energy of the whole trial and its mean power. Absent, never zero, without a sensor.
+inline constexpr absl::string_view kMetricEnergyJoules = "energy_joules";
+inline constexpr absl::string_view kMetricPowerAvgWatts = "power_avg_watts";
+inline constexpr absl::string_view kDeploymentMetrics[] = {
+    kMetricModelBytes, kMetricInferenceLatencyUs, kMetricInferenceLatencyBatchUs,
+    kMetricInferencePeakRssBytes};
 // What a trial cost where it ran, as opposed to what its model scored.
 inline constexpr absl::string_view kMeasurementMetrics[] = {
     kMetricWallSeconds,       kMetricCpuSeconds,         kMetricCpuUtilization,
     kMetricPeakRssBytes,      kMetricGpuUtilizationAvg,  kMetricGpuUtilizationPeak,
     kMetricGpuMemoryUsedAvg,  kMetricGpuMemoryUsedPeak,  kMetricGpuMemoryTotal,
+    kMetricEnergyJoules,      kMetricPowerAvgWatts,
 };
 
 }  // namespace dhpt

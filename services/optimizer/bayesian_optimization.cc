@@ -111,15 +111,24 @@ BayesianOptimization::BayesianOptimization(SearchSpace space, uint64_t seed, boo
 absl::StatusOr<std::optional<Point>> BayesianOptimization::Suggest(const History& history) {
   if (SpaceExhausted(space_, history)) return std::nullopt;
   auto loss = [this](double value) { return minimize_ ? value : -value; };
+  auto completed = [](const TrialRecord& t) { return t.status == TrialStatus::kCompleted && t.value; };
+  std::optional<double> worst_completed;  // The worst feasible completed objective.
+  bool infeasible = false;
+  for (const TrialRecord& t : history.trials) {
+    if (!completed(t)) continue;
+    if (t.violation > 0) infeasible = true;
+    else worst_completed = std::max(worst_completed.value_or(loss(*t.value)), loss(*t.value));
+  }
+  // No feasible trial yet but some infeasible: model the violation instead of the objective, so
+  // the search heads for the feasible region first. Pruned trials say nothing about it.
+  const bool feasibility_phase = infeasible && !worst_completed;
   std::vector<size_t> observed, running;  // Completed and pruned trials; running ones.
-  std::optional<double> worst_completed;
   for (size_t n = 0; n < history.trials.size(); ++n) {
     const TrialRecord& t = history.trials[n];
-    if (t.status == TrialStatus::kCompleted && t.value) {
+    if (completed(t)) observed.push_back(n);
+    if (t.status == TrialStatus::kPruned && t.value && !std::isnan(*t.value) && !feasibility_phase) {
       observed.push_back(n);
-      worst_completed = std::max(worst_completed.value_or(loss(*t.value)), loss(*t.value));
     }
-    if (t.status == TrialStatus::kPruned && t.value && !std::isnan(*t.value)) observed.push_back(n);
     if (t.status == TrialStatus::kRunning) running.push_back(n);
   }
   if (static_cast<int>(observed.size()) < options_.n_startup_trials) return random_.Suggest(history);
@@ -137,6 +146,10 @@ absl::StatusOr<std::optional<Point>> BayesianOptimization::Suggest(const History
     // worst completed objective, it says "poor here" without being an outlier that bends the
     // whole model.
     if (t.status == TrialStatus::kPruned && worst_completed) y(k) = std::min(y(k), *worst_completed);
+    // An infeasible trial is no better than the worst feasible one, whatever its objective.
+    if (t.status == TrialStatus::kCompleted && t.violation > 0) {
+      y(k) = feasibility_phase ? t.violation : std::max(y(k), *worst_completed);
+    }
   }
   if (options_.warp_objective) {
     y = YeoJohnsonStandardize(y);

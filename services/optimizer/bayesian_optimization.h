@@ -12,7 +12,10 @@ namespace dhpt::optimizer {
 //   maximising), Yeo-Johnson-warped and standardised (YeoJohnsonStandardize; only
 //   standardised with warp_objective off). A pruned trial joins with the last value it
 //   reported, but no worse than the worst completed objective: an early stop marks a poor
-//   region without becoming an outlier. Failed trials are left out of the model.
+//   region without becoming an outlier. Failed trials are left out of the model. A completed
+//   trial outside the constraints (violation > 0) joins as no better than the worst feasible
+//   one; while no trial is feasible, the GP models the violation of the completed trials
+//   instead (pruned ones left out), which leads the search to the feasible region.
 // - Hyperparameters: Matern-5/2 ARD, fitted by maximising the marginal likelihood with priors
 //   (GaussianProcess::Fit) on at most `max_fit_points` trials (the best half and the most
 //   recent half), then conditioned on every completed trial.

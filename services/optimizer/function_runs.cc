@@ -37,6 +37,41 @@ std::vector<double> BestSoFar(const OptimizerConfig& config, const BenchmarkFunc
   return best;
 }
 
+SearchSpace FunctionSpace(const MultiObjectiveFunction& function, int d) {
+  std::vector<ParameterSpec> parameters;
+  for (int i = 0; i < d; ++i) {
+    auto [lo, hi] = function.bounds(i, d);
+    parameters.push_back({.name = "x" + std::to_string(i + 1), .kind = ParameterKind::kDouble,
+                          .min = lo, .max = hi});
+  }
+  return SearchSpace(parameters);
+}
+
+std::vector<std::vector<double>> ObjectivesRun(OptimizerConfig config,
+                                               const MultiObjectiveFunction& function, int d,
+                                               int budget,
+                                               double (*constraint)(const std::vector<double>& f)) {
+  config.objectives_minimize.assign(static_cast<size_t>(function.objectives), true);
+  const SearchSpace space = FunctionSpace(function, d);
+  std::unique_ptr<Optimizer> optimizer = *MakeOptimizer(space, config);
+  std::vector<TrialRecord> trials;
+  absl::flat_hash_set<std::string> keys;
+  std::vector<std::vector<double>> objectives;
+  for (int t = 0; t < budget; ++t) {
+    absl::StatusOr<std::optional<Point>> point = optimizer->Suggest({trials, keys});
+    if (!point.ok() || !point->has_value()) break;
+    std::vector<double> x;
+    for (const ParameterValue& v : **point) x.push_back(std::get<double>(v));
+    std::vector<double> f(static_cast<size_t>(function.objectives));
+    function.evaluate(x, f);
+    keys.insert(space.Key(**point));
+    trials.push_back({.point = **point, .status = TrialStatus::kCompleted, .values = f,
+                      .violation = constraint ? constraint(f) : 0.0});
+    objectives.push_back(std::move(f));
+  }
+  return objectives;
+}
+
 double MedianBest(Algorithm algorithm, const std::string& function, int d, int seeds, int budget) {
   std::vector<double> bests;
   for (int s = 0; s < seeds; ++s) {

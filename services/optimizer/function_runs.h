@@ -18,6 +18,14 @@ SearchSpace FunctionSpace(const BenchmarkFunction& function, int d);
 std::vector<double> BestSoFar(const OptimizerConfig& config, const BenchmarkFunction& function,
                               int d, int budget);
 
+// The multi-objective counterpart: the objectives of each trial, in trial order, of `budget`
+// sequential trials of the function in d dimensions (config.objectives_minimize is set to
+// minimise every objective). With `constraint`, each trial's violation is constraint(f).
+SearchSpace FunctionSpace(const MultiObjectiveFunction& function, int d);
+std::vector<std::vector<double>> ObjectivesRun(
+    OptimizerConfig config, const MultiObjectiveFunction& function, int d, int budget,
+    double (*constraint)(const std::vector<double>& f) = nullptr);
+
 // The median over seeds 0..seeds-1 of the best value after `budget` trials.
 double MedianBest(Algorithm algorithm, const std::string& function, int d, int seeds, int budget);
 

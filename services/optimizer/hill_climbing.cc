@@ -19,7 +19,9 @@ HillClimbing::Climb HillClimbing::Replay(const History& history) const {
   for (size_t n = 0; n < history.trials.size(); ++n) {
     const TrialRecord& trial = history.trials[n];
     if (n < climb.start || trial.status == TrialStatus::kRunning) continue;
-    const bool completed = trial.status == TrialStatus::kCompleted && trial.value.has_value();
+    // An infeasible result (violation > 0) counts as a miss and never becomes the incumbent.
+    const bool completed = trial.status == TrialStatus::kCompleted && trial.value.has_value() &&
+                           !(trial.violation > 0);
     if (!climb.incumbent) {
       if (completed) climb.incumbent = n;
       continue;

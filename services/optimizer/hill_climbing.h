@@ -13,7 +13,9 @@ namespace dhpt::optimizer {
 // - A result that is not strictly better (a worse or equal objective, a pruned or a failed
 //   trial) is a miss: a pruned neighbour was losing when it stopped, and its partial value
 //   cannot be compared with the incumbent's final one. A pruned trial never becomes the
-//   incumbent. After `patience` misses in a row the step shrinks by `shrink_factor`.
+//   incumbent. A completed trial outside the study's constraints (violation > 0) is a miss too
+//   and never the incumbent. After `patience` misses in a row the step shrinks by
+//   `shrink_factor`.
 // - When the step falls below `min_step`, the climb has stagnated: a new climb starts with the
 //   trials suggested after that result, from a random point, with the initial step.
 // - A suggestion is a neighbour of the incumbent: each numeric parameter moves by a Gaussian

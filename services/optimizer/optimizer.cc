@@ -5,6 +5,8 @@
 #include "services/optimizer/bayesian_optimization.h"
 #include "services/optimizer/grid_search.h"
 #include "services/optimizer/hill_climbing.h"
+#include "services/optimizer/nsga2.h"
+#include "services/optimizer/parego.h"
 #include "services/optimizer/random_search.h"
 #include "services/optimizer/tpe.h"
 
@@ -51,19 +53,45 @@ std::optional<int64_t> GridSize(const SearchSpace& space, int grid_points) {
 
 absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const SearchSpace& space,
                                                          const OptimizerConfig& config) {
+  const bool multi = IsMultiObjective(config);
   switch (config.algorithm) {
     case Algorithm::kRandom:
       return std::make_unique<RandomSearch>(space, config.seed);
     case Algorithm::kGrid:
       return std::make_unique<GridSearch>(space, config.grid_points, config.seed);
     case Algorithm::kTpe:
-      return std::make_unique<TpeSearch>(space, config.seed, config.minimize, config.tpe);
+      return std::make_unique<TpeSearch>(space, config.seed, config.minimize, config.tpe,
+                                         multi ? config.objectives_minimize : std::vector<bool>{});
     case Algorithm::kBayesian:
+      if (multi) {
+        return std::make_unique<ParEgo>(space, config.seed, config.objectives_minimize,
+                                        config.bayesian);
+      }
       return std::make_unique<BayesianOptimization>(space, config.seed, config.minimize,
                                                     config.bayesian);
     case Algorithm::kHillClimbing:
+      if (multi) {
+        return absl::InvalidArgumentError(
+            "HILL_CLIMBING supports one objective; use TPE, NSGA2 or BAYESIAN");
+      }
       return std::make_unique<HillClimbing>(space, config.seed, config.minimize,
                                             config.hill_climbing);
+    case Algorithm::kNsga2: {
+      const Nsga2Options& o = config.nsga2;
+      auto probability = [](double p) { return p >= 0 && p <= 1; };
+      if (o.population_size < 2) {
+        return absl::InvalidArgumentError("nsga2.population_size must be at least 2");
+      }
+      if (!probability(o.crossover_prob) || !probability(o.swapping_prob) ||
+          (o.mutation_prob && !probability(*o.mutation_prob))) {
+        return absl::InvalidArgumentError(
+            "nsga2.crossover_prob, swapping_prob and mutation_prob must lie in [0, 1]");
+      }
+      // One objective is allowed: an elitist genetic algorithm on TrialRecord::value.
+      return std::make_unique<Nsga2>(
+          space, config.seed,
+          multi ? config.objectives_minimize : std::vector<bool>{config.minimize}, o);
+    }
   }
   return absl::InvalidArgumentError("unknown algorithm");
 }

@@ -26,6 +26,12 @@ struct TrialRecord {
   // pruned one, the last value it reported before it was stopped, at `last_step`.
   std::optional<double> value;
   int64_t last_step = 0;
+  // Multi-objective studies (OptimizerConfig::objectives_minimize has 2 or more entries): the
+  // completed trial's value of each objective, in that order; `value` is then unset.
+  std::vector<double> values;
+  // Studies with constraints: how far the completed trial is outside them (the sum of each
+  // violated bound's excess, Optuna's constraint values > 0 summed); 0 means feasible.
+  double violation = 0;
 };
 
 // Every trial the study has suggested, in suggestion order, and the keys (SearchSpace::Key) of
@@ -35,7 +41,11 @@ struct History {
   const absl::flat_hash_set<std::string>& keys;
 };
 
-enum class Algorithm { kRandom, kGrid, kTpe, kHillClimbing, kBayesian };
+// With several objectives (IsMultiObjective): kTpe is MOTPE (motpe.h), kBayesian is ParEGO
+// (parego.h), kNsga2 is NSGA-II (nsga2.h, also accepted with one objective), kRandom and kGrid
+// are unchanged, and kHillClimbing is refused by MakeOptimizer. Every algorithm but kRandom and
+// kGrid reads TrialRecord::violation (docs/multi-objective-optimizers.md).
+enum class Algorithm { kRandom, kGrid, kTpe, kHillClimbing, kBayesian, kNsga2 };
 
 struct TpeOptions {
   int n_startup_trials = 10;
@@ -71,15 +81,33 @@ struct BayesianOptions {
   bool warp_objective = true;
 };
 
+// Optuna 3.1's NSGAIISampler defaults.
+struct Nsga2Options {
+  int population_size = 50;
+  // Unset: 1 / number of parameters.
+  std::optional<double> mutation_prob;
+  double crossover_prob = 0.9;
+  double swapping_prob = 0.5;
+};
+
 struct OptimizerConfig {
   Algorithm algorithm = Algorithm::kRandom;
   uint64_t seed = 0;
   int grid_points = 5;
+  // Single-objective studies: the direction of TrialRecord::value.
   bool minimize = true;
+  // Multi-objective studies: the direction of each of TrialRecord::values (2 or more entries);
+  // empty for single-objective studies.
+  std::vector<bool> objectives_minimize;
+  Nsga2Options nsga2;
   TpeOptions tpe;
   HillClimbingOptions hill_climbing;
   BayesianOptions bayesian;
 };
+
+inline bool IsMultiObjective(const OptimizerConfig& config) {
+  return config.objectives_minimize.size() >= 2;
+}
 
 class Optimizer {
  public:

@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "services/optimizer/motpe.h"
 #include "services/optimizer/parzen_estimator.h"
 
 namespace dhpt::optimizer {
@@ -39,8 +40,10 @@ std::vector<int> SortedComponents(const std::vector<int>& sorted_trials,
 
 }  // namespace
 
-TpeSearch::TpeSearch(SearchSpace space, uint64_t seed, bool minimize, TpeOptions options)
-    : space_(space), seed_(seed), minimize_(minimize), options_(options), random_(space, seed) {}
+TpeSearch::TpeSearch(SearchSpace space, uint64_t seed, bool minimize, TpeOptions options,
+                     std::vector<bool> objectives_minimize)
+    : space_(space), seed_(seed), minimize_(minimize), options_(options),
+      objectives_minimize_(std::move(objectives_minimize)), random_(space, seed) {}
 
 void TpeSearch::UpdateSortedColumns(const std::vector<double>& internal) {
   const size_t dims = static_cast<size_t>(space_.dims());
@@ -72,6 +75,7 @@ std::optional<TpeSearch::Rank> TpeSearch::RankOf(const TrialRecord& trial) const
   switch (trial.status) {
     case TrialStatus::kCompleted:
       if (!trial.value) return std::nullopt;
+      if (trial.violation > 0) return Rank{2, trial.violation};
       return Rank{-kInfiniteLoss, loss(*trial.value)};
     case TrialStatus::kPruned:
       // Further is better; at the same step, the better last value.
@@ -87,6 +91,13 @@ std::optional<TpeSearch::Rank> TpeSearch::RankOf(const TrialRecord& trial) const
 }
 
 std::optional<TpeSearch::Split> TpeSearch::SplitTrials(const History& history) const {
+  if (objectives_minimize_.size() >= 2) {
+    std::optional<MotpeSplit> split = SplitMultiObjective(
+        history, objectives_minimize_, options_.n_startup_trials, options_.constant_liar);
+    if (!split) return std::nullopt;
+    return Split{std::move(split->below), std::move(split->above),
+                 std::move(split->below_weights)};
+  }
   std::vector<int> observed;      // The trials with a rank, in trial order,
   std::vector<Rank> ranks;        // and their ranks.
   int finished = 0;               // Completed or pruned: the trials with a finite rank.
@@ -132,7 +143,9 @@ absl::StatusOr<std::optional<Point>> TpeSearch::Suggest(const History& history) 
   for (size_t k = 0; k < above.size(); ++k) above_position[above[k]] = static_cast<int>(k);
   if (!options_.multivariate) UpdateSortedColumns(internal);
   // Shared by every group of dimensions.
-  const MixtureWeights below_weights(TpeObservationWeights(n_below), options_.prior_weight);
+  const MixtureWeights below_weights(
+      split->below_weights.empty() ? TpeObservationWeights(n_below) : split->below_weights,
+      options_.prior_weight);
   const MixtureWeights above_weights(TpeObservationWeights(static_cast<int>(above.size())),
                                      options_.prior_weight);
 

@@ -20,6 +20,14 @@ namespace dhpt::optimizer {
 // - A candidate that was tried already yields to the next best; if all were, RandomSearch.
 // The n-th suggestion's randomness comes from (seed, n) alone.
 //
+// Constraints: a completed trial with a violation > 0 ranks after every feasible completed and
+// every pruned trial, by increasing violation, and before failed and running ones; so it goes
+// "below" only when too few trials are feasible (as Optuna 3.1's split with constraints).
+//
+// Multi-objective studies (`objectives_minimize` with two or more entries) split as Optuna
+// 3.1's MOTPE does (SplitMultiObjective: non-dominated rank, then greedy hypervolume subset
+// selection; below weighted by hypervolume contribution); the rest of the rule is the same.
+//
 // Speed: univariate estimators need each parameter's observations sorted by value. The sorted
 // order of every trial so far is kept between suggestions and extended with the new trials
 // (a history that does not extend the one seen before is sorted afresh), so a suggestion in
@@ -27,7 +35,8 @@ namespace dhpt::optimizer {
 // either way; tests compare a warm optimiser with a fresh one.
 class TpeSearch : public Optimizer {
  public:
-  TpeSearch(SearchSpace space, uint64_t seed, bool minimize, TpeOptions options);
+  TpeSearch(SearchSpace space, uint64_t seed, bool minimize, TpeOptions options,
+            std::vector<bool> objectives_minimize = {});
   absl::StatusOr<std::optional<Point>> Suggest(const History& history) override;
   std::optional<int64_t> Capacity() const override { return space_.FiniteSize(); }
 
@@ -35,6 +44,8 @@ class TpeSearch : public Optimizer {
   // nullopt during start-up (exposed for tests).
   struct Split {
     std::vector<int> below, above;
+    // The weight of each of `below` (MOTPE); empty: TpeObservationWeights in trial order.
+    std::vector<double> below_weights;
   };
   std::optional<Split> SplitTrials(const History& history) const;
 
@@ -43,13 +54,16 @@ class TpeSearch : public Optimizer {
   uint64_t seed_;
   bool minimize_;
   TpeOptions options_;
+  std::vector<bool> objectives_minimize_;
   RandomSearch random_;
 
   // Where a trial stands for the below/above split: lexicographic, smaller is better.
   // nullopt: left out (a running trial without the constant liar, a completed one without a
   // value).
   struct Rank {
-    double tier = 0;  // -inf completed; -last_step pruned; +inf failed or running.
+    // -inf completed; -last_step pruned (1 without a value); 2 completed but infeasible (loss:
+    // the violation); +inf failed or running.
+    double tier = 0;
     double loss = 0;  // The objective, negated when maximising.
     friend bool operator<(const Rank& a, const Rank& b) {
       return a.tier != b.tier ? a.tier < b.tier : a.loss < b.loss;

@@ -12,30 +12,57 @@ bool NeedsGpu(const v1::StudySpec& spec) {
   return spec.model().kind() == v1::Model::AUTOENCODER && !spec.allow_cpu_fallback();
 }
 
+bool MatchesSelector(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker) {
+  for (const auto& [key, value] : spec.worker_selector()) {
+    auto it = worker.labels().find(key);
+    if (it == worker.labels().end() || it->second != value) return false;
+  }
+  return true;
+}
+
 bool CanRun(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker) {
   const auto& models = worker.models();
   if (std::find(models.begin(), models.end(), spec.model().kind()) == models.end()) return false;
+  if (!MatchesSelector(spec, worker)) return false;
   return !NeedsGpu(spec) || worker.device_kind() == v1::WorkerCapabilities::CUDA;
 }
+
+namespace {
+
+// "labelled board=pi4, gpu=orin" in key order, or "" without a selector.
+std::string SelectorText(const v1::StudySpec& spec) {
+  if (spec.worker_selector().empty()) return "";
+  const std::map<std::string, std::string> sorted(spec.worker_selector().begin(),
+                                                  spec.worker_selector().end());
+  return absl::StrCat(" labelled ", absl::StrJoin(sorted, ", ", absl::PairFormatter("=")));
+}
+
+}  // namespace
 
 std::string WaitingForWorker(const v1::StudySpec& spec,
                              const std::vector<const v1::WorkerCapabilities*>& connected) {
   const std::string model = v1::Model::Kind_Name(spec.model().kind());
   std::map<std::string, int> by_kind;
+  int selected = 0;
   for (const v1::WorkerCapabilities* worker : connected) {
     ++by_kind[v1::WorkerCapabilities::DeviceKind_Name(worker->device_kind())];
+    selected += MatchesSelector(spec, *worker) ? 1 : 0;
   }
   std::vector<std::string> parts;
   for (const auto& [kind, count] : by_kind) {
     parts.push_back(absl::StrCat(count, " ", kind, count == 1 ? " worker" : " workers"));
   }
-  const std::string present =
+  std::string present =
       parts.empty() ? "no worker is connected" : absl::StrCat("connected: ", absl::StrJoin(parts, ", "));
+  const std::string selector = SelectorText(spec);
+  if (!selector.empty() && !connected.empty()) {
+    absl::StrAppend(&present, "; ", selected, " of them", selector);
+  }
   if (NeedsGpu(spec)) {
-    return absl::StrCat("waiting for a CUDA worker that runs ", model, " (", present,
+    return absl::StrCat("waiting for a CUDA worker", selector, " that runs ", model, " (", present,
                         "; set allow_cpu_fallback to let a GPU worker without a CUDA device run it)");
   }
-  return absl::StrCat("waiting for a worker that runs ", model, " (", present, ")");
+  return absl::StrCat("waiting for a worker", selector, " that runs ", model, " (", present, ")");
 }
 
 }  // namespace dhpt::scheduler

@@ -3,7 +3,8 @@
 // Which worker may run which study's trials. A worker announces its device kind and the models
 // it runs; AUTOENCODER trials need a CUDA worker unless the study allows a CPU fallback, and
 // every other model runs on any worker that announces it (GPU workers announce XGBoost and
-// Random Forest only when their operator allows it with --run-cpu-models).
+// Random Forest only when their operator allows it with --run-cpu-models). A study with a
+// worker_selector runs only on workers announcing those labels.
 
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@ namespace dhpt::scheduler {
 
 bool NeedsGpu(const v1::StudySpec& spec);
 
+// Whether the worker announces every label of the study's worker_selector.
+bool MatchesSelector(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker);
 bool CanRun(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker);
 
 // What a study that no connected worker can run waits for, for GetStudy and watch:

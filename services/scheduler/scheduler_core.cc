@@ -12,6 +12,7 @@
 #include "services/common/logging.h"
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
+#include "services/scheduler/pareto_front.h"
 #include "services/scheduler/placement.h"
 #include "services/scheduler/spec_translation.h"
 #include "services/scheduler/spec_validation.h"
@@ -48,6 +49,8 @@ struct SchedulerCore::StudyEntry {
   std::optional<uint64_t> best;
   std::vector<uint64_t> watch_ids;
   EarlyStoppingRule early_stopping;
+  // Multi-objective studies: the non-dominated feasible completed trials.
+  std::optional<ParetoFront> front;
   int pruned = 0;
   uint64_t order = 0;    // Creation order, for ListStudies pages.
   bool deleted = false;  // Deleted while a suggestion was computed for it.
@@ -194,6 +197,7 @@ absl::Status SchedulerCore::Recover() {
     entry->end_time = study.end_time();
     entry->space = ToSearchSpace(entry->spec);
     entry->early_stopping = ToEarlyStoppingRule(entry->spec);
+    entry->front.emplace(entry->spec);
     ASSIGN_OR_RETURN(entry->optimizer,
                      options_.optimizer_factory(entry->space, ToOptimizerConfig(entry->spec)));
     study_order_.push_back(entry.get());
@@ -294,6 +298,7 @@ absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spe
   auto entry = std::make_unique<StudyEntry>();
   entry->space = ToSearchSpace(spec);
   entry->early_stopping = ToEarlyStoppingRule(spec);
+  entry->front.emplace(spec);
   ASSIGN_OR_RETURN(entry->optimizer,
                    options_.optimizer_factory(entry->space, ToOptimizerConfig(spec)));
   entry->spec = std::move(spec);
@@ -445,6 +450,26 @@ absl::StatusOr<v1::Trial> SchedulerCore::GetBestTrial(absl::string_view name) co
     return absl::NotFoundError(absl::StrCat("study \"", name, "\" has no completed trial yet"));
   }
   return FullTrialLocked(trials_.at(*study->best));
+}
+
+absl::StatusOr<v1::GetParetoFrontResponse> SchedulerCore::GetParetoFront(
+    absl::string_view name) const {
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
+  v1::GetParetoFrontResponse front;
+  if (study->spec.objectives_size() < 2) {
+    // One objective: the front is the best trial, when it is feasible (as Vizier answers).
+    if (study->best && !trials_.at(*study->best).trial.infeasible()) {
+      *front.add_trials() = FullTrialLocked(trials_.at(*study->best));
+    }
+    return front;
+  }
+  for (uint64_t id : study->front->trial_ids()) *front.add_trials() = FullTrialLocked(trials_.at(id));
+  std::sort(front.mutable_trials()->begin(), front.mutable_trials()->end(),
+            [](const v1::Trial& a, const v1::Trial& b) { return a.number() < b.number(); });
+  front.set_hypervolume(study->front->hypervolume());
+  for (double coordinate : study->front->reference_point()) front.add_reference_point(coordinate);
+  return front;
 }
 
 absl::StatusOr<uint64_t> SchedulerCore::Watch(absl::string_view name, StudyWatcher* watcher) {
@@ -1207,10 +1232,9 @@ void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
     case v1::Trial::COMPLETED: {
       ++study.completed;
       trial.curve.completed = true;
-      record.status = optimizer::TrialStatus::kCompleted;
-      record.value = trial.trial.objective_value();
-      if (!study.best || IsBetterObjective(study.spec, trial.trial.objective_value(),
-                                  trials_.at(*study.best).trial.objective_value())) {
+      RecordCompleted(trial.trial, record);
+      study.front->Add(trial.trial);
+      if (!study.best || IsBetterTrial(study.spec, trial.trial, trials_.at(*study.best).trial)) {
         study.best = trial.trial.id();
       }
       break;
@@ -1317,6 +1341,10 @@ void SchedulerCore::CompactLocked(TrialEntry& entry) {
   slim.set_attempt(full.attempt());
   *slim.mutable_attempts() = full.attempts();
   if (full.has_objective_value()) slim.set_objective_value(full.objective_value());
+  // What best-trial choice and the optimiser's rebuild compare.
+  *slim.mutable_objective_values() = full.objective_values();
+  slim.set_infeasible(full.infeasible());
+  slim.set_constraint_violation(full.constraint_violation());
   entry.finished = full.SerializeAsString();
   entry.trial = std::move(slim);
 }
@@ -1365,6 +1393,10 @@ v1::Study SchedulerCore::BuildStudyLocked(const StudyEntry& study) const {
   out.set_trials_failed(study.failed);
   out.set_trials_cancelled(study.cancelled);
   out.set_trials_pruned(study.pruned);
+  if (study.spec.objectives_size() >= 2) {
+    out.set_pareto_front_size(static_cast<int32_t>(study.front->trial_ids().size()));
+    out.set_hypervolume(study.front->hypervolume());
+  }
   if (study.best) *out.mutable_best_trial() = FullTrialLocked(trials_.at(*study.best));
   *out.mutable_create_time() = study.create_time;
   if (study.terminal()) *out.mutable_end_time() = study.end_time;

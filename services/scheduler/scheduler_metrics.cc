@@ -161,6 +161,8 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
   auto trials = GaugeFamily("dhpt_study_trials", "Trials of each study by state (pending counts those not yet created).");
   auto max_trials = GaugeFamily("dhpt_study_max_trials", "Each study's trial budget.");
   auto best = GaugeFamily("dhpt_study_best_objective", "Each study's best objective value so far.");
+  auto front_size = GaugeFamily("dhpt_study_pareto_front_size", "Multi-objective studies: trials on the Pareto front (non-dominated, feasible).");
+  auto hypervolume = GaugeFamily("dhpt_study_hypervolume", "Multi-objective studies: the hypervolume of the Pareto front from the study's reference point.");
   std::map<std::string, int> by_state;
   for (int s = v1::Study::PENDING; s <= v1::Study::FAILED; ++s) {
     by_state[Lower(v1::Study::State_Name(static_cast<v1::Study::State>(s)))] = 0;
@@ -183,7 +185,10 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
       AddGauge(trials, {{"study", name}, {"state", state}}, count);
     }
     AddGauge(max_trials, {{"study", name}}, study.spec().max_trials());
-    if (study.best_trial().has_objective_value()) {
+    if (study.spec().objectives_size() >= 2) {
+      AddGauge(front_size, {{"study", name}}, study.pareto_front_size());
+      AddGauge(hypervolume, {{"study", name}}, study.hypervolume());
+    } else if (study.best_trial().has_objective_value()) {
       AddGauge(best, {{"metric", study.spec().objective().metric()}, {"study", name}},
                study.best_trial().objective_value());
     }
@@ -209,7 +214,8 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
   AddGauge(store_bytes, {}, static_cast<double>(core_->store_bytes()));
   auto store_writable = GaugeFamily("dhpt_store_writable", "1 while the database accepts writes; 0 while they fail (disk full, read-only): nothing new is acknowledged.");
   AddGauge(store_writable, {}, core_->store_health().ok() ? 1 : 0);
-  return {studies_by_state, trials, max_trials, best, workers, slots, store_bytes, store_writable};
+  return {studies_by_state, trials, max_trials, best, front_size, hypervolume, workers, slots,
+          store_bytes, store_writable};
 }
 
 }  // namespace dhpt::scheduler

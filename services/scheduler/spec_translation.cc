@@ -56,6 +56,9 @@ optimizer::OptimizerConfig ToOptimizerConfig(const v1::StudySpec& spec) {
     case v1::Algorithm::BAYESIAN:
       config.algorithm = optimizer::Algorithm::kBayesian;
       break;
+    case v1::Algorithm::NSGA2:
+      config.algorithm = optimizer::Algorithm::kNsga2;
+      break;
     default:
       config.algorithm = optimizer::Algorithm::kRandom;
       break;
@@ -63,6 +66,11 @@ optimizer::OptimizerConfig ToOptimizerConfig(const v1::StudySpec& spec) {
   config.seed = algorithm.seed();
   config.grid_points = algorithm.grid_points();
   config.minimize = spec.objective().goal() != v1::Objective::MAXIMIZE;
+  if (spec.objectives_size() >= 2) {
+    for (const v1::Objective& objective : spec.objectives()) {
+      config.objectives_minimize.push_back(objective.goal() != v1::Objective::MAXIMIZE);
+    }
+  }
   // Normalised specs carry every setting explicitly (NormalizeStudySpec fills the defaults).
   const v1::TpeSettings& tpe = algorithm.tpe();
   config.tpe = {.n_startup_trials = tpe.n_startup_trials(),
@@ -76,6 +84,11 @@ optimizer::OptimizerConfig ToOptimizerConfig(const v1::StudySpec& spec) {
   config.bayesian.candidates = bayesian.candidates();
   config.bayesian.max_fit_points = bayesian.max_fit_points();
   config.bayesian.warp_objective = bayesian.warp_objective();
+  const v1::Nsga2Settings& nsga2 = algorithm.nsga2();
+  config.nsga2.population_size = nsga2.population_size();
+  if (nsga2.has_mutation_prob()) config.nsga2.mutation_prob = nsga2.mutation_prob();
+  config.nsga2.crossover_prob = nsga2.crossover_prob();
+  config.nsga2.swapping_prob = nsga2.swapping_prob();
   const v1::HillClimbingSettings& hill = algorithm.hill_climbing();
   config.hill_climbing = {.initial_step = hill.initial_step(),
                           .shrink_factor = hill.shrink_factor(),

@@ -10,22 +10,13 @@
 #include "services/common/dataset_defaults.h"
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
+#include "services/scheduler/spec_errors.h"
 #include "services/optimizer/optimizer.h"
+#include "services/scheduler/objectives_validation.h"
 #include "services/scheduler/spec_translation.h"
 
 namespace dhpt::scheduler {
 namespace {
-
-absl::Status Invalid(absl::string_view field, absl::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
-}
-
-// User text quoted back in an error, cut short: an error must not grow with the input.
-std::string Quote(absl::string_view text) {
-  constexpr size_t kQuoted = 64;
-  if (text.size() <= kQuoted) return absl::StrCat("\"", text, "\"");
-  return absl::StrCat("\"", text.substr(0, kQuoted), "...\" (", text.size(), " bytes)");
-}
 
 absl::Status CheckLength(absl::string_view field, absl::string_view text) {
   if (text.size() > kMaxStringBytes) {
@@ -54,6 +45,14 @@ absl::Status ValidateModel(v1::StudySpec& spec) {
     case v1::Model::RANDOM_FOREST:
       break;
     case v1::Model::FUNCTION: {
+      if (const MultiObjectiveFunction* problem = FindMultiObjectiveFunction(model.function())) {
+        if (spec.parameters_size() < problem->min_dims) {
+          return Invalid("parameters", absl::StrCat(problem->name, " takes at least ",
+                                                    problem->min_dims, " parameters x1..xd, not ",
+                                                    spec.parameters_size()));
+        }
+        break;
+      }
       const BenchmarkFunction* function = FindBenchmarkFunction(model.function());
       if (function == nullptr) {
         return Invalid("model.function",
@@ -298,28 +297,6 @@ absl::Status ValidateParameters(const v1::StudySpec& spec) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateObjective(v1::StudySpec& spec) {
-  v1::Objective& objective = *spec.mutable_objective();
-  const v1::Model::Kind kind = spec.model().kind();
-  if (objective.metric().empty()) {
-    objective.set_metric(kind == v1::Model::FUNCTION ? "value" : "r2");
-    if (objective.goal() == v1::Objective::GOAL_UNSPECIFIED) {
-      objective.set_goal(kind == v1::Model::FUNCTION ? v1::Objective::MINIMIZE
-                                                     : v1::Objective::MAXIMIZE);
-    }
-  }
-  if (!IsReportedMetric(kind, objective.metric())) {
-    return Invalid("objective.metric",
-                   absl::StrCat(Quote(objective.metric()), " is not reported by ",
-                                v1::Model::Kind_Name(kind), " trials; one of ",
-                                absl::StrJoin(ReportedMetrics(kind), ", ")));
-  }
-  if (objective.goal() == v1::Objective::GOAL_UNSPECIFIED) {
-    return Invalid("objective.goal", "is required: MINIMIZE or MAXIMIZE");
-  }
-  return absl::OkStatus();
-}
-
 // Range checks for settings; a value of 0 (unset) takes the default.
 absl::Status ValidateTpe(v1::Algorithm& algorithm) {
   if (algorithm.name() != v1::Algorithm::TPE) {
@@ -408,13 +385,16 @@ absl::Status ValidateBudget(v1::StudySpec& spec, const SpecLimits& limits) {
     case v1::Algorithm::TPE:
     case v1::Algorithm::HILL_CLIMBING:
     case v1::Algorithm::BAYESIAN:
+    case v1::Algorithm::NSGA2:
       break;
     default:
-      return Invalid("algorithm.name", "must be RANDOM, GRID, TPE, BAYESIAN or HILL_CLIMBING");
+      return Invalid("algorithm.name",
+                     "must be RANDOM, GRID, TPE, BAYESIAN, HILL_CLIMBING or NSGA2");
   }
   RETURN_IF_ERROR(ValidateBayesian(algorithm));
   RETURN_IF_ERROR(ValidateTpe(algorithm));
   RETURN_IF_ERROR(ValidateHillClimbing(algorithm));
+  RETURN_IF_ERROR(ValidateNsga2(spec));
   if (algorithm.grid_points() != 0 && algorithm.name() != v1::Algorithm::GRID) {
     return Invalid("algorithm.grid_points", "is only for GRID");
   }
@@ -460,6 +440,11 @@ absl::Status ValidateEarlyStopping(v1::StudySpec& spec) {
   if (!spec.has_early_stopping()) return absl::OkStatus();
   // The rules compare the values trials stream as they train, so those must be the objective.
   const std::optional<absl::string_view> streamed = ProgressMetric(spec.model().kind());
+  if (spec.objectives_size() >= 2) {
+    return Invalid("early_stopping",
+                   "is for studies with one objective: a trial behind on one objective may be "
+                   "ahead on another; remove early_stopping or keep one objective");
+  }
   if (!streamed) {
     return Invalid("early_stopping", absl::StrCat(v1::Model::Kind_Name(spec.model().kind()),
                                                   " trials stream no progress to judge"));
@@ -543,7 +528,9 @@ absl::StatusOr<v1::StudySpec> NormalizeStudySpec(v1::StudySpec spec, const SpecL
   RETURN_IF_ERROR(ValidateModel(spec));
   RETURN_IF_ERROR(ValidateDataset(spec, limits));
   RETURN_IF_ERROR(ValidateParameters(spec));
-  RETURN_IF_ERROR(ValidateObjective(spec));
+  RETURN_IF_ERROR(ValidateObjectives(spec));
+  RETURN_IF_ERROR(ValidateConstraints(spec));
+  RETURN_IF_ERROR(ValidateWorkerSelector(spec));
   RETURN_IF_ERROR(ValidateBudget(spec, limits));
   RETURN_IF_ERROR(ValidateEarlyStopping(spec));
   return spec;

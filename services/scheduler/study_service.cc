@@ -210,6 +210,12 @@ grpc::ServerUnaryReactor* StudyServiceImpl::GetBestTrial(grpc::CallbackServerCon
   return Authorized(context, response, [&] { return core_->GetBestTrial(request->study()); });
 }
 
+grpc::ServerUnaryReactor* StudyServiceImpl::GetParetoFront(
+    grpc::CallbackServerContext* context, const v1::GetParetoFrontRequest* request,
+    v1::GetParetoFrontResponse* response) {
+  return Authorized(context, response, [&] { return core_->GetParetoFront(request->study()); });
+}
+
 grpc::ServerWriteReactor<v1::StudyEvent>* StudyServiceImpl::WatchStudy(
     grpc::CallbackServerContext* context, const v1::WatchStudyRequest* request) {
   return new WatchStudyReactor(core_, request->name(), watch_limits_,

@@ -37,6 +37,9 @@ class StudyServiceImpl : public v1::StudyService::CallbackService {
   grpc::ServerUnaryReactor* ListTrials(grpc::CallbackServerContext* context,
                                        const v1::ListTrialsRequest* request,
                                        v1::ListTrialsResponse* response) override;
+  grpc::ServerUnaryReactor* GetParetoFront(grpc::CallbackServerContext* context,
+                                           const v1::GetParetoFrontRequest* request,
+                                           v1::GetParetoFrontResponse* response) override;
   grpc::ServerUnaryReactor* GetBestTrial(grpc::CallbackServerContext* context,
                                          const v1::GetBestTrialRequest* request,
                                          v1::Trial* response) override;

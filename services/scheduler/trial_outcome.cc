@@ -1,29 +1,87 @@
 #include "services/scheduler/trial_outcome.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "services/common/model_catalog.h"
 
 namespace dhpt::scheduler {
 
+namespace {
+
+std::optional<double> FiniteMetric(const v1::TrialResult& result, const std::string& metric) {
+  auto it = result.metrics().find(metric);
+  if (it == result.metrics().end() || !std::isfinite(it->second)) return std::nullopt;
+  return it->second;
+}
+
+// Why a completed result cannot settle its trial: a metric the study needs is missing.
+std::optional<std::string> MissingMetric(const v1::StudySpec& spec,
+                                         const v1::TrialResult& result) {
+  std::vector<const std::string*> objectives = {&spec.objective().metric()};
+  for (const v1::Objective& objective : spec.objectives()) objectives.push_back(&objective.metric());
+  for (const std::string* metric : objectives) {
+    if (!FiniteMetric(result, *metric)) {
+      return absl::StrCat("the worker reported no finite value for the objective metric \"",
+                          *metric, "\"");
+    }
+  }
+  for (const v1::Constraint& constraint : spec.constraints()) {
+    if (!FiniteMetric(result, constraint.metric())) {
+      return absl::StrCat("the worker reported no finite value for the constraint metric \"",
+                          constraint.metric(), "\" (not every worker measures it: choose "
+                          "workers that do with worker_selector)");
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+double ConstraintViolation(const v1::StudySpec& spec,
+                           const google::protobuf::Map<std::string, double>& metrics) {
+  double violation = 0;
+  for (const v1::Constraint& constraint : spec.constraints()) {
+    auto it = metrics.find(constraint.metric());
+    if (it == metrics.end()) continue;
+    if (constraint.has_max()) violation += std::max(0.0, it->second - constraint.max());
+    if (constraint.has_min()) violation += std::max(0.0, constraint.min() - it->second);
+  }
+  return violation;
+}
+
 void RecordResult(const v1::StudySpec& spec, const v1::TrialResult& result, v1::Trial& trial) {
   *trial.mutable_metrics() = result.metrics();
   trial.set_device(result.device());
-  const std::string& metric = spec.objective().metric();
-  auto objective = result.metrics().find(metric);
-  if (result.state() == v1::Trial::COMPLETED && objective != result.metrics().end() &&
-      std::isfinite(objective->second)) {
-    trial.set_state(v1::Trial::COMPLETED);
-    trial.set_objective_value(objective->second);
-    trial.clear_error();
-  } else {
+  const std::optional<std::string> missing =
+      result.state() == v1::Trial::COMPLETED ? MissingMetric(spec, result) : std::nullopt;
+  if (result.state() != v1::Trial::COMPLETED || missing) {
     trial.set_state(v1::Trial::FAILED);
-    trial.set_error(result.state() == v1::Trial::COMPLETED
-                        ? absl::StrCat("the worker reported no finite value for the objective "
-                                       "metric \"", metric, "\"")
-                        : result.error());
+    trial.set_error(missing ? *missing : result.error());
+    return;
   }
+  trial.set_state(v1::Trial::COMPLETED);
+  trial.set_objective_value(*FiniteMetric(result, spec.objective().metric()));
+  for (const v1::Objective& objective : spec.objectives()) {
+    trial.add_objective_values(*FiniteMetric(result, objective.metric()));
+  }
+  const double violation = ConstraintViolation(spec, result.metrics());
+  trial.set_infeasible(violation > 0);
+  trial.set_constraint_violation(violation);
+  trial.clear_error();
+}
+
+void RecordCompleted(const v1::Trial& trial, optimizer::TrialRecord& record) {
+  record.status = optimizer::TrialStatus::kCompleted;
+  if (trial.objective_values_size() >= 2) {
+    record.values.assign(trial.objective_values().begin(), trial.objective_values().end());
+  } else {
+    record.value = trial.objective_value();
+  }
+  record.violation = trial.constraint_violation();
 }
 
 void RecordPruned(const v1::StudySpec& spec, int64_t step, double value, v1::Trial& trial) {
@@ -50,9 +108,14 @@ bool RecordCostOfPrunedAttempt(const v1::TrialResult& result, v1::Trial& trial) 
   return true;
 }
 
-bool IsBetterObjective(const v1::StudySpec& spec, double candidate, double incumbent) {
-  return spec.objective().goal() == v1::Objective::MAXIMIZE ? candidate > incumbent
-                                                            : candidate < incumbent;
+bool IsBetterTrial(const v1::StudySpec& spec, const v1::Trial& candidate,
+                   const v1::Trial& incumbent) {
+  if (candidate.constraint_violation() != incumbent.constraint_violation()) {
+    return candidate.constraint_violation() < incumbent.constraint_violation();
+  }
+  return spec.objective().goal() == v1::Objective::MAXIMIZE
+             ? candidate.objective_value() > incumbent.objective_value()
+             : candidate.objective_value() < incumbent.objective_value();
 }
 
 }  // namespace dhpt::scheduler

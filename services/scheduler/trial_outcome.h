@@ -5,13 +5,24 @@
 
 #include "dhpt/v1/common.pb.h"
 #include "dhpt/v1/worker_service.pb.h"
+#include "services/optimizer/optimizer.h"
 
 namespace dhpt::scheduler {
 
 // Copies the result's measurements and device onto `trial` and settles its state: COMPLETED
-// only with a finite value of the study's objective metric, FAILED otherwise (with the
-// worker's reason, or the missing metric). Times and worker fields are the caller's.
+// only with a finite value of every objective and constrained metric of the study, FAILED
+// otherwise (with the worker's reason, or the missing metric). A completed trial outside a
+// constraint stays COMPLETED, marked infeasible with its violation. Times and worker fields
+// are the caller's.
 void RecordResult(const v1::StudySpec& spec, const v1::TrialResult& result, v1::Trial& trial);
+
+// The sum of how far `metrics` lie outside the study's constraints; 0 when inside all.
+double ConstraintViolation(const v1::StudySpec& spec,
+                           const google::protobuf::Map<std::string, double>& metrics);
+
+// What the optimiser learns from a COMPLETED trial: its objective value or values and its
+// constraint violation.
+void RecordCompleted(const v1::Trial& trial, optimizer::TrialRecord& record);
 
 // Settles a trial its study's early-stopping rule stopped after reporting `value` at `step`:
 // PRUNED, with the step (kMetricPrunedStep), the value under the objective metric's name, and
@@ -23,7 +34,9 @@ void RecordPruned(const v1::StudySpec& spec, int64_t step, double value, v1::Tri
 // holds them already or the result carries none. Existing metrics are never overwritten.
 bool RecordCostOfPrunedAttempt(const v1::TrialResult& result, v1::Trial& trial);
 
-// Whether `candidate` beats `incumbent` under the study's goal.
-bool IsBetterObjective(const v1::StudySpec& spec, double candidate, double incumbent);
+// Whether completed `candidate` beats `incumbent`: the smaller constraint violation (a
+// feasible trial before any infeasible one), then the better value of the (first) objective.
+bool IsBetterTrial(const v1::StudySpec& spec, const v1::Trial& candidate,
+                   const v1::Trial& incumbent);
 
 }  // namespace dhpt::scheduler

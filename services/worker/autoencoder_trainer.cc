@@ -6,12 +6,14 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <cmath>
 #include <exception>
+#include <sstream>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "services/common/param_values.h"
 #include "services/common/status_macros.h"
+#include "services/worker/inference_benchmark.h"
 
 namespace dhpt::worker {
 namespace {
@@ -120,6 +122,66 @@ void InitializeWeights(torch::nn::Sequential& network, at::Generator& generator)
   }
 }
 
+// at::set_num_threads sets the calling thread's OpenMP team size, and also a process-wide
+// default that a thread adopts on its first parallel operation (its lazy initialisation). So a
+// trial first forces that initialisation (at::get_num_threads), then sets its own count: a
+// neighbour's later change of the default can no longer reach it.
+void SetTrialThreads(int threads) {
+  (void)at::get_num_threads();
+  at::set_num_threads(std::max(1, threads));
+}
+
+// One intra-op thread while the deployment is measured, the trial's count again afterwards. The
+// process-wide default is 1 meanwhile, which reaches only threads that never ran a torch
+// operation; every trial thread has (SetTrialThreads).
+class SingleThreadedScope {
+ public:
+  SingleThreadedScope() : previous_(at::get_num_threads()) { at::set_num_threads(1); }
+  ~SingleThreadedScope() { at::set_num_threads(previous_); }
+  SingleThreadedScope(const SingleThreadedScope&) = delete;
+  SingleThreadedScope& operator=(const SingleThreadedScope&) = delete;
+
+ private:
+  const int previous_;
+};
+
+absl::StatusOr<DeploymentCosts> MeasureDeployment(torch::nn::Sequential& network,
+                                                  const Dataset& validation,
+                                                  const torch::Tensor& mean,
+                                                  const torch::Tensor& scale,
+                                                  const torch::Device& device,
+                                                  const TrialContext& context) {
+  DeploymentCosts costs;
+  std::ostringstream saved;
+  torch::save(network, saved);
+  costs.model_bytes = static_cast<double>(saved.tellp());
+  network->eval();
+  SingleThreadedScope single_threaded;
+  const torch::Tensor device_mean = mean.to(device);
+  const torch::Tensor device_scale = scale.to(device);
+  auto predict = [&](const float* features, int64_t rows) -> absl::Status {
+    try {
+      torch::InferenceMode inference;
+      torch::Tensor input =
+          torch::from_blob(const_cast<float*>(features), {rows, validation.cols}, torch::kFloat32)
+              .to(device);
+      // Back on the host, as a caller would need it: this also waits for a CUDA device.
+      torch::Tensor output =
+          (network->forward((input - device_mean) / device_scale) * device_scale + device_mean)
+              .to(torch::kCPU);
+      (void)output;
+      return absl::OkStatus();
+    } catch (const c10::Error& error) {
+      return absl::InternalError(
+          absl::StrCat("libtorch inference: ", error.what_without_backtrace()));
+    }
+  };
+  InferenceBenchmarkOptions options;
+  options.cancelled = context.cancelled;
+  ASSIGN_OR_RETURN(costs.inference, MeasureInference(validation, predict, options));
+  return costs;
+}
+
 torch::Tensor ToTensor(const Dataset& data) {
   return torch::from_blob(const_cast<float*>(data.features.data()), {data.rows, data.cols},
                           torch::kFloat32)
@@ -137,9 +199,7 @@ absl::StatusOr<TrainerMetrics> TrainOnDevice(const SplitDataset& data,
     return Invalid("bottleneck", absl::StrCat(config.bottleneck, " must be smaller than the ",
                                               data.train.cols, " features, or nothing is compressed"));
   }
-  // at::set_num_threads sets the calling thread's OpenMP team size, so a trial's thread count
-  // does not leak into its neighbours on other slots.
-  at::set_num_threads(std::max(1, context.threads));
+  SetTrialThreads(context.threads);
   at::Generator generator = at::detail::createCPUGenerator(static_cast<uint64_t>(config.seed));
 
   // Standardise with the training split's statistics; constant columns keep scale 1.
@@ -204,11 +264,20 @@ absl::StatusOr<TrainerMetrics> TrainOnDevice(const SplitDataset& data,
     network->eval();
     std::tie(r2, sse) = r2_and_sse(network->forward(validation_z));
   }
-  return TrainerMetrics{
+  TrainerMetrics metrics{
       {"r2", r2},
       {"mse", sse / static_cast<double>(validation.numel())},
       {"val_loss", validation_loss},
   };
+  if (context.measure_deployment) {
+    if (context.cancelled != nullptr && context.cancelled->load()) {
+      return absl::CancelledError("cancelled after training");
+    }
+    ASSIGN_OR_RETURN(DeploymentCosts costs,
+                     MeasureDeployment(network, data.validation, mean, scale, device, context));
+    AddDeploymentMetrics(costs, metrics);
+  }
+  return metrics;
 }
 
 }  // namespace

@@ -18,6 +18,11 @@
 //   dropout [0]           after every hidden activation, 0 <= p < 1
 //   epochs [20], batch_size [64], seed [0]
 //
+// With context.measure_deployment, a completed trial also reports its deployment costs
+// (inference_benchmark.h): the size of the network saved with torch::save, and the latency of
+// the whole inference path a deployment runs (standardise, forward pass under InferenceMode on
+// the trial's device, back to the data's units on the host) with one intra-op thread.
+//
 // This header stays free of torch headers: only the libraries that build the GPU worker see
 // libtorch.
 

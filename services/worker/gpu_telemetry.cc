@@ -207,16 +207,9 @@ absl::StatusOr<std::unique_ptr<GpuReader>> DetectGpuReader(const std::string& sy
 // ---------------------------------------------------------------------------------------------
 
 GpuSampler::GpuSampler(GpuReader* reader, absl::Duration interval)
-    : reader_(reader), interval_(interval), thread_([this] { Loop(); }) {}
+    : reader_(reader), sampler_(interval, [this] { Take(); }) {}
 
 GpuSampler::~GpuSampler() { Stop(); }
-
-void GpuSampler::Loop() {
-  // One sample at once, so even a trial shorter than the interval has a figure.
-  do {
-    Take();
-  } while (!stop_.WaitForNotificationWithTimeout(interval_));
-}
 
 void GpuSampler::Take() {
   absl::StatusOr<GpuSample> sample = reader_->Sample();
@@ -234,8 +227,7 @@ void GpuSampler::Take() {
 }
 
 GpuUsage GpuSampler::Stop() {
-  if (!stop_.HasBeenNotified()) stop_.Notify();
-  if (thread_.joinable()) thread_.join();
+  sampler_.Stop();
   absl::MutexLock lock(&mutex_);
   GpuUsage usage = usage_;
   if (usage.samples > 0) usage.utilization_avg = utilization_sum_ / usage.samples;

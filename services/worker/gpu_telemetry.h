@@ -3,19 +3,18 @@
 // GPU telemetry without a build dependency on any NVIDIA library: NVML is loaded at run time
 // with dlopen("libnvidia-ml.so.1") (discrete GPUs, the amd64 CUDA image), and Jetson boards,
 // where NVML is absent or reports no utilisation, are read from the GPU load file in sysfs.
-// A GpuSampler polls a reader on a background thread while a trial runs (about 10 Hz) and
+// A GpuSampler polls a reader on a PeriodicSampler while a trial runs (about 10 Hz) and
 // reports the average and the peak. Readers are safe to call from several threads.
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "services/worker/periodic_sampler.h"
 
 namespace dhpt::worker {
 
@@ -73,18 +72,15 @@ class GpuSampler {
   GpuUsage Stop();
 
  private:
-  void Loop();
   void Take() ABSL_LOCKS_EXCLUDED(mutex_);
 
   GpuReader* const reader_;
-  const absl::Duration interval_;
-  absl::Notification stop_;
   absl::Mutex mutex_;
   GpuUsage usage_ ABSL_GUARDED_BY(mutex_);
   double utilization_sum_ ABSL_GUARDED_BY(mutex_) = 0;
   double memory_sum_ ABSL_GUARDED_BY(mutex_) = 0;
   int memory_samples_ ABSL_GUARDED_BY(mutex_) = 0;
-  std::thread thread_;
+  PeriodicSampler sampler_;  // Last: it samples into the members above.
 };
 
 }  // namespace dhpt::worker

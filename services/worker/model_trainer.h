@@ -21,6 +21,9 @@ struct TrialContext {
   int threads = 1;
   const std::atomic<bool>* cancelled = nullptr;
   std::function<void(int64_t step, double value)> progress;
+  // Also measure what deploying the trained model would cost (inference_benchmark.h), once
+  // training completes. The trial runner sets it; tests of training alone leave it off.
+  bool measure_deployment = false;
 };
 
 // Tuned and fixed hyperparameters by name.

@@ -4,6 +4,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -32,6 +35,11 @@ std::optional<double> PeakRssBytes() {
 }
 
 namespace {
+
+// The highest VmHWM seen just before a reset within a trial, in bytes: 0 when none since the
+// last meter started.
+std::atomic<int64_t> peak_before_resets{0};
+
 bool ResetPeakRss() {
   const int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
   if (fd < 0) return false;
@@ -39,12 +47,28 @@ bool ResetPeakRss() {
   close(fd);
   return ok;
 }
+bool ResetPeakRssForMeter() {
+  peak_before_resets.store(0);
+  return ResetPeakRss();
+}
+
 }  // namespace
+
+std::optional<double> ResetPeakRssWithinTrial() {
+  if (std::optional<double> peak = PeakRssBytes()) {
+    int64_t seen = peak_before_resets.load();
+    const auto bytes = static_cast<int64_t>(*peak);
+    while (seen < bytes && !peak_before_resets.compare_exchange_weak(seen, bytes)) {
+    }
+  }
+  if (!ResetPeakRss()) return std::nullopt;
+  return PeakRssBytes();
+}
 
 ResourceMeter::ResourceMeter()
     : wall_start_(std::chrono::steady_clock::now()),
       cpu_start_(ProcessCpuSeconds()),
-      peak_reset_(ResetPeakRss()) {}
+      peak_reset_(ResetPeakRssForMeter()) {}
 
 ResourceUsage ResourceMeter::Stop() const {
   ResourceUsage usage;
@@ -52,7 +76,12 @@ ResourceUsage ResourceMeter::Stop() const {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
   usage.cpu_seconds = ProcessCpuSeconds() - cpu_start_;
   usage.cpu_utilization = usage.wall_seconds > 0 ? usage.cpu_seconds / usage.wall_seconds : 0;
-  if (peak_reset_) usage.peak_rss_bytes = PeakRssBytes();
+  if (peak_reset_) {
+    if (std::optional<double> peak = PeakRssBytes()) {
+      usage.peak_rss_bytes =
+          std::max(*peak, static_cast<double>(peak_before_resets.load()));
+    }
+  }
   return usage;
 }
 

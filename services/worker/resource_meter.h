@@ -34,4 +34,10 @@ double ProcessCpuSeconds();
 // VmHWM of this process in bytes, or nullopt when /proc is not readable.
 std::optional<double> PeakRssBytes();
 
+// Resets VmHWM in the middle of a trial (to measure one step's peak, as MeasureInference does)
+// and returns it as it is right after the reset: the current RSS; nullopt when it cannot be
+// reset. The peak before the reset is remembered, so a ResourceMeter spanning it still reports
+// the trial's whole peak. Process-wide, like the meters themselves.
+std::optional<double> ResetPeakRssWithinTrial();
+
 }  // namespace dhpt::worker

@@ -173,11 +173,9 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
       if (trial.state() == v1::Trial::COMPLETED) {
         curve.completed = true;
         study.set_trials_completed(study.trials_completed() + 1);
-        record.status = optimizer::TrialStatus::kCompleted;
-        record.value = trial.objective_value();
+        scheduler::RecordCompleted(trial, record);
         if (!study.has_best_trial() ||
-            scheduler::IsBetterObjective(spec, trial.objective_value(),
-                                         study.best_trial().objective_value())) {
+            scheduler::IsBetterTrial(spec, trial, study.best_trial())) {
           *study.mutable_best_trial() = trial;
         }
       } else {

@@ -20,17 +20,34 @@ namespace {
 
 using Metrics = TrainerMetrics;
 
+Metrics EvaluateSingle(const BenchmarkFunction& function, const std::vector<double>& x) {
+  return Metrics{{"value", function.evaluate(x)}};
+}
+
+// A multi-objective test problem: its objectives as f1..fM.
+Metrics EvaluateMultiObjective(const MultiObjectiveFunction& function,
+                               const std::vector<double>& x) {
+  std::vector<double> f(static_cast<size_t>(function.objectives));
+  function.evaluate(x, f);
+  Metrics metrics;
+  for (int i = 0; i < function.objectives; ++i) {
+    metrics[MultiObjectiveMetric(i)] = f[static_cast<size_t>(i)];
+  }
+  return metrics;
+}
+
 absl::StatusOr<Metrics> EvaluateFunction(const v1::Assign& assign, const TrialContext& context) {
   const absl::Time start = absl::Now();
-  const BenchmarkFunction* function = FindBenchmarkFunction(assign.model().function());
-  if (function == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown function \"", assign.model().function(), "\""));
+  const std::string& name = assign.model().function();
+  const MultiObjectiveFunction* multi = FindMultiObjectiveFunction(name);
+  const BenchmarkFunction* single = multi == nullptr ? FindBenchmarkFunction(name) : nullptr;
+  if (multi == nullptr && single == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown function \"", name, "\""));
   }
   const int d = static_cast<int>(assign.params().size());
-  if (!function->AcceptsDims(d)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(function->name, " is not defined in ", d, " dimensions"));
+  if (multi != nullptr ? d < multi->min_dims : !single->AcceptsDims(d)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        multi != nullptr ? multi->name : single->name, " is not defined in ", d, " dimensions"));
   }
   std::vector<double> x(static_cast<size_t>(d));
   for (int i = 0; i < d; ++i) {
@@ -40,7 +57,8 @@ absl::StatusOr<Metrics> EvaluateFunction(const v1::Assign& assign, const TrialCo
     if (!value) return absl::InvalidArgumentError(absl::StrCat("x", i + 1, " has no numeric value"));
     x[static_cast<size_t>(i)] = *value;
   }
-  const double value = function->evaluate(x);
+  Metrics metrics =
+      multi != nullptr ? EvaluateMultiObjective(*multi, x) : EvaluateSingle(*single, x);
   if (auto it = assign.model().fixed().find(std::string(kFunctionSecondsKey));
       it != assign.model().fixed().end()) {
     const absl::Time end = start + absl::Seconds(std::clamp(it->second.number_value(), 0.0,
@@ -52,7 +70,7 @@ absl::StatusOr<Metrics> EvaluateFunction(const v1::Assign& assign, const TrialCo
       absl::SleepFor(std::min(absl::Milliseconds(10), end - absl::Now()));
     }
   }
-  return Metrics{{"value", value}};
+  return metrics;
 }
 
 // Exact strings for XGBoost: 17 significant digits for doubles.
@@ -123,10 +141,15 @@ v1::TrialResult TrialRunner::RunUnguarded(const v1::Assign& assign, const TrialC
                    " trials"));
   std::optional<ResourceMeter> meter;
   std::optional<GpuSampler> gpu_sampler;
+  std::optional<PowerSampler> power_sampler;
   auto start_measuring = [&] {
     meter.emplace();
-    if (options_.gpu) gpu_sampler.emplace(options_.gpu.get(), options_.gpu_sample_interval);
+    if (options_.gpu) gpu_sampler.emplace(options_.gpu.get(), options_.sample_interval);
+    if (options_.power) power_sampler.emplace(options_.power.get(), options_.sample_interval);
   };
+  // Trained models of completed trials also report their deployment costs.
+  TrialContext training = context;
+  training.measure_deployment = true;
   // Loading is measured apart: it happens once per worker, not once per trial.
   auto load_dataset = [&] {
     const auto load_start = std::chrono::steady_clock::now();
@@ -149,7 +172,7 @@ v1::TrialResult TrialRunner::RunUnguarded(const v1::Assign& assign, const TrialC
       }
       result.set_device(options_.autoencoder->device());
       start_measuring();
-      outcome = options_.autoencoder->Train(**data, AllHyperparameters(assign), context);
+      outcome = options_.autoencoder->Train(**data, AllHyperparameters(assign), training);
       break;
     }
     case v1::Model::XGBOOST:
@@ -170,12 +193,15 @@ v1::TrialResult TrialRunner::RunUnguarded(const v1::Assign& assign, const TrialC
       request.threads = context.threads;
       request.cancelled = context.cancelled;
       request.progress = context.progress;
+      request.measure_deployment = training.measure_deployment;
       start_measuring();
-      absl::StatusOr<RegressionScores> scores = TrainXgboost(**data, request);
-      if (scores.ok()) {
-        outcome = Metrics{{"r2", scores->r2}, {"mse", scores->mse}};
+      absl::StatusOr<XgboostResult> trained = TrainXgboost(**data, request);
+      if (trained.ok()) {
+        Metrics trained_metrics{{"r2", trained->r2}, {"mse", trained->mse}};
+        if (trained->deployment) AddDeploymentMetrics(*trained->deployment, trained_metrics);
+        outcome = std::move(trained_metrics);
       } else {
-        outcome = scores.status();
+        outcome = trained.status();
       }
       break;
     }
@@ -191,6 +217,13 @@ v1::TrialResult TrialRunner::RunUnguarded(const v1::Assign& assign, const TrialC
     if (usage.peak_rss_bytes) metrics[std::string(kMetricPeakRssBytes)] = *usage.peak_rss_bytes;
   }
   if (gpu_sampler) AddGpuUsage(gpu_sampler->Stop(), options_.gpu->device(), metrics);
+  if (power_sampler) {
+    const EnergyUsage energy = power_sampler->Stop();
+    if (energy.joules) {
+      metrics[std::string(kMetricEnergyJoules)] = *energy.joules;
+      metrics[std::string(kMetricPowerAvgWatts)] = *energy.average_watts;
+    }
+  }
   if (outcome.ok()) {
     result.set_state(v1::Trial::COMPLETED);
     for (const auto& [name, value] : *outcome) metrics[name] = value;

@@ -1,7 +1,8 @@
 #pragma once
 
 // Runs one assigned trial to a TrialResult: loads the (cached) dataset, trains or evaluates,
-// measures, and turns every error into a FAILED result with the reason. Used by the worker
+// measures (training costs, telemetry, and for completed trials of trained models the
+// deployment costs), and turns every error into a FAILED result with the reason. Used by the worker
 // runtime and, with no scheduler at all, by sequential runs.
 
 #include <memory>
@@ -12,6 +13,7 @@
 #include "services/worker/datasets.h"
 #include "services/worker/gpu_telemetry.h"
 #include "services/worker/model_trainer.h"
+#include "services/worker/power_rails.h"
 
 namespace dhpt::worker {
 
@@ -20,7 +22,10 @@ struct TrialRunnerOptions {
   std::shared_ptr<ModelTrainer> autoencoder;
   // Sampled while every trial runs; without one, results carry no GPU figures.
   std::shared_ptr<GpuReader> gpu;
-  absl::Duration gpu_sample_interval = absl::Milliseconds(100);
+  // Sampled likewise and integrated to the trial's energy; without them, no energy figures.
+  std::shared_ptr<PowerRails> power;
+  // How often the GPU and the power rails are sampled.
+  absl::Duration sample_interval = absl::Milliseconds(100);
   // Where CSV files may be read from and how large a dataset may be; with the defaults, no
   // CSV file at all.
   DatasetOptions datasets;

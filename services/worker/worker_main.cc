@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -22,10 +23,12 @@
 #include "google/protobuf/util/json_util.h"
 #include "services/common/client_security_flags.h"
 #include "services/common/env_flags.h"
+#include "services/common/labels.h"
 #include "services/common/logging.h"
 #include "services/common/metrics_endpoint.h"
 #include "services/common/signals.h"
 #include "services/worker/sequential_study.h"
+#include "services/worker/power_rails.h"
 #include "services/worker/trial_runner.h"
 #include "services/worker/worker_client.h"
 #include "services/worker/worker_core.h"
@@ -56,6 +59,10 @@ ABSL_FLAG(int64_t, max_dataset_bytes, 0,
           "the most memory one dataset may take in this worker, in bytes, with its "
           "train/validation copies (about 8 bytes per cell); a study over it fails with "
           "RESOURCE_EXHAUSTED. 0 = half of this machine's physical memory");
+ABSL_FLAG(std::string, labels, "",
+          "labels this worker announces, KEY=VALUE separated by commas (Kubernetes label "
+          "syntax), e.g. board=pi4,gpu=orin: studies choose workers by them "
+          "(worker_selector), so a study's costs are measured on one kind of board");
 ABSL_FLAG(int, metrics_port, -1,
           "serve Prometheus metrics on this port at /metrics; 0 picks a free port (logged as "
           "'metrics on :PORT'); -1 = off");
@@ -181,7 +188,7 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   usage.contains_help_flags = usage.contains_helpshort_flags;
   absl::SetFlagsUsageConfig(usage);
   ApplyEnvironmentToFlags({"scheduler", "slots", "threads_per_trial", "worker_id", "node_name",
-                           "metrics_port", "data_root", "max_dataset_file_bytes",
+                           "labels", "metrics_port", "data_root", "max_dataset_file_bytes",
                            "max_dataset_bytes"});
   ApplyEnvironmentToFlags(ClientSecurityFlagNames());
   for (absl::string_view flag : kind.own_flags) ApplyEnvironmentToFlags({flag});
@@ -208,6 +215,14 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   if (node.empty()) node = Hostname();
   utsname machine{};
   uname(&machine);
+  absl::StatusOr<std::map<std::string, std::string>> labels =
+      ParseLabels(absl::GetFlag(FLAGS_labels));
+  if (!labels.ok()) {
+    // The message names the field ("labels: ..."); bad input exits 2 like any bad flag.
+    std::fprintf(stderr, "%s: --%s\n", kind.binary,
+                 std::string(labels.status().message()).c_str());
+    return 2;
+  }
   absl::StatusOr<DatasetOptions> datasets = DatasetOptionsFromFlags(argc, argv);
   if (!datasets.ok()) {
     std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(datasets.status().message()).c_str());
@@ -219,6 +234,14 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
     return absl::IsFailedPrecondition(setup.status()) ? 1 : 2;
   }
   setup->runner.datasets = *std::move(datasets);
+  // Power rails are the board's, whichever worker binary runs on it.
+  std::string energy_telemetry;
+  if (absl::StatusOr<std::unique_ptr<PowerRails>> rails = OpenPowerRails(); rails.ok()) {
+    DHPT_LOG_INFO("trial energy from the %s power rails: %s", (*rails)->source(),
+                  (*rails)->description());
+    energy_telemetry = (*rails)->source();
+    setup->runner.power = *std::move(rails);
+  }
 
   BlockTerminationSignals();
   absl::StatusOr<ChannelSecurity> security = MakeChannelSecurity(ClientSecurityFromFlags());
@@ -244,6 +267,8 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   caps.set_device_name(setup->device_name);
   caps.set_device_memory_bytes(setup->device_memory_bytes);
   caps.set_gpu_telemetry(setup->gpu_telemetry);
+  caps.set_energy_telemetry(energy_telemetry);
+  caps.mutable_labels()->insert(labels->begin(), labels->end());
   for (v1::Model::Kind model : setup->models) caps.add_models(model);
   caps.set_slots(slots);
   caps.set_node_name(node);

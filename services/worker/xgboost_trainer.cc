@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "services/common/status_macros.h"
+#include "services/worker/xgboost_forest.h"
 
 namespace dhpt::worker {
 namespace {
@@ -134,10 +135,21 @@ absl::StatusOr<const float*> PredictValidation(BoosterHandle booster, DMatrixHan
   return predictions;
 }
 
-// Gradient boosting: `rounds` rounds of one booster, cancellable between rounds.
+// The model in `format` ("ubj" or "json"), as XGBoosterSaveModelToBuffer writes it.
+absl::StatusOr<std::string> SaveModel(BoosterHandle booster, const char* format) {
+  bst_ulong length = 0;
+  const char* bytes = nullptr;
+  const std::string config = absl::StrCat(R"({"format":")", format, R"("})");
+  RETURN_IF_ERROR(Check(XGBoosterSaveModelToBuffer(booster, config.c_str(), &length, &bytes),
+                        "saving the model"));
+  return std::string(bytes, length);
+}
+
+// Gradient boosting: `rounds` rounds of one booster, cancellable between rounds. With `model`,
+// the trained model goes there (UBJSON).
 absl::StatusOr<RegressionScores> TrainBoosted(const SplitDataset& data,
                                               const XgboostRequest& request, DMatrixHandle train,
-                                              DMatrixHandle validation) {
+                                              DMatrixHandle validation, std::string* model) {
   int rounds = kDefaultBoostRounds;
   for (const auto& [name, value] : request.params) {
     if (name == "n_estimators" || name == "num_boost_round") {
@@ -157,7 +169,11 @@ absl::StatusOr<RegressionScores> TrainBoosted(const SplitDataset& data,
   }
   ASSIGN_OR_RETURN(const float* predictions,
                    PredictValidation(booster.get(), validation, data.validation.rows));
-  return ScoreRegression(data.validation.target, predictions);
+  const RegressionScores scores = ScoreRegression(data.validation.target, predictions);
+  if (model != nullptr) {
+    ASSIGN_OR_RETURN(*model, SaveModel(booster.get(), "ubj"));
+  }
+  return scores;
 }
 
 // A random forest of `trees` trees, grown in chunks so that it can be cancelled. XGBoost's
@@ -167,10 +183,12 @@ absl::StatusOr<RegressionScores> TrainBoosted(const SplitDataset& data,
 // bootstrap rows and columns), combined as the tree-count-weighted mean of their predictions,
 // are the same estimator as one booster of n_1 + n_2 + ... trees, as a forest of trees drawn
 // independently should be. A chunk's booster is freed once its predictions are added, so a
-// large forest also holds one chunk's trees at a time.
+// large forest also holds one chunk's trees at a time; with `chunks` (deployment costs to
+// measure), each chunk's model is kept there as JSON for MergeForestChunks.
 absl::StatusOr<RegressionScores> TrainForest(const SplitDataset& data,
                                              const XgboostRequest& request, DMatrixHandle train,
-                                             DMatrixHandle validation) {
+                                             DMatrixHandle validation,
+                                             std::vector<ForestChunk>* chunks) {
   int trees = kDefaultForestTrees;
   uint64_t seed = 0;
   for (const auto& [name, value] : request.params) {
@@ -202,6 +220,10 @@ absl::StatusOr<RegressionScores> TrainForest(const SplitDataset& data,
     ASSIGN_OR_RETURN(const float* predictions,
                      PredictValidation(booster.get(), validation, data.validation.rows));
     grown += size;
+    if (chunks != nullptr) {
+      ASSIGN_OR_RETURN(std::string json, SaveModel(booster.get(), "json"));
+      chunks->push_back({std::move(json), size});
+    }
     for (size_t i = 0; i < rows; ++i) {
       sum[i] += static_cast<double>(size) * predictions[i];
       forest[i] = static_cast<float>(sum[i] / grown);
@@ -212,18 +234,78 @@ absl::StatusOr<RegressionScores> TrainForest(const SplitDataset& data,
   return scores;
 }
 
+// XGBoost's in-place prediction reads its input through the array interface: `rows` x `cols`
+// row-major floats at `data`, read-only.
+std::string DenseArrayInterface(const float* data, int64_t rows, int64_t cols) {
+  return absl::StrCat(R"({"data":[)", reinterpret_cast<uintptr_t>(data), R"(,true],"shape":[)",
+                      rows, ",", cols, R"(],"typestr":"<f4","version":3})");
+}
+constexpr char kInplacePredictConfig[] =
+    R"({"type":0,"training":false,"iteration_begin":0,"iteration_end":0,)"
+    R"("strict_shape":false,"missing":NaN,"cache_id":0})";
+
+// `model` (any format XGBoost loads) as a deployment would use it: a fresh booster with one
+// thread (the figure a single-core board would see, and no contention with neighbour slots),
+// sized as UBJSON, predicting in place without a DMatrix.
+absl::StatusOr<DeploymentCosts> MeasureDeployment(const std::string& model,
+                                                  const Dataset& validation,
+                                                  const XgboostRequest& request) {
+  BoosterHandle handle = nullptr;
+  RETURN_IF_ERROR(Check(XGBoosterCreate(nullptr, 0, &handle), "XGBoosterCreate"));
+  Booster booster(handle);
+  RETURN_IF_ERROR(Check(XGBoosterLoadModelFromBuffer(handle, model.data(), model.size()),
+                        "loading the trained model"));
+  RETURN_IF_ERROR(Check(XGBoosterSetParam(handle, "verbosity", "0"), "verbosity"));
+  RETURN_IF_ERROR(Check(XGBoosterSetParam(handle, "nthread", "1"), "nthread"));
+  DeploymentCosts costs;
+  ASSIGN_OR_RETURN(std::string bytes, SaveModel(handle, "ubj"));
+  costs.model_bytes = static_cast<double>(bytes.size());
+  InferenceBenchmarkOptions options = request.inference;
+  options.cancelled = request.cancelled;
+  const int64_t cols = validation.cols;
+  auto predict = [&](const float* features, int64_t rows) {
+    const bst_ulong* shape = nullptr;
+    bst_ulong dims = 0;
+    const float* predictions = nullptr;
+    const std::string array = DenseArrayInterface(features, rows, cols);
+    return Check(XGBoosterPredictFromDense(handle, array.c_str(), kInplacePredictConfig, nullptr,
+                                           &shape, &dims, &predictions),
+                 "in-place prediction");
+  };
+  ASSIGN_OR_RETURN(costs.inference, MeasureInference(validation, predict, options));
+  return costs;
+}
+
 }  // namespace
 
-absl::StatusOr<RegressionScores> TrainXgboost(const SplitDataset& data,
-                                              const XgboostRequest& request) {
+absl::StatusOr<XgboostResult> TrainXgboost(const SplitDataset& data,
+                                           const XgboostRequest& request) {
   if (data.train.target.empty()) {
     return absl::InvalidArgumentError(
         "the data set has no target column: set dataset.csv.target to the column to predict");
   }
   ASSIGN_OR_RETURN(DMatrix train, MakeDMatrix(data.train, request.threads));
   ASSIGN_OR_RETURN(DMatrix validation, MakeDMatrix(data.validation, request.threads));
-  if (request.random_forest) return TrainForest(data, request, train.get(), validation.get());
-  return TrainBoosted(data, request, train.get(), validation.get());
+  std::string model;
+  std::vector<ForestChunk> chunks;
+  RegressionScores scores;
+  if (request.random_forest) {
+    ASSIGN_OR_RETURN(scores, TrainForest(data, request, train.get(), validation.get(),
+                                         request.measure_deployment ? &chunks : nullptr));
+  } else {
+    ASSIGN_OR_RETURN(scores, TrainBoosted(data, request, train.get(), validation.get(),
+                                          request.measure_deployment ? &model : nullptr));
+  }
+  XgboostResult result{.r2 = scores.r2, .mse = scores.mse};
+  if (!request.measure_deployment) return result;
+  // Only a completed trial is measured: a cancel that came with the last round stops here.
+  RETURN_IF_ERROR(Cancelled(request));
+  if (request.random_forest) {
+    ASSIGN_OR_RETURN(model, MergeForestChunks(chunks));
+    chunks.clear();
+  }
+  ASSIGN_OR_RETURN(result.deployment, MeasureDeployment(model, data.validation, request));
+  return result;
 }
 
 }  // namespace dhpt::worker

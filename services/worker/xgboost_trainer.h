@@ -5,15 +5,23 @@
 // learning rate 1 and row/column subsampling below 1 (defaults 0.8), as XGBoost documents.
 // The forest is grown in chunks of kForestChunkTrees trees, one booster each (see
 // TrainXgboost), so that a cancel or a timeout stops it between chunks.
+//
+// With `measure_deployment`, a trial that completes also reports what deploying its model would
+// cost (inference_benchmark.h): the model serialised as XGBoost's UBJSON (a forest's chunks
+// merged into one model first, xgboost_forest.h) is loaded into a fresh booster with nthread=1,
+// as a deployment would load it, and predicts validation rows in place
+// (XGBoosterPredictFromDense).
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "services/worker/datasets.h"
+#include "services/worker/inference_benchmark.h"
 
 namespace dhpt::worker {
 
@@ -37,13 +45,22 @@ struct XgboostRequest {
   std::function<void(int64_t, double)> progress;
   // Trees per chunk of a forest; tests set it to compare a chunked forest with one booster.
   int forest_chunk_trees = kForestChunkTrees;
+  // Measure the model's deployment costs once it is trained (the trial runner asks for them).
+  bool measure_deployment = false;
+  InferenceBenchmarkOptions inference;  // Its `cancelled` is taken from above.
+};
+
+struct XgboostResult {
+  double r2 = 0;
+  double mse = 0;
+  std::optional<DeploymentCosts> deployment;  // With measure_deployment.
 };
 
 // "1.7.4": the XGBoost library this process loaded.
 std::string XgboostVersion();
 
-absl::StatusOr<RegressionScores> TrainXgboost(const SplitDataset& data,
-                                              const XgboostRequest& request);
+absl::StatusOr<XgboostResult> TrainXgboost(const SplitDataset& data,
+                                           const XgboostRequest& request);
 
 RegressionScores ScoreRegression(const std::vector<float>& truth, const float* predicted);
 

@@ -190,7 +190,15 @@ scrape_configs:
     parameters { name: "eta" double_range { min: 0.0001 max: 0.3 log: true } }
     early_stopping { median { n_startup_trials: 1 } }
     max_trials: 8 parallel_trials: 1)pb")).ok());
+  // The multi-objective panels: a front and its hypervolume.
+  ASSERT_TRUE(cluster.client().CreateStudy(TextSpec(R"pb(
+    name: "zdt1-nsga2" model { kind: FUNCTION function: "zdt1" }
+    algorithm { name: NSGA2 seed: 2 nsga2 { population_size: 6 } }
+    parameters { name: "x1" double_range { min: 0 max: 1 } }
+    parameters { name: "x2" double_range { min: 0 max: 1 } }
+    max_trials: 20)pb")).ok());
   EXPECT_EQ(cluster.WaitForEnd("branin-tpe").trials_completed(), 40);
+  EXPECT_GT(cluster.WaitForEnd("zdt1-nsga2").pareto_front_size(), 0);
   EXPECT_EQ(cluster.WaitForEnd("sensors-ae").trials_completed(), 3);
   EXPECT_GE(cluster.WaitForEnd("xgb-pruned").trials_pruned(), 1);
   // A few more scrapes, so that every rate() has two samples after the last trial.

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -156,6 +157,42 @@ TEST(AutoencoderTrainerTest, DevicePreferences) {
     EXPECT_EQ((*automatic)->device(), "cuda:0");
     EXPECT_TRUE(cuda.ok());
   }
+}
+
+// Deployment costs of a completed trial: all there, none zero, and a wider network is larger
+// and slower per row. Printed, as the example values docs/deployment-costs.md quotes.
+TEST(AutoencoderTrainerTest, MeasuresDeploymentCosts) {
+  const SplitDataset data = SensorSplit(500);
+  TrialContext context;
+  context.threads = 2;
+  context.measure_deployment = true;
+  auto trainer = CpuTrainer();
+  auto train = [&](int64_t width) {
+    absl::StatusOr<TrainerMetrics> metrics = trainer->Train(
+        data, {{"epochs", Int(2)}, {"hidden_width", Int(width)}, {"bottleneck", Int(4)}}, context);
+    EXPECT_TRUE(metrics.ok()) << metrics.status();
+    return metrics.ok() ? *metrics : TrainerMetrics{};
+  };
+  const TrainerMetrics narrow = train(16);
+  const TrainerMetrics wide = train(512);
+  for (const TrainerMetrics* m : {&narrow, &wide}) {
+    std::printf("autoencoder: model_bytes=%.0f latency_us=%.2f batch256_us=%.3f "
+                "peak_rss_bytes=%.0f\n",
+                m->at("model_bytes"), m->at("inference_latency_us"),
+                m->at("inference_latency_batch256_us"),
+                m->contains("inference_peak_rss_bytes") ? m->at("inference_peak_rss_bytes") : -1);
+    for (const char* name :
+         {"model_bytes", "inference_latency_us", "inference_latency_batch256_us"}) {
+      EXPECT_GT(m->at(name), 0) << name;
+    }
+  }
+  EXPECT_GT(wide.at("model_bytes"), 10 * narrow.at("model_bytes"));
+  EXPECT_GT(wide.at("inference_latency_batch256_us"), narrow.at("inference_latency_batch256_us"));
+
+  context.measure_deployment = false;
+  absl::StatusOr<TrainerMetrics> plain = trainer->Train(data, {{"epochs", Int(1)}}, context);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->contains("model_bytes"));
 }
 
 }  // namespace

@@ -36,5 +36,22 @@ TEST(ResourceMeterTest, PeakRssSeesAnAllocationMadeDuringTheTrial) {
   EXPECT_LT(*after.Stop().peak_rss_bytes, *usage.peak_rss_bytes - (32 << 20));
 }
 
+// An inference measurement resets the mark mid-trial; the trial still reports its training peak.
+TEST(ResourceMeterTest, AResetWithinTheTrialKeepsTheTrialsPeak) {
+  ResourceMeter meter;
+  const double baseline = PeakRssBytes().value_or(0);
+  {
+    std::vector<char> block(64 << 20);
+    std::memset(block.data(), 1, block.size());
+  }
+  const std::optional<double> after_reset = ResetPeakRssWithinTrial();
+  ASSERT_TRUE(after_reset.has_value()) << "clear_refs not writable here";
+  EXPECT_LT(*after_reset, baseline + (32 << 20));  // The block is gone from the new mark.
+  EXPECT_GE(*meter.Stop().peak_rss_bytes, baseline + (60 << 20));
+  // A new trial starts afresh.
+  ResourceMeter next;
+  EXPECT_LT(*next.Stop().peak_rss_bytes, baseline + (32 << 20));
+}
+
 }  // namespace
 }  // namespace dhpt::worker

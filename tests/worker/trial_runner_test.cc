@@ -61,6 +61,34 @@ TEST(TrialRunnerTest, XgboostTrialReportsR2AndMse) {
   EXPECT_GT(result.metrics().at("r2"), 0.8);
   EXPECT_GT(result.metrics().at("mse"), 0);
   EXPECT_TRUE(result.metrics().contains("dataset_seconds"));
+  // A completed trial of a trained model reports what deploying it would cost.
+  for (const char* m : {"model_bytes", "inference_latency_us", "inference_latency_batch256_us"}) {
+    EXPECT_GT(result.metrics().at(m), 0) << m;
+  }
+}
+
+TEST(TrialRunnerTest, MultiObjectiveFunctionReportsItsObjectives) {
+  std::string zdt1 = R"pb(trial_id: 4 attempt: 1 model { kind: FUNCTION function: "zdt1" })pb";
+  for (int i = 1; i <= 10; ++i) {
+    zdt1 += absl::StrCat(" params { key: \"x", i, "\" value { double_value: 0 } }");
+  }
+  v1::TrialResult result = TrialRunner().Run(Parse(zdt1), {});
+  ASSERT_EQ(result.state(), v1::Trial::COMPLETED) << result.error();
+  // ZDT1 at x = 0: f1 = 0, f2 = g (1 - sqrt(f1 / g)) with g = 1.
+  EXPECT_DOUBLE_EQ(result.metrics().at("f1"), 0);
+  EXPECT_DOUBLE_EQ(result.metrics().at("f2"), 1);
+  EXPECT_FALSE(result.metrics().contains("value"));
+  EXPECT_TRUE(result.metrics().contains("wall_seconds"));
+
+  v1::TrialResult one_dim = TrialRunner().Run(Parse(R"pb(
+    trial_id: 4 attempt: 1 model { kind: FUNCTION function: "zdt1" }
+    params { key: "x1" value { double_value: 0.5 } })pb"), {});
+  EXPECT_EQ(one_dim.state(), v1::Trial::FAILED);
+  EXPECT_THAT(one_dim.error(), HasSubstr("zdt1 is not defined in 1 dimensions"));
+  v1::TrialResult unknown = TrialRunner().Run(Parse(R"pb(
+    trial_id: 4 attempt: 1 model { kind: FUNCTION function: "zdt9" }
+    params { key: "x1" value { double_value: 0.5 } })pb"), {});
+  EXPECT_THAT(unknown.error(), HasSubstr("unknown function \"zdt9\""));
 }
 
 TEST(TrialRunnerTest, BadCsvFailsTheTrialWithTheReason) {
@@ -190,6 +218,30 @@ TEST(TrialRunnerTest, GpuFiguresOnlyWhereAGpuIsObserved) {
   // Absent, not zero, without a GPU.
   v1::TrialResult plain = TrialRunner().Run(Parse(kBranin), {});
   for (const auto& [name, value] : plain.metrics()) EXPECT_THAT(name, ::testing::Not(HasSubstr("gpu")));
+}
+
+// A board drawing a steady 2.5 W.
+class SteadyRails : public PowerRails {
+ public:
+  std::string source() const override { return "test"; }
+  std::string description() const override { return "steady"; }
+  absl::StatusOr<double> TotalWatts() override { return 2.5; }
+};
+
+TEST(TrialRunnerTest, EnergyFiguresOnlyWherePowerRailsAreObserved) {
+  TrialRunnerOptions options;
+  options.power = std::make_shared<SteadyRails>();
+  options.sample_interval = absl::Milliseconds(1);
+  v1::TrialResult result = TrialRunner(options).Run(Parse(kBranin), {});
+  ASSERT_EQ(result.state(), v1::Trial::COMPLETED);
+  EXPECT_NEAR(result.metrics().at("power_avg_watts"), 2.5, 1e-9);
+  EXPECT_GT(result.metrics().at("energy_joules"), 0);
+  EXPECT_LE(result.metrics().at("energy_joules"), 2.5 * result.metrics().at("wall_seconds") + 0.01);
+
+  // Absent, not zero, without a sensor.
+  v1::TrialResult plain = TrialRunner().Run(Parse(kBranin), {});
+  EXPECT_FALSE(plain.metrics().contains("energy_joules"));
+  EXPECT_FALSE(plain.metrics().contains("power_avg_watts"));
 }
 
 TEST(TrialRunnerTest, XgboostNeedsATargetColumn) {

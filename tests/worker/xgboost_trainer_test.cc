@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 namespace dhpt::worker {
@@ -32,7 +33,7 @@ TEST(XgboostTrainerTest, LearnsFriedmanAndReportsProgress) {
   request.params = {{"max_depth", "4"}, {"eta", "0.1"}, {"num_boost_round", "150"}};
   std::vector<std::pair<int64_t, double>> progress;
   request.progress = [&](int64_t step, double value) { progress.emplace_back(step, value); };
-  absl::StatusOr<RegressionScores> scores = TrainXgboost(data, request);
+  absl::StatusOr<XgboostResult> scores = TrainXgboost(data, request);
   ASSERT_TRUE(scores.ok()) << scores.status();
   EXPECT_GT(scores->r2, 0.85);
   ASSERT_EQ(progress.size(), 15u);
@@ -47,7 +48,7 @@ TEST(XgboostTrainerTest, RandomForestModeLearnsToo) {
   XgboostRequest request;
   request.random_forest = true;
   request.params = {{"n_estimators", "100"}, {"max_depth", "12"}};
-  absl::StatusOr<RegressionScores> scores = TrainXgboost(data, request);
+  absl::StatusOr<XgboostResult> scores = TrainXgboost(data, request);
   ASSERT_TRUE(scores.ok()) << scores.status();
   EXPECT_GT(scores->r2, 0.8);
 }
@@ -59,7 +60,7 @@ TEST(XgboostTrainerTest, ForestReportsR2AfterEveryChunk) {
   request.params = {{"n_estimators", "35"}, {"max_depth", "8"}};
   std::vector<std::pair<int64_t, double>> progress;
   request.progress = [&](int64_t step, double value) { progress.emplace_back(step, value); };
-  absl::StatusOr<RegressionScores> scores = TrainXgboost(data, request);
+  absl::StatusOr<XgboostResult> scores = TrainXgboost(data, request);
   ASSERT_TRUE(scores.ok()) << scores.status();
   ASSERT_EQ(progress.size(), 4u);  // 10, 20, 30 and 35 trees.
   EXPECT_EQ(progress[0].first, kForestChunkTrees);
@@ -76,13 +77,13 @@ TEST(XgboostTrainerTest, ChunkedForestMatchesOneBoosterForest) {
   request.random_forest = true;
   request.params = {{"n_estimators", "100"}, {"max_depth", "10"}, {"seed", "7"}};
   request.forest_chunk_trees = 100;
-  absl::StatusOr<RegressionScores> one = TrainXgboost(data, request);
+  absl::StatusOr<XgboostResult> one = TrainXgboost(data, request);
   request.forest_chunk_trees = 10;
-  absl::StatusOr<RegressionScores> chunked = TrainXgboost(data, request);
+  absl::StatusOr<XgboostResult> chunked = TrainXgboost(data, request);
   ASSERT_TRUE(one.ok() && chunked.ok());
   EXPECT_NEAR(chunked->r2, one->r2, 0.01);
   // The chunks' seeds derive from the user's: the same seed grows the same forest.
-  absl::StatusOr<RegressionScores> again = TrainXgboost(data, request);
+  absl::StatusOr<XgboostResult> again = TrainXgboost(data, request);
   EXPECT_DOUBLE_EQ(again->r2, chunked->r2);
   request.params.back().second = "8";
   EXPECT_NE(TrainXgboost(data, request)->r2, chunked->r2);
@@ -119,7 +120,7 @@ TEST(XgboostTrainerTest, BadParametersAreErrorsNotCrashes) {
   SplitDataset data = Friedman(200);
   XgboostRequest request;
   request.params = {{"booster", "oak"}};
-  absl::StatusOr<RegressionScores> scores = TrainXgboost(data, request);
+  absl::StatusOr<XgboostResult> scores = TrainXgboost(data, request);
   ASSERT_FALSE(scores.ok());
   EXPECT_THAT(std::string(scores.status().message()), ::testing::HasSubstr("oak"));
   request.params = {{"num_boost_round", "0"}};
@@ -127,6 +128,60 @@ TEST(XgboostTrainerTest, BadParametersAreErrorsNotCrashes) {
   request.random_forest = true;
   request.params = {{"seed", "-1"}};
   EXPECT_FALSE(TrainXgboost(data, request).ok());
+}
+
+// Deployment costs of a completed trial: a model with more trees is larger, and no figure is
+// zero. Printed, as the example values docs/deployment-costs.md quotes.
+TEST(XgboostTrainerTest, MeasuresDeploymentCosts) {
+  SplitDataset data = Friedman(1000);
+  XgboostRequest request;
+  request.measure_deployment = true;
+  auto costs = [&](const char* rounds) {
+    request.params = {{"max_depth", "4"}, {"eta", "0.1"}, {"num_boost_round", rounds}};
+    absl::StatusOr<XgboostResult> result = TrainXgboost(data, request);
+    EXPECT_TRUE(result.ok()) << result.status();
+    EXPECT_TRUE(result.ok() && result->deployment.has_value());
+    return result.ok() && result->deployment ? *result->deployment : DeploymentCosts{};
+  };
+  const DeploymentCosts small = costs("20");
+  const DeploymentCosts large = costs("200");
+  for (const DeploymentCosts& c : {small, large}) {
+    std::printf("xgboost friedman1(1000): model_bytes=%.0f latency_us=%.2f batch256_us=%.3f "
+                "peak_rss_bytes=%.0f (%d + %d calls)\n",
+                c.model_bytes, c.inference.latency_us, c.inference.batch_latency_us,
+                c.inference.peak_rss_bytes.value_or(-1), c.inference.single_row_calls,
+                c.inference.batch_calls);
+    EXPECT_GT(c.model_bytes, 0);
+    EXPECT_GT(c.inference.latency_us, 0);
+    EXPECT_GT(c.inference.batch_latency_us, 0);
+    EXPECT_GE(c.inference.single_row_calls, 1);
+  }
+  EXPECT_GT(large.model_bytes, 5 * small.model_bytes);
+  // Per row, a batch amortises the call's fixed cost.
+  EXPECT_LT(large.inference.batch_latency_us, large.inference.latency_us);
+  request.measure_deployment = false;
+  EXPECT_FALSE(TrainXgboost(data, request)->deployment.has_value());
+}
+
+// A forest grown in chunks is measured as the one model of all its trees a user would deploy:
+// about as large as a forest grown as one booster, and growing with the trees.
+TEST(XgboostTrainerTest, ForestDeploymentCostsAreThoseOfOneModel) {
+  SplitDataset data = Friedman(1000);
+  XgboostRequest request;
+  request.random_forest = true;
+  request.measure_deployment = true;
+  request.params = {{"n_estimators", "40"}, {"max_depth", "6"}};
+  request.forest_chunk_trees = 40;
+  absl::StatusOr<XgboostResult> one = TrainXgboost(data, request);
+  request.forest_chunk_trees = 10;
+  absl::StatusOr<XgboostResult> chunked = TrainXgboost(data, request);
+  request.params = {{"n_estimators", "80"}, {"max_depth", "6"}};
+  absl::StatusOr<XgboostResult> twice = TrainXgboost(data, request);
+  ASSERT_TRUE(one.ok() && chunked.ok() && twice.ok()) << chunked.status() << twice.status();
+  ASSERT_TRUE(one->deployment && chunked->deployment && twice->deployment);
+  EXPECT_NEAR(chunked->deployment->model_bytes / one->deployment->model_bytes, 1.0, 0.1);
+  EXPECT_NEAR(twice->deployment->model_bytes / chunked->deployment->model_bytes, 2.0, 0.2);
+  EXPECT_GT(chunked->deployment->inference.latency_us, 0);
 }
 
 TEST(XgboostTrainerTest, CancellationStopsTraining) {

@@ -186,6 +186,14 @@ spec:
             - --slots={{ $values.slots }}
             - --threads-per-trial={{ $values.threadsPerTrial }}
             - --metrics-port={{ $values.metricsPort }}
+            {{- with $values.labels }}
+            {{- $labels := . }}
+            {{- $pairs := list }}
+            {{- range $key := keys $labels | sortAlpha }}
+            {{- $pairs = append $pairs (printf "%s=%s" $key (get $labels $key)) }}
+            {{- end }}
+            - {{ printf "--labels=%s" (join "," $pairs) | quote }}
+            {{- end }}
             {{- if eq .kind "gpu" }}
             - --device={{ $values.device }}
             {{- if $values.requireGpu }}

@@ -1,0 +1,24 @@
+#pragma once
+
+// How spec validation words its errors: INVALID_ARGUMENT naming the field, and user text quoted
+// back cut short, so that an error never grows with the input.
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace dhpt::scheduler {
+
+inline absl::Status Invalid(absl::string_view field, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
+}
+
+inline std::string Quote(absl::string_view text) {
+  constexpr size_t kQuoted = 64;
+  if (text.size() <= kQuoted) return absl::StrCat("\"", text, "\"");
+  return absl::StrCat("\"", text.substr(0, kQuoted), "...\" (", text.size(), " bytes)");
+}
+
+}  // namespace dhpt::scheduler

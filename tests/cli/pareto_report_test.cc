@@ -1,0 +1,109 @@
+#include "services/cli/pareto_report.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "google/protobuf/text_format.h"
+#include "tests/scheduler/temp_database.h"
+
+namespace dhpt::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::Study EdgeStudy(int objectives) {
+  v1::Study study;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(R"pb(
+    spec {
+      name: "xgb-edge"
+      objectives { metric: "r2" goal: MAXIMIZE }
+      objectives { metric: "inference_latency_us" goal: MINIMIZE }
+      constraints { metric: "model_bytes" max: 4000000 }
+      parameters { name: "max_depth" int_range { min: 2 max: 10 } }
+    })pb", &study));
+  if (objectives == 3) {
+    v1::Objective* third = study.mutable_spec()->add_objectives();
+    third->set_metric("model_bytes");
+    third->set_goal(v1::Objective::MINIMIZE);
+  }
+  return study;
+}
+
+v1::Trial Trial(int number, double r2, double latency, double bytes, bool infeasible = false) {
+  v1::Trial trial;
+  trial.set_id(100 + number);
+  trial.set_number(number);
+  trial.set_state(v1::Trial::COMPLETED);
+  trial.add_objective_values(r2);
+  trial.add_objective_values(latency);
+  (*trial.mutable_metrics())["r2"] = r2;
+  (*trial.mutable_metrics())["inference_latency_us"] = latency;
+  (*trial.mutable_metrics())["model_bytes"] = bytes;
+  (*trial.mutable_params())["max_depth"].set_int_value(number + 2);
+  trial.set_infeasible(infeasible);
+  return trial;
+}
+
+TEST(ParetoReportTest, TheTableShowsObjectivesConstraintsAndParameters) {
+  v1::GetParetoFrontResponse front;
+  *front.add_trials() = Trial(3, 0.91, 12.5, 250000);
+  *front.add_trials() = Trial(7, 0.95, 40, 900000);
+  front.set_hypervolume(1.25);
+  front.add_reference_point(0.5);
+  front.add_reference_point(100);
+  const std::string table = ParetoTable(EdgeStudy(2), front);
+  EXPECT_THAT(table, HasSubstr("Pareto front of xgb-edge: 2 trials, hypervolume 1.25 from (0.5, 100)"));
+  EXPECT_THAT(table, HasSubstr("r2 (max)"));
+  EXPECT_THAT(table, HasSubstr("inference_latency_us (min)"));
+  EXPECT_THAT(table, HasSubstr("model_bytes"));
+  EXPECT_THAT(table, HasSubstr("max_depth"));
+  EXPECT_THAT(table, HasSubstr("0.95"));
+  EXPECT_THAT(table, HasSubstr("900000"));
+}
+
+TEST(ParetoReportTest, ThreeObjectivesArePlottedPairByPair) {
+  const std::string script = ParetoPlotScript(EdgeStudy(3).spec(), "svg");
+  EXPECT_THAT(script, HasSubstr("set multiplot layout 2,2"));
+  EXPECT_THAT(script, HasSubstr("using 1:2"));
+  EXPECT_THAT(script, HasSubstr("using 1:3"));
+  EXPECT_THAT(script, HasSubstr("using 2:3"));
+  // Enhanced text would read the underscores as subscripts.
+  EXPECT_THAT(script, HasSubstr("inference\\\\_latency\\\\_us"));
+  EXPECT_THAT(ParetoPlotScript(EdgeStudy(2).spec(), "svg"), ::testing::Not(HasSubstr("multiplot")));
+}
+
+TEST(ParetoReportTest, DrawsThePlotWithGnuplot) {
+  if (!std::filesystem::exists("/usr/bin/gnuplot")) {
+    GTEST_SKIP() << "gnuplot-nox is not installed (scripts/install-deps.sh installs it)";
+  }
+  testing::TempDirectory directory;
+  std::vector<v1::Trial> trials = {Trial(0, 0.91, 12.5, 250000), Trial(1, 0.95, 40, 900000),
+                                   Trial(2, 0.80, 30, 100000), Trial(3, 0.97, 9, 9e6, true)};
+  v1::GetParetoFrontResponse front;
+  *front.add_trials() = trials[0];
+  *front.add_trials() = trials[1];
+  absl::StatusOr<std::vector<std::string>> files =
+      DrawParetoPlot(EdgeStudy(2), trials, front, directory.path());
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_THAT(*files, ::testing::ElementsAre("pareto.svg", "pareto.png"));
+  for (const std::string& file : *files) {
+    EXPECT_GT(std::filesystem::file_size(std::filesystem::path(directory.path()) / file), 1000u);
+  }
+  std::ifstream infeasible(std::filesystem::path(directory.path()) / "data" / "infeasible.dat");
+  std::string all((std::istreambuf_iterator<char>(infeasible)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(all, HasSubstr("0.97 9 3\n"));
+}
+
+TEST(ParetoReportTest, ASingleObjectiveStudyHasNoPlot) {
+  v1::Study study;
+  study.mutable_spec()->set_name("one");
+  study.mutable_spec()->mutable_objective()->set_metric("r2");
+  EXPECT_EQ(DrawParetoPlot(study, {}, {}, "/nonexistent").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace dhpt::cli
