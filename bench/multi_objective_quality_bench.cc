@@ -114,8 +114,8 @@ int main(int argc, char** argv) {
                          "{\"problem\": \"%s\", \"sampler\": \"%s\", \"seed\": %d, \"trials\": %d, "
                          "\"hypervolume\": %.17g, \"reference\": [%s], \"seconds\": %.2f}\n",
                          problem.label.c_str(), contender.label.c_str(), s, checkpoints[c],
-                         volumes[c].back(),
-                         absl::StrJoin(problem.reference, ", ").c_str(), run_seconds);
+                         volumes[c].back(), absl::StrJoin(problem.reference, ", ").c_str(),
+                         run_seconds);
             std::fflush(out);
           }
         }

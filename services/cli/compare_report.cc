@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <thread>
@@ -18,6 +20,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "services/cli/text_table.h"
 #include "services/common/model_catalog.h"
+#include "services/optimizer/pareto.h"
 
 namespace dhpt::cli {
 namespace {
@@ -189,10 +192,55 @@ bool SamePoints(const v1::RunReport& a, const v1::RunReport& b) {
   return keys(a) == keys(b);
 }
 
+void SummarizeFronts(v1::CompareReport& report) {
+  const v1::StudySpec& spec = report.spec();
+  const int m = spec.objectives_size();
+  if (m < 2) return;
+  std::vector<bool> minimize;
+  for (const v1::Objective& objective : spec.objectives()) {
+    minimize.push_back(objective.goal() != v1::Objective::MAXIMIZE);
+  }
+  // Losses of each run's feasible completed trials.
+  std::array<std::vector<std::vector<double>>, 2> losses;
+  std::vector<double> reference(m, -std::numeric_limits<double>::infinity());
+  for (int run = 0; run < 2; ++run) {
+    const v1::RunReport& report_run = run == 0 ? report.sequential() : report.framework();
+    for (const v1::Trial& trial : report_run.trials()) {
+      if (trial.state() != v1::Trial::COMPLETED || trial.infeasible() ||
+          trial.objective_values_size() != m) {
+        continue;
+      }
+      losses[run].push_back(optimizer::ToLosses(
+          std::vector<double>(trial.objective_values().begin(), trial.objective_values().end()),
+          minimize));
+      for (int i = 0; i < m; ++i) reference[i] = std::max(reference[i], losses[run].back()[i]);
+    }
+  }
+  for (int i = 0; i < m; ++i) {
+    const v1::Objective& objective = spec.objectives(i);
+    if (objective.has_reference()) {
+      reference[i] = minimize[i] ? objective.reference() : -objective.reference();
+    }
+    report.add_pareto_reference_point(minimize[i] ? reference[i] : -reference[i]);
+  }
+  for (int run = 0; run < 2; ++run) {
+    v1::RunSummary& summary =
+        *(run == 0 ? report.mutable_sequential() : report.mutable_framework())->mutable_summary();
+    std::vector<std::vector<double>> front;
+    std::vector<bool> all_minimised(m, true);
+    for (int index : optimizer::ParetoFrontIndices(losses[run], all_minimised)) {
+      front.push_back(losses[run][index]);
+    }
+    summary.set_pareto_front_size(static_cast<int32_t>(front.size()));
+    if (!front.empty()) summary.set_hypervolume(optimizer::Hypervolume(front, reference));
+  }
+}
+
 void Conclude(v1::CompareReport& report, int cores) {
   const v1::StudySpec& spec = report.spec();
   Summarize(spec, *report.mutable_sequential());
   Summarize(spec, *report.mutable_framework());
+  SummarizeFronts(report);
   const v1::RunReport& sequential = report.sequential();
   const v1::RunReport& framework = report.framework();
   report.set_speedup(framework.wall_seconds() > 0
@@ -280,12 +328,22 @@ std::string ComparisonTable(const v1::CompareReport& report, bool markdown) {
     table.Add({"GPU memory peak (MiB)", MiB(s.gpu_memory_peak_bytes()),
                MiB(f.gpu_memory_peak_bytes()), ""});
   }
-  table.Add({absl::StrCat("best ", metric),
-             Objective(Optional(s.has_best_objective(), s.best_objective())),
-             Objective(Optional(f.has_best_objective(), f.best_objective())), ""});
-  table.Add({absl::StrCat("median ", metric),
-             Objective(Optional(s.has_median_objective(), s.median_objective())),
-             Objective(Optional(f.has_median_objective(), f.median_objective())), ""});
+  if (report.spec().objectives_size() >= 2) {
+    table.Add({"Pareto front (trials)", absl::StrCat(s.pareto_front_size()),
+               absl::StrCat(f.pareto_front_size()), ""});
+    table.Add({"hypervolume (same reference)",
+               Objective(Optional(s.has_hypervolume(), s.hypervolume())),
+               Objective(Optional(f.has_hypervolume(), f.hypervolume())),
+               s.has_hypervolume() && f.has_hypervolume() ? Ratio(f.hypervolume(), s.hypervolume())
+                                                           : ""});
+  } else {
+    table.Add({absl::StrCat("best ", metric),
+               Objective(Optional(s.has_best_objective(), s.best_objective())),
+               Objective(Optional(f.has_best_objective(), f.best_objective())), ""});
+    table.Add({absl::StrCat("median ", metric),
+               Objective(Optional(s.has_median_objective(), s.median_objective())),
+               Objective(Optional(f.has_median_objective(), f.median_objective())), ""});
+  }
   table.Add({"trials completed / pruned / failed",
              absl::StrCat(s.trials_completed(), " / ", s.trials_pruned(), " / ", s.trials_failed()),
              absl::StrCat(f.trials_completed(), " / ", f.trials_pruned(), " / ", f.trials_failed()),

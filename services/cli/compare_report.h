@@ -22,8 +22,9 @@ void Summarize(const v1::StudySpec& spec, v1::RunReport& run);
 // failed or cancelled).
 bool SamePoints(const v1::RunReport& a, const v1::RunReport& b);
 
-// Summarises both runs and fills the speedup, same_points and the warnings (more trial slots
-// than cores, failed or missing trials, runs that did not complete). `cores` is this
+// Summarises both runs (with multi-objective studies, each run's Pareto front and its
+// hypervolume from one shared reference point) and fills the speedup, same_points and the
+// warnings (more trial slots than cores, failed or missing trials, runs that did not complete). `cores` is this
 // machine's, for the slot warning (0: no check, a remote cluster).
 void Conclude(v1::CompareReport& report, int cores);
 

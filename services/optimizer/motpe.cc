@@ -17,10 +17,10 @@ constexpr double kEps = 1e-12;  // Optuna's EPS.
 std::optional<MotpeSplit> SplitMultiObjective(const History& history,
                                               const std::vector<bool>& minimize,
                                               int n_startup_trials, bool constant_liar) {
-  std::vector<int> observed;  // Trial indices of the observations,
+  std::vector<int> observed;                // Trial indices of the observations,
   std::vector<std::vector<double>> losses;  // their losses
   std::vector<double> violations;           // and violations.
-  std::vector<int> outcast;   // Trials that go above whatever their values.
+  std::vector<int> outcast;                 // Trials that go above whatever their values.
   for (int t = 0; t < static_cast<int>(history.trials.size()); ++t) {
     const TrialRecord& trial = history.trials[t];
     if (std::optional<std::vector<double>> l = CompletedLosses(trial, minimize)) {

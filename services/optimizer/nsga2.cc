@@ -63,7 +63,10 @@ std::vector<Member> Elite(std::vector<Member> pool, int size) {
 }  // namespace
 
 Nsga2::Nsga2(SearchSpace space, uint64_t seed, std::vector<bool> minimize, Nsga2Options options)
-    : space_(space), seed_(seed), minimize_(std::move(minimize)), options_(options),
+    : space_(space),
+      seed_(seed),
+      minimize_(std::move(minimize)),
+      options_(options),
       random_(space, seed) {}
 
 Nsga2::Parents Nsga2::ParentPopulation(const History& history) const {
@@ -120,12 +123,14 @@ absl::StatusOr<std::optional<Point>> Nsga2::Suggest(const History& history) {
       const int second = tournament(others);
       const Point& a = history.trials[parents.trials[first]].point;
       const Point& b = history.trials[parents.trials[second]].point;
-      for (int i = 0; i < dims; ++i) child.push_back(UniformUnit(generator) >= options_.swapping_prob ? b[i] : a[i]);
+      for (int i = 0; i < dims; ++i)
+        child.push_back(UniformUnit(generator) >= options_.swapping_prob ? b[i] : a[i]);
     } else {
       child = history.trials[parents.trials[draw(size)]].point;
     }
     for (int i = 0; i < dims; ++i) {
-      if (UniformUnit(generator) < mutation_prob) child[i] = space_.FromUnit(i, UniformUnit(generator));
+      if (UniformUnit(generator) < mutation_prob)
+        child[i] = space_.FromUnit(i, UniformUnit(generator));
     }
     if (!history.keys.contains(space_.Key(child))) return child;
   }

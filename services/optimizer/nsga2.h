@@ -22,8 +22,9 @@ namespace dhpt::optimizer {
 //   comes from either parent with probability `swapping_prob`. Otherwise a copy of a parent
 //   drawn uniformly. Then each parameter is redrawn uniformly with probability
 //   `mutation_prob` (1 / number of parameters when unset).
-//   Optuna 3.1's tournament compares the two by constrained dominance only; the rank and
-//   crowding distance are the textbook NSGA-II rule and never worse on the benchmarks here.
+//   Optuna 3.1's tournament compares the two by constrained dominance only; rank then crowding
+//   distance is the textbook NSGA-II rule (docs/multi-objective-optimizers.md compares the two
+//   implementations).
 // - A child that was tried already is bred again (up to kMaxBreeds times), then RandomSearch.
 // The n-th suggestion's randomness comes from (seed, n) alone. With one objective (allowed)
 // it is a plain elitist genetic algorithm with tournament selection.

@@ -65,7 +65,8 @@ double Volume(Points points, std::span<const double> reference, int d);
 
 // 3-D: sweep along the third objective, adding each point to the staircase of the first two.
 double Volume3d(Points points, std::span<const double> reference) {
-  std::sort(points.begin(), points.end(), [](const double* a, const double* b) { return a[2] < b[2]; });
+  std::sort(points.begin(), points.end(),
+            [](const double* a, const double* b) { return a[2] < b[2]; });
   Staircase staircase(reference);
   double volume = 0;
   for (size_t k = 0; k < points.size(); ++k) {
@@ -139,8 +140,8 @@ bool Dominates(std::span<const double> a, std::span<const double> b) {
   return better;
 }
 
-bool ConstrainedDominates(std::span<const double> a, double violation_a,
-                          std::span<const double> b, double violation_b) {
+bool ConstrainedDominates(std::span<const double> a, double violation_a, std::span<const double> b,
+                          double violation_b) {
   const bool feasible_a = violation_a <= 0, feasible_b = violation_b <= 0;
   if (feasible_a && feasible_b) return Dominates(a, b);
   if (feasible_a != feasible_b) return feasible_a;
@@ -171,9 +172,8 @@ std::vector<int> NonDominatedRanks(const std::vector<std::vector<double>>& losse
   // In lexicographic order a point can be dominated only by points before it; and if it is
   // dominated at all, it is dominated by a member of the front being built (dominance is
   // transitive), so each pass compares with that front only.
-  std::sort(remaining.begin(), remaining.end(), [&](int a, int b) {
-    return losses[a] != losses[b] ? losses[a] < losses[b] : a < b;
-  });
+  std::sort(remaining.begin(), remaining.end(),
+            [&](int a, int b) { return losses[a] != losses[b] ? losses[a] < losses[b] : a < b; });
   int rank = 0, ranked = 0;
   while (!remaining.empty() && ranked < enough) {
     std::vector<int> front, rest;
@@ -246,12 +246,13 @@ std::vector<double> HypervolumeContributions(const std::vector<std::vector<doubl
   return contributions;
 }
 
-std::vector<int> GreedyHypervolumeSubset(const std::vector<std::vector<double>>& losses,
-                                         int count, std::span<const double> reference) {
+std::vector<int> GreedyHypervolumeSubset(const std::vector<std::vector<double>>& losses, int count,
+                                         std::span<const double> reference) {
   const int n = static_cast<int>(losses.size());
   // contribution[j]: what row j adds to the rows chosen so far.
   std::vector<double> contribution;
-  for (const std::vector<double>& row : losses) contribution.push_back(Hypervolume({row}, reference));
+  for (const std::vector<double>& row : losses)
+    contribution.push_back(Hypervolume({row}, reference));
   std::vector<bool> chosen(static_cast<size_t>(n), false);
   std::vector<std::vector<double>> selected;
   std::vector<int> indices;
@@ -267,7 +268,8 @@ std::vector<int> GreedyHypervolumeSubset(const std::vector<std::vector<double>>&
     for (int j = 0; j < n; ++j) {
       if (chosen[j]) continue;
       std::vector<double> corner(losses[j].size());
-      for (size_t k = 0; k < corner.size(); ++k) corner[k] = std::max(losses[best][k], losses[j][k]);
+      for (size_t k = 0; k < corner.size(); ++k)
+        corner[k] = std::max(losses[best][k], losses[j][k]);
       selected.push_back(std::move(corner));
       contribution[j] -= Hypervolume(selected, reference) - selected_volume;
       selected.pop_back();

@@ -24,8 +24,8 @@ bool Dominates(std::span<const double> a, std::span<const double> b);
 // Optuna 3.1's constrained dominance, with violation 0 meaning feasible: a feasible vector
 // dominates an infeasible one; two infeasible ones compare by violation alone (the smaller
 // dominates); two feasible ones by Dominates.
-bool ConstrainedDominates(std::span<const double> a, double violation_a,
-                          std::span<const double> b, double violation_b);
+bool ConstrainedDominates(std::span<const double> a, double violation_a, std::span<const double> b,
+                          double violation_b);
 
 // The indices of the non-dominated rows of `values` (reported values, one row per trial,
 // directions per objective), in increasing order. Duplicates of a non-dominated vector are all
@@ -65,8 +65,8 @@ std::vector<double> HypervolumeContributions(const std::vector<std::vector<doubl
 // Greedy hypervolume subset selection (Optuna 3.1's _solve_hssp): `count` rows of `losses`
 // chosen one at a time, each the row that adds the most hypervolume to those chosen before
 // (lowest index on ties); returns their indices in the order chosen.
-std::vector<int> GreedyHypervolumeSubset(const std::vector<std::vector<double>>& losses,
-                                         int count, std::span<const double> reference);
+std::vector<int> GreedyHypervolumeSubset(const std::vector<std::vector<double>>& losses, int count,
+                                         std::span<const double> reference);
 
 // Optuna 3.1's reference point for MOTPE: per objective max(1.1 w, 0.9 w) of the worst loss w,
 // 1e-12 where that is 0.

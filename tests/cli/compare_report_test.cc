@@ -163,3 +163,48 @@ TEST(CompareReportTest, MachineIsDescribed) {
 
 }  // namespace
 }  // namespace dhpt::cli
+
+namespace dhpt::cli {
+namespace {
+
+v1::Trial TwoObjectiveTrial(double r2, double latency, bool infeasible = false) {
+  v1::Trial trial;
+  trial.set_state(v1::Trial::COMPLETED);
+  trial.add_objective_values(r2);
+  trial.add_objective_values(latency);
+  trial.set_infeasible(infeasible);
+  return trial;
+}
+
+TEST(CompareReportTest, FrontsOfBothRunsAreMeasuredFromOneReferencePoint) {
+  v1::CompareReport report;
+  v1::Objective* r2 = report.mutable_spec()->add_objectives();
+  r2->set_metric("r2");
+  r2->set_goal(v1::Objective::MAXIMIZE);
+  v1::Objective* latency = report.mutable_spec()->add_objectives();
+  latency->set_metric("inference_latency_us");
+  latency->set_goal(v1::Objective::MINIMIZE);
+  // Sequential: (0.5, 20) and (0.9, 30); framework: (0.8, 10), a dominated trial and an
+  // infeasible one that would dominate everything.
+  *report.mutable_sequential()->add_trials() = TwoObjectiveTrial(0.5, 20);
+  *report.mutable_sequential()->add_trials() = TwoObjectiveTrial(0.9, 30);
+  *report.mutable_framework()->add_trials() = TwoObjectiveTrial(0.8, 10);
+  *report.mutable_framework()->add_trials() = TwoObjectiveTrial(0.4, 25);
+  *report.mutable_framework()->add_trials() = TwoObjectiveTrial(1.0, 1, /*infeasible=*/true);
+  Conclude(report, 2);
+  // The worst feasible values of either run: r2 0.4, latency 30.
+  EXPECT_THAT(report.pareto_reference_point(), ::testing::ElementsAre(0.4, 30));
+  EXPECT_EQ(report.sequential().summary().pareto_front_size(), 2);
+  EXPECT_EQ(report.framework().summary().pareto_front_size(), 1);
+  // Sequential: [0.4, 0.5] x [20, 30] and [0.4, 0.9] x [30, 30] (no area): 1; framework:
+  // [0.4, 0.8] x [10, 30]: 8.
+  EXPECT_NEAR(report.sequential().summary().hypervolume(), 1.0, 1e-9);
+  EXPECT_NEAR(report.framework().summary().hypervolume(), 8.0, 1e-9);
+  const std::string table = ComparisonTable(report);
+  EXPECT_THAT(table, ::testing::HasSubstr("Pareto front (trials)"));
+  EXPECT_THAT(table, ::testing::HasSubstr("hypervolume (same reference)"));
+  EXPECT_THAT(table, ::testing::Not(::testing::HasSubstr("best r2")));
+}
+
+}  // namespace
+}  // namespace dhpt::cli

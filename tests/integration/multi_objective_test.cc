@@ -94,6 +94,49 @@ TEST(MultiObjectiveTest, EachAlgorithmFindsAFrontTheTrialsConfirm) {
   }
 }
 
+// What the issue asks for on the boards, on this machine: XGBoost's accuracy against the
+// latency and size the worker measured for each trained model, under a size budget.
+TEST(MultiObjectiveTest, XgboostAccuracyAgainstMeasuredLatencyAndSize) {
+  TestCluster cluster(/*workers=*/2);
+  ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"(
+name: xgb-edge
+model: {kind: XGBOOST, fixed: {tree_method: hist}}
+dataset: {friedman1: {samples: 1500, features: 10, noise: 1.0, seed: 0}}
+objectives:
+  - {metric: r2, goal: MAXIMIZE}
+  - {metric: inference_latency_us, goal: MINIMIZE}
+  - {metric: model_bytes, goal: MINIMIZE}
+constraints: [{metric: model_bytes, max: 60000}]
+algorithm: {name: NSGA2, seed: 5, nsga2: {population_size: 4}}
+parameters:
+  - {name: max_depth, int_range: {min: 2, max: 6}}
+  - {name: num_boost_round, int_range: {min: 5, max: 120, log: true}}
+max_trials: 10
+)")).ok());
+  const v1::Study study = cluster.WaitForEnd("xgb-edge", absl::Seconds(240));
+  EXPECT_EQ(study.trials_completed(), 10);
+  absl::StatusOr<std::vector<v1::Trial>> trials = cluster.client().ListTrials("xgb-edge");
+  ASSERT_TRUE(trials.ok());
+  for (const v1::Trial& t : *trials) {
+    ASSERT_EQ(t.state(), v1::Trial::COMPLETED) << t.error();
+    const auto& m = t.metrics();
+    for (const char* metric : {"model_bytes", "inference_latency_us",
+                               "inference_latency_batch256_us", "inference_peak_rss_bytes"}) {
+      ASSERT_TRUE(m.contains(metric)) << metric;
+    }
+    EXPECT_GT(m.at("model_bytes"), 0);
+    EXPECT_GT(m.at("inference_latency_us"), 0);
+    EXPECT_THAT(t.objective_values(), ::testing::ElementsAre(m.at("r2"), m.at("inference_latency_us"),
+                                                             m.at("model_bytes")));
+    EXPECT_EQ(t.infeasible(), m.at("model_bytes") > 60000);
+    EXPECT_FALSE(m.contains("energy_joules")) << "no power sensor here: absent, never zero";
+  }
+  absl::StatusOr<v1::GetParetoFrontResponse> front = cluster.client().GetParetoFront("xgb-edge");
+  ASSERT_TRUE(front.ok());
+  ASSERT_GT(front->trials_size(), 0);
+  for (const v1::Trial& t : front->trials()) EXPECT_FALSE(t.infeasible());
+}
+
 TEST(MultiObjectiveTest, InfeasibleTrialsAreKeptMarkedAndNeverOnTheFront) {
   TestCluster cluster(/*workers=*/2);
   ASSERT_TRUE(cluster.client()

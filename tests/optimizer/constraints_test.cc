@@ -17,8 +17,10 @@ TEST(ConstraintsTest, HillClimbingNeverTakesAnInfeasibleIncumbent) {
   HillClimbing climber(Line(), 1, true, {.patience = 10});
   TestStudy study;
   auto add = [&](double value, double violation) {
-    study.trials.push_back({.point = {0.1 * study.trials.size()}, .status = TrialStatus::kCompleted,
-                            .value = value, .violation = violation});
+    study.trials.push_back({.point = {0.1 * study.trials.size()},
+                            .status = TrialStatus::kCompleted,
+                            .value = value,
+                            .violation = violation});
   };
   add(1.0, 0.5);  // Infeasible: not the first incumbent.
   add(5.0, 0);
@@ -38,7 +40,9 @@ TEST(ConstraintsTest, BayesianOptimizationHeadsForTheFeasibleOptimum) {
     const Point point = **bo.Suggest(study.history());
     const double x = std::get<double>(point[0]);
     study.keys.insert(space.Key(point));
-    study.trials.push_back({.point = point, .status = TrialStatus::kCompleted, .value = x,
+    study.trials.push_back({.point = point,
+                            .status = TrialStatus::kCompleted,
+                            .value = x,
                             .violation = std::max(0.0, 0.6 - x)});
   }
   int feasible_late = 0;
@@ -61,8 +65,8 @@ TEST(ConstraintsTest, BayesianOptimizationSeeksFeasibilityFirst) {
   for (double x : {0.0, 0.1, 0.2, 0.3, 0.4}) {
     study.keys.insert(space.Key({x}));
     // Smaller x: better objective, but feasible only from 0.8.
-    study.trials.push_back({.point = {x}, .status = TrialStatus::kCompleted, .value = x,
-                            .violation = 0.8 - x});
+    study.trials.push_back(
+        {.point = {x}, .status = TrialStatus::kCompleted, .value = x, .violation = 0.8 - x});
   }
   const double next = std::get<double>((**bo.Suggest(study.history()))[0]);
   EXPECT_GT(next, 0.4);

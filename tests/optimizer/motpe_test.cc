@@ -33,7 +33,8 @@ TEST(MotpeTest, SplitByRankThenHypervolumeSubsetWithContributionWeights) {
   losses[7] = {2, 2};
   losses[12] = {3, 1};
   TestStudy study = WithLosses(losses);
-  const std::optional<MotpeSplit> split = SplitMultiObjective(study.history(), {true, true}, 10, true);
+  const std::optional<MotpeSplit> split =
+      SplitMultiObjective(study.history(), {true, true}, 10, true);
   ASSERT_TRUE(split.has_value());
   EXPECT_EQ(split->below, (std::vector<int>{3, 7}));
   EXPECT_EQ(split->above.size(), 18u);
@@ -48,7 +49,8 @@ TEST(MotpeTest, DirectionsAreApplied) {
   std::vector<std::vector<double>> losses;
   for (int t = 0; t < 10; ++t) losses.push_back({static_cast<double>(t), static_cast<double>(t)});
   TestStudy study = WithLosses(losses);
-  const std::optional<MotpeSplit> split = SplitMultiObjective(study.history(), {false, false}, 10, true);
+  const std::optional<MotpeSplit> split =
+      SplitMultiObjective(study.history(), {false, false}, 10, true);
   ASSERT_TRUE(split.has_value());
   EXPECT_EQ(split->below, std::vector<int>{9});
   EXPECT_EQ(split->below_weights, std::vector<double>{1.0});
@@ -66,8 +68,8 @@ TEST(MotpeTest, ConstraintsStartupAndOutcasts) {
   study.trials.push_back({.point = {0.5}, .status = TrialStatus::kFailed});
   study.trials.push_back({.point = {0.6}, .status = TrialStatus::kRunning});
   study.trials.push_back({.point = {0.7}, .status = TrialStatus::kPruned, .value = 0.0});
-  study.trials.push_back({.point = {0.8}, .status = TrialStatus::kCompleted, .values = {0.0, 0.0},
-                          .violation = 3.0});
+  study.trials.push_back(
+      {.point = {0.8}, .status = TrialStatus::kCompleted, .values = {0.0, 0.0}, .violation = 3.0});
   study.trials.push_back({.point = {0.9}, .status = TrialStatus::kCompleted, .values = {NAN, 0.0}});
   // 11 observations (the NaN one is not): ceil(1.1) = 2 below: feasible 9, then the least
   // violating 4, weighted 1 and 1e-12.
@@ -107,7 +109,9 @@ TEST(MotpeTest, SingleObjectiveTpeRanksInfeasibleTrialsLast) {
   TestStudy study;
   auto add = [&](TrialStatus status, std::optional<double> value, double violation = 0) {
     study.trials.push_back({.point = {0.01 * static_cast<double>(study.trials.size())},
-                            .status = status, .value = value, .last_step = 5,
+                            .status = status,
+                            .value = value,
+                            .last_step = 5,
                             .violation = violation});
   };
   for (int t = 0; t < 17; ++t) add(TrialStatus::kCompleted, -10.0 - t, 1.0 + t);  // 0..16

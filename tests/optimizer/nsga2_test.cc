@@ -45,8 +45,10 @@ TEST(Nsga2Test, GenerationsAreFormedFromCompletedTrialsOnly) {
   Nsga2 nsga(space, 1, {true, true}, {.population_size = 3});
   TestStudy study;
   auto add = [&](TrialStatus status, std::vector<double> values, double violation = 0) {
-    study.trials.push_back({.point = {0.1 * study.trials.size(), 0.0}, .status = status,
-                            .values = std::move(values), .violation = violation});
+    study.trials.push_back({.point = {0.1 * study.trials.size(), 0.0},
+                            .status = status,
+                            .values = std::move(values),
+                            .violation = violation});
   };
   add(TrialStatus::kCompleted, {1, 5});  // 0
   add(TrialStatus::kFailed, {});
@@ -63,7 +65,7 @@ TEST(Nsga2Test, GenerationsAreFormedFromCompletedTrialsOnly) {
   add(TrialStatus::kCompleted, {0, 0}, 0.5);  // 6
   add(TrialStatus::kCompleted, {2, 2});       // 7
   add(TrialStatus::kPruned, {});
-  add(TrialStatus::kCompleted, {3, 0.5});     // 9
+  add(TrialStatus::kCompleted, {3, 0.5});  // 9
   parents = nsga.ParentPopulation(study.history());
   EXPECT_EQ(parents.generation, 1);
   EXPECT_EQ(std::set<int>(parents.trials.begin(), parents.trials.end()), (std::set<int>{0, 7, 9}));
@@ -76,8 +78,10 @@ TEST(Nsga2Test, ConstrainedEliteKeepsTheLeastViolatingWhenNoneIsFeasible) {
   Nsga2 nsga(space, 1, {true, true}, {.population_size = 2});
   TestStudy study;
   for (double violation : {0.3, 0.1, 0.2, 0.4}) {
-    study.trials.push_back({.point = {violation, 0.0}, .status = TrialStatus::kCompleted,
-                            .values = {violation, 1 - violation}, .violation = violation});
+    study.trials.push_back({.point = {violation, 0.0},
+                            .status = TrialStatus::kCompleted,
+                            .values = {violation, 1 - violation},
+                            .violation = violation});
   }
   const Nsga2::Parents parents = nsga.ParentPopulation(study.history());
   EXPECT_EQ(std::set<int>(parents.trials.begin(), parents.trials.end()), (std::set<int>{1, 2}));
@@ -94,7 +98,8 @@ TEST(Nsga2Test, CountableSpaceIsExhaustedWithoutDuplicates) {
     if (!next->has_value()) break;
     ASSERT_TRUE(study.keys.insert(space.Key(**next)).second) << "duplicate at " << i;
     const double n = static_cast<double>(std::get<int64_t>((**next)[0]));
-    study.trials.push_back({.point = **next, .status = TrialStatus::kCompleted, .values = {n, n * n}});
+    study.trials.push_back(
+        {.point = **next, .status = TrialStatus::kCompleted, .values = {n, n * n}});
   }
   EXPECT_EQ(study.trials.size(), 10u);
 }

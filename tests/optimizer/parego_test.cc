@@ -26,10 +26,15 @@ TEST(ParEgoTest, ScalarisesNormalisedLossesByAugmentedChebyshev) {
   ParEgo parego(Zdt1Space(2), 1, {true, false}, {});
   TestStudy study;
   // Losses (f1, -f2): (0, -10), (4, -2), (2, -6); feasible range f1 [0, 4], -f2 [-10, -2].
-  study.trials.push_back({.point = {0.1, 0.0}, .status = TrialStatus::kCompleted, .values = {0, 10}});
-  study.trials.push_back({.point = {0.2, 0.0}, .status = TrialStatus::kCompleted, .values = {4, 2}});
-  study.trials.push_back({.point = {0.3, 0.0}, .status = TrialStatus::kCompleted, .values = {2, 6}});
-  study.trials.push_back({.point = {0.4, 0.0}, .status = TrialStatus::kCompleted, .values = {9, 99},
+  study.trials.push_back(
+      {.point = {0.1, 0.0}, .status = TrialStatus::kCompleted, .values = {0, 10}});
+  study.trials.push_back(
+      {.point = {0.2, 0.0}, .status = TrialStatus::kCompleted, .values = {4, 2}});
+  study.trials.push_back(
+      {.point = {0.3, 0.0}, .status = TrialStatus::kCompleted, .values = {2, 6}});
+  study.trials.push_back({.point = {0.4, 0.0},
+                          .status = TrialStatus::kCompleted,
+                          .values = {9, 99},
                           .violation = 1});  // Outside the range: not used to normalise.
   study.trials.push_back({.point = {0.5, 0.0}, .status = TrialStatus::kPruned, .value = 1});
   study.trials.push_back({.point = {0.6, 0.0}, .status = TrialStatus::kRunning});
@@ -53,8 +58,8 @@ TEST(ParEgoTest, ModelKeepsTheBestHalfAndTheMostRecentHalf) {
   // Scalarised values rise with the trial number except trial 2, the best.
   for (int t = 0; t < 8; ++t) {
     const double f = t == 2 ? 0.0 : 1.0 + t;
-    study.trials.push_back({.point = {0.1 * t, 0.0}, .status = TrialStatus::kCompleted,
-                            .values = {f, f}});
+    study.trials.push_back(
+        {.point = {0.1 * t, 0.0}, .status = TrialStatus::kCompleted, .values = {f, f}});
   }
   const std::vector<TrialRecord> s = parego.Scalarised(study.history());
   std::vector<int> modelled;

@@ -20,7 +20,7 @@ TEST(ParetoTest, DominanceAndConstrainedDominance) {
   EXPECT_FALSE(Dominates(std::vector<double>{1, 2}, std::vector<double>{1, 2}));  // Equal.
   EXPECT_FALSE(Dominates(std::vector<double>{0, 3}, std::vector<double>{1, 2}));  // Trade-off.
   const std::vector<double> good{0, 0}, bad{9, 9};
-  EXPECT_TRUE(ConstrainedDominates(bad, 0, good, 0.1));    // Feasible beats infeasible.
+  EXPECT_TRUE(ConstrainedDominates(bad, 0, good, 0.1));  // Feasible beats infeasible.
   EXPECT_FALSE(ConstrainedDominates(good, 0.1, bad, 0));
   EXPECT_TRUE(ConstrainedDominates(bad, 0.1, good, 0.2));  // Both infeasible: by violation.
   EXPECT_FALSE(ConstrainedDominates(good, 0.2, bad, 0.2));
@@ -56,7 +56,8 @@ TEST(ParetoTest, NonDominatedRanksAgreeWithPairwiseDefinition) {
   Rows losses;
   for (int i = 0; i < 60; ++i) {
     // Integer coordinates: many ties and duplicates.
-    losses.push_back({std::floor(5 * UniformUnit(generator)), std::floor(5 * UniformUnit(generator)),
+    losses.push_back({std::floor(5 * UniformUnit(generator)),
+                      std::floor(5 * UniformUnit(generator)),
                       std::floor(5 * UniformUnit(generator))});
   }
   const std::vector<int> ranks = NonDominatedRanks(losses);
@@ -95,8 +96,10 @@ TEST(ParetoTest, HypervolumeByHand) {
   EXPECT_DOUBLE_EQ(Hypervolume({{0, 1, 1}, {1, 0, 1}, {1, 1, 0}, {1, 0, 1}, {1, 1, 1}}, ref3), 4);
   // 4-D.
   EXPECT_DOUBLE_EQ(Hypervolume({{0, 0, 0, 0}}, std::vector<double>{1, 2, 3, 4}), 24);
-  EXPECT_DOUBLE_EQ(Hypervolume({{0, 0, 0, 1}, {1, 1, 1, 0}}, std::vector<double>{2, 2, 2, 2}), 8 + 2 - 1);
-  EXPECT_DOUBLE_EQ(Hypervolume({{0, 0, 0, 1}, {1, 1, 1, 0}, {1, 1, 1, 0}}, std::vector<double>{2, 2, 2, 2}), 9);
+  EXPECT_DOUBLE_EQ(Hypervolume({{0, 0, 0, 1}, {1, 1, 1, 0}}, std::vector<double>{2, 2, 2, 2}),
+                   8 + 2 - 1);
+  EXPECT_DOUBLE_EQ(
+      Hypervolume({{0, 0, 0, 1}, {1, 1, 1, 0}, {1, 1, 1, 0}}, std::vector<double>{2, 2, 2, 2}), 9);
 }
 
 // Integer points and reference: the hypervolume is the number of unit cells whose lower corner
@@ -133,13 +136,16 @@ TEST(ParetoTest, HypervolumeMatchesCellCountIn2To5Dimensions) {
 
 TEST(ParetoTest, ContributionsAndGreedySubset) {
   const std::vector<double> ref = {4, 4};
-  EXPECT_EQ(HypervolumeContributions({{1, 3}, {2, 2}, {3, 1}}, ref), (std::vector<double>{1, 1, 1}));
+  EXPECT_EQ(HypervolumeContributions({{1, 3}, {2, 2}, {3, 1}}, ref),
+            (std::vector<double>{1, 1, 1}));
   // Duplicates and dominated points add nothing.
-  EXPECT_EQ(HypervolumeContributions({{2, 2}, {2, 2}, {3, 3}}, ref), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(HypervolumeContributions({{2, 2}, {2, 2}, {3, 3}}, ref),
+            (std::vector<double>{0, 0, 0}));
   // Alone: 3, 4, 3. (2, 2) first; then each of the others adds 1, the lower index wins.
   EXPECT_EQ(GreedyHypervolumeSubset({{1, 3}, {2, 2}, {3, 1}}, 2, ref), (std::vector<int>{1, 0}));
   // With (2, 2) chosen, (0.5, 3.5) adds 1.5 * 0.5 = 0.75, (3, 1) adds 1.
-  EXPECT_EQ(GreedyHypervolumeSubset({{0.5, 3.5}, {2, 2}, {3, 1}}, 3, ref), (std::vector<int>{1, 2, 0}));
+  EXPECT_EQ(GreedyHypervolumeSubset({{0.5, 3.5}, {2, 2}, {3, 1}}, 3, ref),
+            (std::vector<int>{1, 2, 0}));
 }
 
 TEST(ParetoTest, MotpeReferencePoint) {
