@@ -117,6 +117,16 @@ test("overrides of the label key, values, replicas and GPU resources take effect
   assert.equal(find(objects, "NetworkPolicy", "-scheduler").spec.ingress[1].from[0].namespaceSelector.matchLabels["kubernetes.io/metadata.name"], "monitoring");
 });
 
+test("worker labels reach --labels, sorted, so that studies can select boards", () => {
+  const objects = render(["--set", "cpuWorker.labels.board=pi4", "--set", "cpuWorker.labels.site=lab",
+                          "--set", "gpuWorker.labels.board=orin-nano"]);
+  assert.ok(container(find(objects, "Deployment", "-cpu-worker")).args.includes("--labels=board=pi4,site=lab"));
+  assert.ok(container(find(objects, "Deployment", "-gpu-worker")).args.includes("--labels=board=orin-nano"));
+  for (const worker of ["-cpu-worker", "-gpu-worker"]) {
+    assert.ok(!container(find(render(), "Deployment", worker)).args.some((arg) => arg.startsWith("--labels")), worker);
+  }
+});
+
 test("probes point at ports the containers declare", () => {
   for (const args of [[], ...ciValues.map((f) => ["-f", path.join(chart, "ci", f)])]) {
     for (const deployment of render(args).filter((o) => o.kind === "Deployment")) {
@@ -196,6 +206,7 @@ test("the schema rejects malformed values with a message that names them", () =>
     [["--set", "security.tls.enabled=true"], "/security/tls/secretName"],
     [["--set", "security.token.enabled=true"], "/security/tls/enabled"],
     [["--set", "security.tls.insecure=true"], "insecure"],
+    [["--set", "cpuWorker.labels.board=pi 4"], "/cpuWorker/labels"],
   ];
   for (const [args, field] of cases) assert.match(renderFails(args), new RegExp(field.replace(/[/]/g, "\\/")), args.join(" "));
 });
