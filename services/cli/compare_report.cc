@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -221,8 +222,12 @@ void SummarizeFronts(v1::CompareReport& report) {
     if (objective.has_reference()) {
       reference[i] = minimize[i] ? objective.reference() : -objective.reference();
     }
-    report.add_pareto_reference_point(minimize[i] ? reference[i] : -reference[i]);
   }
+  // Neither run completed a feasible trial and no reference was given: nothing to measure.
+  if (!std::all_of(reference.begin(), reference.end(), [](double r) { return std::isfinite(r); })) {
+    return;
+  }
+  for (int i = 0; i < m; ++i) report.add_pareto_reference_point(minimize[i] ? reference[i] : -reference[i]);
   for (int run = 0; run < 2; ++run) {
     v1::RunSummary& summary =
         *(run == 0 ? report.mutable_sequential() : report.mutable_framework())->mutable_summary();

@@ -53,7 +53,8 @@ std::string ParetoTable(const v1::Study& study, const v1::GetParetoFrontResponse
   if (front.reference_point_size() > 0) {
     std::vector<std::string> reference;
     for (double r : front.reference_point()) reference.push_back(absl::StrFormat("%.6g", r));
-    absl::StrAppendFormat(&out, ", hypervolume %.6g from (%s)", front.hypervolume(),
+    absl::StrAppendFormat(&out, ", hypervolume %s%.6g from (%s)",
+                          front.hypervolume_estimated() ? "~" : "", front.hypervolume(),
                           absl::StrJoin(reference, ", "));
   }
   absl::StrAppend(&out, "\n");
@@ -133,10 +134,18 @@ absl::StatusOr<std::vector<std::string>> DrawParetoPlot(const v1::Study& study,
     return absl::FailedPreconditionError(
         absl::StrCat("study \"", spec.name(), "\" has one objective: there is no front to draw"));
   }
+  if (dir.find('\'') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot draw plots in a path with a quote in it: ", dir));
+  }
   std::vector<const v1::Trial*> feasible, infeasible, on_front;
   for (const v1::Trial& trial : trials) {
     if (trial.state() != v1::Trial::COMPLETED) continue;
     (trial.infeasible() ? infeasible : feasible).push_back(&trial);
+  }
+  if (feasible.empty() && infeasible.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("study \"", spec.name(), "\" has no completed trial yet: nothing to draw"));
   }
   for (const v1::Trial& trial : front.trials()) on_front.push_back(&trial);
   // Along the first objective, so that the front reads left to right in the data file.
@@ -146,7 +155,10 @@ absl::StatusOr<std::vector<std::string>> DrawParetoPlot(const v1::Study& study,
   const std::filesystem::path root(dir);
   std::error_code error;
   std::filesystem::create_directories(root / "data", error);
-  if (error) return absl::InternalError(absl::StrCat("cannot create ", (root / "data").string()));
+  if (error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create ", (root / "data").string(), ": ", error.message()));
+  }
   RETURN_IF_ERROR(WriteTextFile((root / "data" / "trials.dat").string(),
                                 Rows(spec, feasible, "feasible completed trials")));
   RETURN_IF_ERROR(WriteTextFile((root / "data" / "infeasible.dat").string(),

@@ -42,8 +42,10 @@ std::string ProgressLine(const v1::Study& study) {
   if (study.trials_pruned() > 0) absl::StrAppend(&line, " (", study.trials_pruned(), " pruned)");
   absl::StrAppend(&line, "  ", study.trials_running(), " running");
   if (spec.objectives_size() >= 2) {
-    absl::StrAppend(&line, absl::StrFormat("  front %d, hypervolume %.6g",
-                                           study.pareto_front_size(), study.hypervolume()));
+    absl::StrAppend(&line, absl::StrFormat("  front %d, hypervolume %s%.6g",
+                                           study.pareto_front_size(),
+                                           study.hypervolume_estimated() ? "~" : "",
+                                           study.hypervolume()));
   } else if (study.has_best_trial() && study.best_trial().has_objective_value()) {
     absl::StrAppend(&line, absl::StrFormat("  best %s %.6g", spec.objective().metric(),
                                            study.best_trial().objective_value()));

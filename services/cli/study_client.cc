@@ -128,10 +128,20 @@ absl::StatusOr<v1::Trial> StudyClient::GetBestTrial(const std::string& study) {
 absl::StatusOr<v1::GetParetoFrontResponse> StudyClient::GetParetoFront(const std::string& study) {
   v1::GetParetoFrontRequest request;
   request.set_study(study);
-  return Unary<v1::GetParetoFrontResponse>(
-      NewContext(), [&](grpc::ClientContext* c, v1::GetParetoFrontResponse* r) {
-        return stub_->GetParetoFront(c, request, r);
-      });
+  v1::GetParetoFrontResponse front;
+  do {
+    absl::StatusOr<v1::GetParetoFrontResponse> page = Unary<v1::GetParetoFrontResponse>(
+        NewContext(), [&](grpc::ClientContext* c, v1::GetParetoFrontResponse* r) {
+          return stub_->GetParetoFront(c, request, r);
+        });
+    if (!page.ok()) return page.status();
+    for (v1::Trial& trial : *page->mutable_trials()) *front.add_trials() = std::move(trial);
+    front.set_hypervolume(page->hypervolume());
+    front.set_hypervolume_estimated(page->hypervolume_estimated());
+    *front.mutable_reference_point() = page->reference_point();
+    request.set_page_token(page->next_page_token());
+  } while (!request.page_token().empty());
+  return front;
 }
 
 absl::Status StudyClient::Watch(const std::string& name,

@@ -33,6 +33,7 @@ class StudyClient {
   // Every trial of the study in number order (all pages).
   absl::StatusOr<std::vector<v1::Trial>> ListTrials(const std::string& study);
   absl::StatusOr<v1::Trial> GetBestTrial(const std::string& study);
+  // The whole front (all pages), with its hypervolume as of the last page.
   absl::StatusOr<v1::GetParetoFrontResponse> GetParetoFront(const std::string& study);
   // Blocks until the stream ends: OK when the study ended, CANCELLED after Cancel().
   absl::Status Watch(const std::string& name,

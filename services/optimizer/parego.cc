@@ -20,24 +20,15 @@ ParEgo::ParEgo(SearchSpace space, uint64_t seed, std::vector<bool> minimize,
       scalar_(space, seed, /*minimize=*/true, options) {}
 
 std::vector<double> ParEgo::Weights(size_t trials) const {
-  // Uniform on the simplex: the sorted spacings of m - 1 coordinates in [0, 1). The coordinates
-  // follow a Kronecker (R_d) sequence in the trial number, shifted by the seed, so successive
-  // suggestions spread their weights evenly instead of clustering as independent draws do.
-  const size_t m = minimize_.size();
-  const size_t d = m - 1;
-  double phi = 2;  // The root of x^(d+1) = x + 1 (the golden ratio for d = 1).
-  for (int i = 0; i < 50; ++i) phi = std::pow(1 + phi, 1.0 / static_cast<double>(d + 1));
-  std::mt19937_64 generator = SeededGenerator(seed_, kParEgoStream, 0);
-  std::vector<double> cut = {0.0, 1.0};
-  double alpha = 1;
-  for (size_t k = 0; k < d; ++k) {
-    alpha /= phi;
-    const double shift = UniformUnit(generator);
-    cut.push_back(std::fmod(shift + alpha * static_cast<double>(trials), 1.0));
+  // Uniform on the simplex: normalised exponential draws (a flat Dirichlet).
+  std::mt19937_64 generator = SeededGenerator(seed_, kParEgoStream, trials);
+  std::vector<double> weights(minimize_.size());
+  double total = 0;
+  for (double& w : weights) {
+    w = -std::log(1.0 - UniformUnit(generator));
+    total += w;
   }
-  std::sort(cut.begin(), cut.end());
-  std::vector<double> weights(m);
-  for (size_t k = 0; k < m; ++k) weights[k] = cut[k + 1] - cut[k];
+  for (double& w : weights) w /= total;
   return weights;
 }
 

@@ -38,8 +38,11 @@ absl::Status CheckObjective(const v1::StudySpec& spec, const v1::Objective& obje
   if (objective.goal() == v1::Objective::GOAL_UNSPECIFIED) {
     return Invalid(field + ".goal", "is required: MINIMIZE or MAXIMIZE");
   }
-  if (objective.has_reference() && !std::isfinite(objective.reference())) {
-    return Invalid(field + ".reference", "must be a finite number");
+  if (objective.has_reference() &&
+      !(std::abs(objective.reference()) <= kMaxReferenceMagnitude)) {
+    return Invalid(field + ".reference",
+                   absl::StrCat("must be a number between -", kMaxReferenceMagnitude, " and ",
+                                kMaxReferenceMagnitude));
   }
   return absl::OkStatus();
 }
@@ -106,6 +109,10 @@ absl::Status ValidateObjectives(v1::StudySpec& spec) {
         objective.set_goal(kind == v1::Model::FUNCTION ? v1::Objective::MINIMIZE
                                                        : v1::Objective::MAXIMIZE);
       }
+    }
+    if (objective.has_reference()) {
+      return Invalid("objective.reference",
+                     "is the hypervolume's reference point, for studies with several objectives");
     }
     return CheckObjective(spec, objective, "objective");
   }

@@ -16,6 +16,8 @@ namespace dhpt::scheduler {
 // a Pareto front is most of the trials anyway.
 inline constexpr int kMaxObjectives = 6;
 inline constexpr int kMaxConstraints = 16;
+// Larger references would overflow the hypervolume (a product over up to six objectives).
+inline constexpr double kMaxReferenceMagnitude = 1e15;
 
 // The metrics a completed trial of this spec reports: its model's (ReportedMetrics; f1..fM for
 // a multi-objective FUNCTION), and those only some workers measure (GPU, power rails).

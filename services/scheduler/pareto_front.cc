@@ -1,7 +1,9 @@
 #include "services/scheduler/pareto_front.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <random>
 
 #include "services/optimizer/pareto.h"
 
@@ -63,10 +65,47 @@ std::vector<double> ParetoFront::reference_point() const {
   std::vector<double> reference(maximize_.size());
   for (size_t i = 0; i < reference.size(); ++i) {
     const double minimised = fixed_reference_[i] ? *fixed_reference_[i] : worst_[i];
+    // No feasible trial yet, and no reference given: there is no point to show.
+    if (!std::isfinite(minimised)) return {};
     reference[i] = maximize_[i] ? -minimised : minimised;
   }
   return reference;
 }
+
+namespace {
+
+// The share of the box [ideal, reference] that the points dominate, from `samples` uniform
+// draws of a generator seeded by the front itself, times the box's volume.
+double EstimatedHypervolume(const std::vector<std::vector<double>>& points,
+                            const std::vector<double>& reference, int samples) {
+  const size_t m = reference.size();
+  std::vector<double> ideal = reference;
+  for (const std::vector<double>& p : points) {
+    for (size_t i = 0; i < m; ++i) ideal[i] = std::min(ideal[i], p[i]);
+  }
+  double box = 1;
+  for (size_t i = 0; i < m; ++i) box *= reference[i] - ideal[i];
+  if (!(box > 0)) return 0;
+  std::mt19937_64 random(points.size() * 1'000'003 + m);
+  std::vector<std::uniform_real_distribution<double>> axes;
+  for (size_t i = 0; i < m; ++i) axes.emplace_back(ideal[i], reference[i]);
+  std::vector<double> z(m);
+  int dominated = 0;
+  for (int s = 0; s < samples; ++s) {
+    for (size_t i = 0; i < m; ++i) z[i] = axes[i](random);
+    for (const std::vector<double>& p : points) {
+      bool below = true;
+      for (size_t i = 0; i < m && below; ++i) below = p[i] <= z[i];
+      if (below) {
+        ++dominated;
+        break;
+      }
+    }
+  }
+  return box * dominated / samples;
+}
+
+}  // namespace
 
 double ParetoFront::hypervolume() const {
   if (hypervolume_) return *hypervolume_;
@@ -75,8 +114,37 @@ double ParetoFront::hypervolume() const {
   for (size_t i = 0; i < reference.size(); ++i) {
     reference[i] = fixed_reference_[i] ? *fixed_reference_[i] : worst_[i];
   }
-  hypervolume_ = optimizer::Hypervolume(points_, reference);
+  // Only points strictly inside the reference add volume (and bound the estimate's box).
+  // Sorted, so that the floating-point sums do not depend on the order trials completed in: a
+  // restarted scheduler, which replays them by number, reports the very same value.
+  std::vector<std::vector<double>> inside;
+  for (const std::vector<double>& p : points_) {
+    bool strictly = true;
+    for (size_t i = 0; i < p.size(); ++i) strictly = strictly && p[i] < reference[i];
+    if (strictly) inside.push_back(p);
+  }
+  std::sort(inside.begin(), inside.end());
+  const double n = static_cast<double>(inside.size());
+  const double m = static_cast<double>(reference.size());
+  estimated_ = m >= 4 && std::pow(n, m - 2) * std::log2(n + 2) > kExactHypervolumeBudget;
+  if (inside.empty()) {
+    hypervolume_ = 0;
+  } else if (estimated_) {
+    const int samples = static_cast<int>(std::clamp(kEstimateBudget / (n * m),
+                                                    double{kMinEstimateSamples},
+                                                    double{kMaxEstimateSamples}));
+    hypervolume_ = EstimatedHypervolume(inside, reference, samples);
+  } else {
+    hypervolume_ = optimizer::Hypervolume(inside, reference);
+  }
+  // Objectives of astronomic spread can overflow the product; JSON has no infinity.
+  if (!std::isfinite(*hypervolume_)) hypervolume_ = std::numeric_limits<double>::max();
   return *hypervolume_;
+}
+
+bool ParetoFront::hypervolume_estimated() const {
+  hypervolume();
+  return estimated_;
 }
 
 }  // namespace dhpt::scheduler

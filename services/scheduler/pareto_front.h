@@ -11,6 +11,14 @@
 
 namespace dhpt::scheduler {
 
+// The exact hypervolume costs O(n^(m-2) log n) for m >= 4 objectives: past this many steps the
+// front gets a seeded Monte Carlo estimate instead, whose cost is bounded too, so that
+// GetStudy never stalls the scheduler on a large front of many objectives.
+inline constexpr double kExactHypervolumeBudget = 2e6;
+inline constexpr double kEstimateBudget = 2e7;  // Samples x front size x objectives.
+inline constexpr int kMinEstimateSamples = 1000;
+inline constexpr int kMaxEstimateSamples = 100000;
+
 class ParetoFront {
  public:
   // The study's objectives' directions and hypervolume references; a single-objective spec
@@ -25,6 +33,8 @@ class ParetoFront {
   const std::vector<uint64_t>& trial_ids() const { return ids_; }
   // The hypervolume the front dominates up to reference_point(); 0 while the front is empty.
   double hypervolume() const;
+  // Whether hypervolume() is a Monte Carlo estimate (see kExactHypervolumeBudget).
+  bool hypervolume_estimated() const;
   // Per objective, in the spec's units: the objective's `reference`, or the worst value among
   // the feasible completed trials.
   std::vector<double> reference_point() const;
@@ -41,6 +51,7 @@ class ParetoFront {
   std::vector<std::vector<double>> points_;  // Minimised values of the front, as ids_.
   // Computed on demand; unset when the front or the reference changed.
   mutable std::optional<double> hypervolume_;
+  mutable bool estimated_ = false;
 };
 
 }  // namespace dhpt::scheduler

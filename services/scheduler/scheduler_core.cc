@@ -453,22 +453,42 @@ absl::StatusOr<v1::Trial> SchedulerCore::GetBestTrial(absl::string_view name) co
 }
 
 absl::StatusOr<v1::GetParetoFrontResponse> SchedulerCore::GetParetoFront(
-    absl::string_view name) const {
+    absl::string_view name, int page_size, absl::string_view page_token) const {
+  ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultTrialPageSize, kMaxTrialPageSize));
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
-  v1::GetParetoFrontResponse front;
+  const std::string filter = absl::StrCat(name, "|", study->order);
+  ASSIGN_OR_RETURN(const uint64_t start, PagePosition(page_token, "front", filter));
+  // One objective: the front is the best trial, when it is feasible (as Vizier answers).
+  std::vector<const TrialEntry*> members;
   if (study->spec.objectives_size() < 2) {
-    // One objective: the front is the best trial, when it is feasible (as Vizier answers).
     if (study->best && !trials_.at(*study->best).trial.infeasible()) {
-      *front.add_trials() = FullTrialLocked(trials_.at(*study->best));
+      members.push_back(&trials_.at(*study->best));
     }
-    return front;
+  } else {
+    for (uint64_t id : study->front->trial_ids()) members.push_back(&trials_.at(id));
   }
-  for (uint64_t id : study->front->trial_ids()) *front.add_trials() = FullTrialLocked(trials_.at(id));
-  std::sort(front.mutable_trials()->begin(), front.mutable_trials()->end(),
-            [](const v1::Trial& a, const v1::Trial& b) { return a.number() < b.number(); });
-  front.set_hypervolume(study->front->hypervolume());
-  for (double coordinate : study->front->reference_point()) front.add_reference_point(coordinate);
+  std::sort(members.begin(), members.end(), [](const TrialEntry* a, const TrialEntry* b) {
+    return a->trial.number() < b->trial.number();
+  });
+  v1::GetParetoFrontResponse front;
+  size_t bytes = 0;
+  for (const TrialEntry* member : members) {
+    const uint64_t number = static_cast<uint64_t>(member->trial.number());
+    if (number < start) continue;
+    if (front.trials_size() >= size || bytes >= kMaxPageBytes) {
+      front.set_next_page_token(PageToken("front", filter, number));
+      break;
+    }
+    v1::Trial* trial = front.add_trials();
+    *trial = FullTrialLocked(*member);
+    bytes += trial->ByteSizeLong();
+  }
+  if (study->spec.objectives_size() >= 2) {
+    front.set_hypervolume(study->front->hypervolume());
+    front.set_hypervolume_estimated(study->front->hypervolume_estimated());
+    for (double coordinate : study->front->reference_point()) front.add_reference_point(coordinate);
+  }
   return front;
 }
 
@@ -1396,6 +1416,7 @@ v1::Study SchedulerCore::BuildStudyLocked(const StudyEntry& study) const {
   if (study.spec.objectives_size() >= 2) {
     out.set_pareto_front_size(static_cast<int32_t>(study.front->trial_ids().size()));
     out.set_hypervolume(study.front->hypervolume());
+    out.set_hypervolume_estimated(study.front->hypervolume_estimated());
   }
   if (study.best) *out.mutable_best_trial() = FullTrialLocked(trials_.at(*study.best));
   *out.mutable_create_time() = study.create_time;

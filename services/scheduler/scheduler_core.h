@@ -137,9 +137,11 @@ class SchedulerCore {
                                                  int page_size,
                                                  absl::string_view page_token) const;
   absl::StatusOr<v1::Trial> GetBestTrial(absl::string_view study) const;
-  // The non-dominated feasible completed trials, with their hypervolume (one objective: the
-  // best trial, if feasible).
-  absl::StatusOr<v1::GetParetoFrontResponse> GetParetoFront(absl::string_view study) const;
+  // One page of the non-dominated feasible completed trials in number order, with the whole
+  // front's hypervolume (one objective: the best trial, if feasible).
+  absl::StatusOr<v1::GetParetoFrontResponse> GetParetoFront(absl::string_view study,
+                                                            int page_size = 0,
+                                                            absl::string_view page_token = "") const;
   // Sends the study to `watcher` now and every change after; returns an id for Unwatch, or 0
   // when the study has already ended (OnEnd was called).
   absl::StatusOr<uint64_t> Watch(absl::string_view study, StudyWatcher* watcher);

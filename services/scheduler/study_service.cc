@@ -213,7 +213,9 @@ grpc::ServerUnaryReactor* StudyServiceImpl::GetBestTrial(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* StudyServiceImpl::GetParetoFront(
     grpc::CallbackServerContext* context, const v1::GetParetoFrontRequest* request,
     v1::GetParetoFrontResponse* response) {
-  return Authorized(context, response, [&] { return core_->GetParetoFront(request->study()); });
+  return Authorized(context, response, [&] {
+    return core_->GetParetoFront(request->study(), request->page_size(), request->page_token());
+  });
 }
 
 grpc::ServerWriteReactor<v1::StudyEvent>* StudyServiceImpl::WatchStudy(

@@ -204,6 +204,14 @@ TEST(CompareReportTest, FrontsOfBothRunsAreMeasuredFromOneReferencePoint) {
   EXPECT_THAT(table, ::testing::HasSubstr("Pareto front (trials)"));
   EXPECT_THAT(table, ::testing::HasSubstr("hypervolume (same reference)"));
   EXPECT_THAT(table, ::testing::Not(::testing::HasSubstr("best r2")));
+
+  // With no feasible trial in either run and no references, there is nothing to measure from.
+  v1::CompareReport none;
+  *none.mutable_spec() = report.spec();
+  *none.mutable_framework()->add_trials() = TwoObjectiveTrial(1.0, 1, /*infeasible=*/true);
+  Conclude(none, 2);
+  EXPECT_EQ(none.pareto_reference_point_size(), 0);
+  EXPECT_FALSE(none.framework().summary().has_hypervolume());
 }
 
 }  // namespace

@@ -97,6 +97,24 @@ TEST(ParetoReportTest, DrawsThePlotWithGnuplot) {
   EXPECT_THAT(all, HasSubstr("0.97 9 3\n"));
 }
 
+TEST(ParetoReportTest, NothingToDrawAndUnusableFoldersAreClearErrors) {
+  testing::TempDirectory directory;
+  const std::string dir = directory.path() + "/plots";
+  std::vector<v1::Trial> failed(1);
+  failed[0].set_state(v1::Trial::FAILED);
+  absl::Status status = DrawParetoPlot(EdgeStudy(2), failed, {}, dir).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("no completed trial yet"));
+  const std::vector<v1::Trial> trials = {Trial(0, 0.9, 10, 1000)};
+  status = DrawParetoPlot(EdgeStudy(2), trials, {}, directory.path() + "/it's").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(directory.path() + "/it's")) << "refused before writing";
+  std::ofstream(directory.path() + "/file") << "x";
+  status = DrawParetoPlot(EdgeStudy(2), trials, {}, directory.path() + "/file/sub").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("Not a directory"));
+}
+
 TEST(ParetoReportTest, ASingleObjectiveStudyHasNoPlot) {
   v1::Study study;
   study.mutable_spec()->set_name("one");

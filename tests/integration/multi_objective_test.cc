@@ -91,6 +91,22 @@ TEST(MultiObjectiveTest, EachAlgorithmFindsAFrontTheTrialsConfirm) {
                                [](const v1::Trial& a, const v1::Trial& b) {
                                  return a.number() < b.number();
                                }));
+    // In pages of two, the same front.
+    std::set<uint64_t> paged;
+    std::string token;
+    int pages = 0;
+    do {
+      absl::StatusOr<v1::GetParetoFrontResponse> page = cluster.core().GetParetoFront(name, 2, token);
+      ASSERT_TRUE(page.ok()) << page.status();
+      ASSERT_LE(page->trials_size(), 2);
+      for (const v1::Trial& t : page->trials()) EXPECT_TRUE(paged.insert(t.id()).second);
+      EXPECT_DOUBLE_EQ(page->hypervolume(), front->hypervolume());
+      token = page->next_page_token();
+      ++pages;
+    } while (!token.empty() && pages < 100);
+    EXPECT_EQ(paged, Ids(*front));
+    EXPECT_EQ(cluster.core().GetParetoFront(name, 2, "bogus").status().code(),
+              absl::StatusCode::kInvalidArgument);
   }
 }
 

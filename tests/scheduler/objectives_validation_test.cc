@@ -76,7 +76,12 @@ TEST(ObjectivesValidationTest, RefusesWhatCannotWork) {
        "objectives[1].metric: \"speed\" is not reported by XGBOOST trials"},
       {R"pb(objectives { metric: "r2" goal: MAXIMIZE }
             objectives { metric: "model_bytes" goal: MINIMIZE reference: inf })pb",
-       "objectives[1].reference: must be a finite number"},
+       "objectives[1].reference: must be a number between -1e+15 and 1e+15"},
+      {R"pb(objectives { metric: "r2" goal: MAXIMIZE }
+            objectives { metric: "model_bytes" goal: MINIMIZE reference: 1e300 })pb",
+       "objectives[1].reference: must be a number between"},
+      {R"pb(objective { metric: "r2" goal: MAXIMIZE reference: 0 })pb",
+       "objective.reference: is the hypervolume's reference point"},
       {R"pb(objectives { metric: "r2" goal: MAXIMIZE } objectives { metric: "mse" goal: MINIMIZE }
             early_stopping { median {} })pb",
        "early_stopping: is for studies with one objective"},
