@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../build"
 runs=${1:-20}
-tests=${2:-'^(HardeningTest|DurabilityTest|FaultsTest|StudyFlowTest|ApiTest|SecurityTest|ReflectionTest|EarlyStoppingFlowTest|SchedulerCoreTest)\.'}
+tests=${2:-'^(HardeningTest|DurabilityTest|FaultsTest|StudyFlowTest|ApiTest|SecurityTest|ReflectionTest|EarlyStoppingFlowTest|SchedulerCoreTest|MultiObjectiveTest|ParetoFrontTest)\.'}
 (while :; do :; done) &
 busy=$!
 trap 'kill $busy' EXIT
