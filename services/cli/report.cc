@@ -142,7 +142,10 @@ std::string StudiesTable(const std::vector<v1::Study>& studies) {
                v1::Algorithm::Name_Name(s.spec().algorithm().name()),
                absl::StrCat(done, "/", s.spec().max_trials()), absl::StrCat(s.trials_pruned()),
                absl::StrCat(s.trials_failed()), absl::StrCat(s.trials_running()),
-               s.has_best_trial() ? absl::StrFormat("%.6g", s.best_trial().objective_value()) : ""});
+               s.spec().objectives_size() >= 2
+                   ? absl::StrFormat("front %d", s.pareto_front_size())
+                   : s.has_best_trial() ? absl::StrFormat("%.6g", s.best_trial().objective_value())
+                                        : ""});
   }
   return table.Render();
 }

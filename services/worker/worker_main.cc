@@ -299,10 +299,11 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   std::thread connection([&client] { client.Run(); });
   std::vector<std::string> model_names;
   for (v1::Model::Kind model : setup->models) model_names.push_back(v1::Model::Kind_Name(model));
-  DHPT_LOG_INFO("%s %s: %s device %s, runs %s; %d slots x %d threads, scheduler %s", kind.binary,
-                worker_id, v1::WorkerCapabilities::DeviceKind_Name(setup->device_kind),
+  DHPT_LOG_INFO("%s %s: %s device %s, runs %s; %d slots x %d threads, scheduler %s, labels %s",
+                kind.binary, worker_id, v1::WorkerCapabilities::DeviceKind_Name(setup->device_kind),
                 setup->device_name, absl::StrJoin(model_names, ", "), slots, threads,
-                options.scheduler_address);
+                options.scheduler_address,
+                labels->empty() ? "none" : absl::StrJoin(*labels, ",", absl::PairFormatter("=")));
   DHPT_LOG_INFO("CSV datasets: %s; at most %d bytes per file, %d bytes per dataset in memory",
                 data.data_roots.empty() ? "none (no --data_root)"
                                         : absl::StrCat("under ", absl::StrJoin(data.data_roots, ", ")),
