@@ -79,8 +79,8 @@ const std::map<std::string, Command>& Commands() {
         "demo\nXGBoost study when none is given), shows live progress, prints the results, and "
         "stops every\nprocess it started (Ctrl-C included). AUTOENCODER studies get one GPU worker "
         "and no CPU\nworkers unless told otherwise. Demos: xgboost, random-forest, autoencoder, "
-        "branin,\nxgboost-edge (r2 against inference time, within a latency and size budget; "
-        "--plot=DIR draws its front).\nWorkers read CSV datasets only under --data-root (default: the current "
+        "branin,\nxgboost-edge (r2 against inference time and model size, within a latency and size "
+        "budget;\n--plot=DIR draws its front).\nWorkers read CSV datasets only under --data-root (default: the current "
         "directory)."}},
       {"compare",
        {"dhpt compare [--study=FILE | --demo=NAME] [--workers=N] [--gpu-workers=M] [--slots=N]\n"

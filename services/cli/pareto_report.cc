@@ -165,8 +165,8 @@ absl::StatusOr<std::vector<std::string>> DrawParetoPlot(const v1::Study& study,
                                 Rows(spec, infeasible, "infeasible completed trials")));
   RETURN_IF_ERROR(WriteTextFile((root / "data" / "front.dat").string(),
                                 Rows(spec, on_front, "the Pareto front")));
-  // The axes frame the front with as much again around it: trials far from it (an r2 of -4)
-  // would otherwise squeeze the front into a corner.
+  // The axes frame the front with a tenth of its spread around it: trials far from it (an r2
+  // of -4) would otherwise squeeze the front into a corner.
   std::vector<std::pair<double, double>> ranges;
   const int m = static_cast<int>(Objectives(spec).size());
   const bool complete = std::all_of(on_front.begin(), on_front.end(), [&](const v1::Trial* t) {
@@ -178,8 +178,9 @@ absl::StatusOr<std::vector<std::string>> DrawParetoPlot(const v1::Study& study,
       low = std::min(low, trial->objective_values(i));
       high = std::max(high, trial->objective_values(i));
     }
-    const double margin = high > low ? (high - low) * 0.5 : std::max(std::abs(low) * 0.1, 1e-9);
-    ranges.emplace_back(low - margin, high + margin);
+    const double margin = high > low ? (high - low) * 0.1 : std::max(std::abs(low) * 0.1, 1e-9);
+    // Sizes and latencies are never negative: an axis of them starts at 0 at the lowest.
+    ranges.emplace_back(low >= 0 ? std::max(0.0, low - margin) : low - margin, high + margin);
   }
   std::vector<std::string> files;
   for (const std::string terminal : {"svg", "pngcairo"}) {
