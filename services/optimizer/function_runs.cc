@@ -5,14 +5,23 @@
 
 namespace dhpt::optimizer {
 
-SearchSpace FunctionSpace(const BenchmarkFunction& function, int d) {
+namespace {
+
+// x1..xd over the function's usual domain.
+SearchSpace SpaceOf(std::pair<double, double> (*bounds)(int i, int d), int d) {
   std::vector<ParameterSpec> parameters;
   for (int i = 0; i < d; ++i) {
-    auto [lo, hi] = function.bounds(i, d);
+    auto [lo, hi] = bounds(i, d);
     parameters.push_back({.name = "x" + std::to_string(i + 1), .kind = ParameterKind::kDouble,
                           .min = lo, .max = hi});
   }
   return SearchSpace(parameters);
+}
+
+}  // namespace
+
+SearchSpace FunctionSpace(const BenchmarkFunction& function, int d) {
+  return SpaceOf(function.bounds, d);
 }
 
 std::vector<double> BestSoFar(const OptimizerConfig& config, const BenchmarkFunction& function,
@@ -38,13 +47,7 @@ std::vector<double> BestSoFar(const OptimizerConfig& config, const BenchmarkFunc
 }
 
 SearchSpace FunctionSpace(const MultiObjectiveFunction& function, int d) {
-  std::vector<ParameterSpec> parameters;
-  for (int i = 0; i < d; ++i) {
-    auto [lo, hi] = function.bounds(i, d);
-    parameters.push_back({.name = "x" + std::to_string(i + 1), .kind = ParameterKind::kDouble,
-                          .min = lo, .max = hi});
-  }
-  return SearchSpace(parameters);
+  return SpaceOf(function.bounds, d);
 }
 
 std::vector<std::vector<double>> ObjectivesRun(OptimizerConfig config,

@@ -6,31 +6,14 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
+#include "tests/worker/fake_root.h"
 
 namespace dhpt::worker {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A throwaway directory laid out like a board's / (sysfs files only).
-class FakeRoot {
- public:
-  FakeRoot()
-      : path_(fs::temp_directory_path() / ("dhpt-fake-rails-" + std::to_string(getpid()) + "-" +
-                                           std::to_string(counter_++))) {
-    fs::create_directories(path_);
-  }
-  ~FakeRoot() { fs::remove_all(path_); }
-  void Write(const std::string& relative, const std::string& text) {
-    fs::create_directories((path_ / relative).parent_path());
-    std::ofstream(path_ / relative, std::ios::binary) << text;
-  }
-  std::string path() const { return path_.string(); }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
+using ::dhpt::worker::testing::FakeRoot;
 
 // The Nano (L4T 32): NVIDIA's ina3221x IIO driver, power in milliwatts per rail.
 constexpr char kNano[] = "sys/bus/i2c/drivers/ina3221x/6-0040/iio:device0/";
