@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
       {"dhpt NSGA2", {.algorithm = Algorithm::kNsga2}},
       {"dhpt TPE", {.algorithm = Algorithm::kTpe}},
       {"dhpt TPE multivariate", {.algorithm = Algorithm::kTpe, .tpe = {.multivariate = true}}},
-      {"dhpt BAYESIAN", {.algorithm = Algorithm::kBayesian}},
+      {"dhpt BAYESIAN",
+       {.algorithm = Algorithm::kBayesian, .bayesian = {.max_fit_points = kParEgoMaxFitPoints}}},
   };
   std::vector<int> checkpoints;
   for (int c : {100, 200}) {

@@ -99,7 +99,9 @@ void MultiObjectiveSuggest(benchmark::State& state, Algorithm algorithm) {
   std::vector<TrialRecord> shorter(fixture.trials.begin(), fixture.trials.end() - 1);
   absl::flat_hash_set<std::string> shorter_keys;
   for (const TrialRecord& trial : shorter) shorter_keys.insert(fixture.space.Key(trial.point));
-  OptimizerConfig config{.algorithm = algorithm, .seed = 1, .objectives_minimize = {true, true}};
+  // As the scheduler runs multi-objective studies (ParEGO's default fit cap).
+  OptimizerConfig config{.algorithm = algorithm, .seed = 1, .objectives_minimize = {true, true},
+                         .bayesian = {.max_fit_points = kParEgoMaxFitPoints}};
   std::unique_ptr<Optimizer> optimizer = *MakeOptimizer(fixture.space, config);
   for (auto _ : state) {
     state.PauseTiming();

@@ -70,6 +70,12 @@ struct HillClimbingOptions {
   double flip_probability = 0.2;
 };
 
+// ParEGO's default for max_fit_points (multi-objective BAYESIAN studies get it from spec
+// validation): in bench/multi_objective_quality_bench a GP on 40 points of the scalarised
+// history matched 128 points' hypervolume (ZDT1 and ZDT2 within 1%, DTLZ2 2% lower at 200
+// trials) at a sixth of the cost: 4.6 ms per suggestion at 1,000 trials instead of 28 ms.
+inline constexpr int kParEgoMaxFitPoints = 40;
+
 struct BayesianOptions {
   int n_startup_trials = 10;
   int candidates = 512;

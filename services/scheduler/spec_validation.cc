@@ -321,7 +321,7 @@ absl::Status ValidateTpe(v1::Algorithm& algorithm) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateBayesian(v1::Algorithm& algorithm) {
+absl::Status ValidateBayesian(v1::Algorithm& algorithm, bool multi_objective) {
   if (algorithm.name() != v1::Algorithm::BAYESIAN) {
     if (algorithm.has_bayesian()) return Invalid("algorithm.bayesian", "is only for BAYESIAN");
     return absl::OkStatus();
@@ -336,7 +336,9 @@ absl::Status ValidateBayesian(v1::Algorithm& algorithm) {
     return Invalid("algorithm.bayesian.candidates", "must be between 16 and 100000");
   }
   if (!bayesian.has_warp_objective()) bayesian.set_warp_objective(true);
-  if (bayesian.max_fit_points() == 0) bayesian.set_max_fit_points(128);
+  if (bayesian.max_fit_points() == 0) {
+    bayesian.set_max_fit_points(multi_objective ? optimizer::kParEgoMaxFitPoints : 128);
+  }
   if (bayesian.max_fit_points() < 8 || bayesian.max_fit_points() > 2000) {
     return Invalid("algorithm.bayesian.max_fit_points", "must be between 8 and 2000");
   }
@@ -391,7 +393,7 @@ absl::Status ValidateBudget(v1::StudySpec& spec, const SpecLimits& limits) {
       return Invalid("algorithm.name",
                      "must be RANDOM, GRID, TPE, BAYESIAN, HILL_CLIMBING or NSGA2");
   }
-  RETURN_IF_ERROR(ValidateBayesian(algorithm));
+  RETURN_IF_ERROR(ValidateBayesian(algorithm, spec.objectives_size() >= 2));
   RETURN_IF_ERROR(ValidateTpe(algorithm));
   RETURN_IF_ERROR(ValidateHillClimbing(algorithm));
   RETURN_IF_ERROR(ValidateNsga2(spec));

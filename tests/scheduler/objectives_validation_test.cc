@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "google/protobuf/text_format.h"
+#include "services/optimizer/optimizer.h"
 #include "services/scheduler/spec_validation.h"
 
 namespace dhpt::scheduler {
@@ -104,6 +105,19 @@ TEST(ObjectivesValidationTest, RefusesWhatCannotWork) {
   std::string many;
   for (int i = 0; i <= kMaxConstraints; ++i) many += R"pb(constraints { metric: "r2" min: 0 })pb";
   EXPECT_THAT(std::string(Error(many).message()), HasSubstr("more than the limit of 16"));
+}
+
+TEST(ObjectivesValidationTest, ParEgoFitsFewerPointsByDefaultThanSingleObjectiveBayesian) {
+  v1::StudySpec several = XgboostSpec(R"pb(objectives { metric: "r2" goal: MAXIMIZE }
+                                           objectives { metric: "model_bytes" goal: MINIMIZE })pb");
+  several.mutable_algorithm()->set_name(v1::Algorithm::BAYESIAN);
+  v1::StudySpec one = XgboostSpec("");
+  one.mutable_algorithm()->set_name(v1::Algorithm::BAYESIAN);
+  EXPECT_EQ(NormalizeStudySpec(several)->algorithm().bayesian().max_fit_points(),
+            optimizer::kParEgoMaxFitPoints);
+  EXPECT_EQ(NormalizeStudySpec(one)->algorithm().bayesian().max_fit_points(), 128);
+  several.mutable_algorithm()->mutable_bayesian()->set_max_fit_points(200);
+  EXPECT_EQ(NormalizeStudySpec(several)->algorithm().bayesian().max_fit_points(), 200);
 }
 
 TEST(ObjectivesValidationTest, Nsga2GetsOptunasDefaults) {
