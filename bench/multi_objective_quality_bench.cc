@@ -21,6 +21,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/quality_bench.h"
 #include "services/optimizer/function_runs.h"
 #include "services/optimizer/pareto.h"
 
@@ -39,19 +40,6 @@ struct Problem {
   int dims;
   std::vector<double> reference;
 };
-
-struct Contender {
-  std::string label;
-  OptimizerConfig config;
-};
-
-double Quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const double at = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(at));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (at - static_cast<double>(lo));
-}
 
 }  // namespace
 }  // namespace dhpt::optimizer

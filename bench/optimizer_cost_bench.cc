@@ -20,9 +20,11 @@ struct Fixture {
   absl::flat_hash_set<std::string> keys;
 };
 
-Fixture History(int finished) {
-  const BenchmarkFunction& f = *FindBenchmarkFunction("styblinski_tang");
-  Fixture fixture{FunctionSpace(f, kDims), {}, {}};
+// `finished` uniformly random points of `space` (the same ones for every optimiser), each with
+// its coordinates, for the caller to evaluate and record.
+template <typename Record>
+Fixture RandomHistory(SearchSpace space, int finished, const Record& record) {
+  Fixture fixture{std::move(space), {}, {}};
   std::mt19937_64 generator = SeededGenerator(7, 0, 0);
   for (int t = 0; t < finished; ++t) {
     std::vector<double> unit(kDims);
@@ -31,9 +33,16 @@ Fixture History(int finished) {
     std::vector<double> x;
     for (const ParameterValue& v : point) x.push_back(std::get<double>(v));
     fixture.keys.insert(fixture.space.Key(point));
-    fixture.trials.push_back({point, TrialStatus::kCompleted, f.evaluate(x)});
+    fixture.trials.push_back(record(std::move(point), x));
   }
   return fixture;
+}
+
+Fixture History(int finished) {
+  const BenchmarkFunction& f = *FindBenchmarkFunction("styblinski_tang");
+  return RandomHistory(FunctionSpace(f, kDims), finished, [&](Point point, const std::vector<double>& x) {
+    return TrialRecord{point, TrialStatus::kCompleted, f.evaluate(x)};
+  });
 }
 
 void Suggest(benchmark::State& state, Algorithm algorithm) {
@@ -77,19 +86,11 @@ void BM_TpeSuggestCold(benchmark::State& state) {
 // Multi-objective: ZDT1's two objectives on the same kind of random points, in 10 dimensions.
 Fixture MultiObjectiveHistory(int finished) {
   const MultiObjectiveFunction& f = *FindMultiObjectiveFunction("zdt1");
-  Fixture fixture{FunctionSpace(f, kDims), {}, {}};
-  std::mt19937_64 generator = SeededGenerator(7, 0, 0);
-  for (int t = 0; t < finished; ++t) {
-    std::vector<double> unit(kDims);
-    for (double& u : unit) u = UniformUnit(generator);
-    Point point = fixture.space.FromUnitPoint(unit);
-    std::vector<double> x, values(2);
-    for (const ParameterValue& v : point) x.push_back(std::get<double>(v));
+  return RandomHistory(FunctionSpace(f, kDims), finished, [&](Point point, const std::vector<double>& x) {
+    std::vector<double> values(2);
     f.evaluate(x, values);
-    fixture.keys.insert(fixture.space.Key(point));
-    fixture.trials.push_back({.point = point, .status = TrialStatus::kCompleted, .values = values});
-  }
-  return fixture;
+    return TrialRecord{.point = std::move(point), .status = TrialStatus::kCompleted, .values = values};
+  });
 }
 
 // As in a running study: the optimiser saw the history one trial shorter just before (TPE

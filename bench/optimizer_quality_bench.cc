@@ -14,6 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
+#include "bench/quality_bench.h"
 #include "services/optimizer/function_runs.h"
 
 ABSL_FLAG(int, seeds, 10, "seeds per algorithm and function");
@@ -31,19 +32,6 @@ struct Problem {
   const char* function;
   int dims;
 };
-
-struct Contender {
-  std::string label;
-  OptimizerConfig config;
-};
-
-double Quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const double at = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(at));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (at - static_cast<double>(lo));
-}
 
 }  // namespace
 }  // namespace dhpt::optimizer
