@@ -30,12 +30,13 @@ std::string Value(const v1::Trial& trial, const std::string& metric) {
 // One row per trial: the values of every objective, space-separated, then the trial number.
 std::string Rows(const v1::StudySpec& spec, const std::vector<const v1::Trial*>& trials,
                  const std::string& comment) {
+  const std::vector<v1::Objective> objectives = Objectives(spec);
   std::string data = absl::StrCat("# ", comment, ": ");
-  for (const v1::Objective& objective : Objectives(spec)) absl::StrAppend(&data, objective.metric(), " ");
+  for (const v1::Objective& objective : objectives) absl::StrAppend(&data, objective.metric(), " ");
   absl::StrAppend(&data, "trial\n");
   for (const v1::Trial* trial : trials) {
     std::vector<std::string> values;
-    for (const v1::Objective& objective : Objectives(spec)) {
+    for (const v1::Objective& objective : objectives) {
       const std::string value = Value(*trial, objective.metric());
       values.push_back(value.empty() ? "NaN" : value);
     }
@@ -59,14 +60,14 @@ std::string ParetoTable(const v1::Study& study, const v1::GetParetoFrontResponse
   }
   absl::StrAppend(&out, "\n");
   std::vector<std::string> header = {"#"};
-  for (const v1::Objective& objective : Objectives(spec)) {
+  const std::vector<v1::Objective> objectives = Objectives(spec);
+  for (const v1::Objective& objective : objectives) {
     header.push_back(absl::StrCat(objective.metric(),
                                   objective.goal() == v1::Objective::MAXIMIZE ? " (max)" : " (min)"));
   }
   // A constrained metric that is also an objective is shown once.
   std::vector<std::string> constrained;
   for (const v1::Constraint& constraint : spec.constraints()) {
-    const std::vector<v1::Objective> objectives = Objectives(spec);
     if (std::none_of(objectives.begin(), objectives.end(),
                      [&](const v1::Objective& o) { return o.metric() == constraint.metric(); })) {
       constrained.push_back(constraint.metric());
@@ -77,7 +78,7 @@ std::string ParetoTable(const v1::Study& study, const v1::GetParetoFrontResponse
   TextTable table(header);
   for (const v1::Trial& trial : front.trials()) {
     std::vector<std::string> row = {absl::StrCat(trial.number())};
-    for (const v1::Objective& objective : Objectives(spec)) row.push_back(Value(trial, objective.metric()));
+    for (const v1::Objective& objective : objectives) row.push_back(Value(trial, objective.metric()));
     for (const std::string& metric : constrained) row.push_back(Value(trial, metric));
     for (const v1::Parameter& p : spec.parameters()) {
       auto it = trial.params().find(p.name());

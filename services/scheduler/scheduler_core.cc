@@ -1361,8 +1361,7 @@ void SchedulerCore::CompactLocked(TrialEntry& entry) {
   slim.set_attempt(full.attempt());
   *slim.mutable_attempts() = full.attempts();
   if (full.has_objective_value()) slim.set_objective_value(full.objective_value());
-  // What best-trial choice and the optimiser's rebuild compare.
-  *slim.mutable_objective_values() = full.objective_values();
+  // What the best-trial choice compares (the front keeps its own copy of the objectives).
   slim.set_infeasible(full.infeasible());
   slim.set_constraint_violation(full.constraint_violation());
   entry.finished = full.SerializeAsString();
