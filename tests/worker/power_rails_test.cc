@@ -93,8 +93,10 @@ TEST(PowerSamplerTest, IntegratesConstantPowerOverTheTrial) {
   FakeRoot root;
   WriteNano(root);
   std::unique_ptr<PowerRails> rails = *OpenPowerRails(root.path());
-  PowerSampler sampler(rails.get(), absl::Milliseconds(1));
+  // Before the sampler exists: its thread takes the first sample as it is constructed, so a
+  // clock read after construction could start later than the energy's window.
   const absl::Time start = absl::Now();
+  PowerSampler sampler(rails.get(), absl::Milliseconds(1));
   EnergyUsage usage = sampler.Stop();
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   ASSERT_GE(usage.samples, 2);  // At the start and at Stop.
