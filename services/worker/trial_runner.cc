@@ -209,20 +209,22 @@ v1::TrialResult TrialRunner::RunUnguarded(const v1::Assign& assign, const TrialC
       break;
   }
 
-  if (meter) {
-    const ResourceUsage usage = meter->Stop();
-    metrics[std::string(kMetricWallSeconds)] = usage.wall_seconds;
-    metrics[std::string(kMetricCpuSeconds)] = usage.cpu_seconds;
-    metrics[std::string(kMetricCpuUtilization)] = usage.cpu_utilization;
-    if (usage.peak_rss_bytes) metrics[std::string(kMetricPeakRssBytes)] = *usage.peak_rss_bytes;
-  }
-  if (gpu_sampler) AddGpuUsage(gpu_sampler->Stop(), options_.gpu->device(), metrics);
+  // Stopped in the reverse order of their start, so that the samplers' windows lie inside the
+  // wall time the meter reports (energy never covers more time than the trial took).
   if (power_sampler) {
     const EnergyUsage energy = power_sampler->Stop();
     if (energy.joules) {
       metrics[std::string(kMetricEnergyJoules)] = *energy.joules;
       metrics[std::string(kMetricPowerAvgWatts)] = *energy.average_watts;
     }
+  }
+  if (gpu_sampler) AddGpuUsage(gpu_sampler->Stop(), options_.gpu->device(), metrics);
+  if (meter) {
+    const ResourceUsage usage = meter->Stop();
+    metrics[std::string(kMetricWallSeconds)] = usage.wall_seconds;
+    metrics[std::string(kMetricCpuSeconds)] = usage.cpu_seconds;
+    metrics[std::string(kMetricCpuUtilization)] = usage.cpu_utilization;
+    if (usage.peak_rss_bytes) metrics[std::string(kMetricPeakRssBytes)] = *usage.peak_rss_bytes;
   }
   if (outcome.ok()) {
     result.set_state(v1::Trial::COMPLETED);
