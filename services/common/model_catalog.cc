@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
+
 namespace dhpt {
 namespace {
 
@@ -73,7 +75,20 @@ const std::vector<absl::string_view>& ReportedMetrics(v1::Model::Kind kind) {
   }
 }
 
-std::optional<absl::string_view> ProgressMetric(v1::Model::Kind kind) {
+bool IsUserCode(v1::Model::Kind kind) {
+  return kind == v1::Model::COMMAND || kind == v1::Model::EXTERNAL;
+}
+
+bool IsUserCodeName(absl::string_view name) {
+  if (name.empty() || name.size() > kMaxUserCodeNameBytes) return false;
+  auto word = [](char c) { return absl::ascii_isalnum(c) || c == '_' || c == '-'; };
+  if (!word(name[0]) || name[0] == '-') return false;  // Not an option of its own.
+  return std::all_of(name.begin(), name.end(), [&](char c) { return word(c) || c == '.'; });
+}
+
+std::optional<absl::string_view> ProgressMetric(v1::Model::Kind kind,
+                                                absl::string_view objective_metric) {
+  if (IsUserCode(kind)) return objective_metric;
   switch (kind) {
     case v1::Model::XGBOOST:
     case v1::Model::RANDOM_FOREST:

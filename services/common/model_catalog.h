@@ -15,14 +15,25 @@ namespace dhpt {
 const std::vector<absl::string_view>& KnownHyperparameters(v1::Model::Kind kind);
 bool IsKnownHyperparameter(v1::Model::Kind kind, absl::string_view name);
 
+// COMMAND and EXTERNAL: the user's own code, whose hyperparameters and metrics DHPT does not
+// know in advance. Their names need only be safe as `--name=value` arguments and metric names
+// (IsUserCodeName).
+bool IsUserCode(v1::Model::Kind kind);
+inline constexpr size_t kMaxUserCodeNameBytes = 64;
+// Letters, digits, '_' and '-' (and '.' after the first), at most kMaxUserCodeNameBytes: what
+// Katib's StdOut collector reads as a metric name and a command line takes unquoted.
+bool IsUserCodeName(absl::string_view name);
+
 // Metrics a completed trial of this kind reports, the measurements of every trial included.
 const std::vector<absl::string_view>& ReportedMetrics(v1::Model::Kind kind);
 bool IsReportedMetric(v1::Model::Kind kind, absl::string_view metric);
 
 // The metric a trial of this kind streams as progress while it trains (r2 on the validation
 // split, every 10 rounds or trees, or every epoch), which early stopping compares; nullopt when
-// the kind streams none (benchmark functions).
-std::optional<absl::string_view> ProgressMetric(v1::Model::Kind kind);
+// the kind streams none (benchmark functions). User code streams whatever it reports of its
+// objective metric, so for it this is `objective_metric`.
+std::optional<absl::string_view> ProgressMetric(v1::Model::Kind kind,
+                                                absl::string_view objective_metric = "");
 
 // Measurements every trial reports, whatever its model.
 inline constexpr absl::string_view kMetricWallSeconds = "wall_seconds";

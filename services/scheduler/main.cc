@@ -87,6 +87,8 @@ ABSL_FLAG(int, max_watch_lag, 4096,
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(5),
           "how often workers must send a heartbeat");
 ABSL_FLAG(int, missed_heartbeats, 3, "silent intervals after which a worker loses its trials");
+ABSL_FLAG(absl::Duration, client_lease, absl::Minutes(30),
+          "how long an ask-and-tell client keeps a trial without reporting (ReportProgress)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -102,7 +104,8 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage);
   dhpt::ApplyEnvironmentToFlags({"listen", "metrics_port", "metrics_listen", "db",
                                  "max_db_bytes", "db_sync",
-                                 "heartbeat_interval", "missed_heartbeats", "tls_cert", "tls_key",
+                                 "heartbeat_interval", "missed_heartbeats", "client_lease",
+                                 "tls_cert", "tls_key",
                                  "tls_client_ca", "auth_token_file", "worker_token_file",
                                  "max_studies", "max_parameters", "max_dataset_bytes",
                                  "max_message_bytes", "max_watch_lag"});
@@ -126,6 +129,7 @@ int main(int argc, char** argv) {
   options.listen_address = absl::GetFlag(FLAGS_listen);
   options.core.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   options.core.missed_heartbeats = absl::GetFlag(FLAGS_missed_heartbeats);
+  options.core.client_lease = absl::GetFlag(FLAGS_client_lease);
   if (metrics_port >= 0) options.core.observer = &metrics;
   options.core.max_studies = absl::GetFlag(FLAGS_max_studies);
   options.core.spec_limits.max_parameters = absl::GetFlag(FLAGS_max_parameters);
@@ -136,6 +140,10 @@ int main(int argc, char** argv) {
       options.core.spec_limits.max_dataset_bytes < 1 || options.max_receive_message_bytes < 1024) {
     std::fprintf(stderr, "--max_studies, --max_parameters and --max_dataset_bytes must be >= 1, "
                          "--max_message_bytes >= 1024\n");
+    return 2;
+  }
+  if (options.core.client_lease < absl::Seconds(1)) {
+    std::fprintf(stderr, "--client_lease must be at least 1s\n");
     return 2;
   }
   if (options.core.heartbeat_interval < absl::Milliseconds(10) ||

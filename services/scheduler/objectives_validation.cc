@@ -23,6 +23,12 @@ const MultiObjectiveFunction* MultiObjectiveProblem(const v1::StudySpec& spec) {
 absl::Status CheckMetric(const v1::StudySpec& spec, absl::string_view field,
                          const std::string& metric) {
   if (metric.empty()) return Invalid(field, "is required");
+  if (IsUserCode(spec.model().kind())) {
+    if (IsUserCodeName(metric)) return absl::OkStatus();
+    return Invalid(field, absl::StrCat(Quote(metric), " is not a metric name your code can "
+                                       "print as name=value: 1-64 letters, digits, '.', '_' "
+                                       "or '-'"));
+  }
   const std::vector<std::string> reported = TrialMetrics(spec);
   if (std::find(reported.begin(), reported.end(), metric) == reported.end()) {
     return Invalid(field, absl::StrCat(Quote(metric), " is not reported by ",
@@ -103,6 +109,11 @@ absl::Status ValidateObjectives(v1::StudySpec& spec) {
   }
   if (spec.objectives_size() == 0) {
     v1::Objective& objective = *spec.mutable_objective();
+    if (objective.metric().empty() && IsUserCode(kind)) {
+      return Invalid("objective.metric",
+                     "is required: the metric your code reports, e.g. "
+                     "objective: {metric: accuracy, goal: MAXIMIZE}");
+    }
     if (objective.metric().empty()) {
       objective.set_metric(kind == v1::Model::FUNCTION ? "value" : "r2");
       if (objective.goal() == v1::Objective::GOAL_UNSPECIFIED) {

@@ -20,7 +20,16 @@ bool MatchesSelector(const v1::StudySpec& spec, const v1::WorkerCapabilities& wo
   return true;
 }
 
+bool HasCommand(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker) {
+  if (spec.model().kind() != v1::Model::COMMAND) return true;
+  const auto& commands = worker.commands();
+  return std::find(commands.begin(), commands.end(), spec.model().command()) != commands.end();
+}
+
 bool CanRun(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker) {
+  // Whatever a worker claims: only clients evaluate these (SuggestTrials).
+  if (spec.model().kind() == v1::Model::EXTERNAL) return false;
+  if (!HasCommand(spec, worker)) return false;
   const auto& models = worker.models();
   if (std::find(models.begin(), models.end(), spec.model().kind()) == models.end()) return false;
   if (!MatchesSelector(spec, worker)) return false;
@@ -42,11 +51,16 @@ std::string SelectorText(const v1::StudySpec& spec) {
 std::string WaitingForWorker(const v1::StudySpec& spec,
                              const std::vector<const v1::WorkerCapabilities*>& connected) {
   const std::string model = v1::Model::Kind_Name(spec.model().kind());
+  if (spec.model().kind() == v1::Model::EXTERNAL) {
+    return "waiting for a client to ask for trials (SuggestTrials, or dhpt ask)";
+  }
   std::map<std::string, int> by_kind;
   int selected = 0;
+  int with_command = 0;
   for (const v1::WorkerCapabilities* worker : connected) {
     ++by_kind[v1::WorkerCapabilities::DeviceKind_Name(worker->device_kind())];
     selected += MatchesSelector(spec, *worker) ? 1 : 0;
+    with_command += HasCommand(spec, *worker) ? 1 : 0;
   }
   std::vector<std::string> parts;
   for (const auto& [kind, count] : by_kind) {
@@ -57,6 +71,12 @@ std::string WaitingForWorker(const v1::StudySpec& spec,
   const std::string selector = SelectorText(spec);
   if (!selector.empty() && !connected.empty()) {
     absl::StrAppend(&present, "; ", selected, " of them", selector);
+  }
+  if (spec.model().kind() == v1::Model::COMMAND) {
+    if (!connected.empty()) absl::StrAppend(&present, "; ", with_command, " of them with it");
+    return absl::StrCat("waiting for a worker", selector, " that has command \"",
+                        spec.model().command(), "\" (", present, "; its operator registers it "
+                        "with --command=", spec.model().command(), "=PATH)");
   }
   if (NeedsGpu(spec)) {
     return absl::StrCat("waiting for a CUDA worker", selector, " that runs ", model, " (", present,

@@ -18,6 +18,9 @@ bool NeedsGpu(const v1::StudySpec& spec);
 
 // Whether the worker announces every label of the study's worker_selector.
 bool MatchesSelector(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker);
+// COMMAND studies: whether the worker announces the study's command (true for other kinds).
+bool HasCommand(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker);
+// EXTERNAL studies run on no worker: clients ask for their trials.
 bool CanRun(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker);
 
 // What a study that no connected worker can run waits for, for GetStudy and watch:

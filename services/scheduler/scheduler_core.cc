@@ -13,6 +13,7 @@
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
 #include "services/scheduler/pareto_front.h"
+#include "services/scheduler/scheduler_core_internal.h"
 #include "services/scheduler/placement.h"
 #include "services/scheduler/spec_translation.h"
 #include "services/scheduler/spec_validation.h"
@@ -22,51 +23,7 @@ namespace dhpt::scheduler {
 
 using google::protobuf::util::TimeUtil;
 
-struct SchedulerCore::StudyEntry {
-  v1::StudySpec spec;
-  v1::Study::State state = v1::Study::PENDING;
-  std::string state_reason;
-  google::protobuf::Timestamp create_time;
-  google::protobuf::Timestamp end_time;
-
-  optimizer::SearchSpace space;
-  std::unique_ptr<optimizer::Optimizer> optimizer;
-  // Indexed by trial number: the optimiser's history, and the ids of the trials.
-  std::vector<optimizer::TrialRecord> history;
-  absl::flat_hash_set<std::string> keys;
-  std::vector<uint64_t> trial_ids;
-  // Trials waiting for a worker: requeued ones first (front), in order.
-  std::deque<uint64_t> pending;
-  int running = 0;
-  int completed = 0;
-  int failed = 0;
-  int cancelled = 0;
-  // The optimiser has no point left (grid exhausted, countable space covered).
-  bool exhausted = false;
-  // A suggestion is being computed off the lock; at most one per study, so suggestion n is
-  // always made from a history of n trials.
-  bool suggesting = false;
-  std::optional<uint64_t> best;
-  std::vector<uint64_t> watch_ids;
-  EarlyStoppingRule early_stopping;
-  // Multi-objective studies: the non-dominated feasible completed trials.
-  std::optional<ParetoFront> front;
-  int pruned = 0;
-  uint64_t order = 0;    // Creation order, for ListStudies pages.
-  bool deleted = false;  // Deleted while a suggestion was computed for it.
-
-  bool terminal() const {
-    return state == v1::Study::COMPLETED || state == v1::Study::STOPPED ||
-           state == v1::Study::FAILED;
-  }
-  int created() const { return static_cast<int>(trial_ids.size()); }
-};
-
 namespace {
-
-absl::Time FromTimestamp(const google::protobuf::Timestamp& t) {
-  return absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(t));
-}
 
 // Bounded device labels for metrics: "cpu" or "cuda", whatever the device index.
 std::string DeviceLabel(const v1::WorkerCapabilities& worker) {
@@ -77,13 +34,6 @@ std::string DeviceLabel(absl::string_view device) {
   const absl::string_view kind = device.substr(0, device.find(':'));
   if (kind == "cpu" || kind == "cuda") return std::string(kind);
   return device.empty() ? "unknown" : "other";
-}
-
-// The spec's limit on one attempt, if it sets one.
-std::optional<absl::Duration> TrialTimeout(const v1::StudySpec& spec) {
-  if (!spec.has_trial_timeout()) return std::nullopt;
-  return absl::Seconds(spec.trial_timeout().seconds()) +
-         absl::Nanoseconds(spec.trial_timeout().nanos());
 }
 
 // Whether attempt `attempt` of `trial` was given to `worker_id` under `epoch`.
@@ -134,36 +84,6 @@ SchedulerObserver* NoObserver() {
   return none;
 }
 
-google::protobuf::Timestamp ToTimestamp(absl::Time t) {
-  return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
-}
-
-bool TrialTerminal(v1::Trial::State state) {
-  return state == v1::Trial::COMPLETED || state == v1::Trial::FAILED ||
-         state == v1::Trial::CANCELLED || state == v1::Trial::PRUNED;
-}
-
-// Cancels one attempt: the worker stops it, or forgets its result if it has finished.
-v1::SchedulerMessage CancelMessage(uint64_t trial_id, int attempt, uint64_t epoch,
-                                   std::string reason) {
-  v1::SchedulerMessage message;
-  v1::Cancel& cancel = *message.mutable_cancel();
-  cancel.set_trial_id(trial_id);
-  cancel.set_attempt(attempt);
-  cancel.set_epoch(epoch);
-  cancel.set_reason(std::move(reason));
-  return message;
-}
-
-// Cancels the trial's current attempt.
-v1::SchedulerMessage CancelMessage(const v1::Trial& trial, std::string reason) {
-  const uint64_t epoch =
-      trial.attempts_size() >= trial.attempt() && trial.attempt() > 0
-          ? trial.attempts(trial.attempt() - 1).epoch()
-          : 0;
-  return CancelMessage(trial.id(), trial.attempt(), epoch, std::move(reason));
-}
-
 }  // namespace
 
 SchedulerCore::SchedulerCore(StudyStore* store, SchedulerOptions options)
@@ -178,6 +98,9 @@ SchedulerCore::SchedulerCore(StudyStore* store, SchedulerOptions options)
 SchedulerCore::~SchedulerCore() {
   store_->SetCommitListener(nullptr);
   suggestions_.reset();  // No suggestion job runs past here.
+  absl::MutexLock lock(&mutex_);
+  shutting_down_ = true;  // No SuggestTrials call is left unanswered.
+  for (StudyEntry* study : study_order_) ServeSuggestWaitersLocked(*study);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -523,17 +446,6 @@ void SchedulerCore::Unwatch(uint64_t watch_id) {
 
 namespace {
 
-// Worker text for logs, results and metric labels: cut to `limit`, control bytes replaced, so
-// a worker cannot grow the scheduler's memory or forge log lines.
-std::string WorkerText(absl::string_view text, size_t limit) {
-  std::string out(text.substr(0, limit));
-  for (char& c : out) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
-  }
-  if (text.size() > limit) absl::StrAppend(&out, "...");
-  return out;
-}
-
 absl::Status ValidateHello(const v1::Hello& hello) {
   if (hello.worker_id().empty()) return absl::InvalidArgumentError("hello.worker_id: is required");
   if (hello.worker_id().size() > kMaxWorkerIdBytes) {
@@ -554,31 +466,21 @@ absl::Status ValidateHello(const v1::Hello& hello) {
           "hello.capabilities: names must be at most ", kMaxWorkerTextBytes, " bytes"));
     }
   }
+  if (caps.commands_size() > kMaxWorkerCommands) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hello.capabilities.commands: more than ", kMaxWorkerCommands, " commands"));
+  }
+  for (const std::string& command : caps.commands()) {
+    if (!IsUserCodeName(command)) {
+      return absl::InvalidArgumentError(
+          "hello.capabilities.commands: names are 1-64 letters, digits, '.', '_' or '-'");
+    }
+  }
   if (hello.running_size() > kMaxHeldAttempts) {
     return absl::InvalidArgumentError(absl::StrCat(
         "hello.running: more than ", kMaxHeldAttempts, " attempts held by one worker"));
   }
   return absl::OkStatus();
-}
-
-// A copy of a worker's result within the protocol's limits: the objective metric first, then
-// at most kMaxResultMetrics names of sane length; text cut short.
-v1::TrialResult BoundedResult(const v1::TrialResult& result, const std::string& objective) {
-  v1::TrialResult bounded;
-  bounded.set_trial_id(result.trial_id());
-  bounded.set_attempt(result.attempt());
-  bounded.set_state(result.state());
-  bounded.set_error(WorkerText(result.error(), kMaxWorkerErrorBytes));
-  bounded.set_device(WorkerText(result.device(), kMaxWorkerTextBytes));
-  auto& metrics = *bounded.mutable_metrics();
-  if (auto it = result.metrics().find(objective); it != result.metrics().end()) {
-    metrics[objective] = it->second;
-  }
-  for (const auto& [name, value] : result.metrics()) {
-    if (static_cast<int>(metrics.size()) >= kMaxResultMetrics) break;
-    if (!name.empty() && name.size() <= kMaxMetricNameBytes) metrics[name] = value;
-  }
-  return bounded;
 }
 
 }  // namespace
@@ -959,8 +861,9 @@ int SchedulerCore::ExpireLeases() {
         "no heartbeat within the lease; reconnect to get new work"));
     DisconnectLocked(session, "missed heartbeats");
   }
+  const int clients = ExpireClientLeasesLocked();
   if (!expired.empty()) DispatchLocked();
-  return static_cast<int>(expired.size());
+  return static_cast<int>(expired.size()) + clients;
 }
 
 int SchedulerCore::ExpireTrials() {
@@ -972,11 +875,17 @@ int SchedulerCore::ExpireTrials() {
       if (trials_.at(id).deadline < now) late.push_back(id);
     }
   }
+  for (uint64_t id : leased_) {
+    if (trials_.at(id).deadline < now) late.push_back(id);
+  }
   for (uint64_t id : late) {
     TrialEntry& trial = trials_.at(id);
     StudyEntry& study = *trial.study;
     // An earlier one of this sweep may have ended the study, cancelling this trial.
-    if (trial.trial.state() != v1::Trial::RUNNING || trial.session == 0) continue;
+    if (trial.trial.state() != v1::Trial::RUNNING ||
+        (trial.session == 0 && trial.client.empty())) {
+      continue;
+    }
     const uint64_t session = trial.session;
     ReleaseLocked(trial);
     if (!trial.started) {
@@ -989,7 +898,7 @@ int SchedulerCore::ExpireTrials() {
     }
     const std::string reason = absl::StrCat(
         "exceeded the study's trial_timeout of ", absl::FormatDuration(*TrialTimeout(study.spec)),
-        " and its worker did not stop it");
+        session != 0 ? " and its worker did not stop it" : " before its client completed it");
     SendLocked(session, CancelMessage(trial.trial, reason));
     v1::Trial& t = trial.trial;
     t.set_state(v1::Trial::FAILED);
@@ -1018,6 +927,7 @@ void SchedulerCore::Shutdown(absl::string_view reason) {
   }
   for (StudyEntry* study : study_order_) study->watch_ids.clear();
   watchers_.clear();
+  for (StudyEntry* study : study_order_) ServeSuggestWaitersLocked(*study);
 }
 
 int SchedulerCore::connected_workers() const {
@@ -1033,7 +943,7 @@ bool SchedulerCore::Runnable(const StudyEntry& study, const WorkerEntry& worker)
   if (study.spec.parallel_trials() > 0 && study.running >= study.spec.parallel_trials()) {
     return false;
   }
-  if (study.pending.empty() && (study.exhausted || study.created() >= study.spec.max_trials())) {
+  if (study.pending.empty() && (study.exhausted || study.budget_used() >= study.spec.max_trials())) {
     return false;
   }
   return CanRun(study.spec, worker.capabilities);
@@ -1045,7 +955,7 @@ std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study) {
     study.pending.pop_front();
     return id;
   }
-  if (study.exhausted || study.created() >= study.spec.max_trials()) return std::nullopt;
+  if (study.exhausted || study.budget_used() >= study.spec.max_trials()) return std::nullopt;
   if (!study.optimizer->cheap()) {
     RequestSuggestionLocked(study);
     return std::nullopt;
@@ -1075,11 +985,13 @@ void SchedulerCore::RequestSuggestionLocked(StudyEntry& study) {
       return;
     }
     observer_->SuggestionMade(study.spec.algorithm().name(), took);
-    if (study.terminal() || shutting_down_) return;
-    if (std::optional<uint64_t> id = AcceptSuggestionLocked(study, std::move(suggestion))) {
-      study.pending.push_back(*id);
+    if (!study.terminal() && !shutting_down_) {
+      if (std::optional<uint64_t> id = AcceptSuggestionLocked(study, std::move(suggestion))) {
+        study.pending.push_back(*id);
+      }
+      DispatchLocked();
     }
-    DispatchLocked();
+    ServeSuggestWaitersLocked(study);
   });
 }
 
@@ -1095,7 +1007,13 @@ std::optional<uint64_t> SchedulerCore::AcceptSuggestionLocked(
     CheckStudyEndLocked(study);
     return std::nullopt;
   }
-  optimizer::Point point = std::move(**suggestion);
+  TrialEntry& entry = CreateTrialLocked(study, std::move(**suggestion), v1::Trial::SUGGESTED);
+  return entry.trial.id();
+}
+
+SchedulerCore::TrialEntry& SchedulerCore::CreateTrialLocked(StudyEntry& study,
+                                                            optimizer::Point point,
+                                                            v1::Trial::Origin origin) {
   const uint64_t id = next_trial_id_++;
   TrialEntry& entry = trials_[id];
   entry.study = &study;
@@ -1104,14 +1022,15 @@ std::optional<uint64_t> SchedulerCore::AcceptSuggestionLocked(
   trial.set_study(study.spec.name());
   trial.set_number(study.created());
   trial.set_state(v1::Trial::PENDING);
+  trial.set_origin(origin);
   *trial.mutable_params() = ToParamMap(study.space, point);
   *trial.mutable_create_time() = ToTimestamp(options_.clock());
   entry.pending_since = options_.clock();
   study.keys.insert(study.space.Key(point));
   study.history.push_back({std::move(point), optimizer::TrialStatus::kRunning, {}});
   study.trial_ids.push_back(id);
-  SaveTrialLocked(entry);  // Its id and number are taken for good.
-  return id;
+  if (origin != v1::Trial::ADDED) SaveTrialLocked(entry);  // Its id and number are taken for good.
+  return entry;
 }
 
 bool SchedulerCore::AssignOneLocked(uint64_t session, WorkerEntry& worker) {
@@ -1136,31 +1055,11 @@ bool SchedulerCore::AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
     next_study_ = (index + 1) % n;
 
     TrialEntry& entry = trials_.at(*id);
-    v1::Trial& trial = entry.trial;
-    trial.set_state(v1::Trial::RUNNING);
-    trial.set_attempt(trial.attempt() + 1);
-    v1::Trial::Attempt& given = *trial.add_attempts();
-    given.set_worker_id(worker.worker_id);
-    given.set_epoch(epoch_);
-    entry.started = false;
-    entry.charged = false;
-    entry.stored_values = 0;
-    entry.last_step.reset();
-    entry.curve.values.clear();  // Each attempt's curve starts over.
-    trial.set_worker_id(worker.worker_id);
-    trial.set_node_name(worker.capabilities.node_name());
-    *trial.mutable_start_time() = ToTimestamp(options_.clock());
-    observer_->TrialStarted(study.spec, DeviceLabel(worker.capabilities),
-                            options_.clock() - entry.pending_since);
+    const v1::Trial& trial = entry.trial;
+    BeginAttemptLocked(entry, worker.worker_id, "", DeviceLabel(worker.capabilities));
+    entry.trial.set_node_name(worker.capabilities.node_name());
     entry.session = session;
     worker.running.insert(*id);
-    ++study.running;
-    if (study.state == v1::Study::PENDING) {
-      study.state = v1::Study::RUNNING;
-      study.state_reason.clear();
-      SaveStudyLocked(study);
-      PublishStudyLocked(study);
-    }
     SaveTrialLocked(entry);
 
     v1::SchedulerMessage message;
@@ -1187,6 +1086,37 @@ bool SchedulerCore::AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
   return false;
 }
 
+void SchedulerCore::BeginAttemptLocked(TrialEntry& entry, const std::string& worker_id,
+                                       const std::string& client_id,
+                                       absl::string_view device_label) {
+  StudyEntry& study = *entry.study;
+  v1::Trial& trial = entry.trial;
+  trial.set_state(v1::Trial::RUNNING);
+  trial.set_attempt(trial.attempt() + 1);
+  v1::Trial::Attempt& given = *trial.add_attempts();
+  given.set_worker_id(worker_id);
+  given.set_client_id(client_id);
+  given.set_epoch(epoch_);
+  entry.started = false;
+  entry.charged = false;
+  entry.stored_values = 0;
+  entry.last_step.reset();
+  entry.curve.values.clear();  // Each attempt's curve starts over.
+  trial.set_worker_id(worker_id);
+  trial.set_client_id(client_id);
+  trial.clear_node_name();
+  *trial.mutable_start_time() = ToTimestamp(options_.clock());
+  observer_->TrialStarted(study.spec, std::string(device_label),
+                          options_.clock() - entry.pending_since);
+  ++study.running;
+  if (study.state == v1::Study::PENDING) {
+    study.state = v1::Study::RUNNING;
+    study.state_reason.clear();
+    SaveStudyLocked(study);
+    PublishStudyLocked(study);
+  }
+}
+
 void SchedulerCore::DispatchLocked() {
   if (shutting_down_ || study_order_.empty()) return;
   // While the store cannot write, nothing new starts: its results could not be acknowledged
@@ -1208,6 +1138,13 @@ void SchedulerCore::ReleaseLocked(TrialEntry& trial) {
       it->second.running.erase(trial.trial.id());
     }
     trial.session = 0;
+    --trial.study->running;
+  }
+  if (!trial.client.empty()) {
+    trial.study->leased.erase(trial.trial.id());
+    leased_.erase(trial.trial.id());
+    trial.client.clear();
+    trial.lease_end = absl::InfiniteFuture();
     --trial.study->running;
   }
 }
@@ -1243,11 +1180,25 @@ void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason, b
 void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
   StudyEntry& study = *trial.study;
   const v1::Trial& ended = trial.trial;
+  optimizer::TrialRecord& record = study.history[trial.trial.number()];
+  if (ended.origin() == v1::Trial::ADDED) {
+    // Learnt from like any other result, but it ran elsewhere: no count, no metric.
+    ++study.added;
+    if (ended.state() != v1::Trial::COMPLETED) {
+      record.status = optimizer::TrialStatus::kFailed;
+      return;
+    }
+    RecordCompleted(ended, record);
+    study.front->Add(ended);
+    if (!study.best || IsBetterTrial(study.spec, ended, trials_.at(*study.best).trial)) {
+      study.best = ended.id();
+    }
+    return;
+  }
   const bool ran = ended.has_start_time() && ended.has_end_time();
   observer_->TrialEnded(
       study.spec, ended.state(), ran ? DeviceLabel(ended.device()) : "",
       ran ? FromTimestamp(ended.end_time()) - FromTimestamp(ended.start_time()) : absl::ZeroDuration());
-  optimizer::TrialRecord& record = study.history[trial.trial.number()];
   switch (trial.trial.state()) {
     case v1::Trial::COMPLETED: {
       ++study.completed;
@@ -1341,6 +1292,7 @@ void SchedulerCore::EndStudyLocked(StudyEntry& study, v1::Study::State state, st
     watcher->OnEnd(absl::OkStatus());
   }
   study.watch_ids.clear();
+  ServeSuggestWaitersLocked(study);  // Answered with what they hold: nothing more comes.
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1406,12 +1358,13 @@ v1::Study SchedulerCore::BuildStudyLocked(const StudyEntry& study) const {
   out.set_state_reason(study.state_reason);
   out.set_trials_pending(static_cast<int32_t>(study.pending.size()) +
                          (study.exhausted ? 0
-                                          : std::max(0, study.spec.max_trials() - study.created())));
+                                          : std::max(0, study.spec.max_trials() - study.budget_used())));
   out.set_trials_running(study.running);
   out.set_trials_completed(study.completed);
   out.set_trials_failed(study.failed);
   out.set_trials_cancelled(study.cancelled);
   out.set_trials_pruned(study.pruned);
+  out.set_trials_added(study.added);
   if (study.spec.objectives_size() >= 2) {
     out.set_pareto_front_size(static_cast<int32_t>(study.front->trial_ids().size()));
     out.set_hypervolume(study.front->hypervolume());

@@ -76,12 +76,23 @@ struct SchedulerOptions {
   SpecLimits spec_limits;
   // This instance's epoch (Welcome.epoch); 0 draws a random one, as every start should.
   uint64_t epoch = 0;
+  // How long an ask-and-tell client keeps a trial without a ReportProgress; then it goes back
+  // to pending for another client, its attempt charged like a lost worker's.
+  absl::Duration client_lease = absl::Minutes(30);
 };
+
+// Ask and tell, and warm starts.
+inline constexpr int kMaxSuggestCount = 100;
+inline constexpr size_t kMaxClientIdBytes = 128;
+inline constexpr int kMaxAddedTrialsPerCall = 10'000;
+// SuggestTrials calls that may wait at once for one study's next model-based suggestion.
+inline constexpr size_t kMaxSuggestWaiters = 1'000;
 
 // What one worker may send: longer text is cut, extra metrics dropped (the objective kept).
 inline constexpr size_t kMaxWorkerIdBytes = 128;
 inline constexpr size_t kMaxWorkerTextBytes = 256;  // Node, device and version names.
 inline constexpr size_t kMaxWorkerErrorBytes = 2048;
+inline constexpr int kMaxWorkerCommands = 256;
 inline constexpr int kMaxResultMetrics = 64;
 inline constexpr size_t kMaxMetricNameBytes = 64;
 // Distinct trials a session may name without running them (a stale worker names a few after
@@ -147,6 +158,28 @@ class SchedulerCore {
   absl::StatusOr<uint64_t> Watch(absl::string_view study, StudyWatcher* watcher);
   void Unwatch(uint64_t watch_id);
 
+  // --- Ask and tell (EXTERNAL studies) ---
+  // Up to `count` trials leased to `client_id`: those it holds or held before a restart first,
+  // then pending and new ones. `done` is called once, under the core's lock (it must not call
+  // back into the core): at once, or when a model-based suggestion it waits for arrives, the
+  // study ends or the scheduler shuts down.
+  using SuggestDone = std::function<void(absl::StatusOr<v1::SuggestTrialsResponse>)>;
+  void SuggestTrials(absl::string_view study, int count, absl::string_view client_id,
+                     SuggestDone done);
+  // The same, waiting for the answer (tests).
+  absl::StatusOr<v1::SuggestTrialsResponse> SuggestTrials(absl::string_view study, int count,
+                                                          absl::string_view client_id);
+  // Renews the client's lease of trial `number` and records an intermediate value if given.
+  absl::StatusOr<v1::ReportProgressResponse> ReportClientProgress(
+      const v1::ReportProgressRequest& request);
+  // Settles trial `number` with the client's result; returns once it is stored. A repeat of
+  // the call that settled it answers the trial again.
+  absl::StatusOr<v1::Trial> CompleteTrial(const v1::CompleteTrialRequest& request);
+
+  // --- Warm starts ---
+  absl::StatusOr<v1::Trial> EnqueueTrial(const v1::EnqueueTrialRequest& request);
+  absl::StatusOr<v1::AddTrialsResponse> AddTrials(const v1::AddTrialsRequest& request);
+
   // --- Workers ---
   // Registers a worker's stream; answers Welcome and starts assigning. Returns the session id
   // the other worker calls name. `peer_names`: the names of the worker's verified certificate
@@ -165,7 +198,8 @@ class SchedulerCore {
   void HandleStarted(uint64_t session, const v1::TrialAttempt& started);
   void HandleDraining(uint64_t session, const v1::Draining& draining);
   void HandleHeartbeat(uint64_t session);
-  // Closes the streams of workers silent for longer than their lease; returns how many.
+  // Closes the streams of workers silent for longer than their lease, and takes back the
+  // trials of clients that let theirs run out; returns how many workers and clients.
   int ExpireLeases();
   // Fails the running trials past their study's trial_timeout (plus a lease of grace, so the
   // worker's own timeout normally comes first); returns how many.
@@ -205,6 +239,9 @@ class SchedulerCore {
     bool started = false;
     bool charged = false;
     absl::Time deadline = absl::InfiniteFuture();  // trial_timeout plus grace.
+    // The ask-and-tell client holding it, and until when; empty when none.
+    std::string client;
+    absl::Time lease_end = absl::InfiniteFuture();
   };
   struct WorkerEntry {
     std::string worker_id;
@@ -238,6 +275,32 @@ class SchedulerCore {
   // pending queue when it arrives.
   void RequestSuggestionLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   bool AssignOneLocked(uint64_t session, WorkerEntry& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Starts a new attempt of a pending trial for a worker (`worker_id`) or a client
+  // (`client_id`): its state, attempt record and the study's counts.
+  void BeginAttemptLocked(TrialEntry& entry, const std::string& worker_id,
+                          const std::string& client_id, absl::string_view device_label)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Creates trial number created() of the study at `point`, pending unless `origin` is ADDED.
+  TrialEntry& CreateTrialLocked(StudyEntry& study, optimizer::Point point,
+                                v1::Trial::Origin origin) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Ask and tell: the study, if it is one clients evaluate; the trial by number.
+  absl::StatusOr<StudyEntry*> FindExternalStudyLocked(absl::string_view name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::StatusOr<TrialEntry*> FindTrialLocked(StudyEntry& study, int64_t number)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void LeaseLocked(TrialEntry& trial, const std::string& client_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A pending trial whose current attempt was the client's (a lease a restart ended) goes back
+  // to it under the same attempt; false if the study's cap forbids it now.
+  bool ReclaimForClientLocked(TrialEntry& trial, const std::string& client_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  int ExpireClientLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  struct SuggestWaiter;
+  // Gives the study's waiting SuggestTrials calls their trials, in order, and answers each
+  // that needs no further suggestion.
+  void ServeSuggestWaitersLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void FinishSuggestWaiterLocked(const StudyEntry& study, SuggestWaiter& waiter)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Back to pending; `lost` charges the attempt when the worker had started it.
   void RequeueLocked(TrialEntry& trial, absl::string_view reason, bool lost)
@@ -305,6 +368,8 @@ class SchedulerCore {
   absl::node_hash_map<uint64_t, TrialEntry> trials_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_trial_id_ ABSL_GUARDED_BY(mutex_) = 1;
   std::map<uint64_t, WorkerEntry> workers_ ABSL_GUARDED_BY(mutex_);
+  // Trials leased to ask-and-tell clients, for the lease sweep.
+  absl::flat_hash_set<uint64_t> leased_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_session_ ABSL_GUARDED_BY(mutex_) = 1;
   std::map<uint64_t, std::pair<StudyEntry*, StudyWatcher*>> watchers_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_watch_ ABSL_GUARDED_BY(mutex_) = 1;

@@ -1,6 +1,10 @@
 #include "services/scheduler/spec_translation.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
+#include "services/scheduler/spec_errors.h"
 
 namespace dhpt::scheduler {
 
@@ -166,6 +170,64 @@ EarlyStoppingRule ToEarlyStoppingRule(const v1::StudySpec& spec) {
       break;
   }
   return std::monostate();
+}
+
+absl::StatusOr<optimizer::Point> PointFromValues(
+    const optimizer::SearchSpace& space,
+    const google::protobuf::Map<std::string, google::protobuf::Value>& values,
+    absl::string_view field) {
+  for (const auto& [name, value] : values) {
+    const auto& parameters = space.parameters();
+    if (std::none_of(parameters.begin(), parameters.end(),
+                     [&](const optimizer::ParameterSpec& p) { return p.name == name; })) {
+      return Invalid(field, absl::StrCat(Quote(name), " is not a parameter of the study"));
+    }
+  }
+  optimizer::Point point;
+  for (const optimizer::ParameterSpec& p : space.parameters()) {
+    const std::string at = absl::StrCat(field, ".", p.name);
+    auto it = values.find(p.name);
+    if (it == values.end()) return Invalid(at, "is missing: give every parameter a value");
+    const google::protobuf::Value& value = it->second;
+    if (p.kind == optimizer::ParameterKind::kCategorical) {
+      if (value.kind_case() != google::protobuf::Value::kStringValue ||
+          std::find(p.categories.begin(), p.categories.end(), value.string_value()) ==
+              p.categories.end()) {
+        return Invalid(at, "must be one of the parameter's categorical values");
+      }
+      point.emplace_back(value.string_value());
+      continue;
+    }
+    if (value.kind_case() != google::protobuf::Value::kNumberValue ||
+        !std::isfinite(value.number_value())) {
+      return Invalid(at, "must be a number");
+    }
+    const double x = value.number_value();
+    if (p.kind == optimizer::ParameterKind::kDiscrete) {
+      if (std::find(p.discrete_values.begin(), p.discrete_values.end(), x) ==
+          p.discrete_values.end()) {
+        return Invalid(at, absl::StrCat(x, " is not one of the parameter's discrete values"));
+      }
+      point.emplace_back(x);
+      continue;
+    }
+    if (x < p.min || x > p.max) {
+      return Invalid(at, absl::StrCat(x, " is outside [", p.min, ", ", p.max, "]"));
+    }
+    if (p.step > 0) {
+      const double k = (x - p.min) / p.step;
+      if (std::abs(k - std::round(k)) > 1e-9 * std::max(1.0, std::abs(k))) {
+        return Invalid(at, absl::StrCat(x, " is not min + k * step (step ", p.step, ")"));
+      }
+    }
+    if (p.kind == optimizer::ParameterKind::kInt) {
+      if (x != std::floor(x)) return Invalid(at, absl::StrCat(x, " is not a whole number"));
+      point.emplace_back(static_cast<int64_t>(x));
+      continue;
+    }
+    point.emplace_back(x);
+  }
+  return point;
 }
 
 }  // namespace dhpt::scheduler

@@ -5,6 +5,7 @@
 #include "absl/status/statusor.h"
 #include "dhpt/v1/common.pb.h"
 #include "google/protobuf/map.h"
+#include "google/protobuf/struct.pb.h"
 #include "services/optimizer/optimizer.h"
 #include "services/scheduler/early_stopping.h"
 
@@ -20,5 +21,14 @@ EarlyStoppingRule ToEarlyStoppingRule(const v1::StudySpec& spec);
 // The point of a stored trial; an error when a value is missing or of the wrong type.
 absl::StatusOr<optimizer::Point> ToPoint(const optimizer::SearchSpace& space,
                                          const ParamMap& params);
+
+// A point a user names (EnqueueTrial, AddTrials) as JSON values by parameter name: every
+// parameter of the space, each a value it can take (numbers for ranges and discrete values,
+// whole numbers for ints, on the step's lattice; strings for categorical). Errors are
+// INVALID_ARGUMENT naming `field`.name.
+absl::StatusOr<optimizer::Point> PointFromValues(
+    const optimizer::SearchSpace& space,
+    const google::protobuf::Map<std::string, google::protobuf::Value>& values,
+    absl::string_view field);
 
 }  // namespace dhpt::scheduler

@@ -72,12 +72,32 @@ absl::Status ValidateModel(v1::StudySpec& spec) {
     }
     case v1::Model::AUTOENCODER:
       break;
+    case v1::Model::COMMAND:
+      if (model.command().empty()) {
+        return Invalid("model.command", "is required: the name of a command the workers' "
+                                        "operator registered (dhpt-cpu-worker --command=NAME=PATH)");
+      }
+      if (!IsUserCodeName(model.command())) {
+        return Invalid("model.command", absl::StrCat(Quote(model.command()),
+                                                     " is not a command name: 1-64 letters, "
+                                                     "digits, '.', '_' or '-'"));
+      }
+      break;
+    case v1::Model::EXTERNAL:
+      if (model.fixed_size() > 0) {
+        return Invalid("model.fixed", "EXTERNAL studies are evaluated by your own client, which "
+                                      "keeps its fixed settings itself");
+      }
+      break;
     default:
-      return Invalid("model.kind",
-                     "is required: one of XGBOOST, RANDOM_FOREST, AUTOENCODER, FUNCTION");
+      return Invalid("model.kind", "is required: one of XGBOOST, RANDOM_FOREST, AUTOENCODER, "
+                                   "FUNCTION, COMMAND, EXTERNAL");
   }
   if (model.kind() != v1::Model::FUNCTION && !model.function().empty()) {
     return Invalid("model.function", "is only for FUNCTION models");
+  }
+  if (model.kind() != v1::Model::COMMAND && !model.command().empty()) {
+    return Invalid("model.command", "is only for COMMAND models");
   }
   if (spec.allow_cpu_fallback() && model.kind() != v1::Model::AUTOENCODER) {
     return Invalid("allow_cpu_fallback",
@@ -102,7 +122,12 @@ absl::Status ValidateModel(v1::StudySpec& spec) {
       }
       continue;
     }
-    if (!IsKnownHyperparameter(model.kind(), key)) {
+    if (IsUserCode(model.kind())) {
+      if (!IsUserCodeName(key)) {
+        return Invalid(field, "a COMMAND's fixed values become --name=value arguments: names "
+                              "are 1-64 letters, digits, '.', '_' or '-'");
+      }
+    } else if (!IsKnownHyperparameter(model.kind(), key)) {
       return Invalid(field, absl::StrCat("is not a hyperparameter of ",
                                          v1::Model::Kind_Name(model.kind()), "; known: ",
                                          absl::StrJoin(KnownHyperparameters(model.kind()), ", ")));
@@ -120,8 +145,12 @@ absl::Status ValidateModel(v1::StudySpec& spec) {
 }
 
 absl::Status ValidateDataset(v1::StudySpec& spec, const SpecLimits& limits) {
-  if (spec.model().kind() == v1::Model::FUNCTION) {
-    if (spec.has_dataset()) return Invalid("dataset", "FUNCTION models take no dataset");
+  const v1::Model::Kind kind = spec.model().kind();
+  if (kind == v1::Model::FUNCTION || IsUserCode(kind)) {
+    if (spec.has_dataset()) {
+      return Invalid("dataset", absl::StrCat(v1::Model::Kind_Name(kind), " models take no "
+                                             "dataset", IsUserCode(kind) ? ": your code loads its own" : ""));
+    }
     return absl::OkStatus();
   }
   v1::Dataset& dataset = *spec.mutable_dataset();
@@ -283,6 +312,17 @@ absl::Status ValidateParameters(const v1::StudySpec& spec) {
           p.domain_case() != v1::Parameter::kDiscrete) {
         return Invalid(field, "FUNCTION parameters must be numeric");
       }
+    } else if (IsUserCode(kind)) {
+      if (!IsUserCodeName(p.name())) {
+        return Invalid(field + ".name",
+                       absl::StrCat(Quote(p.name()), ": your code gets each parameter as "
+                                    "--name=value, so names are 1-64 letters, digits, '.', '_' "
+                                    "or '-', not starting with '-' or '.'"));
+      }
+      if (spec.model().fixed().contains(p.name())) {
+        return Invalid(field + ".name",
+                       absl::StrCat("\"", p.name(), "\" is also in model.fixed; tune it or fix it"));
+      }
     } else if (!IsKnownHyperparameter(kind, p.name())) {
       return Invalid(field + ".name",
                      absl::StrCat(Quote(p.name()), " is not a hyperparameter of ",
@@ -441,7 +481,8 @@ absl::Status ValidateBudget(v1::StudySpec& spec, const SpecLimits& limits) {
 absl::Status ValidateEarlyStopping(v1::StudySpec& spec) {
   if (!spec.has_early_stopping()) return absl::OkStatus();
   // The rules compare the values trials stream as they train, so those must be the objective.
-  const std::optional<absl::string_view> streamed = ProgressMetric(spec.model().kind());
+  const std::optional<absl::string_view> streamed =
+      ProgressMetric(spec.model().kind(), spec.objective().metric());
   if (spec.objectives_size() >= 2) {
     return Invalid("early_stopping",
                    "is for studies with one objective: a trial behind on one objective may be "

@@ -224,4 +224,46 @@ grpc::ServerWriteReactor<v1::StudyEvent>* StudyServiceImpl::WatchStudy(
                                CheckRole(context->auth_context().get(), kUserRole));
 }
 
+grpc::ServerUnaryReactor* StudyServiceImpl::SuggestTrials(grpc::CallbackServerContext* context,
+                                                          const v1::SuggestTrialsRequest* request,
+                                                          v1::SuggestTrialsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status allowed = CheckRole(context->auth_context().get(), kUserRole); !allowed.ok()) {
+    reactor->Finish(ToGrpcStatus(allowed));
+    return reactor;
+  }
+  // Answered when the trials are there: a model-based suggestion may take a while, and no
+  // gRPC thread waits for it.
+  core_->SuggestTrials(request->study(), request->count(), request->client_id(),
+                       [reactor, response](absl::StatusOr<v1::SuggestTrialsResponse> result) {
+                         if (result.ok()) *response = *std::move(result);
+                         reactor->Finish(ToGrpcStatus(result.status()));
+                       });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* StudyServiceImpl::ReportProgress(
+    grpc::CallbackServerContext* context, const v1::ReportProgressRequest* request,
+    v1::ReportProgressResponse* response) {
+  return Authorized(context, response, [&] { return core_->ReportClientProgress(*request); });
+}
+
+grpc::ServerUnaryReactor* StudyServiceImpl::CompleteTrial(grpc::CallbackServerContext* context,
+                                                          const v1::CompleteTrialRequest* request,
+                                                          v1::Trial* response) {
+  return Authorized(context, response, [&] { return core_->CompleteTrial(*request); });
+}
+
+grpc::ServerUnaryReactor* StudyServiceImpl::EnqueueTrial(grpc::CallbackServerContext* context,
+                                                         const v1::EnqueueTrialRequest* request,
+                                                         v1::Trial* response) {
+  return Authorized(context, response, [&] { return core_->EnqueueTrial(*request); });
+}
+
+grpc::ServerUnaryReactor* StudyServiceImpl::AddTrials(grpc::CallbackServerContext* context,
+                                                      const v1::AddTrialsRequest* request,
+                                                      v1::AddTrialsResponse* response) {
+  return Authorized(context, response, [&] { return core_->AddTrials(*request); });
+}
+
 }  // namespace dhpt::scheduler

@@ -43,6 +43,21 @@ class StudyServiceImpl : public v1::StudyService::CallbackService {
   grpc::ServerUnaryReactor* GetBestTrial(grpc::CallbackServerContext* context,
                                          const v1::GetBestTrialRequest* request,
                                          v1::Trial* response) override;
+  grpc::ServerUnaryReactor* SuggestTrials(grpc::CallbackServerContext* context,
+                                          const v1::SuggestTrialsRequest* request,
+                                          v1::SuggestTrialsResponse* response) override;
+  grpc::ServerUnaryReactor* ReportProgress(grpc::CallbackServerContext* context,
+                                           const v1::ReportProgressRequest* request,
+                                           v1::ReportProgressResponse* response) override;
+  grpc::ServerUnaryReactor* CompleteTrial(grpc::CallbackServerContext* context,
+                                          const v1::CompleteTrialRequest* request,
+                                          v1::Trial* response) override;
+  grpc::ServerUnaryReactor* EnqueueTrial(grpc::CallbackServerContext* context,
+                                         const v1::EnqueueTrialRequest* request,
+                                         v1::Trial* response) override;
+  grpc::ServerUnaryReactor* AddTrials(grpc::CallbackServerContext* context,
+                                      const v1::AddTrialsRequest* request,
+                                      v1::AddTrialsResponse* response) override;
   grpc::ServerWriteReactor<v1::StudyEvent>* WatchStudy(
       grpc::CallbackServerContext* context, const v1::WatchStudyRequest* request) override;
 

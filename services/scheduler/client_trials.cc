@@ -1,0 +1,364 @@
+// Ask and tell: clients that are not workers evaluate the trials of EXTERNAL studies. A client
+// holds a lease on each trial it was given (renewed by ReportProgress), as Vizier's clients do;
+// an attempt given to a client is recorded like a worker's, so results count once and only from
+// the client that holds or held the trial.
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "services/common/logging.h"
+#include "services/common/model_catalog.h"
+#include "services/common/status_macros.h"
+#include "services/scheduler/scheduler_core.h"
+#include "services/scheduler/scheduler_core_internal.h"
+#include "services/scheduler/trial_outcome.h"
+
+namespace dhpt::scheduler {
+namespace {
+
+absl::Status ValidateClientId(absl::string_view client_id) {
+  if (client_id.empty()) {
+    return absl::InvalidArgumentError(
+        "client_id: is required: a name for this evaluator, the same after it restarts");
+  }
+  const bool valid = client_id.size() <= kMaxClientIdBytes &&
+                     std::all_of(client_id.begin(), client_id.end(), [](char c) {
+                       return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-' ||
+                              c == '@' || c == ':';
+                     });
+  if (!valid) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "client_id: 1-", kMaxClientIdBytes, " letters, digits, '.', '_', '-', '@' or ':'"));
+  }
+  return absl::OkStatus();
+}
+
+// Whether any attempt of the trial was given to the client.
+bool GivenToClient(const v1::Trial& trial, absl::string_view client_id) {
+  return std::any_of(trial.attempts().begin(), trial.attempts().end(),
+                     [&](const v1::Trial::Attempt& a) { return a.client_id() == client_id; });
+}
+
+bool CurrentAttemptIsClients(const v1::Trial& trial, absl::string_view client_id) {
+  return trial.attempt() >= 1 && trial.attempt() <= trial.attempts_size() &&
+         trial.attempts(trial.attempt() - 1).client_id() == client_id;
+}
+
+}  // namespace
+
+absl::StatusOr<SchedulerCore::StudyEntry*> SchedulerCore::FindExternalStudyLocked(
+    absl::string_view name) {
+  ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(name));
+  StudyEntry* study = const_cast<StudyEntry*>(found);
+  if (study->spec.model().kind() != v1::Model::EXTERNAL) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "study \"", name, "\" is evaluated by workers (model kind ",
+        v1::Model::Kind_Name(study->spec.model().kind()),
+        "); ask and tell is for studies whose model kind is EXTERNAL"));
+  }
+  return study;
+}
+
+absl::StatusOr<SchedulerCore::TrialEntry*> SchedulerCore::FindTrialLocked(StudyEntry& study,
+                                                                        int64_t number) {
+  if (number < 0 || number >= study.created()) {
+    return absl::NotFoundError(absl::StrCat("study \"", study.spec.name(), "\" has no trial ",
+                                            number, " (it has ", study.created(), ")"));
+  }
+  return &trials_.at(study.trial_ids[number]);
+}
+
+void SchedulerCore::LeaseLocked(TrialEntry& trial, const std::string& client_id) {
+  trial.client = client_id;
+  trial.lease_end = options_.clock() + options_.client_lease;
+  // A client begins what it is given: losing the lease costs the attempt.
+  trial.started = true;
+  trial.deadline = absl::InfiniteFuture();
+  if (std::optional<absl::Duration> timeout = TrialTimeout(trial.study->spec)) {
+    trial.deadline = options_.clock() + *timeout;
+  }
+  trial.study->leased.insert(trial.trial.id());
+  leased_.insert(trial.trial.id());
+}
+
+bool SchedulerCore::ReclaimForClientLocked(TrialEntry& trial, const std::string& client_id) {
+  StudyEntry& study = *trial.study;
+  v1::Trial& t = trial.trial;
+  if (t.state() != v1::Trial::PENDING || !CurrentAttemptIsClients(t, client_id) ||
+      study.terminal() ||
+      (study.spec.parallel_trials() > 0 && study.running >= study.spec.parallel_trials())) {
+    return false;
+  }
+  study.pending.erase(std::remove(study.pending.begin(), study.pending.end(), t.id()),
+                      study.pending.end());
+  t.set_state(v1::Trial::RUNNING);
+  t.set_client_id(client_id);
+  t.clear_error();
+  if (trial.charged) {  // It was not lost after all.
+    t.set_lost_attempts(t.lost_attempts() - 1);
+    trial.charged = false;
+  }
+  ++study.running;
+  LeaseLocked(trial, client_id);
+  SaveTrialLocked(trial);
+  PublishTrialLocked(trial);
+  return true;
+}
+
+absl::StatusOr<v1::SuggestTrialsResponse> SchedulerCore::SuggestTrials(
+    absl::string_view name, int count, absl::string_view client_id) {
+  absl::Notification done;
+  absl::StatusOr<v1::SuggestTrialsResponse> answer;
+  SuggestTrials(name, count, client_id, [&](absl::StatusOr<v1::SuggestTrialsResponse> result) {
+    answer = std::move(result);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return answer;
+}
+
+void SchedulerCore::SuggestTrials(absl::string_view name, int count, absl::string_view client_id,
+                                  SuggestDone done) {
+  absl::Status valid = ValidateClientId(client_id);
+  if (valid.ok() && (count < 0 || count > kMaxSuggestCount)) {
+    valid = absl::InvalidArgumentError(
+        absl::StrCat("count: must be between 1 and ", kMaxSuggestCount));
+  }
+  if (!valid.ok()) {
+    done(valid);
+    return;
+  }
+  auto waiter = std::make_unique<SuggestWaiter>();
+  waiter->client_id = std::string(client_id);
+  waiter->count = std::max(count, 1);
+  waiter->done = std::move(done);
+  absl::MutexLock lock(&mutex_);
+  absl::StatusOr<StudyEntry*> study = FindExternalStudyLocked(name);
+  if (!study.ok()) {
+    waiter->done(study.status());
+    return;
+  }
+  if ((*study)->suggest_waiters.size() >= kMaxSuggestWaiters) {
+    waiter->done(absl::ResourceExhaustedError(absl::StrCat(
+        kMaxSuggestWaiters, " SuggestTrials calls already wait for this study's next "
+        "suggestion; ask again shortly")));
+    return;
+  }
+  // Its own first: held now, then held before a restart (pending under its attempt).
+  for (uint64_t id : (*study)->leased) {
+    if (static_cast<int>(waiter->given.size()) >= waiter->count) break;
+    TrialEntry& trial = trials_.at(id);
+    if (trial.client != waiter->client_id) continue;
+    trial.lease_end = options_.clock() + options_.client_lease;
+    waiter->given.push_back(id);
+  }
+  std::deque<uint64_t>& pending = (*study)->pending;
+  for (size_t i = 0; i < pending.size() && static_cast<int>(waiter->given.size()) < waiter->count;) {
+    TrialEntry& trial = trials_.at(pending[i]);
+    if (ReclaimForClientLocked(trial, waiter->client_id)) {
+      waiter->given.push_back(trial.trial.id());  // Erased from pending: index i is the next.
+    } else {
+      ++i;
+    }
+  }
+  (*study)->suggest_waiters.push_back(std::move(waiter));
+  ServeSuggestWaitersLocked(**study);
+}
+
+void SchedulerCore::ServeSuggestWaitersLocked(StudyEntry& study) {
+  auto& waiters = study.suggest_waiters;
+  while (!waiters.empty()) {
+    SuggestWaiter& waiter = *waiters.front();
+    while (static_cast<int>(waiter.given.size()) < waiter.count && !shutting_down_ &&
+           !study.terminal() &&
+           !(study.spec.parallel_trials() > 0 && study.running >= study.spec.parallel_trials())) {
+      std::optional<uint64_t> id = TakeTrialLocked(study);
+      if (!id) break;
+      TrialEntry& trial = trials_.at(*id);
+      BeginAttemptLocked(trial, "", waiter.client_id, "client");
+      LeaseLocked(trial, waiter.client_id);
+      SaveTrialLocked(trial);
+      PublishTrialLocked(trial);
+      waiter.given.push_back(*id);
+    }
+    // A model-based suggestion is on its way: the waiters are served again when it arrives.
+    if (static_cast<int>(waiter.given.size()) < waiter.count && study.suggesting &&
+        !shutting_down_ && !study.terminal()) {
+      return;
+    }
+    FinishSuggestWaiterLocked(study, waiter);
+    waiters.pop_front();
+  }
+}
+
+void SchedulerCore::FinishSuggestWaiterLocked(const StudyEntry& study, SuggestWaiter& waiter) {
+  v1::SuggestTrialsResponse response;
+  response.set_lease_ms(absl::ToInt64Milliseconds(options_.client_lease));
+  response.set_study_state(study.state);
+  for (uint64_t id : waiter.given) {
+    // The study may have ended meanwhile, cancelling some of them.
+    auto it = trials_.find(id);
+    if (it != trials_.end() && it->second.trial.state() == v1::Trial::RUNNING) {
+      *response.add_trials() = it->second.trial;
+    }
+  }
+  waiter.done(std::move(response));
+}
+
+absl::StatusOr<v1::ReportProgressResponse> SchedulerCore::ReportClientProgress(
+    const v1::ReportProgressRequest& request) {
+  RETURN_IF_ERROR(ValidateClientId(request.client_id()));
+  if (request.has_step() != request.has_value()) {
+    return absl::InvalidArgumentError("step and value: give both (an intermediate value) or "
+                                      "neither (only renew the lease)");
+  }
+  if (request.has_value() && !std::isfinite(request.value())) {
+    return absl::InvalidArgumentError("value: must be a finite number");
+  }
+  absl::MutexLock lock(&mutex_);
+  ASSIGN_OR_RETURN(StudyEntry * study, FindExternalStudyLocked(request.study()));
+  ASSIGN_OR_RETURN(TrialEntry * trial, FindTrialLocked(*study, request.trial()));
+  v1::Trial& t = trial->trial;
+  v1::ReportProgressResponse response;
+  ReclaimForClientLocked(*trial, request.client_id());
+  if (t.state() != v1::Trial::RUNNING || trial->client != request.client_id()) {
+    if (TrialTerminal(t.state()) && GivenToClient(t, request.client_id())) {
+      // Pruned, ended with its study, or settled by an earlier attempt: stop evaluating it.
+      response.set_should_stop(true);
+      response.set_reason(FullTrialLocked(*trial).error());
+      if (response.reason().empty()) {
+        response.set_reason(absl::StrCat("trial ", t.number(), " is already ",
+                                         v1::Trial::State_Name(t.state())));
+      }
+      return response;
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "trial ", t.number(), " of study \"", request.study(), "\" is not leased to client \"",
+        request.client_id(), "\" (it is ", v1::Trial::State_Name(t.state()),
+        "); ask for trials with SuggestTrials"));
+  }
+  trial->lease_end = options_.clock() + options_.client_lease;
+  if (request.has_step() && trial->stored_values < kMaxIntermediateValuesPerAttempt &&
+      IsJudgedReport(trial->last_step, request.step(), request.value())) {
+    trial->last_step = request.step();
+    ++trial->stored_values;
+    store_->PutIntermediateValue(study->spec.name(), t.id(), t.attempt(), request.step(),
+                                 request.value());
+    if (!std::holds_alternative<std::monostate>(study->early_stopping)) {
+      ConsiderStoppingLocked(*trial, request.step(), request.value());
+    }
+  }
+  if (t.state() == v1::Trial::PRUNED) {
+    response.set_should_stop(true);
+    response.set_reason(t.error());
+  }
+  return response;
+}
+
+absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRequest& request) {
+  RETURN_IF_ERROR(ValidateClientId(request.client_id()));
+  const bool infeasible = !request.infeasible_reason().empty();
+  if (infeasible == !request.metrics().empty()) {
+    return absl::InvalidArgumentError(
+        "metrics: give the trial's metrics, or an infeasible_reason when it could not be "
+        "evaluated (not both)");
+  }
+  if (request.infeasible_reason().size() > kMaxWorkerErrorBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("infeasible_reason: longer than ", kMaxWorkerErrorBytes, " bytes"));
+  }
+  if (request.metrics_size() > kMaxResultMetrics) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics: more than ", kMaxResultMetrics, " metrics"));
+  }
+  for (const auto& [metric, value] : request.metrics()) {
+    if (!IsUserCodeName(metric)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "metrics: \"", WorkerText(metric, kMaxMetricNameBytes),
+          "\" is not a metric name: 1-64 letters, digits, '.', '_' or '-'"));
+    }
+    if (!std::isfinite(value)) {
+      return absl::InvalidArgumentError(absl::StrCat("metrics.", metric, ": must be finite"));
+    }
+  }
+  WriteSequence stored = 0;
+  v1::Trial reply;
+  {
+    absl::MutexLock lock(&mutex_);
+    ASSIGN_OR_RETURN(StudyEntry * study, FindExternalStudyLocked(request.study()));
+    ASSIGN_OR_RETURN(TrialEntry * trial, FindTrialLocked(*study, request.trial()));
+    if (!GivenToClient(trial->trial, request.client_id())) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "trial ", request.trial(), " of study \"", request.study(),
+          "\" was never given to client \"", request.client_id(), "\""));
+    }
+    v1::TrialResult result;
+    result.set_state(infeasible ? v1::Trial::FAILED : v1::Trial::COMPLETED);
+    result.set_error(absl::StrCat("infeasible: ", request.infeasible_reason()));
+    *result.mutable_metrics() = request.metrics();
+    if (TrialTerminal(trial->trial.state())) {
+      v1::Trial settled = FullTrialLocked(*trial);
+      if (settled.client_id() == request.client_id() &&
+          (settled.state() == v1::Trial::COMPLETED || settled.state() == v1::Trial::FAILED)) {
+        return settled;  // A retry of the call that settled it (its answer was lost).
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "trial ", request.trial(), " is already ", v1::Trial::State_Name(settled.state()),
+          settled.error().empty() ? "" : absl::StrCat(": ", settled.error())));
+    }
+    if (!infeasible) {
+      v1::Trial probe;
+      RecordResult(study->spec, result, probe);
+      if (probe.state() != v1::Trial::COMPLETED) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "metrics: ", probe.error(), "; report every objective's metric (and constrained "
+            "ones) and complete the trial again"));
+      }
+    }
+    // The first result wins, whichever attempt it comes from.
+    ReleaseLocked(*trial);
+    v1::Trial& t = trial->trial;
+    if (t.state() == v1::Trial::PENDING) {
+      study->pending.erase(std::remove(study->pending.begin(), study->pending.end(), t.id()),
+                           study->pending.end());
+    }
+    RecordResult(study->spec, result, t);
+    t.set_client_id(request.client_id());
+    t.set_device("client");
+    *t.mutable_end_time() = ToTimestamp(options_.clock());
+    RecordTrialEndLocked(*trial);
+    stored = SaveTrialLocked(*trial);
+    PublishTrialLocked(*trial);
+    CheckStudyEndLocked(*study);
+    reply = FullTrialLocked(*trial);
+  }
+  if (absl::Status status = store_->Sync(stored); !status.ok()) {
+    return absl::UnavailableError(absl::StrCat("the result is accepted but ", status.message(),
+                                               "; complete the trial again to check"));
+  }
+  return reply;
+}
+
+int SchedulerCore::ExpireClientLeasesLocked() {
+  const absl::Time now = options_.clock();
+  std::vector<uint64_t> expired;
+  for (uint64_t id : leased_) {
+    if (trials_.at(id).lease_end < now) expired.push_back(id);
+  }
+  for (uint64_t id : expired) {
+    TrialEntry& trial = trials_.at(id);
+    const std::string client = trial.client;
+    ReleaseLocked(trial);
+    RequeueLocked(trial,
+                  absl::StrCat("client \"", client, "\" did not report within its lease of ",
+                               absl::FormatDuration(options_.client_lease)),
+                  /*lost=*/true);
+    CheckStudyEndLocked(*trial.study);
+  }
+  return static_cast<int>(expired.size());
+}
+
+}  // namespace dhpt::scheduler

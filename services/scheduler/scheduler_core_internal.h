@@ -1,0 +1,150 @@
+#pragma once
+
+// What the scheduler core's files share and nothing else includes: a study's entry and the
+// small conversions every part of the core uses. The core is split by concern (studies,
+// workers and dispatch in scheduler_core.cc, ask and tell in client_trials.cc, warm starts in
+// warm_start.cc); each file defines SchedulerCore members over these types.
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "google/protobuf/util/time_util.h"
+#include "services/scheduler/pareto_front.h"
+#include "services/scheduler/scheduler_core.h"
+
+namespace dhpt::scheduler {
+
+// A SuggestTrials call waiting for a model-based suggestion.
+struct SchedulerCore::SuggestWaiter {
+  std::string client_id;
+  int count = 1;
+  std::vector<uint64_t> given;  // Trial ids leased to it so far.
+  SuggestDone done;
+};
+
+struct SchedulerCore::StudyEntry {
+  v1::StudySpec spec;
+  v1::Study::State state = v1::Study::PENDING;
+  std::string state_reason;
+  google::protobuf::Timestamp create_time;
+  google::protobuf::Timestamp end_time;
+
+  optimizer::SearchSpace space;
+  std::unique_ptr<optimizer::Optimizer> optimizer;
+  // Indexed by trial number: the optimiser's history, and the ids of the trials.
+  std::vector<optimizer::TrialRecord> history;
+  absl::flat_hash_set<std::string> keys;
+  std::vector<uint64_t> trial_ids;
+  // Trials waiting for a worker: requeued ones first (front), in order.
+  std::deque<uint64_t> pending;
+  int running = 0;
+  int completed = 0;
+  int failed = 0;
+  int cancelled = 0;
+  // The optimiser has no point left (grid exhausted, countable space covered).
+  bool exhausted = false;
+  // A suggestion is being computed off the lock; at most one per study, so suggestion n is
+  // always made from a history of n trials.
+  bool suggesting = false;
+  std::optional<uint64_t> best;
+  std::vector<uint64_t> watch_ids;
+  EarlyStoppingRule early_stopping;
+  // Multi-objective studies: the non-dominated feasible completed trials.
+  std::optional<ParetoFront> front;
+  int pruned = 0;
+  // Trials from AddTrials: learnt from, never run, and outside max_trials and the counts.
+  int added = 0;
+  // Trials leased to ask-and-tell clients now, and calls waiting for more.
+  absl::flat_hash_set<uint64_t> leased;
+  std::deque<std::unique_ptr<SuggestWaiter>> suggest_waiters;
+  uint64_t order = 0;    // Creation order, for ListStudies pages.
+  bool deleted = false;  // Deleted while a suggestion was computed for it.
+
+  bool terminal() const {
+    return state == v1::Study::COMPLETED || state == v1::Study::STOPPED ||
+           state == v1::Study::FAILED;
+  }
+  int created() const { return static_cast<int>(trial_ids.size()); }
+  // The trials that count towards max_trials.
+  int budget_used() const { return created() - added; }
+};
+
+inline absl::Time FromTimestamp(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixNanos(google::protobuf::util::TimeUtil::TimestampToNanoseconds(t));
+}
+
+inline google::protobuf::Timestamp ToTimestamp(absl::Time t) {
+  return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
+}
+
+// The spec's limit on one attempt, if it sets one.
+inline std::optional<absl::Duration> TrialTimeout(const v1::StudySpec& spec) {
+  if (!spec.has_trial_timeout()) return std::nullopt;
+  return absl::Seconds(spec.trial_timeout().seconds()) +
+         absl::Nanoseconds(spec.trial_timeout().nanos());
+}
+
+inline bool TrialTerminal(v1::Trial::State state) {
+  return state == v1::Trial::COMPLETED || state == v1::Trial::FAILED ||
+         state == v1::Trial::CANCELLED || state == v1::Trial::PRUNED;
+}
+
+// Cancels one attempt: the worker stops it, or forgets its result if it has finished.
+inline v1::SchedulerMessage CancelMessage(uint64_t trial_id, int attempt, uint64_t epoch,
+                                   std::string reason) {
+  v1::SchedulerMessage message;
+  v1::Cancel& cancel = *message.mutable_cancel();
+  cancel.set_trial_id(trial_id);
+  cancel.set_attempt(attempt);
+  cancel.set_epoch(epoch);
+  cancel.set_reason(std::move(reason));
+  return message;
+}
+
+// Cancels the trial's current attempt.
+inline v1::SchedulerMessage CancelMessage(const v1::Trial& trial, std::string reason) {
+  const uint64_t epoch =
+      trial.attempts_size() >= trial.attempt() && trial.attempt() > 0
+          ? trial.attempts(trial.attempt() - 1).epoch()
+          : 0;
+  return CancelMessage(trial.id(), trial.attempt(), epoch, std::move(reason));
+}
+
+// Worker text for logs, results and metric labels: cut to `limit`, control bytes replaced, so
+// a worker cannot grow the scheduler's memory or forge log lines.
+inline std::string WorkerText(absl::string_view text, size_t limit) {
+  std::string out(text.substr(0, limit));
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  if (text.size() > limit) absl::StrAppend(&out, "...");
+  return out;
+}
+
+// A copy of a worker's result within the protocol's limits: the objective metric first, then
+// at most kMaxResultMetrics names of sane length; text cut short.
+inline v1::TrialResult BoundedResult(const v1::TrialResult& result, const std::string& objective) {
+  v1::TrialResult bounded;
+  bounded.set_trial_id(result.trial_id());
+  bounded.set_attempt(result.attempt());
+  bounded.set_state(result.state());
+  bounded.set_error(WorkerText(result.error(), kMaxWorkerErrorBytes));
+  bounded.set_device(WorkerText(result.device(), kMaxWorkerTextBytes));
+  auto& metrics = *bounded.mutable_metrics();
+  if (auto it = result.metrics().find(objective); it != result.metrics().end()) {
+    metrics[objective] = it->second;
+  }
+  for (const auto& [name, value] : result.metrics()) {
+    if (static_cast<int>(metrics.size()) >= kMaxResultMetrics) break;
+    if (!name.empty() && name.size() <= kMaxMetricNameBytes) metrics[name] = value;
+  }
+  return bounded;
+}
+
+}  // namespace dhpt::scheduler

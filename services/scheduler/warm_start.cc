@@ -1,0 +1,143 @@
+// Warm starts: points a user asks to evaluate first (EnqueueTrial, as Optuna's enqueue_trial)
+// and results from elsewhere for the algorithm to learn from (AddTrials, as add_trial). Both
+// become trials of the study's history, so every optimiser, a restarted scheduler included,
+// sees them as it sees its own.
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "services/common/model_catalog.h"
+#include "services/common/status_macros.h"
+#include "services/scheduler/scheduler_core.h"
+#include "services/scheduler/scheduler_core_internal.h"
+#include "services/scheduler/spec_translation.h"
+#include "services/scheduler/trial_outcome.h"
+
+namespace dhpt::scheduler {
+namespace {
+
+absl::Status CheckOpen(const v1::Study& study, absl::string_view name, absl::string_view verb) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "study \"", name, "\" has ended (", v1::Study::State_Name(study.state()), "); ", verb,
+      " only a study that has not"));
+}
+
+// A result to add, checked before anything is added.
+absl::StatusOr<v1::TrialResult> AddedResult(const v1::StudySpec& spec, const v1::AddedTrial& added,
+                                            const std::string& field) {
+  v1::TrialResult result;
+  const v1::Trial::State state =
+      added.state() == v1::Trial::STATE_UNSPECIFIED ? v1::Trial::COMPLETED : added.state();
+  if (state != v1::Trial::COMPLETED && state != v1::Trial::FAILED) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".state: COMPLETED or FAILED"));
+  }
+  if (added.metrics_size() > kMaxResultMetrics) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".metrics: more than ", kMaxResultMetrics, " metrics"));
+  }
+  for (const auto& [metric, value] : added.metrics()) {
+    if (metric.empty() || metric.size() > kMaxMetricNameBytes || !std::isfinite(value)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".metrics: names of 1-", kMaxMetricNameBytes, " bytes with finite values"));
+    }
+  }
+  result.set_state(state);
+  result.set_error("added as FAILED (AddTrials)");
+  *result.mutable_metrics() = added.metrics();
+  if (state == v1::Trial::COMPLETED) {
+    v1::Trial probe;
+    RecordResult(spec, result, probe);
+    if (probe.state() != v1::Trial::COMPLETED) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".metrics: ", probe.error()));
+    }
+  }
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Trial> SchedulerCore::EnqueueTrial(const v1::EnqueueTrialRequest& request) {
+  WriteSequence stored = 0;
+  v1::Trial reply;
+  {
+    absl::MutexLock lock(&mutex_);
+    ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(request.study()));
+    StudyEntry& study = *const_cast<StudyEntry*>(found);
+    if (study.terminal()) return CheckOpen(BuildStudyLocked(study), request.study(), "enqueue to");
+    if (study.budget_used() >= study.spec.max_trials()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "study \"", request.study(), "\" has created all of its max_trials (",
+          study.spec.max_trials(), ") trials; nothing more is evaluated"));
+    }
+    ASSIGN_OR_RETURN(optimizer::Point point,
+                     PointFromValues(study.space, request.params(), "params"));
+    if (study.keys.contains(study.space.Key(point))) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "study \"", request.study(), "\" already has a trial at this point"));
+    }
+    TrialEntry& entry = CreateTrialLocked(study, std::move(point), v1::Trial::ENQUEUED);
+    // Behind the trials already waiting, before any the algorithm suggests next.
+    study.pending.push_back(entry.trial.id());
+    stored = store_->last_sequence();
+    PublishTrialLocked(entry);
+    reply = entry.trial;
+    DispatchLocked();
+  }
+  if (absl::Status status = store_->Sync(stored); !status.ok()) {
+    return absl::UnavailableError(absl::StrCat("the trial is accepted but ", status.message()));
+  }
+  return reply;
+}
+
+absl::StatusOr<v1::AddTrialsResponse> SchedulerCore::AddTrials(
+    const v1::AddTrialsRequest& request) {
+  if (request.trials_size() > kMaxAddedTrialsPerCall) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trials: ", request.trials_size(), " in one call, more than ", kMaxAddedTrialsPerCall,
+        "; send them in several calls"));
+  }
+  WriteSequence stored = 0;
+  v1::AddTrialsResponse response;
+  {
+    absl::MutexLock lock(&mutex_);
+    ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(request.study()));
+    StudyEntry& study = *const_cast<StudyEntry*>(found);
+    if (study.terminal()) return CheckOpen(BuildStudyLocked(study), request.study(), "add to");
+    // All or nothing: every trial is checked before the first is added.
+    std::vector<std::pair<optimizer::Point, v1::TrialResult>> checked;
+    checked.reserve(request.trials_size());
+    for (int i = 0; i < request.trials_size(); ++i) {
+      const std::string field = absl::StrCat("trials[", i, "]");
+      ASSIGN_OR_RETURN(optimizer::Point point,
+                       PointFromValues(study.space, request.trials(i).params(), field + ".params"));
+      ASSIGN_OR_RETURN(v1::TrialResult result, AddedResult(study.spec, request.trials(i), field));
+      checked.emplace_back(std::move(point), std::move(result));
+    }
+    for (auto& [point, result] : checked) {
+      // A point the study has (a warm start run twice, a repeat in the request) adds nothing.
+      if (study.keys.contains(study.space.Key(point))) {
+        response.set_skipped(response.skipped() + 1);
+        continue;
+      }
+      TrialEntry& entry = CreateTrialLocked(study, std::move(point), v1::Trial::ADDED);
+      RecordResult(study.spec, result, entry.trial);
+      *entry.trial.mutable_end_time() = entry.trial.create_time();
+      RecordTrialEndLocked(entry);
+      PublishTrialLocked(entry);
+      stored = SaveTrialLocked(entry);
+      response.set_added(response.added() + 1);
+    }
+    if (response.added() > 0) {
+      SaveStudyLocked(study);
+      PublishStudyLocked(study);
+    }
+    stored = store_->last_sequence();
+  }
+  if (absl::Status status = store_->Sync(stored); !status.ok()) {
+    return absl::UnavailableError(absl::StrCat("the trials are accepted but ", status.message(),
+                                               "; add them again to check"));
+  }
+  return response;
+}
+
+}  // namespace dhpt::scheduler
