@@ -14,9 +14,11 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "services/cli/ask_tell.h"
 #include "services/cli/compare_command.h"
 #include "services/cli/compare_report.h"
 #include "services/cli/demo_studies.h"
@@ -60,6 +62,14 @@ ABSL_FLAG(std::string, plot, "",
           "pareto, local, submit --watch: draw a multi-objective study's front into this folder "
           "(pareto.svg, .png)");
 ABSL_FLAG(bool, force, false, "delete: stop the study first if it is still running");
+ABSL_FLAG(std::string, client, "",
+          "ask, tell: who evaluates the trials (SuggestTrials' client_id; default: this host's "
+          "name). Use the same one after a restart to get unfinished trials back");
+ABSL_FLAG(int, count, 1, "ask: trials to ask for at once");
+ABSL_FLAG(std::string, infeasible, "",
+          "tell: the trial could not be evaluated, for this reason (instead of metrics)");
+ABSL_FLAG(std::string, warm_start, "",
+          "submit: first add the completed trials of this earlier study (same parameters)");
 
 namespace dhpt::cli {
 namespace {
@@ -103,9 +113,27 @@ const std::map<std::string, Command>& Commands() {
         "Lists the workers connected to the scheduler: device, models, slots, running trials, "
         "node."}},
       {"submit",
-       {"dhpt submit FILE [--watch] [--scheduler=HOST:PORT]",
+       {"dhpt submit FILE [--watch] [--warm-start=STUDY] [--scheduler=HOST:PORT]",
         "Submits the study in FILE (YAML or JSON, as for grpcurl). Submitting the same spec "
-        "again is\nharmless; a different spec under the same name is refused."}},
+        "again is\nharmless; a different spec under the same name is refused. --warm-start "
+        "first adds the\ncompleted trials of an earlier study with the same parameters, for the "
+        "algorithm to learn\nfrom (they do not count towards max_trials; run twice, it adds "
+        "nothing more)."}},
+      {"ask",
+       {"dhpt ask STUDY [--count=N] [--client=ID] [--json] [--scheduler=HOST:PORT]",
+        "Asks an EXTERNAL study for trials to evaluate and prints one line per trial: its number, "
+        "then\nits parameters as --name=value. The trials are leased to --client until told or "
+        "the lease\nruns out; asking again with the same client gives its unfinished trials "
+        "back first. Exit\nstatus 3: the study has ended; 4: no trial now (parallel_trials "
+        "reached), ask again later."}},
+      {"tell",
+       {"dhpt tell STUDY TRIAL METRIC=VALUE... [--client=ID] [--infeasible=REASON]",
+        "Completes trial number TRIAL of an EXTERNAL study with its metrics (every objective's), "
+        "or\nmarks it FAILED with --infeasible. Repeating the same tell is harmless."}},
+      {"enqueue",
+       {"dhpt enqueue STUDY NAME=VALUE... [--scheduler=HOST:PORT]",
+        "Asks the study to evaluate this point before its algorithm's own suggestions (every "
+        "parameter,\nby name). It counts towards max_trials."}},
       {"watch",
        {"dhpt watch STUDY [--scheduler=HOST:PORT]",
         "Shows a live progress line until the study ends, then its summary."}},
@@ -408,6 +436,76 @@ int RunCompare() {
   return exit_code;
 }
 
+std::string ClientId() {
+  if (std::string client = absl::GetFlag(FLAGS_client); !client.empty()) return client;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return host[0] != '\0' ? host : "dhpt-cli";
+}
+
+// ask, tell and enqueue.
+int RunAskTell(StudyClient& client, const std::string& name, const std::vector<std::string>& args) {
+  const size_t fixed = name == "tell" ? 2 : 1;
+  if (args.size() < fixed || (name == "ask" && args.size() != 1)) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("usage: ", Commands().at(name).usage)));
+  }
+  const std::vector<std::string> words(args.begin() + fixed, args.end());
+  if (name == "ask") {
+    v1::SuggestTrialsRequest request;
+    request.set_study(args[0]);
+    request.set_count(absl::GetFlag(FLAGS_count));
+    request.set_client_id(ClientId());
+    absl::StatusOr<v1::SuggestTrialsResponse> response = client.SuggestTrials(request);
+    if (!response.ok()) return Fail(response.status());
+    if (absl::GetFlag(FLAGS_json)) {
+      std::cout << ToJson(*response);
+    } else {
+      for (const v1::Trial& trial : response->trials()) std::cout << AskLine(trial) << "\n";
+    }
+    if (response->trials_size() > 0) return 0;
+    const v1::Study::State state = response->study_state();
+    if (state == v1::Study::COMPLETED || state == v1::Study::STOPPED ||
+        state == v1::Study::FAILED) {
+      std::cerr << "study " << args[0] << " has ended (" << v1::Study::State_Name(state) << ")\n";
+      return kExitStudyEnded;
+    }
+    std::cerr << "no trial for now (parallel_trials reached, or all are given out); ask again "
+                 "later\n";
+    return kExitNoTrialNow;
+  }
+  if (name == "tell") {
+    v1::CompleteTrialRequest request;
+    request.set_study(args[0]);
+    int64_t number = 0;
+    if (!absl::SimpleAtoi(args[1], &number)) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("TRIAL: \"", args[1], "\" is not a trial number (dhpt ask prints it first)")));
+    }
+    request.set_trial(number);
+    request.set_client_id(ClientId());
+    request.set_infeasible_reason(absl::GetFlag(FLAGS_infeasible));
+    absl::StatusOr<google::protobuf::Map<std::string, double>> metrics = ParseMetricWords(words);
+    if (!metrics.ok()) return Fail(metrics.status());
+    *request.mutable_metrics() = *std::move(metrics);
+    absl::StatusOr<v1::Trial> trial = client.CompleteTrial(request);
+    if (!trial.ok()) return Fail(trial.status());
+    std::cout << "trial " << trial->number() << " " << v1::Trial::State_Name(trial->state())
+              << (trial->error().empty() ? "" : ": " + trial->error()) << "\n";
+    return 0;
+  }
+  v1::EnqueueTrialRequest request;
+  request.set_study(args[0]);
+  absl::StatusOr<google::protobuf::Map<std::string, google::protobuf::Value>> params =
+      ParseParameterWords(words);
+  if (!params.ok()) return Fail(params.status());
+  *request.mutable_params() = *std::move(params);
+  absl::StatusOr<v1::Trial> trial = client.EnqueueTrial(request);
+  if (!trial.ok()) return Fail(trial.status());
+  std::cout << "enqueued as trial " << trial->number() << "\n";
+  return 0;
+}
+
 int RunCommand(const std::string& name, const std::vector<std::string>& args) {
   auto need_one = [&](const char* what) -> absl::Status {
     if (args.size() != 1) {
@@ -447,6 +545,7 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     }
     return 0;
   }
+  if (name == "ask" || name == "tell" || name == "enqueue") return RunAskTell(client, name, args);
   if (absl::Status status = need_one(name == "submit" ? "one study file" : "one study name");
       !status.ok()) {
     return Fail(status);
@@ -457,6 +556,14 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     if (!spec.ok()) return Fail(spec.status());
     absl::StatusOr<v1::Study> study = client.CreateStudy(*spec);
     if (!study.ok()) return Fail(study.status());
+    if (const std::string from = absl::GetFlag(FLAGS_warm_start); !from.empty()) {
+      absl::StatusOr<v1::AddTrialsResponse> added = WarmStart(client, spec->name(), from);
+      if (!added.ok()) return Fail(added.status());
+      std::cout << "warm start: added " << added->added() << " completed trials of " << from
+                << " (" << added->skipped() << " already there)\n";
+      study = client.GetStudy(spec->name());
+      if (!study.ok()) return Fail(study.status());
+    }
     std::cout << ProgressLine(*study) << "\n";
     if (!absl::GetFlag(FLAGS_watch)) return 0;
     int exit_code = 0;
@@ -579,7 +686,7 @@ int main(int argc, char** argv) {
     const sigset_t interrupts = dhpt::cli::InterruptSignals();
     pthread_sigmask(SIG_BLOCK, &interrupts, nullptr);
   }
-  dhpt::ApplyEnvironmentToFlags({"scheduler"});
+  dhpt::ApplyEnvironmentToFlags({"scheduler", "client"});
   dhpt::ApplyEnvironmentToFlags(dhpt::ClientSecurityFlagNames());
   std::vector<char*> positional = dhpt::ParseCommandLineWithDashes(argc, argv);
   std::vector<std::string> args;

@@ -94,7 +94,7 @@ std::string TrialsTable(const v1::StudySpec& spec, const std::vector<v1::Trial>&
     row.push_back(Metric(trial, kMetricCpuUtilization, 2));
     auto rss = trial.metrics().find(std::string(kMetricPeakRssBytes));
     row.push_back(rss == trial.metrics().end() ? "" : absl::StrFormat("%.0f", rss->second / (1 << 20)));
-    row.push_back(trial.worker_id());
+    row.push_back(trial.worker_id().empty() ? trial.client_id() : trial.worker_id());
     table.Add(std::move(row));
   }
   return table.Render();

@@ -1,5 +1,6 @@
 #include "services/cli/study_client.h"
 
+#include <algorithm>
 #include <functional>
 
 #include "services/common/channel_options.h"
@@ -21,9 +22,10 @@ StudyClient::StudyClient(const std::string& address, const ChannelSecurity& secu
           grpc::CreateCustomChannel(address, security.credentials, Arguments(security)))),
       deadline_(deadline) {}
 
-std::unique_ptr<grpc::ClientContext> StudyClient::NewContext() const {
+std::unique_ptr<grpc::ClientContext> StudyClient::NewContext(absl::Duration deadline) const {
   auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
+  context->set_deadline(
+      absl::ToChronoTime(absl::Now() + std::max(deadline, deadline_)));
   return context;
 }
 
@@ -142,6 +144,42 @@ absl::StatusOr<v1::GetParetoFrontResponse> StudyClient::GetParetoFront(const std
     request.set_page_token(page->next_page_token());
   } while (!request.page_token().empty());
   return front;
+}
+
+absl::StatusOr<v1::SuggestTrialsResponse> StudyClient::SuggestTrials(
+    const v1::SuggestTrialsRequest& request) {
+  // A Bayesian suggestion for a long history takes a while on a small board.
+  return Unary<v1::SuggestTrialsResponse>(
+      NewContext(absl::Minutes(2)), [&](grpc::ClientContext* c, v1::SuggestTrialsResponse* r) {
+        return stub_->SuggestTrials(c, request, r);
+      });
+}
+
+absl::StatusOr<v1::ReportProgressResponse> StudyClient::ReportProgress(
+    const v1::ReportProgressRequest& request) {
+  return Unary<v1::ReportProgressResponse>(
+      NewContext(), [&](grpc::ClientContext* c, v1::ReportProgressResponse* r) {
+        return stub_->ReportProgress(c, request, r);
+      });
+}
+
+absl::StatusOr<v1::Trial> StudyClient::CompleteTrial(const v1::CompleteTrialRequest& request) {
+  return Unary<v1::Trial>(NewContext(), [&](grpc::ClientContext* c, v1::Trial* r) {
+    return stub_->CompleteTrial(c, request, r);
+  });
+}
+
+absl::StatusOr<v1::Trial> StudyClient::EnqueueTrial(const v1::EnqueueTrialRequest& request) {
+  return Unary<v1::Trial>(NewContext(), [&](grpc::ClientContext* c, v1::Trial* r) {
+    return stub_->EnqueueTrial(c, request, r);
+  });
+}
+
+absl::StatusOr<v1::AddTrialsResponse> StudyClient::AddTrials(const v1::AddTrialsRequest& request) {
+  return Unary<v1::AddTrialsResponse>(
+      NewContext(), [&](grpc::ClientContext* c, v1::AddTrialsResponse* r) {
+        return stub_->AddTrials(c, request, r);
+      });
 }
 
 absl::Status StudyClient::Watch(const std::string& name,

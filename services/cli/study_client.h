@@ -35,6 +35,14 @@ class StudyClient {
   absl::StatusOr<v1::Trial> GetBestTrial(const std::string& study);
   // The whole front (all pages), with its hypervolume as of the last page.
   absl::StatusOr<v1::GetParetoFrontResponse> GetParetoFront(const std::string& study);
+  // Ask and tell. SuggestTrials may wait for a model-based suggestion: its deadline is longer.
+  absl::StatusOr<v1::SuggestTrialsResponse> SuggestTrials(const v1::SuggestTrialsRequest& request);
+  absl::StatusOr<v1::ReportProgressResponse> ReportProgress(
+      const v1::ReportProgressRequest& request);
+  absl::StatusOr<v1::Trial> CompleteTrial(const v1::CompleteTrialRequest& request);
+  // Warm starts.
+  absl::StatusOr<v1::Trial> EnqueueTrial(const v1::EnqueueTrialRequest& request);
+  absl::StatusOr<v1::AddTrialsResponse> AddTrials(const v1::AddTrialsRequest& request);
   // Blocks until the stream ends: OK when the study ended, CANCELLED after Cancel().
   absl::Status Watch(const std::string& name,
                      const std::function<void(const v1::StudyEvent&)>& on_event);
@@ -42,7 +50,7 @@ class StudyClient {
   void Cancel();
 
  private:
-  std::unique_ptr<grpc::ClientContext> NewContext() const;
+  std::unique_ptr<grpc::ClientContext> NewContext(absl::Duration deadline = absl::ZeroDuration()) const;
 
   std::unique_ptr<v1::StudyService::Stub> stub_;
   const absl::Duration deadline_;

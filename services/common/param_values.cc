@@ -71,4 +71,21 @@ std::string FormatFixedValue(const google::protobuf::Value& value) {
   }
 }
 
+std::string FormatParameterValueExact(const v1::ParameterValue& value) {
+  if (value.kind_case() == v1::ParameterValue::kDoubleValue) {
+    return absl::StrFormat("%.17g", value.double_value());
+  }
+  return FormatParameterValue(value);
+}
+
+google::protobuf::Value ParameterValueAsJson(const v1::ParameterValue& value) {
+  google::protobuf::Value json;
+  if (value.kind_case() == v1::ParameterValue::kStringValue) {
+    json.set_string_value(value.string_value());
+  } else {
+    json.set_number_value(AsNumber(value).value_or(0));
+  }
+  return json;
+}
+
 }  // namespace dhpt

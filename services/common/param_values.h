@@ -14,6 +14,11 @@ namespace dhpt {
 std::optional<double> AsNumber(const v1::ParameterValue& value);
 // "0.0123", "7", "gbtree": short and exact enough for tables and for XGBoost's string params.
 std::string FormatParameterValue(const v1::ParameterValue& value);
+// Exact: doubles with 17 significant digits, so that a program given the text reads back the
+// very value the optimiser chose (command arguments, XGBoost's parameters, `dhpt ask`).
+std::string FormatParameterValueExact(const v1::ParameterValue& value);
+// The value as JSON sees it: numbers as numbers, strings as strings (EnqueueTrial, AddTrials).
+google::protobuf::Value ParameterValueAsJson(const v1::ParameterValue& value);
 // A google.protobuf.Value (from model.fixed) as a parameter value: numbers as doubles, strings
 // as they are, booleans as 0 or 1.
 v1::ParameterValue FixedAsParameterValue(const google::protobuf::Value& value);

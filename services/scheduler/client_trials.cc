@@ -253,7 +253,7 @@ absl::StatusOr<v1::ReportProgressResponse> SchedulerCore::ReportClientProgress(
   }
   if (t.state() == v1::Trial::PRUNED) {
     response.set_should_stop(true);
-    response.set_reason(t.error());
+    response.set_reason(FullTrialLocked(*trial).error());  // Finished trials are compacted.
   }
   return response;
 }

@@ -25,13 +25,13 @@ std::optional<std::string> MissingMetric(const v1::StudySpec& spec,
   for (const v1::Objective& objective : spec.objectives()) objectives.push_back(&objective.metric());
   for (const std::string* metric : objectives) {
     if (!FiniteMetric(result, *metric)) {
-      return absl::StrCat("the worker reported no finite value for the objective metric \"",
+      return absl::StrCat("no finite value was reported for the objective metric \"",
                           *metric, "\"");
     }
   }
   for (const v1::Constraint& constraint : spec.constraints()) {
     if (!FiniteMetric(result, constraint.metric())) {
-      return absl::StrCat("the worker reported no finite value for the constraint metric \"",
+      return absl::StrCat("no finite value was reported for the constraint metric \"",
                           constraint.metric(), "\" (not every worker measures it: choose "
                           "workers that do with worker_selector)");
     }

@@ -12,6 +12,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/text_format.h"
+#include "tests/scheduler/core_test_util.h"
 #include "tests/scheduler/temp_database.h"
 
 namespace dhpt::testing_util {
@@ -32,59 +33,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Records what the core sends to one worker (a fake behind the WorkerChannel interface).
-// Acknowledgements arrive from the store's writer thread, hence the lock.
-class RecordingChannel : public WorkerChannel {
- public:
-  void Send(v1::SchedulerMessage message) override {
-    absl::MutexLock lock(&mutex_);
-    sent_.push_back(std::move(message));
-  }
-  void Close(const absl::Status& status) override {
-    absl::MutexLock lock(&mutex_);
-    closed_ = status;
-  }
-
-  std::vector<v1::Assign> Assigns() const {
-    absl::MutexLock lock(&mutex_);
-    std::vector<v1::Assign> out;
-    for (const auto& m : sent_) if (m.has_assign()) out.push_back(m.assign());
-    return out;
-  }
-  int Count(v1::SchedulerMessage::KindCase kind) const {
-    absl::MutexLock lock(&mutex_);
-    int n = 0;
-    for (const auto& m : sent_) n += m.kind_case() == kind;
-    return n;
-  }
-  std::vector<v1::SchedulerMessage> sent() const {
-    absl::MutexLock lock(&mutex_);
-    return sent_;
-  }
-  std::optional<absl::Status> closed() const {
-    absl::MutexLock lock(&mutex_);
-    return closed_;
-  }
-
- private:
-  mutable absl::Mutex mutex_;
-  std::vector<v1::SchedulerMessage> sent_ ABSL_GUARDED_BY(mutex_);
-  std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mutex_);
-};
-
-// Every trial of `study` in `state` (all pages).
-std::vector<v1::Trial> AllTrials(const SchedulerCore& core, const std::string& study,
-                                 v1::Trial::State state = v1::Trial::STATE_UNSPECIFIED) {
-  std::vector<v1::Trial> trials;
-  for (std::string token;;) {
-    absl::StatusOr<ListPage<v1::Trial>> page = core.ListTrials(study, state, 0, token);
-    EXPECT_TRUE(page.ok()) << page.status();
-    if (!page.ok()) return trials;
-    trials.insert(trials.end(), page->items.begin(), page->items.end());
-    if ((token = page->next_page_token).empty()) return trials;
-  }
-}
-
 class RecordingWatcher : public StudyWatcher {
  public:
   void OnEvent(const v1::StudyEvent& event) override { events.push_back(event); }
@@ -102,16 +50,6 @@ v1::StudySpec FunctionStudy(const std::string& name, int max_trials) {
   spec.set_name(name);
   spec.set_max_trials(max_trials);
   return spec;
-}
-
-v1::Hello Hello(const std::string& id, int slots,
-                std::vector<v1::Model::Kind> models = {v1::Model::FUNCTION}) {
-  v1::Hello hello;
-  hello.set_worker_id(id);
-  hello.mutable_capabilities()->set_slots(slots);
-  hello.mutable_capabilities()->set_device_kind(v1::WorkerCapabilities::CPU);
-  for (auto m : models) hello.mutable_capabilities()->add_models(m);
-  return hello;
 }
 
 v1::TrialResult Completed(const v1::Assign& assign, double value,

@@ -1,0 +1,105 @@
+#include "services/cli/ask_tell.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "services/common/param_values.h"
+#include "services/common/status_macros.h"
+
+namespace dhpt::cli {
+namespace {
+
+absl::StatusOr<std::pair<std::string, std::string>> SplitWord(const std::string& word,
+                                                              absl::string_view what) {
+  const size_t equals = word.find('=');
+  if (equals == std::string::npos || equals == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", word, "\" is not ", what, "=value (e.g. loss=0.25)"));
+  }
+  return std::make_pair(word.substr(0, equals), word.substr(equals + 1));
+}
+
+}  // namespace
+
+std::string AskLine(const v1::Trial& trial) {
+  std::string line = absl::StrCat(trial.number());
+  const std::map<std::string, v1::ParameterValue> sorted(trial.params().begin(),
+                                                         trial.params().end());
+  for (const auto& [name, value] : sorted) {
+    absl::StrAppend(&line, " --", name, "=", FormatParameterValueExact(value));
+  }
+  return line;
+}
+
+absl::StatusOr<google::protobuf::Map<std::string, double>> ParseMetricWords(
+    const std::vector<std::string>& words) {
+  google::protobuf::Map<std::string, double> metrics;
+  for (const std::string& word : words) {
+    ASSIGN_OR_RETURN(auto pair, SplitWord(word, "metric"));
+    double value = 0;
+    if (!absl::SimpleAtod(pair.second, &value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("metric ", pair.first, ": \"", pair.second, "\" is not a number"));
+    }
+    metrics[pair.first] = value;
+  }
+  return metrics;
+}
+
+absl::StatusOr<google::protobuf::Map<std::string, google::protobuf::Value>> ParseParameterWords(
+    const std::vector<std::string>& words) {
+  google::protobuf::Map<std::string, google::protobuf::Value> params;
+  for (const std::string& word : words) {
+    ASSIGN_OR_RETURN(auto pair, SplitWord(word, "parameter"));
+    double number = 0;
+    google::protobuf::Value& value = params[pair.first];
+    if (absl::SimpleAtod(pair.second, &number)) {
+      value.set_number_value(number);
+    } else {
+      value.set_string_value(pair.second);
+    }
+  }
+  return params;
+}
+
+std::vector<v1::AddedTrial> CompletedAsAdded(const std::vector<v1::Trial>& trials) {
+  std::vector<v1::AddedTrial> added;
+  for (const v1::Trial& trial : trials) {
+    if (trial.state() != v1::Trial::COMPLETED) continue;
+    v1::AddedTrial& entry = added.emplace_back();
+    entry.set_state(v1::Trial::COMPLETED);
+    for (const auto& [name, value] : trial.params()) {
+      (*entry.mutable_params())[name] = ParameterValueAsJson(value);
+    }
+    *entry.mutable_metrics() = trial.metrics();
+  }
+  return added;
+}
+
+absl::StatusOr<v1::AddTrialsResponse> WarmStart(StudyClient& client, const std::string& study,
+                                                const std::string& from) {
+  ASSIGN_OR_RETURN(std::vector<v1::Trial> trials, client.ListTrials(from));
+  const std::vector<v1::AddedTrial> added = CompletedAsAdded(trials);
+  v1::AddTrialsResponse total;
+  for (size_t start = 0; start < added.size(); start += kWarmStartBatch) {
+    v1::AddTrialsRequest request;
+    request.set_study(study);
+    const size_t end = std::min(added.size(), start + kWarmStartBatch);
+    for (size_t i = start; i < end; ++i) *request.add_trials() = added[i];
+    absl::StatusOr<v1::AddTrialsResponse> response = client.AddTrials(request);
+    if (!response.ok()) {
+      return absl::Status(response.status().code(),
+                          absl::StrCat("warm start from \"", from, "\" (completed trials ",
+                                       start, " on): ", response.status().message(),
+                                       "; the two studies need the same parameters and "
+                                       "objective metrics"));
+    }
+    total.set_added(total.added() + response->added());
+    total.set_skipped(total.skipped() + response->skipped());
+  }
+  return total;
+}
+
+}  // namespace dhpt::cli

@@ -1,0 +1,274 @@
+// Ask and tell on the real core and a real SQLite store: leases, results from the right client
+// only and once, lease expiry, early stopping on reported values, and a restart.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "google/protobuf/text_format.h"
+#include "services/scheduler/scheduler_core.h"
+#include "tests/scheduler/core_test_util.h"
+#include "tests/scheduler/temp_database.h"
+
+namespace dhpt::scheduler {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+v1::StudySpec ExternalStudy(const std::string& name, int max_trials, int parallel,
+                            const std::string& extra = "") {
+  v1::StudySpec spec;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+        model { kind: EXTERNAL }
+        objective { metric: "loss" goal: MINIMIZE }
+        algorithm { name: RANDOM seed: 3 }
+        parameters { name: "lr" double_range { min: 0.001 max: 0.1 log: true } }
+        parameters { name: "layers" int_range { min: 1 max: 4 } })pb" + extra,
+      &spec));
+  spec.set_name(name);
+  spec.set_max_trials(max_trials);
+  spec.set_parallel_trials(parallel);
+  return spec;
+}
+
+class ClientTrialsTest : public ::testing::Test {
+ protected:
+  ClientTrialsTest() { Start(); }
+  void Start() {
+    SchedulerOptions options;
+    options.heartbeat_interval = absl::Seconds(1);
+    options.client_lease = absl::Minutes(5);
+    options.clock = [this] { return now_; };
+    core_ = std::make_unique<SchedulerCore>(db_.get(), options);
+    ASSERT_TRUE(core_->Recover().ok());
+  }
+  void Restart() {
+    core_.reset();
+    db_.Reopen();
+    Start();
+  }
+  std::vector<int64_t> Ask(const std::string& study, int count, const std::string& client) {
+    absl::StatusOr<v1::SuggestTrialsResponse> response =
+        core_->SuggestTrials(study, count, client);
+    EXPECT_TRUE(response.ok()) << response.status();
+    std::vector<int64_t> numbers;
+    if (response.ok()) {
+      for (const v1::Trial& trial : response->trials()) numbers.push_back(trial.number());
+    }
+    return numbers;
+  }
+  absl::StatusOr<v1::Trial> Tell(const std::string& study, int64_t trial,
+                                 const std::string& client, double loss) {
+    v1::CompleteTrialRequest request;
+    request.set_study(study);
+    request.set_trial(trial);
+    request.set_client_id(client);
+    (*request.mutable_metrics())["loss"] = loss;
+    return core_->CompleteTrial(request);
+  }
+  absl::StatusOr<v1::ReportProgressResponse> Report(const std::string& study, int64_t trial,
+                                                    const std::string& client,
+                                                    std::optional<int64_t> step = {},
+                                                    double value = 0) {
+    v1::ReportProgressRequest request;
+    request.set_study(study);
+    request.set_trial(trial);
+    request.set_client_id(client);
+    if (step) {
+      request.set_step(*step);
+      request.set_value(value);
+    }
+    return core_->ReportClientProgress(request);
+  }
+
+  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  testing::TempDatabase db_;
+  std::unique_ptr<SchedulerCore> core_;
+};
+
+TEST_F(ClientTrialsTest, OnlyExternalStudiesAreAskedAndNoWorkerEverGetsTheirTrials) {
+  v1::StudySpec function;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(name: "f" max_trials: 3 model { kind: FUNCTION function: "branin" }
+           parameters { name: "x1" double_range { min: -5 max: 10 } }
+           parameters { name: "x2" double_range { min: 0 max: 15 } })pb", &function));
+  ASSERT_TRUE(core_->CreateStudy(function).ok());
+  EXPECT_EQ(core_->SuggestTrials("f", 1, "me").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(core_->CreateStudy(ExternalStudy("ext", 4, 0)).ok());
+  EXPECT_THAT(core_->GetStudy("ext")->state_reason(), HasSubstr("waiting for a client"));
+  // A worker that claims it runs EXTERNAL models is given none of them.
+  RecordingChannel channel;
+  ASSERT_TRUE(core_->ConnectWorker(
+      Hello("liar", 4, {v1::Model::EXTERNAL, v1::Model::FUNCTION}), {}, &channel).ok());
+  for (const v1::Assign& assign : channel.Assigns()) EXPECT_EQ(assign.study(), "f");
+  EXPECT_EQ(core_->GetStudy("ext")->trials_running(), 0);
+}
+
+TEST_F(ClientTrialsTest, AClientGetsItsLeasedTrialsBackAndTheCapHolds) {
+  ASSERT_TRUE(core_->CreateStudy(ExternalStudy("ext", 3, 2)).ok());
+  EXPECT_THAT(Ask("ext", 5, "a"), ElementsAre(0, 1));  // parallel_trials is 2.
+  EXPECT_THAT(Ask("ext", 5, "a"), ElementsAre(0, 1));  // The same ones, not new ones.
+  EXPECT_TRUE(Ask("ext", 1, "b").empty());
+  ASSERT_TRUE(Tell("ext", 0, "a", 0.5).ok());
+  EXPECT_THAT(Ask("ext", 1, "b"), ElementsAre(2));
+  ASSERT_TRUE(Tell("ext", 1, "a", 0.25).ok());
+  ASSERT_TRUE(Tell("ext", 2, "b", 0.75).ok());
+  const v1::Study study = *core_->GetStudy("ext");
+  EXPECT_EQ(study.state(), v1::Study::COMPLETED);
+  EXPECT_EQ(study.trials_completed(), 3);
+  EXPECT_EQ(study.best_trial().number(), 1);
+  EXPECT_EQ(study.best_trial().client_id(), "a");
+  absl::StatusOr<v1::SuggestTrialsResponse> after = core_->SuggestTrials("ext", 1, "a");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->trials_size(), 0);
+  EXPECT_EQ(after->study_state(), v1::Study::COMPLETED);
+}
+
+TEST_F(ClientTrialsTest, ResultsCountOnceAndOnlyFromTheClientGivenTheTrial) {
+  ASSERT_TRUE(core_->CreateStudy(ExternalStudy("ext", 5, 0)).ok());
+  ASSERT_THAT(Ask("ext", 2, "a"), ElementsAre(0, 1));
+  EXPECT_EQ(Tell("ext", 0, "mallory", 0.1).status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Tell("ext", 7, "a", 0.1).status().code(), absl::StatusCode::kNotFound);
+  // A missing objective changes nothing: the client may tell again.
+  v1::CompleteTrialRequest wrong;
+  wrong.set_study("ext");
+  wrong.set_trial(0);
+  wrong.set_client_id("a");
+  (*wrong.mutable_metrics())["accuracy"] = 0.9;
+  absl::StatusOr<v1::Trial> refused = core_->CompleteTrial(wrong);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("\"loss\""));
+  EXPECT_EQ(AllTrials(*core_, "ext")[0].state(), v1::Trial::RUNNING);
+
+  ASSERT_TRUE(Tell("ext", 0, "a", 0.5).ok());
+  absl::StatusOr<v1::Trial> again = Tell("ext", 0, "a", 0.5);  // A retry after a lost answer.
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->metrics().at("loss"), 0.5);
+  EXPECT_EQ(core_->GetStudy("ext")->trials_completed(), 1);
+
+  v1::CompleteTrialRequest infeasible;
+  infeasible.set_study("ext");
+  infeasible.set_trial(1);
+  infeasible.set_client_id("a");
+  infeasible.set_infeasible_reason("diverged: NaN loss");
+  absl::StatusOr<v1::Trial> failed = core_->CompleteTrial(infeasible);
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_EQ(failed->state(), v1::Trial::FAILED);
+  EXPECT_THAT(failed->error(), HasSubstr("diverged: NaN loss"));
+}
+
+TEST_F(ClientTrialsTest, BadRequestsAreInvalidArguments) {
+  ASSERT_TRUE(core_->CreateStudy(ExternalStudy("ext", 5, 0)).ok());
+  for (const std::string& client : {std::string(""), std::string("a b"), std::string(200, 'c'),
+                                    std::string("x\ny")}) {
+    EXPECT_EQ(core_->SuggestTrials("ext", 1, client).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << client;
+  }
+  EXPECT_EQ(core_->SuggestTrials("ext", kMaxSuggestCount + 1, "a").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core_->SuggestTrials("ext", -1, "a").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_THAT(Ask("ext", 1, "a"), ElementsAre(0));
+  EXPECT_EQ(Tell("ext", 0, "a", std::numeric_limits<double>::quiet_NaN()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::CompleteTrialRequest both;
+  both.set_study("ext");
+  both.set_client_id("a");
+  (*both.mutable_metrics())["loss"] = 1;
+  both.set_infeasible_reason("and also this");
+  EXPECT_EQ(core_->CompleteTrial(both).status().code(), absl::StatusCode::kInvalidArgument);
+  v1::ReportProgressRequest half;
+  half.set_study("ext");
+  half.set_client_id("a");
+  half.set_step(3);
+  EXPECT_EQ(core_->ReportClientProgress(half).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Report("ext", 0, "b").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ClientTrialsTest, AnExpiredLeaseGoesToAnotherClientAndTheFirstResultWins) {
+  ASSERT_TRUE(core_->CreateStudy(ExternalStudy("ext", 5, 1)).ok());
+  ASSERT_THAT(Ask("ext", 1, "a"), ElementsAre(0));
+  // Reports renew the lease.
+  now_ += absl::Minutes(4);
+  ASSERT_TRUE(Report("ext", 0, "a").ok());
+  now_ += absl::Minutes(4);
+  EXPECT_EQ(core_->ExpireLeases(), 0);
+  now_ += absl::Minutes(2);
+  EXPECT_EQ(core_->ExpireLeases(), 1);
+  v1::Trial lost = AllTrials(*core_, "ext")[0];
+  EXPECT_EQ(lost.state(), v1::Trial::PENDING);
+  EXPECT_EQ(lost.lost_attempts(), 1);
+  EXPECT_THAT(lost.error(), HasSubstr("client \"a\" did not report within its lease"));
+  ASSERT_THAT(Ask("ext", 1, "b"), ElementsAre(0));
+  // The slow first client finishes after all: counted, once; the second is told to stop.
+  ASSERT_TRUE(Tell("ext", 0, "a", 0.3).ok());
+  absl::StatusOr<v1::ReportProgressResponse> stop = Report("ext", 0, "b", 1, 0.2);
+  ASSERT_TRUE(stop.ok()) << stop.status();
+  EXPECT_TRUE(stop->should_stop());
+  EXPECT_EQ(Tell("ext", 0, "b", 0.2).status().code(), absl::StatusCode::kFailedPrecondition);
+  const v1::Study study = *core_->GetStudy("ext");
+  EXPECT_EQ(study.trials_completed(), 1);
+  EXPECT_EQ(study.trials_running(), 0);
+  EXPECT_EQ(AllTrials(*core_, "ext")[0].metrics().at("loss"), 0.3);
+}
+
+TEST_F(ClientTrialsTest, ReportedValuesDriveEarlyStopping) {
+  ASSERT_TRUE(core_->CreateStudy(ExternalStudy(
+      "ext", 5, 0, "early_stopping { median { n_startup_trials: 1 } }")).ok());
+  ASSERT_THAT(Ask("ext", 2, "a"), ElementsAre(0, 1));
+  for (int step = 1; step <= 3; ++step) {
+    absl::StatusOr<v1::ReportProgressResponse> going = Report("ext", 0, "a", step, 1.0 / step);
+    ASSERT_TRUE(going.ok()) << going.status();
+    EXPECT_FALSE(going->should_stop());
+  }
+  ASSERT_TRUE(Tell("ext", 0, "a", 0.3).ok());
+  absl::StatusOr<v1::ReportProgressResponse> behind = Report("ext", 1, "a", 2, 10.0);
+  ASSERT_TRUE(behind.ok()) << behind.status();
+  EXPECT_TRUE(behind->should_stop());
+  EXPECT_THAT(behind->reason(), HasSubstr("pruned at step 2"));
+  EXPECT_EQ(AllTrials(*core_, "ext")[1].state(), v1::Trial::PRUNED);
+  // Asked again, it stays stopped; its lease is gone.
+  EXPECT_TRUE(Report("ext", 1, "a")->should_stop());
+  EXPECT_EQ(core_->GetStudy("ext")->trials_running(), 0);
+}
+
+TEST_F(ClientTrialsTest, LeasesOutliveARestartForTheSameClient) {
+  ASSERT_TRUE(core_->CreateStudy(ExternalStudy("ext", 5, 2)).ok());
+  ASSERT_THAT(Ask("ext", 2, "a"), ElementsAre(0, 1));
+  ASSERT_TRUE(Tell("ext", 0, "a", 0.5).ok());
+  Restart();
+  // The trial it held comes back to it under the same attempt, before any new one.
+  absl::StatusOr<v1::SuggestTrialsResponse> back = core_->SuggestTrials("ext", 2, "a");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->trials_size(), 2);
+  EXPECT_EQ(back->trials(0).number(), 1);
+  EXPECT_EQ(back->trials(0).attempt(), 1);
+  EXPECT_EQ(back->trials(1).number(), 2);
+  ASSERT_TRUE(Tell("ext", 1, "a", 0.25).ok());
+  EXPECT_EQ(core_->GetStudy("ext")->trials_completed(), 2);
+  EXPECT_EQ(core_->GetStudy("ext")->best_trial().number(), 1);
+}
+
+TEST_F(ClientTrialsTest, ModelBasedSuggestionsAreWaitedFor) {
+  ASSERT_TRUE(core_->CreateStudy(ExternalStudy("ext", 8, 0, "")).ok());
+  v1::StudySpec bayes = ExternalStudy("bo", 8, 0);
+  bayes.mutable_algorithm()->set_name(v1::Algorithm::BAYESIAN);
+  bayes.mutable_algorithm()->mutable_bayesian()->set_n_startup_trials(2);
+  ASSERT_TRUE(core_->CreateStudy(bayes).ok());
+  for (int round = 0; round < 3; ++round) {
+    std::vector<int64_t> given = Ask("bo", 2, "a");
+    ASSERT_EQ(given.size(), 2u) << "round " << round;
+    for (int64_t number : given) ASSERT_TRUE(Tell("bo", number, "a", 1.0 / (number + 1)).ok());
+  }
+  EXPECT_EQ(core_->GetStudy("bo")->trials_completed(), 6);
+}
+
+}  // namespace
+}  // namespace dhpt::scheduler
