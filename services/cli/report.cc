@@ -123,7 +123,9 @@ std::string StudySummary(const v1::Study& study) {
   }
   absl::StrAppendFormat(&out, "  best trial #%d: %s = %.6g\n  with %s\n  on %s (%s)\n",
                         best.number(), study.spec().objective().metric(), best.objective_value(),
-                        absl::StrJoin(params, ", "), best.worker_id(), best.device());
+                        absl::StrJoin(params, ", "),
+                        best.worker_id().empty() ? "client " + best.client_id() : best.worker_id(),
+                        best.device());
   if (best.infeasible()) {
     absl::StrAppendFormat(&out, "  no trial meets the constraints yet: this one misses them by %.6g\n",
                           best.constraint_violation());
