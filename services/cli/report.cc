@@ -78,6 +78,9 @@ std::string TrialsTable(const v1::StudySpec& spec, const std::vector<v1::Trial>&
     if (pruned && trial.metrics().contains(std::string(kMetricPrunedStep))) {
       absl::StrAppend(&state, "@", Metric(trial, kMetricPrunedStep, 12));
     }
+    // Where its point came from, when not from the algorithm.
+    if (trial.origin() == v1::Trial::ADDED) absl::StrAppend(&state, " (added)");
+    if (trial.origin() == v1::Trial::ENQUEUED) absl::StrAppend(&state, " (enqueued)");
     std::vector<std::string> row = {absl::StrCat(trial.number()), std::move(state)};
     for (const v1::Parameter& p : spec.parameters()) {
       auto it = trial.params().find(p.name());
@@ -108,6 +111,9 @@ std::string StudySummary(const v1::Study& study) {
       study.trials_completed(), study.trials_failed(), study.trials_cancelled());
   if (study.trials_pruned() > 0) {
     absl::StrAppend(&out, "  ", study.trials_pruned(), " pruned (stopped early)\n");
+  }
+  if (study.trials_added() > 0) {
+    absl::StrAppend(&out, "  ", study.trials_added(), " added (results from elsewhere, learnt from)\n");
   }
   if (study.spec().objectives_size() >= 2) {
     absl::StrAppendFormat(&out, "  Pareto front: %d trials, hypervolume %.6g (dhpt pareto %s)\n",
