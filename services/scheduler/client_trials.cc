@@ -147,12 +147,17 @@ void SchedulerCore::SuggestTrials(absl::string_view name, int count, absl::strin
         "suggestion; ask again shortly")));
     return;
   }
-  // Its own first: held now, then held before a restart (pending under its attempt).
+  // Its own first, in number order: held now, then held before a restart (pending under its
+  // attempt).
+  std::vector<std::pair<int64_t, uint64_t>> held;
   for (uint64_t id : (*study)->leased) {
+    const TrialEntry& trial = trials_.at(id);
+    if (trial.client == waiter->client_id) held.emplace_back(trial.trial.number(), id);
+  }
+  std::sort(held.begin(), held.end());
+  for (const auto& [number, id] : held) {
     if (static_cast<int>(waiter->given.size()) >= waiter->count) break;
-    TrialEntry& trial = trials_.at(id);
-    if (trial.client != waiter->client_id) continue;
-    trial.lease_end = options_.clock() + options_.client_lease;
+    trials_.at(id).lease_end = options_.clock() + options_.client_lease;
     waiter->given.push_back(id);
   }
   std::deque<uint64_t>& pending = (*study)->pending;

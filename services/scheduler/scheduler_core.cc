@@ -25,14 +25,15 @@ using google::protobuf::util::TimeUtil;
 
 namespace {
 
-// Bounded device labels for metrics: "cpu" or "cuda", whatever the device index.
+// Bounded device labels for metrics: "cpu" or "cuda", whatever the device index, or "client"
+// for trials evaluated by ask-and-tell clients.
 std::string DeviceLabel(const v1::WorkerCapabilities& worker) {
   return worker.device_kind() == v1::WorkerCapabilities::CUDA ? "cuda" : "cpu";
 }
 std::string DeviceLabel(absl::string_view device) {
   // Workers write this text: only known values become labels, so none can grow the series.
   const absl::string_view kind = device.substr(0, device.find(':'));
-  if (kind == "cpu" || kind == "cuda") return std::string(kind);
+  if (kind == "cpu" || kind == "cuda" || kind == "client") return std::string(kind);
   return device.empty() ? "unknown" : "other";
 }
 

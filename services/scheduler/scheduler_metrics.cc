@@ -87,7 +87,7 @@ SchedulerMetrics::SchedulerMetrics()
                        .Register(*registry_)) {
   // Counters of rare events start at 0 for every known label value, so that rate() and
   // increase() show 0 rather than nothing.
-  for (int kind = v1::Model::XGBOOST; kind <= v1::Model::FUNCTION; ++kind) {
+  for (int kind = v1::Model::XGBOOST; kind <= v1::Model::EXTERNAL; ++kind) {
     requeues_.Add({{"model", Lower(v1::Model::Kind_Name(static_cast<v1::Model::Kind>(kind)))}});
   }
   for (const char* kind : {"cpu", "cuda"}) connections_.Add({{"kind", kind}});

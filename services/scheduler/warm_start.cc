@@ -103,6 +103,13 @@ absl::StatusOr<v1::AddTrialsResponse> SchedulerCore::AddTrials(
     ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(request.study()));
     StudyEntry& study = *const_cast<StudyEntry*>(found);
     if (study.terminal()) return CheckOpen(BuildStudyLocked(study), request.study(), "add to");
+    // Added trials live as long as the study: as many as it may run at most.
+    if (study.added + request.trials_size() > options_.spec_limits.max_trials) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "study \"", request.study(), "\" has ", study.added, " added trials; ",
+          request.trials_size(), " more would pass the limit of ", options_.spec_limits.max_trials,
+          " (the scheduler's largest max_trials)"));
+    }
     // All or nothing: every trial is checked before the first is added.
     std::vector<std::pair<optimizer::Point, v1::TrialResult>> checked;
     checked.reserve(request.trials_size());
