@@ -14,6 +14,7 @@
 #include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/util/json_util.h"
 #include "services/cli/study_file.h"
+#include "services/common/param_values.h"
 #include "services/optimizer/optimizer.h"
 #include "services/scheduler/spec_translation.h"
 #include "services/scheduler/spec_validation.h"
@@ -36,6 +37,11 @@ void Exercise(const v1::StudySpec& spec) {
   const scheduler::ParamMap params = scheduler::ToParamMap(space, **point);
   absl::StatusOr<optimizer::Point> back = scheduler::ToPoint(space, params);
   if (!back.ok() || space.Key(*back) != space.Key(**point)) std::abort();
+  // And the same point sent back as JSON values (EnqueueTrial, AddTrials) is accepted as itself.
+  google::protobuf::Map<std::string, google::protobuf::Value> values;
+  for (const auto& [name, value] : params) values[name] = ParameterValueAsJson(value);
+  absl::StatusOr<optimizer::Point> sent = scheduler::PointFromValues(space, values, "params");
+  if (!sent.ok() || space.Key(*sent) != space.Key(**point)) std::abort();
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ for arg in "$@"; do
     *) echo "ignoring $arg" >&2 ;;
   esac
 done
-echo "evaluating x=$x y=$y"
+echo "evaluating at x: $x, y: $y"
 for step in 1 2 3; do
   # A noisy start that settles: (x - 1)^2 + (y + 2)^2 plus 1/step.
   awk -v x="$x" -v y="$y" -v s="$step" \

@@ -1,6 +1,5 @@
 #include "services/cli/ask_tell.h"
 
-#include <algorithm>
 #include <map>
 
 #include "absl/strings/numbers.h"
@@ -62,44 +61,6 @@ absl::StatusOr<google::protobuf::Map<std::string, google::protobuf::Value>> Pars
     }
   }
   return params;
-}
-
-std::vector<v1::AddedTrial> CompletedAsAdded(const std::vector<v1::Trial>& trials) {
-  std::vector<v1::AddedTrial> added;
-  for (const v1::Trial& trial : trials) {
-    if (trial.state() != v1::Trial::COMPLETED) continue;
-    v1::AddedTrial& entry = added.emplace_back();
-    entry.set_state(v1::Trial::COMPLETED);
-    for (const auto& [name, value] : trial.params()) {
-      (*entry.mutable_params())[name] = ParameterValueAsJson(value);
-    }
-    *entry.mutable_metrics() = trial.metrics();
-  }
-  return added;
-}
-
-absl::StatusOr<v1::AddTrialsResponse> WarmStart(StudyClient& client, const std::string& study,
-                                                const std::string& from) {
-  ASSIGN_OR_RETURN(std::vector<v1::Trial> trials, client.ListTrials(from));
-  const std::vector<v1::AddedTrial> added = CompletedAsAdded(trials);
-  v1::AddTrialsResponse total;
-  for (size_t start = 0; start < added.size(); start += kWarmStartBatch) {
-    v1::AddTrialsRequest request;
-    request.set_study(study);
-    const size_t end = std::min(added.size(), start + kWarmStartBatch);
-    for (size_t i = start; i < end; ++i) *request.add_trials() = added[i];
-    absl::StatusOr<v1::AddTrialsResponse> response = client.AddTrials(request);
-    if (!response.ok()) {
-      return absl::Status(response.status().code(),
-                          absl::StrCat("warm start from \"", from, "\" (completed trials ",
-                                       start, " on): ", response.status().message(),
-                                       "; the two studies need the same parameters and "
-                                       "objective metrics"));
-    }
-    total.set_added(total.added() + response->added());
-    total.set_skipped(total.skipped() + response->skipped());
-  }
-  return total;
 }
 
 }  // namespace dhpt::cli

@@ -554,15 +554,14 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
   if (name == "submit") {
     absl::StatusOr<v1::StudySpec> spec = ReadStudyFile(arg);
     if (!spec.ok()) return Fail(spec.status());
+    // The scheduler adds the earlier study's completed trials before the first suggestion.
+    const std::string from = absl::GetFlag(FLAGS_warm_start);
+    if (!from.empty()) spec->set_warm_start_study(from);
     absl::StatusOr<v1::Study> study = client.CreateStudy(*spec);
     if (!study.ok()) return Fail(study.status());
-    if (const std::string from = absl::GetFlag(FLAGS_warm_start); !from.empty()) {
-      absl::StatusOr<v1::AddTrialsResponse> added = WarmStart(client, spec->name(), from);
-      if (!added.ok()) return Fail(added.status());
-      std::cout << "warm start: added " << added->added() << " completed trials of " << from
-                << " (" << added->skipped() << " already there)\n";
-      study = client.GetStudy(spec->name());
-      if (!study.ok()) return Fail(study.status());
+    if (!from.empty()) {
+      std::cout << "warm start: learnt from " << study->trials_added()
+                << " completed trials of " << from << "\n";
     }
     std::cout << ProgressLine(*study) << "\n";
     if (!absl::GetFlag(FLAGS_watch)) return 0;

@@ -225,13 +225,23 @@ absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spe
   entry->front.emplace(spec);
   ASSIGN_OR_RETURN(entry->optimizer,
                    options_.optimizer_factory(entry->space, ToOptimizerConfig(spec)));
+  // Checked before anything is created; added before its first trial is suggested.
+  CheckedTrials warm;
+  if (!spec.warm_start_study().empty()) {
+    ASSIGN_OR_RETURN(warm, WarmStartLocked(spec, entry->space));
+  }
   entry->spec = std::move(spec);
   entry->create_time = ToTimestamp(options_.clock());
   entry->order = next_study_order_++;
-  const WriteSequence stored = store_->PutStudy(BuildStudyLocked(*entry));
+  WriteSequence stored = store_->PutStudy(BuildStudyLocked(*entry));
   StudyEntry& created = *entry;
   study_order_.push_back(entry.get());
   studies_[created.spec.name()] = std::move(entry);
+  if (!warm.empty()) {
+    v1::AddTrialsResponse added;
+    AddCheckedLocked(created, std::move(warm), added);
+    stored = SaveStudyLocked(created);
+  }
   DHPT_LOG_INFO("study %s created: %s %s, %d trials", created.spec.name(),
                 v1::Model::Kind_Name(created.spec.model().kind()),
                 v1::Algorithm::Name_Name(created.spec.algorithm().name()),

@@ -295,6 +295,15 @@ class SchedulerCore {
   bool ReclaimForClientLocked(TrialEntry& trial, const std::string& client_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   int ExpireClientLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Warm starts: results checked against a study's space, then added to it (a point it has
+  // already is skipped).
+  using CheckedTrials = std::vector<std::pair<optimizer::Point, v1::TrialResult>>;
+  void AddCheckedLocked(StudyEntry& study, CheckedTrials checked, v1::AddTrialsResponse& response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The completed trials of spec.warm_start_study(), checked against `space`.
+  absl::StatusOr<CheckedTrials> WarmStartLocked(const v1::StudySpec& spec,
+                                                const optimizer::SearchSpace& space)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   struct SuggestWaiter;
   // Gives the study's waiting SuggestTrials calls their trials, in order, and answers each
   // that needs no further suggestion.

@@ -26,11 +26,11 @@ absl::Status CheckLength(absl::string_view field, absl::string_view text) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateName(const std::string& name) {
+absl::Status ValidateName(const std::string& name, absl::string_view field = "name") {
   static const std::regex kName("[A-Za-z0-9]([A-Za-z0-9._-]{0,126}[A-Za-z0-9])?");
-  if (name.empty()) return Invalid("name", "is required");
+  if (name.empty()) return Invalid(field, "is required");
   if (name.size() > 128 || !std::regex_match(name, kName)) {
-    return Invalid("name",
+    return Invalid(field,
                    absl::StrCat(Quote(name),
                                 " must be 1-128 letters, digits, '.', '_' or '-', starting "
                                 "and ending with a letter or digit"));
@@ -562,6 +562,12 @@ int64_t EstimatedDatasetBytes(const v1::Dataset& dataset) {
 
 absl::StatusOr<v1::StudySpec> NormalizeStudySpec(v1::StudySpec spec, const SpecLimits& limits) {
   RETURN_IF_ERROR(ValidateName(spec.name()));
+  if (!spec.warm_start_study().empty()) {
+    RETURN_IF_ERROR(ValidateName(spec.warm_start_study(), "warm_start_study"));
+    if (spec.warm_start_study() == spec.name()) {
+      return Invalid("warm_start_study", "names the study itself; name an earlier study");
+    }
+  }
   if (spec.parameters_size() > limits.max_parameters) {
     return Invalid("parameters", absl::StrCat("has ", spec.parameters_size(),
                                               " entries, more than the limit of ",

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "services/common/model_catalog.h"
+#include "services/common/param_values.h"
 #include "services/common/status_macros.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/scheduler_core_internal.h"
@@ -54,7 +55,72 @@ absl::StatusOr<v1::TrialResult> AddedResult(const v1::StudySpec& spec, const v1:
   return result;
 }
 
+// Every trial checked before any is added: all or nothing.
+absl::StatusOr<std::vector<std::pair<optimizer::Point, v1::TrialResult>>> CheckAdded(
+    const v1::StudySpec& spec, const optimizer::SearchSpace& space,
+    const google::protobuf::RepeatedPtrField<v1::AddedTrial>& trials, absl::string_view field) {
+  std::vector<std::pair<optimizer::Point, v1::TrialResult>> checked;
+  checked.reserve(trials.size());
+  for (int i = 0; i < trials.size(); ++i) {
+    const std::string at = absl::StrCat(field, "[", i, "]");
+    ASSIGN_OR_RETURN(optimizer::Point point,
+                     PointFromValues(space, trials[i].params(), at + ".params"));
+    ASSIGN_OR_RETURN(v1::TrialResult result, AddedResult(spec, trials[i], at));
+    checked.emplace_back(std::move(point), std::move(result));
+  }
+  return checked;
+}
+
 }  // namespace
+
+void SchedulerCore::AddCheckedLocked(StudyEntry& study, CheckedTrials checked,
+                                     v1::AddTrialsResponse& response) {
+  for (auto& [point, result] : checked) {
+    // A point the study has (a warm start run twice, a repeat in the request) adds nothing.
+    if (study.keys.contains(study.space.Key(point))) {
+      response.set_skipped(response.skipped() + 1);
+      continue;
+    }
+    TrialEntry& entry = CreateTrialLocked(study, std::move(point), v1::Trial::ADDED);
+    RecordResult(study.spec, result, entry.trial);
+    *entry.trial.mutable_end_time() = entry.trial.create_time();
+    RecordTrialEndLocked(entry);
+    PublishTrialLocked(entry);
+    SaveTrialLocked(entry);
+    response.set_added(response.added() + 1);
+  }
+}
+
+absl::StatusOr<SchedulerCore::CheckedTrials> SchedulerCore::WarmStartLocked(
+    const v1::StudySpec& spec, const optimizer::SearchSpace& space) {
+  auto earlier = studies_.find(spec.warm_start_study());
+  if (earlier == studies_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "warm_start_study: no study named \"", spec.warm_start_study(), "\" to learn from"));
+  }
+  google::protobuf::RepeatedPtrField<v1::AddedTrial> completed;
+  for (uint64_t id : earlier->second->trial_ids) {
+    const v1::Trial trial = FullTrialLocked(trials_.at(id));
+    if (trial.state() != v1::Trial::COMPLETED) continue;
+    v1::AddedTrial& added = *completed.Add();
+    for (const auto& [name, value] : trial.params()) {
+      (*added.mutable_params())[name] = ParameterValueAsJson(value);
+    }
+    *added.mutable_metrics() = trial.metrics();
+  }
+  if (completed.size() > options_.spec_limits.max_trials) {
+    completed.DeleteSubrange(options_.spec_limits.max_trials,
+                             completed.size() - options_.spec_limits.max_trials);
+  }
+  absl::StatusOr<CheckedTrials> checked =
+      CheckAdded(spec, space, completed, "warm_start_study's trials");
+  if (!checked.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        checked.status().message(), ": a warm start needs a study with the same parameters "
+        "and objective metrics"));
+  }
+  return checked;
+}
 
 absl::StatusOr<v1::Trial> SchedulerCore::EnqueueTrial(const v1::EnqueueTrialRequest& request) {
   WriteSequence stored = 0;
@@ -110,30 +176,9 @@ absl::StatusOr<v1::AddTrialsResponse> SchedulerCore::AddTrials(
           request.trials_size(), " more would pass the limit of ", options_.spec_limits.max_trials,
           " (the scheduler's largest max_trials)"));
     }
-    // All or nothing: every trial is checked before the first is added.
-    std::vector<std::pair<optimizer::Point, v1::TrialResult>> checked;
-    checked.reserve(request.trials_size());
-    for (int i = 0; i < request.trials_size(); ++i) {
-      const std::string field = absl::StrCat("trials[", i, "]");
-      ASSIGN_OR_RETURN(optimizer::Point point,
-                       PointFromValues(study.space, request.trials(i).params(), field + ".params"));
-      ASSIGN_OR_RETURN(v1::TrialResult result, AddedResult(study.spec, request.trials(i), field));
-      checked.emplace_back(std::move(point), std::move(result));
-    }
-    for (auto& [point, result] : checked) {
-      // A point the study has (a warm start run twice, a repeat in the request) adds nothing.
-      if (study.keys.contains(study.space.Key(point))) {
-        response.set_skipped(response.skipped() + 1);
-        continue;
-      }
-      TrialEntry& entry = CreateTrialLocked(study, std::move(point), v1::Trial::ADDED);
-      RecordResult(study.spec, result, entry.trial);
-      *entry.trial.mutable_end_time() = entry.trial.create_time();
-      RecordTrialEndLocked(entry);
-      PublishTrialLocked(entry);
-      stored = SaveTrialLocked(entry);
-      response.set_added(response.added() + 1);
-    }
+    ASSIGN_OR_RETURN(CheckedTrials checked,
+                     CheckAdded(study.spec, study.space, request.trials(), "trials"));
+    AddCheckedLocked(study, std::move(checked), response);
     if (response.added() > 0) {
       SaveStudyLocked(study);
       PublishStudyLocked(study);

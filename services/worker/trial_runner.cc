@@ -12,6 +12,7 @@
 #include "services/common/model_catalog.h"
 #include "services/common/param_values.h"
 #include "services/common/status_macros.h"
+#include "services/worker/command_trial.h"
 #include "services/worker/resource_meter.h"
 #include "services/worker/xgboost_trainer.h"
 
@@ -73,14 +74,6 @@ absl::StatusOr<Metrics> EvaluateFunction(const v1::Assign& assign, const TrialCo
   return metrics;
 }
 
-// Exact strings for XGBoost: 17 significant digits for doubles.
-std::string XgboostValue(const v1::ParameterValue& value) {
-  if (value.kind_case() == v1::ParameterValue::kDoubleValue) {
-    return absl::StrFormat("%.17g", value.double_value());
-  }
-  return FormatParameterValue(value);
-}
-
 Hyperparameters AllHyperparameters(const v1::Assign& assign) {
   Hyperparameters params;
   for (const auto& [name, value] : assign.model().fixed()) params[name] = FixedAsParameterValue(value);
@@ -100,6 +93,20 @@ void AddGpuUsage(const GpuUsage& usage, const GpuDevice& device,
   if (device.memory_total_bytes) {
     metrics[std::string(kMetricGpuMemoryTotal)] = static_cast<double>(*device.memory_total_bytes);
   }
+}
+
+// The program's metrics, less any named like DHPT's own measurements (unless the study made
+// one its objective): those are measured, never taken from what a program prints.
+Metrics CommandMetrics(std::map<std::string, double> printed, const std::string& objective) {
+  Metrics metrics;
+  for (auto& [name, value] : printed) {
+    const bool measured =
+        name == kMetricPrunedStep ||
+        std::find(std::begin(kMeasurementMetrics), std::end(kMeasurementMetrics), name) !=
+            std::end(kMeasurementMetrics);
+    if (!measured || name == objective) metrics.emplace(name, value);
+  }
+  return metrics;
 }
 
 }  // namespace
@@ -158,7 +165,30 @@ v1::TrialResult TrialRunner::RunUnguarded(const v1::Assign& assign, const TrialC
         std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     return data;
   };
+  // A COMMAND trial's costs are its process tree's, not the worker process's.
+  std::optional<ProcessTreeUsage> command_usage;
   switch (assign.model().kind()) {
+    case v1::Model::COMMAND: {
+      const std::string& name = assign.model().command();
+      const RegisteredCommand* command =
+          options_.commands != nullptr ? options_.commands->Find(name) : nullptr;
+      if (command == nullptr) {
+        outcome = absl::FailedPreconditionError(absl::StrCat(
+            "this worker has no command ", name,
+            "; its operator registers commands with --command"));
+        break;
+      }
+      if (options_.autoencoder) result.set_device(options_.autoencoder->device());
+      start_measuring();
+      CommandTrialOutcome run = RunCommandTrial(*command, options_.command_options, assign, context);
+      command_usage = run.usage;
+      if (run.status.ok()) {
+        outcome = CommandMetrics(std::move(run.metrics), assign.objective_metric());
+      } else {
+        outcome = std::move(run.status);
+      }
+      break;
+    }
     case v1::Model::FUNCTION:
       start_measuring();
       outcome = EvaluateFunction(assign, context);
@@ -188,7 +218,7 @@ v1::TrialResult TrialRunner::RunUnguarded(const v1::Assign& assign, const TrialC
         request.params.emplace_back(name, FormatFixedValue(value));
       }
       for (const auto& [name, value] : assign.params()) {
-        request.params.emplace_back(name, XgboostValue(value));
+        request.params.emplace_back(name, FormatParameterValueExact(value));
       }
       request.threads = context.threads;
       request.cancelled = context.cancelled;
@@ -220,7 +250,12 @@ v1::TrialResult TrialRunner::RunUnguarded(const v1::Assign& assign, const TrialC
   }
   if (gpu_sampler) AddGpuUsage(gpu_sampler->Stop(), options_.gpu->device(), metrics);
   if (meter) {
-    const ResourceUsage usage = meter->Stop();
+    ResourceUsage usage = meter->Stop();
+    if (command_usage) {
+      usage.cpu_seconds = command_usage->cpu_seconds;
+      usage.cpu_utilization = usage.wall_seconds > 0 ? usage.cpu_seconds / usage.wall_seconds : 0;
+      usage.peak_rss_bytes = command_usage->peak_rss_bytes;
+    }
     metrics[std::string(kMetricWallSeconds)] = usage.wall_seconds;
     metrics[std::string(kMetricCpuSeconds)] = usage.cpu_seconds;
     metrics[std::string(kMetricCpuUtilization)] = usage.cpu_utilization;

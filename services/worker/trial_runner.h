@@ -10,6 +10,7 @@
 
 #include "absl/time/time.h"
 #include "dhpt/v1/worker_service.pb.h"
+#include "services/worker/command_registry.h"
 #include "services/worker/datasets.h"
 #include "services/worker/gpu_telemetry.h"
 #include "services/worker/model_trainer.h"
@@ -29,6 +30,9 @@ struct TrialRunnerOptions {
   // Where CSV files may be read from and how large a dataset may be; with the defaults, no
   // CSV file at all.
   DatasetOptions datasets;
+  // The programs COMMAND trials may run, by name; without any, this runner refuses them.
+  std::shared_ptr<const CommandRegistry> commands;
+  CommandOptions command_options;
 };
 
 class TrialRunner {

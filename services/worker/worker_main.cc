@@ -27,6 +27,7 @@
 #include "services/common/logging.h"
 #include "services/common/metrics_endpoint.h"
 #include "services/common/signals.h"
+#include "services/worker/command_flags.h"
 #include "services/worker/sequential_study.h"
 #include "services/worker/power_rails.h"
 #include "services/worker/trial_runner.h"
@@ -190,6 +191,7 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   ApplyEnvironmentToFlags({"scheduler", "slots", "threads_per_trial", "worker_id", "node_name",
                            "labels", "metrics_port", "data_root", "max_dataset_file_bytes",
                            "max_dataset_bytes"});
+  ApplyEnvironmentToFlags(CommandFlagNames());
   ApplyEnvironmentToFlags(ClientSecurityFlagNames());
   for (absl::string_view flag : kind.own_flags) ApplyEnvironmentToFlags({flag});
   ParseCommandLineWithDashes(argc, argv);
@@ -234,6 +236,25 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
     return absl::IsFailedPrecondition(setup.status()) ? 1 : 2;
   }
   setup->runner.datasets = *std::move(datasets);
+  if (absl::Status commands = CommandsFromFlags(RepeatedFlagValues(argc, argv, "command"),
+                                                RepeatedFlagValues(argc, argv, "command_env"),
+                                                std::string(kind.label) == "gpu", setup->runner);
+      !commands.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(commands.message()).c_str());
+    return 2;
+  }
+  std::vector<std::string> command_names;
+  if (setup->runner.commands != nullptr) {
+    command_names = setup->runner.commands->Names();
+    setup->models.push_back(v1::Model::COMMAND);
+  }
+  const std::string command_workdir = setup->runner.command_options.workdir_root;
+  // The default root is this process's own: once its trials are done, an empty one goes.
+  auto remove_command_workdir = [&] {
+    if (!command_names.empty() && DefaultCommandWorkdir() == command_workdir) {
+      rmdir(command_workdir.c_str());
+    }
+  };
   // Power rails are the board's, whichever worker binary runs on it.
   std::string energy_telemetry;
   if (absl::StatusOr<std::unique_ptr<PowerRails>> rails = OpenPowerRails(); rails.ok()) {
@@ -247,14 +268,17 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   absl::StatusOr<ChannelSecurity> security = MakeChannelSecurity(ClientSecurityFromFlags());
   if (!security.ok()) {
     std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(security.status().message()).c_str());
+    remove_command_workdir();
     return 2;
   }
   const bool gpu_observed = setup->runner.gpu != nullptr;
   const DatasetOptions data = setup->runner.datasets;  // For the start-up line.
   TrialRunner runner(std::move(setup->runner));
   if (const std::string study = absl::GetFlag(FLAGS_sequential_study); !study.empty()) {
-    return RunSequentialStudy(
+    const int status = RunSequentialStudy(
         study, runner, {.threads_per_trial = threads, .worker_id = worker_id, .node_name = node});
+    remove_command_workdir();
+    return status;
   }
 
   WorkerClientOptions options;
@@ -270,6 +294,7 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   caps.set_energy_telemetry(energy_telemetry);
   caps.mutable_labels()->insert(labels->begin(), labels->end());
   for (v1::Model::Kind model : setup->models) caps.add_models(model);
+  for (const std::string& name : command_names) caps.add_commands(name);
   caps.set_slots(slots);
   caps.set_node_name(node);
   caps.set_arch(machine.machine);
@@ -285,6 +310,7 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
             {metrics.registry()});
     if (!endpoint.ok()) {
       std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(endpoint.status().message()).c_str());
+      remove_command_workdir();
       return 1;
     }
     metrics_endpoint = std::move(*endpoint);
@@ -308,6 +334,10 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
                 data.data_roots.empty() ? "none (no --data_root)"
                                         : absl::StrCat("under ", absl::StrJoin(data.data_roots, ", ")),
                 data.max_dataset_file_bytes, data.max_dataset_bytes);
+  if (!command_names.empty()) {
+    DHPT_LOG_INFO("commands: %s; trials work in %s", absl::StrJoin(command_names, ", "),
+                  command_workdir);
+  }
 
   const int signal = WaitForTerminationSignal();
   DHPT_LOG_INFO("received %s; giving back running trials and stopping", strsignal(signal));
@@ -315,6 +345,7 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   core.Stop();    // Running trials end CANCELLED and go back, costing no attempt.
   client.Stop();
   connection.join();
+  remove_command_workdir();
   return 0;
 }
 

@@ -226,6 +226,42 @@ test("Workers read CSV files only from the data volume, mounted read-only", () =
   assert.ok(!container(find(render(), "Deployment", "-cpu-worker")).args.some((a) => a.startsWith("--data-root")));
 });
 
+test("registered commands reach each worker as a mounted commands file, and none by default", () => {
+  const objects = render(["-f", path.join(chart, "ci", "commands-values.yaml")]);
+  const expected = {
+    cpu: [
+      { name: "gbr", command: ["/usr/bin/python3", "/models/sklearn_gbr.py", "--data", "/data/a, b.csv"], env: ["HF_HOME"], grace_period_seconds: 30 },
+      { name: "quadratic", command: ["/models/quadratic.sh"] },
+    ],
+    gpu: [{ name: "torch-train", command: ["/usr/bin/python3", "/models/train.py"] }],
+  };
+  for (const [kind, commands] of Object.entries(expected)) {
+    const worker = find(objects, "Deployment", `-${kind}-worker`);
+    const configMap = find(objects, "ConfigMap", `-${kind}-worker-commands`);
+    // The worker's own YAML: snake_case keys, every argument (commas and spaces too) whole.
+    assert.deepEqual(parseAllDocuments(configMap.data["commands.yaml"])[0].toJS(), commands, kind);
+    assert.ok(container(worker).args.includes("--commands-file=/etc/dhpt/commands/commands.yaml"), kind);
+    assert.deepEqual(container(worker).volumeMounts.find((m) => m.name === "commands"),
+      { name: "commands", mountPath: "/etc/dhpt/commands", readOnly: true });
+    assert.equal(podSpec(worker).volumes.find((v) => v.name === "commands").configMap.name, configMap.metadata.name);
+    // A changed list restarts the workers, which read it at start.
+    assert.match(worker.spec.template.metadata.annotations["checksum/commands"], /^[0-9a-f]{64}$/);
+  }
+  const plain = render();
+  assert.equal(plain.filter((o) => o.metadata.name.endsWith("-commands")).length, 0);
+  for (const suffix of ["-cpu-worker", "-gpu-worker"]) {
+    assert.ok(!container(find(plain, "Deployment", suffix)).args.some((a) => a.startsWith("--commands-file")));
+  }
+  const bad = [
+    [["--set-json", 'cpuWorker.commands=[{"name":"x","command":["python3","t.py"]}]'], "/cpuWorker/commands/0/command/0"],
+    [["--set-json", 'gpuWorker.commands=[{"name":"-x","command":["/bin/true"]}]'], "/gpuWorker/commands/0/name"],
+    [["--set-json", 'cpuWorker.commands=[{"name":"x","command":["/bin/true"],"env":["A-B"]}]'], "/cpuWorker/commands/0/env/0"],
+    [["--set-json", 'cpuWorker.commands=[{"name":"x","command":[]}]'], "/cpuWorker/commands/0/command"],
+    [["--set-json", 'cpuWorker.commands=[{"name":"x","cmd":["/bin/true"]}]'], "/cpuWorker/commands/0"],
+  ];
+  for (const [args, field] of bad) assert.match(renderFails(args), new RegExp(field.replace(/[/]/g, "\\/")), args.join(" "));
+});
+
 test("TLS and the token reach the scheduler and every worker, from Secrets", () => {
   const objects = render(["-f", path.join(chart, "ci", "secure-values.yaml")]);
   const scheduler = find(objects, "Deployment", "-scheduler");

@@ -105,6 +105,39 @@ prometheus.io/path: /metrics
 {{- end }}
 {{- end -}}
 
+{{/* A worker's commands file (--commands-file), from .values.commands. */}}
+{{- define "dhpt.workerCommands" -}}
+{{- $commands := list }}
+{{- range .values.commands }}
+{{- $entry := dict "name" .name "command" .command }}
+{{- with .env }}
+{{- $_ := set $entry "env" . }}
+{{- end }}
+{{- if hasKey . "gracePeriodSeconds" }}
+{{- $_ := set $entry "grace_period_seconds" .gracePeriodSeconds }}
+{{- end }}
+{{- $commands = append $commands $entry }}
+{{- end }}
+{{- toYaml $commands }}
+{{- end -}}
+
+{{/* The ConfigMap of a worker's commands, when it has any. */}}
+{{- define "dhpt.workerCommandsConfigMap" -}}
+{{- if .values.commands }}
+{{- $component := printf "%s-worker" .kind }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ include "dhpt.fullname" .root }}-{{ $component }}-commands
+  labels:
+    {{- include "dhpt.labels" (dict "root" .root "component" $component) | nindent 4 }}
+data:
+  commands.yaml: |
+    {{- include "dhpt.workerCommands" . | nindent 4 }}
+{{- end }}
+{{- end -}}
+
 {{/* A worker Deployment; .kind is "cpu" or "gpu", .values its section of the values. */}}
 {{- define "dhpt.workerDeployment" -}}
 {{- $root := .root -}}
@@ -127,6 +160,10 @@ spec:
       labels:
         {{- include "dhpt.labels" $context | nindent 8 }}
       {{- $annotations := merge (dict) $values.podAnnotations (include "dhpt.scrapeAnnotations" (dict "root" $root "port" $values.metricsPort) | fromYaml) }}
+      {{- if $values.commands }}
+      {{- /* Workers read their commands at start: a changed list rolls the pods. */}}
+      {{- $_ := set $annotations "checksum/commands" (include "dhpt.workerCommands" . | sha256sum) }}
+      {{- end }}
       {{- with $annotations }}
       annotations:
         {{- toYaml . | nindent 8 }}
@@ -207,6 +244,9 @@ spec:
             {{- if $root.Values.data.volume }}
             - --data-root={{ $root.Values.data.mountPath }}
             {{- end }}
+            {{- if $values.commands }}
+            - --commands-file=/etc/dhpt/commands/commands.yaml
+            {{- end }}
             {{- range $values.extraArgs }}
             - {{ . | quote }}
             {{- end }}
@@ -242,6 +282,9 @@ spec:
             {{- if $root.Values.data.volume }}
             - {name: data, mountPath: {{ $root.Values.data.mountPath }}, readOnly: true}
             {{- end }}
+            {{- if $values.commands }}
+            - {name: commands, mountPath: /etc/dhpt/commands, readOnly: true}
+            {{- end }}
             {{- include "dhpt.securityVolumes" (dict "root" $root "component" "worker" "part" "mounts") | nindent 12 }}
             {{- with $values.extraVolumeMounts }}
             {{- toYaml . | nindent 12 }}
@@ -252,6 +295,10 @@ spec:
         {{- with $root.Values.data.volume }}
         - name: data
           {{- toYaml . | nindent 10 }}
+        {{- end }}
+        {{- if $values.commands }}
+        - name: commands
+          configMap: {name: {{ include "dhpt.fullname" $root }}-{{ $component }}-commands}
         {{- end }}
         {{- include "dhpt.securityVolumes" (dict "root" $root "component" "worker" "part" "volumes") | nindent 8 }}
         {{- with $values.extraVolumes }}

@@ -1,0 +1,161 @@
+// Users' own code with real processes: COMMAND studies placed only on workers that registered
+// the command, pruned by early stopping with nothing of their processes left behind, and warm
+// starts through the CLI.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "tests/integration/test_cluster.h"
+
+namespace dhpt::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A script in `dir`, executable.
+std::string WriteScript(const std::string& dir, const std::string& name, const std::string& body) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path) << "#!/bin/sh\n" << body;
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+// Processes of the trials: the script (its path and a parameter) and its child (named after
+// it). "[d]hpt-..." matches them but not the shell running pgrep, and the worker's own command
+// line (which names the script without a parameter) neither.
+int TrialProcesses(const std::string& marker) {
+  const auto [status, output] = RunCommandLine(absl::StrCat(
+      "pgrep -c -f '[", marker.substr(0, 1), "]", marker.substr(1), "( --x=|-child)'"));
+  return status == 0 ? std::stoi(output) : 0;
+}
+
+TEST(UserCodeTest, CommandStudiesRunOnlyOnWorkersThatRegisteredTheCommand) {
+  TempDirectory dir;
+  const std::string script = WriteScript(dir.path(), "square.sh", R"(
+for arg in "$@"; do case "$arg" in --x=*) x=${arg#--x=} ;; esac; done
+awk -v x="$x" 'BEGIN { printf "loss=%.9f\n", (x - 0.3) ^ 2 }'
+)");
+  TestCluster cluster(0);
+  cluster.SpawnWorkerProcess("plain", 2);
+  ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"(
+name: square
+model: {kind: COMMAND, command: square}
+objective: {metric: loss, goal: MINIMIZE}
+parameters: [{name: x, double_range: {min: -1, max: 1}}]
+max_trials: 6
+parallel_trials: 2
+)")).ok());
+  // Once the worker without it is connected, the study says what it waits for.
+  ASSERT_TRUE(WaitFor([&] {
+    return absl::StrContains(cluster.client().GetStudy("square")->state_reason(),
+                             "waiting for a worker that has command \"square\" (connected: 1 "
+                             "CPU worker; 0 of them with it;");
+  })) << cluster.client().GetStudy("square")->state_reason();
+  cluster.SpawnWorkerProcess("with-square", 2, "dhpt-cpu-worker",
+                             {"--command=square=" + script});
+  const v1::Study study = cluster.WaitForEnd("square");
+  ASSERT_EQ(study.state(), v1::Study::COMPLETED) << study.state_reason();
+  EXPECT_EQ(study.trials_completed(), 6);
+  const std::vector<v1::Trial> trials = *cluster.client().ListTrials("square");
+  for (const v1::Trial& trial : trials) {
+    EXPECT_EQ(trial.worker_id(), "with-square");
+    const double x = trial.params().at("x").double_value();
+    EXPECT_NEAR(trial.metrics().at("loss"), (x - 0.3) * (x - 0.3), 1e-8);
+    EXPECT_GT(trial.metrics().at("cpu_seconds"), 0);  // The process tree's, measured.
+  }
+}
+
+TEST(UserCodeTest, PrunedCommandTrialsLeaveNoProcessBehind) {
+  TempDirectory dir;
+  // Slow, and stubborn: it ignores SIGTERM and leaves a child that does too. Bad values of x
+  // learn slowly, so the median rule stops them.
+  const std::string marker = absl::StrCat("dhpt-prune-marker-", getpid());
+  const std::string script = WriteScript(dir.path(), marker, R"(
+trap '' TERM
+sh -c 'trap "" TERM; while :; do sleep 1; done' "$(basename "$0")-child" &
+for arg in "$@"; do case "$arg" in --x=*) x=${arg#--x=} ;; esac; done
+step=1
+while [ $step -le 40 ]; do
+  awk -v x="$x" -v s="$step" 'BEGIN { printf "step=%d loss=%.9f\n", s, (1 + 10 * x * x) / s }'
+  sleep 0.05
+  step=$((step + 1))
+done
+)");
+  TestCluster cluster(0);
+  cluster.SpawnWorkerProcess("pruner", 2, "dhpt-cpu-worker",
+                             {"--command=slow=" + script, "--command_grace_seconds=1"});
+  ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"(
+name: prune
+model: {kind: COMMAND, command: slow}
+objective: {metric: loss, goal: MINIMIZE}
+algorithm: {name: RANDOM, seed: 2}
+early_stopping: {median: {n_startup_trials: 2, n_warmup_steps: 3}}
+parameters: [{name: x, double_range: {min: -1, max: 1}}]
+max_trials: 10
+parallel_trials: 2
+)")).ok());
+  const bool saw_trial_processes = WaitFor([&] { return TrialProcesses(marker) >= 2; });
+  const v1::Study study = cluster.WaitForEnd("prune", absl::Minutes(3));
+  ASSERT_EQ(study.state(), v1::Study::COMPLETED) << study.state_reason();
+  EXPECT_GE(study.trials_pruned(), 1);
+  // Completed ones were waited for; pruned ones were stopped, children and all.
+  // While it ran, the pattern did see them.
+  EXPECT_TRUE(saw_trial_processes);
+  EXPECT_TRUE(WaitFor([&] { return TrialProcesses(marker) == 0; }, absl::Seconds(10)))
+      << TrialProcesses(marker) << " processes of the trials are left";
+}
+
+TEST(UserCodeTest, WarmStartThroughTheCli) {
+  TestCluster cluster(0);
+  cluster.SpawnWorkerProcess("w", 2);
+  const std::string space = R"(
+model: {kind: FUNCTION, function: branin}
+algorithm: {name: TPE, seed: 5}
+parameters:
+  - {name: x1, double_range: {min: -5, max: 10}}
+  - {name: x2, double_range: {min: 0, max: 15}}
+)";
+  ASSERT_TRUE(cluster.client().CreateStudy(Spec("name: first\nmax_trials: 12\n" + space)).ok());
+  ASSERT_EQ(cluster.WaitForEnd("first").trials_completed(), 12);
+  TempDirectory dir;
+  const std::string file = dir.path() + "/second.yaml";
+  std::ofstream(file) << "name: second\nmax_trials: 4\n" << space;
+  const std::string submit = absl::StrCat("submit ", file, " --warm-start=first --scheduler=",
+                                          cluster.address());
+  auto [status, output] = RunBinary("dhpt", submit);
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_THAT(output, HasSubstr("warm start: learnt from 12 completed trials of first"));
+  std::tie(status, output) = RunBinary("dhpt", submit);  // Again: the same study, nothing more.
+  ASSERT_EQ(status, 0) << output;
+  EXPECT_THAT(output, HasSubstr("learnt from 12 completed"));
+  const v1::Study second = cluster.WaitForEnd("second");
+  EXPECT_EQ(second.state(), v1::Study::COMPLETED);
+  EXPECT_EQ(second.trials_added(), 12);
+  EXPECT_EQ(second.trials_completed(), 4);
+  // Its own trials were suggested knowing the earlier ones: none repeats one of them.
+  const std::vector<v1::Trial> trials = *cluster.client().ListTrials("second");
+  ASSERT_EQ(trials.size(), 16u);
+  for (const v1::Trial& trial : trials) {
+    EXPECT_EQ(trial.origin(), trial.number() < 12 ? v1::Trial::ADDED : v1::Trial::SUGGESTED);
+  }
+  // A study with other ranges is refused whole, naming what does not fit.
+  std::ofstream(file) << "name: third\nmax_trials: 4\nmodel: {kind: FUNCTION, function: branin}\n"
+                         "parameters: [{name: x1, double_range: {min: 0, max: 1}}, "
+                         "{name: x2, double_range: {min: 0, max: 1}}]\n";
+  std::tie(status, output) = RunBinary(
+      "dhpt", absl::StrCat("submit ", file, " --warm-start=first --scheduler=", cluster.address()));
+  EXPECT_EQ(status, 1);
+  EXPECT_THAT(output, HasSubstr("is outside [0, 1]"));
+  EXPECT_THAT(output, HasSubstr("the same parameters"));
+  EXPECT_EQ(cluster.client().GetStudy("third").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace dhpt::testing
