@@ -165,7 +165,12 @@ std::string WorkersTable(const std::vector<v1::Worker>& workers) {
     const v1::WorkerCapabilities& caps = w.capabilities();
     std::vector<std::string> models;
     for (int model : caps.models()) {
-      models.push_back(v1::Model::Kind_Name(static_cast<v1::Model::Kind>(model)));
+      std::string name = v1::Model::Kind_Name(static_cast<v1::Model::Kind>(model));
+      // COMMAND(gbr|quadratic): the commands its operator registered.
+      if (model == v1::Model::COMMAND && !caps.commands().empty()) {
+        absl::StrAppend(&name, "(", absl::StrJoin(caps.commands(), "|"), ")");
+      }
+      models.push_back(std::move(name));
     }
     table.Add({w.worker_id(),
                absl::StrCat(v1::WorkerCapabilities::DeviceKind_Name(caps.device_kind()), " ",
