@@ -37,6 +37,9 @@ absl::StatusOr<google::protobuf::Map<std::string, double>> ParseMetricWords(
   google::protobuf::Map<std::string, double> metrics;
   for (const std::string& word : words) {
     ASSIGN_OR_RETURN(auto pair, SplitWord(word, "metric"));
+    if (metrics.contains(pair.first)) {
+      return absl::InvalidArgumentError(absl::StrCat("metric ", pair.first, " is given twice"));
+    }
     double value = 0;
     if (!absl::SimpleAtod(pair.second, &value)) {
       return absl::InvalidArgumentError(
@@ -52,6 +55,9 @@ absl::StatusOr<google::protobuf::Map<std::string, google::protobuf::Value>> Pars
   google::protobuf::Map<std::string, google::protobuf::Value> params;
   for (const std::string& word : words) {
     ASSIGN_OR_RETURN(auto pair, SplitWord(word, "parameter"));
+    if (params.contains(pair.first)) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter ", pair.first, " is given twice"));
+    }
     double number = 0;
     google::protobuf::Value& value = params[pair.first];
     if (absl::SimpleAtod(pair.second, &number)) {

@@ -103,6 +103,13 @@ std::string TrialsTable(const v1::StudySpec& spec, const std::vector<v1::Trial>&
   return table.Render();
 }
 
+// "w1", "client laptop", or "elsewhere (added)" for a result a user added.
+std::string RanWhere(const v1::Trial& trial) {
+  if (trial.origin() == v1::Trial::ADDED) return "elsewhere (added)";
+  if (!trial.worker_id().empty()) return trial.worker_id();
+  return "client " + trial.client_id();
+}
+
 std::string StudySummary(const v1::Study& study) {
   std::string out = absl::StrFormat(
       "study %s: %s%s\n  %d completed, %d failed, %d cancelled\n", study.spec().name(),
@@ -129,9 +136,7 @@ std::string StudySummary(const v1::Study& study) {
   }
   absl::StrAppendFormat(&out, "  best trial #%d: %s = %.6g\n  with %s\n  on %s (%s)\n",
                         best.number(), study.spec().objective().metric(), best.objective_value(),
-                        absl::StrJoin(params, ", "),
-                        best.worker_id().empty() ? "client " + best.client_id() : best.worker_id(),
-                        best.device());
+                        absl::StrJoin(params, ", "), RanWhere(best), best.device());
   if (best.infeasible()) {
     absl::StrAppendFormat(&out, "  no trial meets the constraints yet: this one misses them by %.6g\n",
                           best.constraint_violation());

@@ -27,9 +27,11 @@ Point GridSearch::PointAt(int64_t index) const {
 }
 
 absl::StatusOr<std::optional<Point>> GridSearch::Suggest(const History& history) {
-  // Normally the n-th point; skip any point a previous life of the study already holds.
-  for (size_t n = history.trials.size(); n < order_.size(); ++n) {
-    Point point = PointAt(order_[n]);
+  // The first grid point, in the seeded order, that the history does not hold: points a
+  // previous life of the study ran and points enqueued or added off the order are skipped,
+  // and off-grid points take no grid point's place.
+  for (; cursor_ < order_.size(); ++cursor_) {
+    Point point = PointAt(order_[cursor_]);
     if (!history.keys.contains(space_.Key(point))) return point;
   }
   return std::nullopt;

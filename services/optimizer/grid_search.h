@@ -23,6 +23,9 @@ class GridSearch : public Optimizer {
   SearchSpace space_;
   std::vector<std::vector<ParameterValue>> axes_;
   std::vector<uint32_t> order_;
+  // Grid points before it are all in the history: each point is looked up about once over a
+  // study, however many off-grid points (enqueued, added) the history also holds.
+  size_t cursor_ = 0;
 };
 
 }  // namespace dhpt::optimizer

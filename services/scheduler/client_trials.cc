@@ -174,6 +174,10 @@ void SchedulerCore::SuggestTrials(absl::string_view name, int count, absl::strin
 }
 
 void SchedulerCore::ServeSuggestWaitersLocked(StudyEntry& study) {
+  // Taking a trial may end the study (an exhausted grid), and ending it serves the waiters:
+  // that inner call leaves them to this loop, which sees the study ended and answers them.
+  if (study.serving_waiters) return;
+  study.serving_waiters = true;
   auto& waiters = study.suggest_waiters;
   while (!waiters.empty()) {
     SuggestWaiter& waiter = *waiters.front();
@@ -187,16 +191,20 @@ void SchedulerCore::ServeSuggestWaitersLocked(StudyEntry& study) {
       LeaseLocked(trial, waiter.client_id);
       SaveTrialLocked(trial);
       PublishTrialLocked(trial);
-      waiter.given.push_back(*id);
+      // A trial whose lease ran out while this call waited comes back once, not twice.
+      if (std::find(waiter.given.begin(), waiter.given.end(), *id) == waiter.given.end()) {
+        waiter.given.push_back(*id);
+      }
     }
     // A model-based suggestion is on its way: the waiters are served again when it arrives.
     if (static_cast<int>(waiter.given.size()) < waiter.count && study.suggesting &&
         !shutting_down_ && !study.terminal()) {
-      return;
+      break;
     }
     FinishSuggestWaiterLocked(study, waiter);
     waiters.pop_front();
   }
+  study.serving_waiters = false;
 }
 
 void SchedulerCore::FinishSuggestWaiterLocked(const StudyEntry& study, SuggestWaiter& waiter) {
@@ -204,11 +212,16 @@ void SchedulerCore::FinishSuggestWaiterLocked(const StudyEntry& study, SuggestWa
   response.set_lease_ms(absl::ToInt64Milliseconds(options_.client_lease));
   response.set_study_state(study.state);
   for (uint64_t id : waiter.given) {
-    // The study may have ended meanwhile, cancelling some of them.
+    // The study may have ended meanwhile, cancelling some of them, and a lease may have run
+    // out while the call waited for the rest: only what the client holds now, its lease
+    // counted from the answer.
     auto it = trials_.find(id);
-    if (it != trials_.end() && it->second.trial.state() == v1::Trial::RUNNING) {
-      *response.add_trials() = it->second.trial;
+    if (it == trials_.end() || it->second.trial.state() != v1::Trial::RUNNING ||
+        it->second.client != waiter.client_id) {
+      continue;
     }
+    it->second.lease_end = options_.clock() + options_.client_lease;
+    *response.add_trials() = it->second.trial;
   }
   waiter.done(std::move(response));
 }
@@ -222,6 +235,9 @@ absl::StatusOr<v1::ReportProgressResponse> SchedulerCore::ReportClientProgress(
   }
   if (request.has_value() && !std::isfinite(request.value())) {
     return absl::InvalidArgumentError("value: must be a finite number");
+  }
+  if (request.has_step() && request.step() < 0) {
+    return absl::InvalidArgumentError("step: must be >= 0");
   }
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(StudyEntry * study, FindExternalStudyLocked(request.study()));
@@ -302,17 +318,32 @@ absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRe
     }
     v1::TrialResult result;
     result.set_state(infeasible ? v1::Trial::FAILED : v1::Trial::COMPLETED);
-    result.set_error(absl::StrCat("infeasible: ", request.infeasible_reason()));
+    result.set_error(
+        absl::StrCat("infeasible: ", WorkerText(request.infeasible_reason(), kMaxWorkerErrorBytes)));
     *result.mutable_metrics() = request.metrics();
     if (TrialTerminal(trial->trial.state())) {
       v1::Trial settled = FullTrialLocked(*trial);
-      if (settled.client_id() == request.client_id() &&
-          (settled.state() == v1::Trial::COMPLETED || settled.state() == v1::Trial::FAILED)) {
-        return settled;  // A retry of the call that settled it (its answer was lost).
+      // A retry of the very call that settled it (its answer was lost) gets the trial again;
+      // anything else is told what the trial holds, and changes nothing.
+      const bool same = settled.client_id() == request.client_id() &&
+                        (infeasible ? settled.state() == v1::Trial::FAILED &&
+                                          settled.error() == result.error()
+                                    : settled.state() == v1::Trial::COMPLETED &&
+                                          std::all_of(request.metrics().begin(),
+                                                      request.metrics().end(), [&](const auto& m) {
+                                                        auto it = settled.metrics().find(m.first);
+                                                        return it != settled.metrics().end() &&
+                                                               it->second == m.second;
+                                                      }));
+      if (same) return settled;
+      std::string holds = settled.error();
+      if (settled.has_objective_value()) {
+        holds = absl::StrCat(study->spec.objective().metric(), "=", settled.objective_value(),
+                             " from client \"", settled.client_id(), "\"");
       }
       return absl::FailedPreconditionError(absl::StrCat(
           "trial ", request.trial(), " is already ", v1::Trial::State_Name(settled.state()),
-          settled.error().empty() ? "" : absl::StrCat(": ", settled.error())));
+          holds.empty() ? "" : absl::StrCat(" (", holds, ")"), "; this result is not recorded"));
     }
     if (!infeasible) {
       v1::Trial probe;

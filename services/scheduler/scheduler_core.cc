@@ -147,9 +147,17 @@ absl::Status SchedulerCore::Recover() {
     study.keys.insert(study.space.Key(point));
     study.trial_ids.push_back(stored_trial.id());
     study.history.push_back({std::move(point), optimizer::TrialStatus::kRunning, {}});
-    if (TrialTerminal(entry.trial.state())) {
+    const v1::Trial& t = entry.trial;
+    if (TrialTerminal(t.state())) {
       RecordTrialEndLocked(entry);
       CompactLocked(entry);
+    } else if (t.state() == v1::Trial::RUNNING && t.attempt() >= 1 &&
+               t.attempt() <= t.attempts_size() &&
+               !t.attempts(t.attempt() - 1).client_id().empty()) {
+      // An ask-and-tell client's lease outlives the restart, counted afresh: the client does
+      // not know the scheduler went away, and nobody else may take its trial meanwhile.
+      ++study.running;
+      LeaseLocked(entry, t.attempts(t.attempt() - 1).client_id());
     } else {
       // Running on a worker of the previous life, or pending: wait for a worker again. The
       // worker of the old attempt may claim it back when it reconnects, or deliver its result
@@ -1367,9 +1375,13 @@ v1::Study SchedulerCore::BuildStudyLocked(const StudyEntry& study) const {
   *out.mutable_spec() = study.spec;
   out.set_state(study.state);
   out.set_state_reason(study.state_reason);
-  out.set_trials_pending(static_cast<int32_t>(study.pending.size()) +
-                         (study.exhausted ? 0
-                                          : std::max(0, study.spec.max_trials() - study.budget_used())));
+  // An ended study runs nothing more: none pending, whatever budget it had left.
+  out.set_trials_pending(
+      study.terminal() ? 0
+                       : static_cast<int32_t>(study.pending.size()) +
+                             (study.exhausted
+                                  ? 0
+                                  : std::max(0, study.spec.max_trials() - study.budget_used())));
   out.set_trials_running(study.running);
   out.set_trials_completed(study.completed);
   out.set_trials_failed(study.failed);

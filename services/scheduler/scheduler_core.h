@@ -85,6 +85,8 @@ struct SchedulerOptions {
 inline constexpr int kMaxSuggestCount = 100;
 inline constexpr size_t kMaxClientIdBytes = 128;
 inline constexpr int kMaxAddedTrialsPerCall = 10'000;
+// Added trials live in memory as long as their study: a warm start takes the most recent ones.
+inline constexpr int kMaxAddedTrialsPerStudy = 20'000;
 // SuggestTrials calls that may wait at once for one study's next model-based suggestion.
 inline constexpr size_t kMaxSuggestWaiters = 1'000;
 

@@ -24,7 +24,7 @@ namespace dhpt::scheduler {
 struct SchedulerCore::SuggestWaiter {
   std::string client_id;
   int count = 1;
-  std::vector<uint64_t> given;  // Trial ids leased to it so far.
+  std::vector<uint64_t> given;  // Trial ids leased to it so far, each once.
   SuggestDone done;
 };
 
@@ -63,6 +63,9 @@ struct SchedulerCore::StudyEntry {
   // Trials leased to ask-and-tell clients now, and calls waiting for more.
   absl::flat_hash_set<uint64_t> leased;
   std::deque<std::unique_ptr<SuggestWaiter>> suggest_waiters;
+  // ServeSuggestWaitersLocked is running for this study (taking a trial can end the study,
+  // which serves the waiters again from inside).
+  bool serving_waiters = false;
   uint64_t order = 0;    // Creation order, for ListStudies pages.
   bool deleted = false;  // Deleted while a suggestion was computed for it.
 

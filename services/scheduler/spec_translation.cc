@@ -176,7 +176,8 @@ absl::StatusOr<optimizer::Point> PointFromValues(
     const optimizer::SearchSpace& space,
     const google::protobuf::Map<std::string, google::protobuf::Value>& values,
     absl::string_view field) {
-  for (const auto& [name, value] : values) {
+  for (const auto& entry : values) {  // Not a structured binding: clang 14 cannot capture one.
+    const std::string& name = entry.first;
     const auto& parameters = space.parameters();
     if (std::none_of(parameters.begin(), parameters.end(),
                      [&](const optimizer::ParameterSpec& p) { return p.name == name; })) {

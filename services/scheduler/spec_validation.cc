@@ -139,6 +139,10 @@ absl::Status ValidateModel(v1::StudySpec& spec) {
     }
     if (kind == google::protobuf::Value::kStringValue) {
       RETURN_IF_ERROR(CheckLength(field, value.string_value()));
+      // A command line cannot carry a NUL: the argument would be cut short.
+      if (value.string_value().find('\0') != std::string::npos) {
+        return Invalid(field, "must not contain a NUL byte");
+      }
     }
   }
   return absl::OkStatus();
@@ -264,6 +268,7 @@ absl::Status ValidateParameter(const v1::Parameter& p, const std::string& field)
       absl::flat_hash_set<std::string> seen;
       for (const std::string& v : p.categorical().values()) {
         if (v.empty()) return Invalid(f, "values must not be empty strings");
+        if (v.find('\0') != std::string::npos) return Invalid(f, "values must not contain a NUL byte");
         RETURN_IF_ERROR(CheckLength(f, v));
         if (!seen.insert(v).second) return Invalid(f, absl::StrCat(Quote(v), " appears twice"));
       }

@@ -108,9 +108,8 @@ absl::StatusOr<SchedulerCore::CheckedTrials> SchedulerCore::WarmStartLocked(
     }
     *added.mutable_metrics() = trial.metrics();
   }
-  if (completed.size() > options_.spec_limits.max_trials) {
-    completed.DeleteSubrange(options_.spec_limits.max_trials,
-                             completed.size() - options_.spec_limits.max_trials);
+  if (completed.size() > kMaxAddedTrialsPerStudy) {  // The most recent ones.
+    completed.DeleteSubrange(0, completed.size() - kMaxAddedTrialsPerStudy);
   }
   absl::StatusOr<CheckedTrials> checked =
       CheckAdded(spec, space, completed, "warm_start_study's trials");
@@ -169,12 +168,11 @@ absl::StatusOr<v1::AddTrialsResponse> SchedulerCore::AddTrials(
     ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(request.study()));
     StudyEntry& study = *const_cast<StudyEntry*>(found);
     if (study.terminal()) return CheckOpen(BuildStudyLocked(study), request.study(), "add to");
-    // Added trials live as long as the study: as many as it may run at most.
-    if (study.added + request.trials_size() > options_.spec_limits.max_trials) {
+    if (study.added + request.trials_size() > kMaxAddedTrialsPerStudy) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "study \"", request.study(), "\" has ", study.added, " added trials; ",
-          request.trials_size(), " more would pass the limit of ", options_.spec_limits.max_trials,
-          " (the scheduler's largest max_trials)"));
+          request.trials_size(), " more would pass the limit of ", kMaxAddedTrialsPerStudy,
+          " per study"));
     }
     ASSIGN_OR_RETURN(CheckedTrials checked,
                      CheckAdded(study.spec, study.space, request.trials(), "trials"));

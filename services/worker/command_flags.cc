@@ -96,6 +96,8 @@ absl::Status CommandsFromFlags(std::vector<std::string> commands,
   }
   // A command's orphaned children come to the worker, to be reaped with their trial.
   RETURN_IF_ERROR(BecomeChildSubreaper());
+  // Commands run as the worker's user: its environment (tokens) stays its own.
+  RETURN_IF_ERROR(HideFromCommands());
   runner.commands = std::move(registry);
   return absl::OkStatus();
 }

@@ -26,7 +26,8 @@ namespace dhpt::worker {
 // Longer lines are skipped whole (a progress bar or a dump, not a metric).
 inline constexpr size_t kMaxOutputLineBytes = 64 * 1024;
 // Distinct metric names kept per trial, the objective's included; later names are ignored.
-inline constexpr size_t kMaxOutputMetrics = 64;
+// With the worker's own measurements a result stays within the scheduler's 64 metrics.
+inline constexpr size_t kMaxOutputMetrics = 48;
 inline constexpr size_t kMaxOutputMetricNameBytes = 64;
 // Bytes of stdout parsed per trial by default; the rest is drained and discarded.
 inline constexpr int64_t kDefaultMaxOutputBytes = int64_t{64} << 20;

@@ -169,6 +169,7 @@ bool Supervise(ProcessGroup& group, OutputPump& pump, const TrialContext& contex
 
 absl::Status Outcome(const RegisteredCommand& command, const v1::Assign& assign,
                      const std::optional<int>& status, bool has_objective,
+                     const CommandOutputParser& parser,
                      const std::string& stderr_bytes) {
   std::string problem;
   if (!status) {
@@ -179,6 +180,14 @@ absl::Status Outcome(const RegisteredCommand& command, const v1::Assign& assign,
     const std::string& metric = assign.objective_metric();
     problem = absl::StrCat("exited 0 but never printed the objective metric ", metric,
                            " (print a line `", metric, "=0.93`, or a JSON line)");
+    // Or printed it where it was not read.
+    if (parser.discarded_bytes() > 0) {
+      absl::StrAppend(&problem, "; its stdout passed the worker's --command_max_output_bytes and ",
+                      parser.discarded_bytes(), " bytes were not read");
+    } else if (parser.skipped_long_lines() > 0) {
+      absl::StrAppend(&problem, "; ", parser.skipped_long_lines(), " stdout lines longer than ",
+                      kMaxOutputLineBytes, " bytes were skipped");
+    }
   } else {
     return absl::OkStatus();
   }
@@ -283,7 +292,7 @@ CommandTrialOutcome RunCommandTrial(const RegisteredCommand& command, const Comm
     outcome.status = absl::CancelledError("cancelled; the command was stopped");
   } else {
     outcome.status = Outcome(command, assign, (*group)->main_status(),
-                             parser.objective().has_value(), pump.stderr_bytes());
+                             parser.objective().has_value(), parser, pump.stderr_bytes());
   }
   LogLimits(assign, parser);
   group->reset();

@@ -98,6 +98,13 @@ absl::Status BecomeChildSubreaper() {
   return absl::OkStatus();
 }
 
+absl::Status HideFromCommands() {
+  if (prctl(PR_SET_DUMPABLE, 0) != 0) {
+    return absl::InternalError(absl::StrCat("prctl(PR_SET_DUMPABLE): ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Start(const ProcessSpec& spec) {
   if (spec.argv.empty()) return absl::InvalidArgumentError("no program to run");
   // Everything the child needs is built before fork: it may not allocate.

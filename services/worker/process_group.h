@@ -27,6 +27,10 @@ inline constexpr absl::Duration kProcessGroupKillTimeout = absl::Seconds(5);
 // Makes orphaned descendants of this process its children rather than init's (prctl
 // PR_SET_CHILD_SUBREAPER), so that process groups can be reaped whole. Once, at start-up.
 absl::Status BecomeChildSubreaper();
+// Makes this process non-dumpable (prctl PR_SET_DUMPABLE 0): a command running as the same
+// (non-root) user can then neither read its memory nor /proc/<worker>/environ. Once, at
+// start-up, by a worker that runs commands.
+absl::Status HideFromCommands();
 
 struct ProcessSpec {
   std::vector<std::string> argv;  // argv[0] is an absolute path.

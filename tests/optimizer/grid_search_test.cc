@@ -61,6 +61,29 @@ TEST(GridSearchTest, VisitsEveryPointExactlyOnceThenStops) {
   EXPECT_EQ(grid.Capacity(), 30);
 }
 
+// Points off the grid (enqueued, added) in the history take no grid point's place.
+TEST(GridSearchTest, OffGridPointsInTheHistorySkipNoGridPoint) {
+  SearchSpace space = GridSpace();
+  GridSearch grid(space, 5, 42);
+  std::vector<TrialRecord> trials;
+  absl::flat_hash_set<std::string> keys;
+  for (double x : {0.1, 0.3, 0.7}) {
+    const Point off = {x, int64_t{2}, std::string("a")};
+    keys.insert(space.Key(off));
+    trials.push_back({off, TrialStatus::kCompleted, 1.0});
+  }
+  std::set<std::string> seen;
+  while (true) {
+    auto next = grid.Suggest({trials, keys});
+    ASSERT_TRUE(next.ok());
+    if (!next->has_value()) break;
+    ASSERT_TRUE(seen.insert(space.Key(**next)).second);
+    keys.insert(space.Key(**next));
+    trials.push_back({**next, TrialStatus::kRunning, {}});
+  }
+  EXPECT_EQ(seen.size(), 30u);
+}
+
 TEST(GridSearchTest, OrderIsShuffledBySeedAndReproducible) {
   SearchSpace space = GridSpace();
   GridSearch a(space, 5, 1), b(space, 5, 1), c(space, 5, 2);

@@ -149,6 +149,10 @@ TEST_F(ClientTrialsTest, ResultsCountOnceAndOnlyFromTheClientGivenTheTrial) {
   absl::StatusOr<v1::Trial> again = Tell("ext", 0, "a", 0.5);  // A retry after a lost answer.
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->metrics().at("loss"), 0.5);
+  // Another value is refused, saying what the trial holds.
+  absl::StatusOr<v1::Trial> other = Tell("ext", 0, "a", 0.7);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other.status().message(), HasSubstr("loss=0.5"));
   EXPECT_EQ(core_->GetStudy("ext")->trials_completed(), 1);
 
   v1::CompleteTrialRequest infeasible;
@@ -244,16 +248,40 @@ TEST_F(ClientTrialsTest, LeasesOutliveARestartForTheSameClient) {
   ASSERT_THAT(Ask("ext", 2, "a"), ElementsAre(0, 1));
   ASSERT_TRUE(Tell("ext", 0, "a", 0.5).ok());
   Restart();
-  // The trial it held comes back to it under the same attempt, before any new one.
+  // The lease outlives the restart: another client asking first gets a new trial, not it.
+  EXPECT_THAT(Ask("ext", 2, "b"), ElementsAre(2));
   absl::StatusOr<v1::SuggestTrialsResponse> back = core_->SuggestTrials("ext", 2, "a");
   ASSERT_TRUE(back.ok()) << back.status();
-  ASSERT_EQ(back->trials_size(), 2);
+  ASSERT_EQ(back->trials_size(), 1);
   EXPECT_EQ(back->trials(0).number(), 1);
   EXPECT_EQ(back->trials(0).attempt(), 1);
-  EXPECT_EQ(back->trials(1).number(), 2);
   ASSERT_TRUE(Tell("ext", 1, "a", 0.25).ok());
   EXPECT_EQ(core_->GetStudy("ext")->trials_completed(), 2);
   EXPECT_EQ(core_->GetStudy("ext")->best_trial().number(), 1);
+}
+
+// Found by a hostile review: asking once an EXTERNAL grid was used up ended the study from
+// inside the loop that answers waiting calls, which then used a freed entry.
+TEST_F(ClientTrialsTest, AnExhaustedGridEndsTheStudyAndAnswersTheAsk) {
+  v1::StudySpec grid = ExternalStudy("grid", 10, 0);  // More than the grid holds.
+  grid.mutable_algorithm()->set_name(v1::Algorithm::GRID);
+  grid.mutable_algorithm()->set_grid_points(2);
+  grid.clear_parameters();
+  v1::Parameter& d = *grid.add_parameters();
+  d.set_name("d");
+  d.mutable_double_range()->set_max(1);
+  ASSERT_TRUE(core_->CreateStudy(grid).ok());
+  ASSERT_THAT(Ask("grid", 2, "a"), ElementsAre(0, 1));
+  ASSERT_TRUE(Tell("grid", 0, "a", 1).ok());
+  ASSERT_TRUE(Tell("grid", 1, "a", 2).ok());
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<v1::SuggestTrialsResponse> none = core_->SuggestTrials("grid", 1, "a");
+    ASSERT_TRUE(none.ok()) << none.status();
+    EXPECT_EQ(none->trials_size(), 0);
+    EXPECT_EQ(none->study_state(), v1::Study::COMPLETED);
+  }
+  Restart();
+  EXPECT_EQ(core_->SuggestTrials("grid", 1, "a")->study_state(), v1::Study::COMPLETED);
 }
 
 TEST_F(ClientTrialsTest, ModelBasedSuggestionsAreWaitedFor) {
