@@ -224,8 +224,11 @@ class Harness {
     int counts[8] = {};
     for (const v1::Trial& trial : *trials) ++counts[trial.state() & 7];
     // trials_pending also counts the trials not yet suggested (the space is continuous, so
-    // never exhausted).
-    const int unsuggested = std::max(0, max_trials_ - static_cast<int>(trials->size()));
+    // never exhausted), until the study ends.
+    const bool ended = study->state() == v1::Study::COMPLETED ||
+                       study->state() == v1::Study::STOPPED || study->state() == v1::Study::FAILED;
+    const int unsuggested =
+        ended ? 0 : std::max(0, max_trials_ - static_cast<int>(trials->size()));
     if (counts[v1::Trial::PENDING] + unsuggested != study->trials_pending() ||
         counts[v1::Trial::RUNNING] != study->trials_running() ||
         counts[v1::Trial::COMPLETED] != study->trials_completed() ||
