@@ -1,5 +1,7 @@
 #include "services/cli/ask_tell.h"
 
+#include <charconv>
+#include <cmath>
 #include <map>
 
 #include "absl/strings/numbers.h"
@@ -40,10 +42,13 @@ absl::StatusOr<google::protobuf::Map<std::string, double>> ParseMetricWords(
     if (metrics.contains(pair.first)) {
       return absl::InvalidArgumentError(absl::StrCat("metric ", pair.first, " is given twice"));
     }
+    // Decimal only (no hex, no "nan"): what a program printing a metric writes.
     double value = 0;
-    if (!absl::SimpleAtod(pair.second, &value)) {
+    const char* end = pair.second.data() + pair.second.size();
+    if (pair.second.empty() || std::from_chars(pair.second.data(), end, value).ptr != end ||
+        !std::isfinite(value)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("metric ", pair.first, ": \"", pair.second, "\" is not a number"));
+          absl::StrCat("metric ", pair.first, ": \"", pair.second, "\" is not a finite decimal number"));
     }
     metrics[pair.first] = value;
   }

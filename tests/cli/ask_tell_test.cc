@@ -1,0 +1,47 @@
+#include "services/cli/ask_tell.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace dhpt::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(AskTellTest, AskLineIsTheNumberThenExactSortedArguments) {
+  v1::Trial trial;
+  trial.set_number(7);
+  (*trial.mutable_params())["lr"].set_double_value(0.1);
+  (*trial.mutable_params())["layers"].set_int_value(3);
+  (*trial.mutable_params())["act"].set_string_value("gelu");
+  // 0.1 as the double it is, so a program reads back the very value the optimiser chose.
+  EXPECT_EQ(AskLine(trial), "7 --act=gelu --layers=3 --lr=0.10000000000000001");
+}
+
+TEST(AskTellTest, MetricWordsAreDecimalNumbersGivenOnce) {
+  absl::StatusOr<google::protobuf::Map<std::string, double>> metrics =
+      ParseMetricWords({"loss=0.25", "acc=1e-3"});
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(metrics->at("loss"), 0.25);
+  EXPECT_EQ(metrics->at("acc"), 0.001);
+  for (const std::string& bad : {"loss", "=1", "loss=", "loss=0x10", "loss=nan", "loss=inf", "loss=1.5x"}) {
+    EXPECT_EQ(ParseMetricWords({bad}).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  absl::StatusOr<google::protobuf::Map<std::string, double>> twice =
+      ParseMetricWords({"loss=1", "loss=2"});
+  EXPECT_THAT(twice.status().message(), HasSubstr("loss is given twice"));
+}
+
+TEST(AskTellTest, ParameterWordsAreNumbersWhenTheyReadAsNumbers) {
+  absl::StatusOr<google::protobuf::Map<std::string, google::protobuf::Value>> params =
+      ParseParameterWords({"x=0.5", "n=3", "kind=dart"});
+  ASSERT_TRUE(params.ok()) << params.status();
+  EXPECT_EQ(params->at("x").number_value(), 0.5);
+  EXPECT_EQ(params->at("n").number_value(), 3);
+  EXPECT_EQ(params->at("kind").string_value(), "dart");
+  EXPECT_EQ(ParseParameterWords({"x=1", "x=3"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dhpt::cli
