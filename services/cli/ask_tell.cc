@@ -48,7 +48,8 @@ absl::StatusOr<google::protobuf::Map<std::string, double>> ParseMetricWords(
     if (pair.second.empty() || std::from_chars(pair.second.data(), end, value).ptr != end ||
         !std::isfinite(value)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("metric ", pair.first, ": \"", pair.second, "\" is not a finite decimal number"));
+          absl::StrCat("metric ", pair.first, ": \"", pair.second,
+                       "\" is not a finite decimal number"));
     }
     metrics[pair.first] = value;
   }
