@@ -1,9 +1,10 @@
 #pragma once
 
 // What the scheduler core's files share and nothing else includes: a study's entry and the
-// small conversions every part of the core uses. The core is split by concern (studies,
-// workers and dispatch in scheduler_core.cc, ask and tell in client_trials.cc, warm starts in
-// warm_start.cc); each file defines SchedulerCore members over these types.
+// small conversions every part of the core uses. The core is split by concern (recovery,
+// studies, workers and records in scheduler_core.cc, dispatch in dispatch.cc, ask and tell in
+// client_trials.cc, warm starts in warm_start.cc); each file defines SchedulerCore members over
+// these types.
 
 #include <deque>
 #include <memory>
@@ -148,6 +149,18 @@ inline v1::TrialResult BoundedResult(const v1::TrialResult& result, const std::s
     if (!name.empty() && name.size() <= kMaxMetricNameBytes) metrics[name] = value;
   }
   return bounded;
+}
+
+// Bounded device labels for metrics: "cpu" or "cuda", whatever the device index, or "client"
+// for trials evaluated by ask-and-tell clients.
+inline std::string DeviceLabel(const v1::WorkerCapabilities& worker) {
+  return worker.device_kind() == v1::WorkerCapabilities::CUDA ? "cuda" : "cpu";
+}
+inline std::string DeviceLabel(absl::string_view device) {
+  // Workers write this text: only known values become labels, so none can grow the series.
+  const absl::string_view kind = device.substr(0, device.find(':'));
+  if (kind == "cpu" || kind == "cuda" || kind == "client") return std::string(kind);
+  return device.empty() ? "unknown" : "other";
 }
 
 }  // namespace dhpt::scheduler

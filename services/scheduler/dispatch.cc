@@ -1,0 +1,375 @@
+// Dispatch: which study's trial goes to which worker, how trials are created from
+// suggestions (inline for cheap optimisers, on the suggestion threads for model-based ones),
+// begun, requeued and ended, and when a study ends.
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "services/common/logging.h"
+#include "services/common/model_catalog.h"
+#include "services/scheduler/placement.h"
+#include "services/scheduler/scheduler_core.h"
+#include "services/scheduler/scheduler_core_internal.h"
+#include "services/scheduler/spec_translation.h"
+#include "services/scheduler/trial_outcome.h"
+
+namespace dhpt::scheduler {
+
+bool SchedulerCore::Runnable(const StudyEntry& study, const WorkerEntry& worker) const {
+  if (study.terminal()) return false;
+  if (study.spec.parallel_trials() > 0 && study.running >= study.spec.parallel_trials()) {
+    return false;
+  }
+  if (study.pending.empty() && (study.exhausted || study.budget_used() >= study.spec.max_trials())) {
+    return false;
+  }
+  return CanRun(study.spec, worker.capabilities);
+}
+
+std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study) {
+  if (!study.pending.empty()) {
+    const uint64_t id = study.pending.front();
+    study.pending.pop_front();
+    return id;
+  }
+  if (study.exhausted || study.budget_used() >= study.spec.max_trials()) return std::nullopt;
+  if (!study.optimizer->cheap()) {
+    RequestSuggestionLocked(study);
+    return std::nullopt;
+  }
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::optional<optimizer::Point>> suggestion =
+      study.optimizer->Suggest(optimizer::History{study.history, study.keys});
+  observer_->SuggestionMade(study.spec.algorithm().name(), absl::Now() - start);
+  return AcceptSuggestionLocked(study, std::move(suggestion));
+}
+
+void SchedulerCore::RequestSuggestionLocked(StudyEntry& study) {
+  if (study.suggesting) return;
+  study.suggesting = true;
+  // A snapshot: trials finishing meanwhile do not change what suggestion n is made from.
+  auto history = std::make_shared<std::vector<optimizer::TrialRecord>>(study.history);
+  auto keys = std::make_shared<absl::flat_hash_set<std::string>>(study.keys);
+  suggestions_->Post([this, &study, history, keys] {
+    const absl::Time start = absl::Now();
+    absl::StatusOr<std::optional<optimizer::Point>> suggestion =
+        study.optimizer->Suggest(optimizer::History{*history, *keys});
+    const absl::Duration took = absl::Now() - start;
+    absl::MutexLock lock(&mutex_);
+    study.suggesting = false;
+    if (study.deleted) {
+      std::erase_if(deleted_studies_, [&](const auto& entry) { return entry.get() == &study; });
+      return;
+    }
+    observer_->SuggestionMade(study.spec.algorithm().name(), took);
+    if (!study.terminal() && !shutting_down_) {
+      if (std::optional<uint64_t> id = AcceptSuggestionLocked(study, std::move(suggestion))) {
+        study.pending.push_back(*id);
+      }
+      DispatchLocked();
+    }
+    ServeSuggestWaitersLocked(study);
+  });
+}
+
+std::optional<uint64_t> SchedulerCore::AcceptSuggestionLocked(
+    StudyEntry& study, absl::StatusOr<std::optional<optimizer::Point>> suggestion) {
+  if (!suggestion.ok() || !suggestion->has_value()) {
+    study.exhausted = true;
+    if (!suggestion.ok()) {
+      DHPT_LOG_WARNING("study %s: no further suggestion: %s", study.spec.name(),
+                       suggestion.status().ToString());
+      study.state_reason = absl::StrCat("optimiser stopped: ", suggestion.status().message());
+    }
+    CheckStudyEndLocked(study);
+    return std::nullopt;
+  }
+  TrialEntry& entry = CreateTrialLocked(study, std::move(**suggestion), v1::Trial::SUGGESTED);
+  return entry.trial.id();
+}
+
+SchedulerCore::TrialEntry& SchedulerCore::CreateTrialLocked(StudyEntry& study,
+                                                            optimizer::Point point,
+                                                            v1::Trial::Origin origin) {
+  const uint64_t id = next_trial_id_++;
+  TrialEntry& entry = trials_[id];
+  entry.study = &study;
+  v1::Trial& trial = entry.trial;
+  trial.set_id(id);
+  trial.set_study(study.spec.name());
+  trial.set_number(study.created());
+  trial.set_state(v1::Trial::PENDING);
+  trial.set_origin(origin);
+  *trial.mutable_params() = ToParamMap(study.space, point);
+  *trial.mutable_create_time() = ToTimestamp(options_.clock());
+  entry.pending_since = options_.clock();
+  study.keys.insert(study.space.Key(point));
+  study.history.push_back({std::move(point), optimizer::TrialStatus::kRunning, {}});
+  study.trial_ids.push_back(id);
+  if (origin != v1::Trial::ADDED) SaveTrialLocked(entry);  // Its id and number are taken for good.
+  return entry;
+}
+
+bool SchedulerCore::AssignOneLocked(uint64_t session, WorkerEntry& worker) {
+  // A CUDA worker's slots go first to the studies that need a GPU, then to the rest.
+  if (worker.capabilities.device_kind() == v1::WorkerCapabilities::CUDA &&
+      AssignMatchingLocked(session, worker,
+                           [](const StudyEntry& study) { return NeedsGpu(study.spec); })) {
+    return true;
+  }
+  return AssignMatchingLocked(session, worker, [](const StudyEntry&) { return true; });
+}
+
+bool SchedulerCore::AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
+                                         absl::FunctionRef<bool(const StudyEntry&)> eligible) {
+  const size_t n = study_order_.size();
+  for (size_t k = 0; k < n; ++k) {
+    const size_t index = (next_study_ + k) % n;
+    StudyEntry& study = *study_order_[index];
+    if (!eligible(study) || !Runnable(study, worker)) continue;
+    std::optional<uint64_t> id = TakeTrialLocked(study);
+    if (!id) continue;
+    next_study_ = (index + 1) % n;
+
+    TrialEntry& entry = trials_.at(*id);
+    const v1::Trial& trial = entry.trial;
+    BeginAttemptLocked(entry, worker.worker_id, "", DeviceLabel(worker.capabilities));
+    entry.trial.set_node_name(worker.capabilities.node_name());
+    entry.session = session;
+    worker.running.insert(*id);
+    SaveTrialLocked(entry);
+
+    v1::SchedulerMessage message;
+    v1::Assign& assign = *message.mutable_assign();
+    assign.set_trial_id(*id);
+    assign.set_attempt(trial.attempt());
+    assign.set_epoch(epoch_);
+    assign.set_study(study.spec.name());
+    *assign.mutable_model() = study.spec.model();
+    if (study.spec.has_dataset()) *assign.mutable_dataset() = study.spec.dataset();
+    assign.set_objective_metric(study.spec.objective().metric());
+    *assign.mutable_params() = trial.params();
+    entry.deadline = absl::InfiniteFuture();
+    if (std::optional<absl::Duration> timeout = TrialTimeout(study.spec)) {
+      assign.set_timeout_ms(absl::ToInt64Milliseconds(*timeout));
+      // The worker stops the trial itself; the scheduler steps in a lease later.
+      entry.deadline = options_.clock() + *timeout +
+                       options_.heartbeat_interval * options_.missed_heartbeats;
+    }
+    worker.channel->Send(std::move(message));
+    PublishTrialLocked(entry);
+    return true;
+  }
+  return false;
+}
+
+void SchedulerCore::BeginAttemptLocked(TrialEntry& entry, const std::string& worker_id,
+                                       const std::string& client_id,
+                                       absl::string_view device_label) {
+  StudyEntry& study = *entry.study;
+  v1::Trial& trial = entry.trial;
+  trial.set_state(v1::Trial::RUNNING);
+  trial.set_attempt(trial.attempt() + 1);
+  v1::Trial::Attempt& given = *trial.add_attempts();
+  given.set_worker_id(worker_id);
+  given.set_client_id(client_id);
+  given.set_epoch(epoch_);
+  entry.started = false;
+  entry.charged = false;
+  entry.stored_values = 0;
+  entry.last_step.reset();
+  entry.curve.values.clear();  // Each attempt's curve starts over.
+  trial.set_worker_id(worker_id);
+  trial.set_client_id(client_id);
+  trial.clear_node_name();
+  *trial.mutable_start_time() = ToTimestamp(options_.clock());
+  observer_->TrialStarted(study.spec, std::string(device_label),
+                          options_.clock() - entry.pending_since);
+  ++study.running;
+  if (study.state == v1::Study::PENDING) {
+    study.state = v1::Study::RUNNING;
+    study.state_reason.clear();
+    SaveStudyLocked(study);
+    PublishStudyLocked(study);
+  }
+}
+
+void SchedulerCore::DispatchLocked() {
+  if (shutting_down_ || study_order_.empty()) return;
+  // While the store cannot write, nothing new starts: its results could not be acknowledged
+  // and would pile up on the workers. Dispatch resumes with the next commit (OnStored).
+  if (!store_->health().ok()) return;
+  // One trial per worker per round, so that workers fill evenly.
+  bool assigned = true;
+  while (assigned) {
+    assigned = false;
+    for (auto& [session, worker] : workers_) {
+      if (worker.free_slots() > 0 && AssignOneLocked(session, worker)) assigned = true;
+    }
+  }
+}
+
+void SchedulerCore::ReleaseLocked(TrialEntry& trial) {
+  if (trial.session != 0) {
+    if (auto it = workers_.find(trial.session); it != workers_.end()) {
+      it->second.running.erase(trial.trial.id());
+    }
+    trial.session = 0;
+    --trial.study->running;
+  }
+  if (!trial.client.empty()) {
+    trial.study->leased.erase(trial.trial.id());
+    leased_.erase(trial.trial.id());
+    trial.client.clear();
+    trial.lease_end = absl::InfiniteFuture();
+    --trial.study->running;
+  }
+}
+
+void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason, bool lost) {
+  StudyEntry& study = *trial.study;
+  v1::Trial& t = trial.trial;
+  // Only an attempt its worker had begun counts: a worker that drops before starting (a
+  // flapping node) or hands a trial back costs no attempt.
+  if (lost && trial.started && !trial.charged) {
+    t.set_lost_attempts(t.lost_attempts() + 1);
+    trial.charged = true;
+  }
+  if (t.lost_attempts() >= study.spec.max_attempts()) {
+    t.set_state(v1::Trial::FAILED);
+    t.set_error(absl::StrCat("gave up after losing ", t.lost_attempts(), " started attempts; last: ",
+                             reason));
+    *t.mutable_end_time() = ToTimestamp(options_.clock());
+    RecordTrialEndLocked(trial);
+  } else {
+    t.set_state(v1::Trial::PENDING);
+    t.set_error(std::string(reason));
+    t.clear_worker_id();
+    t.clear_node_name();
+    study.pending.push_front(t.id());
+    trial.pending_since = options_.clock();
+    observer_->TrialRequeued(study.spec);
+  }
+  SaveTrialLocked(trial);
+  PublishTrialLocked(trial);
+}
+
+void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
+  StudyEntry& study = *trial.study;
+  const v1::Trial& ended = trial.trial;
+  optimizer::TrialRecord& record = study.history[trial.trial.number()];
+  if (ended.origin() == v1::Trial::ADDED) {
+    // Learnt from like any other result, but it ran elsewhere: no count, no metric.
+    ++study.added;
+    if (ended.state() != v1::Trial::COMPLETED) {
+      record.status = optimizer::TrialStatus::kFailed;
+      return;
+    }
+    RecordCompleted(ended, record);
+    study.front->Add(ended);
+    if (!study.best || IsBetterTrial(study.spec, ended, trials_.at(*study.best).trial)) {
+      study.best = ended.id();
+    }
+    return;
+  }
+  const bool ran = ended.has_start_time() && ended.has_end_time();
+  observer_->TrialEnded(
+      study.spec, ended.state(), ran ? DeviceLabel(ended.device()) : "",
+      ran ? FromTimestamp(ended.end_time()) - FromTimestamp(ended.start_time()) : absl::ZeroDuration());
+  switch (trial.trial.state()) {
+    case v1::Trial::COMPLETED: {
+      ++study.completed;
+      trial.curve.completed = true;
+      RecordCompleted(trial.trial, record);
+      study.front->Add(trial.trial);
+      if (!study.best || IsBetterTrial(study.spec, trial.trial, trials_.at(*study.best).trial)) {
+        study.best = trial.trial.id();
+      }
+      break;
+    }
+    case v1::Trial::FAILED:
+      ++study.failed;
+      record.status = optimizer::TrialStatus::kFailed;
+      break;
+    case v1::Trial::CANCELLED:
+      ++study.cancelled;
+      record.status = optimizer::TrialStatus::kFailed;
+      break;
+    case v1::Trial::PRUNED: {
+      ++study.pruned;
+      record.status = optimizer::TrialStatus::kPruned;
+      const auto& metrics = trial.trial.metrics();
+      if (auto it = metrics.find(study.spec.objective().metric()); it != metrics.end()) {
+        record.value = it->second;
+      }
+      if (auto it = metrics.find(std::string(kMetricPrunedStep)); it != metrics.end()) {
+        record.last_step = static_cast<int64_t>(it->second);
+      }
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void SchedulerCore::CheckStudyEndLocked(StudyEntry& study) {
+  if (study.terminal()) return;
+  const int finished = study.completed + study.failed + study.pruned;
+  if (study.spec.has_max_failed_trials() && study.failed > study.spec.max_failed_trials()) {
+    EndStudyLocked(study, v1::Study::FAILED,
+                   absl::StrCat(study.failed, " trials failed, more than max_failed_trials (",
+                                study.spec.max_failed_trials(), ")"));
+  } else if (finished >= study.spec.max_trials() ||
+             (study.exhausted && study.pending.empty() && study.running == 0)) {
+    const std::string how = finished >= study.spec.max_trials()
+                                ? absl::StrCat("all ", finished, " trials finished")
+                                : absl::StrCat("search space exhausted after ", finished, " trials");
+    if (study.completed == 0 && finished > 0) {
+      // Nothing to show for it: not a success, whatever max_failed_trials allowed.
+      EndStudyLocked(study, v1::Study::FAILED,
+                     absl::StrCat(how, ", and every one failed; see the trials' errors"));
+    } else {
+      EndStudyLocked(study, v1::Study::COMPLETED, how);
+    }
+  }
+}
+
+void SchedulerCore::EndStudyLocked(StudyEntry& study, v1::Study::State state, std::string reason) {
+  study.state = state;
+  study.state_reason = std::move(reason);
+  study.end_time = ToTimestamp(options_.clock());
+  // Nothing of an ended study runs or waits.
+  for (uint64_t id : study.trial_ids) {
+    TrialEntry& trial = trials_.at(id);
+    const v1::Trial::State s = trial.trial.state();
+    if (s != v1::Trial::RUNNING && s != v1::Trial::PENDING) continue;
+    if (s == v1::Trial::RUNNING) {
+      const uint64_t session = trial.session;
+      ReleaseLocked(trial);
+      SendLocked(session, CancelMessage(trial.trial, absl::StrCat("study ", study.spec.name(), " ended: ",
+                                                         study.state_reason)));
+    }
+    trial.trial.set_state(v1::Trial::CANCELLED);
+    trial.trial.set_error(absl::StrCat("study ended: ", study.state_reason));
+    *trial.trial.mutable_end_time() = study.end_time;
+    RecordTrialEndLocked(trial);
+    SaveTrialLocked(trial);
+    PublishTrialLocked(trial);
+  }
+  study.pending.clear();
+  SaveStudyLocked(study);
+  DHPT_LOG_INFO("study %s %s: %s", study.spec.name(), v1::Study::State_Name(state),
+                study.state_reason);
+  PublishStudyLocked(study);
+  for (uint64_t watch_id : study.watch_ids) {
+    auto it = watchers_.find(watch_id);
+    if (it == watchers_.end()) continue;
+    StudyWatcher* watcher = it->second.second;
+    watchers_.erase(it);
+    watcher->OnEnd(absl::OkStatus());
+  }
+  study.watch_ids.clear();
+  ServeSuggestWaitersLocked(study);  // Answered with what they hold: nothing more comes.
+}
+
+}  // namespace dhpt::scheduler
