@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -87,6 +88,9 @@ ABSL_FLAG(int, max_watch_lag, 4096,
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(5),
           "how often workers must send a heartbeat");
 ABSL_FLAG(int, missed_heartbeats, 3, "silent intervals after which a worker loses its trials");
+ABSL_FLAG(int, suggestion_threads, 0,
+          "threads computing model-based suggestions (0: one per core); each study has at most "
+          "one suggestion in progress, so one costly study cannot hold up the others");
 ABSL_FLAG(absl::Duration, client_lease, absl::Minutes(30),
           "how long an ask-and-tell client keeps a trial without reporting (ReportProgress)");
 
@@ -105,6 +109,7 @@ int main(int argc, char** argv) {
   dhpt::ApplyEnvironmentToFlags({"listen", "metrics_port", "metrics_listen", "db",
                                  "max_db_bytes", "db_sync",
                                  "heartbeat_interval", "missed_heartbeats", "client_lease",
+                                 "suggestion_threads",
                                  "tls_cert", "tls_key",
                                  "tls_client_ca", "auth_token_file", "worker_token_file",
                                  "max_studies", "max_parameters", "max_dataset_bytes",
@@ -130,6 +135,9 @@ int main(int argc, char** argv) {
   options.core.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   options.core.missed_heartbeats = absl::GetFlag(FLAGS_missed_heartbeats);
   options.core.client_lease = absl::GetFlag(FLAGS_client_lease);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int suggestion_threads = absl::GetFlag(FLAGS_suggestion_threads);
+  options.core.suggestion_threads = suggestion_threads > 0 ? suggestion_threads : cores;
   if (metrics_port >= 0) options.core.observer = &metrics;
   options.core.max_studies = absl::GetFlag(FLAGS_max_studies);
   options.core.spec_limits.max_parameters = absl::GetFlag(FLAGS_max_parameters);
@@ -140,6 +148,10 @@ int main(int argc, char** argv) {
       options.core.spec_limits.max_dataset_bytes < 1 || options.max_receive_message_bytes < 1024) {
     std::fprintf(stderr, "--max_studies, --max_parameters and --max_dataset_bytes must be >= 1, "
                          "--max_message_bytes >= 1024\n");
+    return 2;
+  }
+  if (suggestion_threads < 0 || suggestion_threads > 1024) {
+    std::fprintf(stderr, "--suggestion_threads must be between 0 (one per core) and 1024\n");
     return 2;
   }
   if (options.core.client_lease < absl::Seconds(1)) {
