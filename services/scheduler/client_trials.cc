@@ -42,6 +42,22 @@ bool GivenToClient(const v1::Trial& trial, absl::string_view client_id) {
                      [&](const v1::Trial::Attempt& a) { return a.client_id() == client_id; });
 }
 
+// Whether `request` repeats the call that settled `settled`: the same client with the same
+// infeasible reason (`error` as it was stored), or with metrics it holds at the same values.
+bool IsRetryOf(const v1::Trial& settled, const v1::CompleteTrialRequest& request,
+               const std::string& error) {
+  if (settled.client_id() != request.client_id()) return false;
+  if (!request.infeasible_reason().empty()) {
+    return settled.state() == v1::Trial::FAILED && settled.error() == error;
+  }
+  if (settled.state() != v1::Trial::COMPLETED) return false;
+  for (const auto& [metric, value] : request.metrics()) {
+    auto it = settled.metrics().find(metric);
+    if (it == settled.metrics().end() || it->second != value) return false;
+  }
+  return true;
+}
+
 bool CurrentAttemptIsClients(const v1::Trial& trial, absl::string_view client_id) {
   return trial.attempt() >= 1 && trial.attempt() <= trial.attempts_size() &&
          trial.attempts(trial.attempt() - 1).client_id() == client_id;
@@ -262,16 +278,7 @@ absl::StatusOr<v1::ReportProgressResponse> SchedulerCore::ReportClientProgress(
         "); ask for trials with SuggestTrials"));
   }
   trial->lease_end = options_.clock() + options_.client_lease;
-  if (request.has_step() && trial->stored_values < kMaxIntermediateValuesPerAttempt &&
-      IsJudgedReport(trial->last_step, request.step(), request.value())) {
-    trial->last_step = request.step();
-    ++trial->stored_values;
-    store_->PutIntermediateValue(study->spec.name(), t.id(), t.attempt(), request.step(),
-                                 request.value());
-    if (!std::holds_alternative<std::monostate>(study->early_stopping)) {
-      ConsiderStoppingLocked(*trial, request.step(), request.value());
-    }
-  }
+  if (request.has_step()) RecordProgressLocked(*trial, request.step(), request.value());
   if (t.state() == v1::Trial::PRUNED) {
     response.set_should_stop(true);
     response.set_reason(FullTrialLocked(*trial).error());  // Finished trials are compacted.
@@ -325,17 +332,7 @@ absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRe
       v1::Trial settled = FullTrialLocked(*trial);
       // A retry of the very call that settled it (its answer was lost) gets the trial again;
       // anything else is told what the trial holds, and changes nothing.
-      const bool same = settled.client_id() == request.client_id() &&
-                        (infeasible ? settled.state() == v1::Trial::FAILED &&
-                                          settled.error() == result.error()
-                                    : settled.state() == v1::Trial::COMPLETED &&
-                                          std::all_of(request.metrics().begin(),
-                                                      request.metrics().end(), [&](const auto& m) {
-                                                        auto it = settled.metrics().find(m.first);
-                                                        return it != settled.metrics().end() &&
-                                                               it->second == m.second;
-                                                      }));
-      if (same) return settled;
+      if (IsRetryOf(settled, request, result.error())) return settled;
       std::string holds = settled.error();
       if (settled.has_objective_value()) {
         holds = absl::StrCat(study->spec.objective().metric(), "=", settled.objective_value(),
@@ -345,14 +342,11 @@ absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRe
           "trial ", request.trial(), " is already ", v1::Trial::State_Name(settled.state()),
           holds.empty() ? "" : absl::StrCat(" (", holds, ")"), "; this result is not recorded"));
     }
-    if (!infeasible) {
-      v1::Trial probe;
-      RecordResult(study->spec, result, probe);
-      if (probe.state() != v1::Trial::COMPLETED) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "metrics: ", probe.error(), "; report every objective's metric (and constrained "
-            "ones) and complete the trial again"));
-      }
+    if (std::optional<std::string> missing = infeasible ? std::nullopt
+                                                        : MissingMetric(study->spec, result)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "metrics: ", *missing, "; report every objective's metric (and constrained ones) and "
+          "complete the trial again"));
     }
     // The first result wins, whichever attempt it comes from.
     ReleaseLocked(*trial);

@@ -700,16 +700,19 @@ void SchedulerCore::HandleProgress(uint64_t session, const v1::TrialProgress& pr
   absl::MutexLock lock(&mutex_);
   TrialEntry* trial = AttemptOfSessionLocked(session, progress.trial_id(), progress.attempt(),
                                              progress.epoch(), "progress");
-  if (trial == nullptr || trial->stored_values >= kMaxIntermediateValuesPerAttempt) return;
+  if (trial != nullptr) RecordProgressLocked(*trial, progress.step(), progress.value());
+}
+
+void SchedulerCore::RecordProgressLocked(TrialEntry& trial, int64_t step, double value) {
+  if (trial.stored_values >= kMaxIntermediateValuesPerAttempt) return;
   // What is stored is exactly what is judged, so that a restart decides alike.
-  const int64_t step = progress.step();
-  if (!IsJudgedReport(trial->last_step, step, progress.value())) return;
-  trial->last_step = step;
-  ++trial->stored_values;
-  store_->PutIntermediateValue(trial->study->spec.name(), trial->trial.id(), progress.attempt(),
-                               step, progress.value());
-  if (!std::holds_alternative<std::monostate>(trial->study->early_stopping)) {
-    ConsiderStoppingLocked(*trial, step, progress.value());
+  if (!IsJudgedReport(trial.last_step, step, value)) return;
+  trial.last_step = step;
+  ++trial.stored_values;
+  store_->PutIntermediateValue(trial.study->spec.name(), trial.trial.id(), trial.trial.attempt(),
+                               step, value);
+  if (!std::holds_alternative<std::monostate>(trial.study->early_stopping)) {
+    ConsiderStoppingLocked(trial, step, value);
   }
 }
 

@@ -327,6 +327,10 @@ class SchedulerCore {
   TrialEntry* AttemptOfSessionLocked(uint64_t session, uint64_t trial_id, int attempt,
                                      uint64_t epoch, absl::string_view what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Stores an intermediate value of the trial's current attempt (a worker's progress, a
+  // client's ReportProgress) when it is one the rules judge, and judges it.
+  void RecordProgressLocked(TrialEntry& trial, int64_t step, double value)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Records a progress report on the trial's curve and stops the trial if the study's rule says
   // so (PRUNED: cancelled on its worker, not failed, no attempt charged).
   void ConsiderStoppingLocked(TrialEntry& trial, int64_t step, double value)

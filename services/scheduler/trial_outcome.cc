@@ -18,7 +18,8 @@ std::optional<double> FiniteMetric(const v1::TrialResult& result, const std::str
   return it->second;
 }
 
-// Why a completed result cannot settle its trial: a metric the study needs is missing.
+}  // namespace
+
 std::optional<std::string> MissingMetric(const v1::StudySpec& spec,
                                          const v1::TrialResult& result) {
   std::vector<const std::string*> objectives = {&spec.objective().metric()};
@@ -38,8 +39,6 @@ std::optional<std::string> MissingMetric(const v1::StudySpec& spec,
   }
   return std::nullopt;
 }
-
-}  // namespace
 
 double ConstraintViolation(const v1::StudySpec& spec,
                            const google::protobuf::Map<std::string, double>& metrics) {

@@ -3,6 +3,9 @@
 // How a worker's result becomes a trial's outcome, shared by the scheduler and by sequential
 // runs (dhpt compare), so that both judge a trial the same way.
 
+#include <optional>
+#include <string>
+
 #include "dhpt/v1/common.pb.h"
 #include "dhpt/v1/worker_service.pb.h"
 #include "services/optimizer/optimizer.h"
@@ -15,6 +18,10 @@ namespace dhpt::scheduler {
 // constraint stays COMPLETED, marked infeasible with its violation. Times and worker fields
 // are the caller's.
 void RecordResult(const v1::StudySpec& spec, const v1::TrialResult& result, v1::Trial& trial);
+// Why a completed result cannot settle its trial: a metric the study needs (an objective's, a
+// constrained one) has no finite value; nullopt when it can.
+std::optional<std::string> MissingMetric(const v1::StudySpec& spec,
+                                         const v1::TrialResult& result);
 
 // The sum of how far `metrics` lie outside the study's constraints; 0 when inside all.
 double ConstraintViolation(const v1::StudySpec& spec,

@@ -17,9 +17,9 @@
 namespace dhpt::scheduler {
 namespace {
 
-absl::Status CheckOpen(const v1::Study& study, absl::string_view name, absl::string_view verb) {
+absl::Status Ended(v1::Study::State state, absl::string_view name, absl::string_view verb) {
   return absl::FailedPreconditionError(absl::StrCat(
-      "study \"", name, "\" has ended (", v1::Study::State_Name(study.state()), "); ", verb,
+      "study \"", name, "\" has ended (", v1::Study::State_Name(state), "); ", verb,
       " only a study that has not"));
 }
 
@@ -46,10 +46,8 @@ absl::StatusOr<v1::TrialResult> AddedResult(const v1::StudySpec& spec, const v1:
   result.set_error("added as FAILED (AddTrials)");
   *result.mutable_metrics() = added.metrics();
   if (state == v1::Trial::COMPLETED) {
-    v1::Trial probe;
-    RecordResult(spec, result, probe);
-    if (probe.state() != v1::Trial::COMPLETED) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".metrics: ", probe.error()));
+    if (std::optional<std::string> missing = MissingMetric(spec, result)) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".metrics: ", *missing));
     }
   }
   return result;
@@ -128,7 +126,7 @@ absl::StatusOr<v1::Trial> SchedulerCore::EnqueueTrial(const v1::EnqueueTrialRequ
     absl::MutexLock lock(&mutex_);
     ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(request.study()));
     StudyEntry& study = *const_cast<StudyEntry*>(found);
-    if (study.terminal()) return CheckOpen(BuildStudyLocked(study), request.study(), "enqueue to");
+    if (study.terminal()) return Ended(study.state, request.study(), "enqueue to");
     if (study.budget_used() >= study.spec.max_trials()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "study \"", request.study(), "\" has created all of its max_trials (",
@@ -167,7 +165,7 @@ absl::StatusOr<v1::AddTrialsResponse> SchedulerCore::AddTrials(
     absl::MutexLock lock(&mutex_);
     ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(request.study()));
     StudyEntry& study = *const_cast<StudyEntry*>(found);
-    if (study.terminal()) return CheckOpen(BuildStudyLocked(study), request.study(), "add to");
+    if (study.terminal()) return Ended(study.state, request.study(), "add to");
     if (study.added + request.trials_size() > kMaxAddedTrialsPerStudy) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "study \"", request.study(), "\" has ", study.added, " added trials; ",
