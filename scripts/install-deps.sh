@@ -1,32 +1,46 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages DHPT builds, tests and benchmarks with; only what is missing.
+# Installs the Debian 12 packages DHPT needs; only what is missing, never recommended extras.
 # Idempotent: a second run installs nothing. Needs root or sudo.
-#   scripts/install-deps.sh          what the build and the tests need
-#   scripts/install-deps.sh --bench  also the Python peers the benchmarks compare against
+#   scripts/install-deps.sh --main   only what the main job needs (scripts/demo.sh)
+#   scripts/install-deps.sh --torch  also libtorch, for dhpt-gpu-worker's AutoEncoder
+#   scripts/install-deps.sh          everything the build and the tests need (scripts/test.sh)
+#   scripts/install-deps.sh --bench  that, and the Python peers the benchmarks compare against
 set -euo pipefail
 
-packages=(
+# The scheduler, dhpt-cpu-worker and the dhpt CLI.
+main_packages=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libyaml-cpp-dev libsqlite3-dev libeigen3-dev
   libxgboost-dev xgboost          # xgboost's CMake config points at /usr/bin/xgboost
-  libtorch-dev                    # CPU-only libtorch 1.13 for dhpt-gpu-worker
   prometheus-cpp-dev
-  prometheus                      # the real Prometheus of the metrics test (promtool too)
+)
+# CPU-only libtorch 1.13 for dhpt-gpu-worker: the largest download, so the main job skips it.
+torch_packages=(libtorch-dev)
+test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
+  prometheus                      # the real Prometheus of the metrics test (promtool too)
   unzip                           # helm comes zipped inside an npm package (tests/chart)
   gnuplot-nox                     # dhpt compare's plots (SVG and PNG)
   python3                         # the child-process test's CPU burner
-  python3-sklearn                 # examples/commands/sklearn_ridge.py, run by the examples test
+  python3-sklearn                 # examples/commands/sklearn_gbr.py, run by the examples test
   openssl                         # the TLS tests make their certificates
   clang libclang-rt-14-dev        # scripts/fuzz.sh: libFuzzer and the sanitizers' runtimes
 )
-# The chart tests run on Node.js; a machine without it gets Debian's.
-command -v node >/dev/null || packages+=(nodejs)
-command -v npm >/dev/null || packages+=(npm)
-if [[ ${1:-} == --bench ]]; then
-  packages+=(python3-optuna python3-torch python3-xgboost)  # run with /usr/bin/python3
-fi
+bench_packages=(python3-optuna python3-torch python3-xgboost)  # run with /usr/bin/python3
+
+packages=("${main_packages[@]}")
+case ${1:-} in
+  --main) ;;
+  --torch) packages+=("${torch_packages[@]}") ;;
+  ""|--bench)
+    packages+=("${torch_packages[@]}" "${test_packages[@]}")
+    # The chart tests run on Node.js; a machine without it gets Debian's.
+    command -v node >/dev/null || packages+=(nodejs)
+    command -v npm >/dev/null || packages+=(npm)
+    [[ ${1:-} == --bench ]] && packages+=("${bench_packages[@]}") ;;
+  *) echo "usage: $0 [--main|--torch|--bench]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
@@ -43,6 +57,8 @@ if [[ $(id -u) -ne 0 ]]; then
   command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
   sudo=sudo
 fi
-echo "install-deps: installing ${missing[*]}"
+echo "install-deps: installing ${#missing[@]} packages and what they need: ${missing[*]}"
 $sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# -q rather than -qq: a user watching a first install sees each download and set-up go by.
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends \
+  -o Dpkg::Use-Pty=0 "${missing[@]}" | grep -E '^(Get:|Setting up|Need to get|After this)' || true
