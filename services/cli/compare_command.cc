@@ -399,20 +399,12 @@ absl::Status Comparison::RunFramework(const v1::StudySpec& spec, v1::RunReport& 
 
 absl::Status Comparison::WatchFramework(StudyClient& client, const std::string& name,
                                         v1::RunReport& run) {
-  v1::Study last;
-  absl::Time last_refresh = absl::InfinitePast();
-  absl::Status watched = client.Watch(name, [&](const v1::StudyEvent& event) {
-    if (event.has_study()) {
-      last = event.study();
-    } else if (absl::Now() - last_refresh > absl::Milliseconds(200)) {
-      last_refresh = absl::Now();
-      absl::StatusOr<v1::Study> study = client.GetStudy(name);
-      if (study.ok()) last = *study;
-    } else {
-      return;
-    }
-    Progress(StudyProgress("framework", last, last.trials_running()), false);
-  });
+  absl::Status watched = client.Watch(
+      name,
+      [&](const v1::StudyEvent& event) {
+        Progress(StudyProgress("framework", event.study(), event.study().trials_running()), false);
+      },
+      /*summaries_only=*/true);
   if (!watched.ok()) return watched;
   ASSIGN_OR_RETURN(v1::Study study, client.GetStudy(name));
   run.set_state(study.state());

@@ -181,34 +181,14 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-// Prints progress from watch events: a line rewritten in place on a terminal, a line per
-// change of the counts otherwise.
+// Prints progress from the study's summaries: a line rewritten in place on a terminal, a line
+// per change of the counts otherwise.
 class ProgressPrinter {
  public:
   ProgressPrinter() : tty_(isatty(STDOUT_FILENO)) {}
-  void OnEvent(const v1::StudyEvent& event, StudyClient& client) {
-    if (event.has_study()) {
-      Print(event.study());
-      return;
-    }
-    const v1::Trial::State state = event.trial().state();
-    if (state != v1::Trial::COMPLETED && state != v1::Trial::FAILED && !tty_) return;
-    // Trial events carry no counts: ask for them, at most ten times a second so that a fast
-    // study does not turn its watchers into a load on the scheduler.
-    const absl::Time now = absl::Now();
-    if (now - last_refresh_ < absl::Milliseconds(100)) return;
-    last_refresh_ = now;
-    absl::StatusOr<v1::Study> study = client.GetStudy(event.trial().study());
-    if (study.ok()) Print(*study);
-  }
-  void Finish() {
-    if (tty_ && printed_) std::cout << "\n";
-    std::cout.flush();
-  }
-
- private:
-  void Print(const v1::Study& study) {
-    std::string line = ProgressLine(study);
+  void OnEvent(const v1::StudyEvent& event) {
+    if (!event.has_study()) return;
+    std::string line = ProgressLine(event.study());
     if (line == last_) return;
     last_ = line;
     printed_ = true;
@@ -218,22 +198,23 @@ class ProgressPrinter {
       std::cout << line << std::endl;
     }
   }
+  void Finish() {
+    if (tty_ && printed_) std::cout << "\n";
+    std::cout.flush();
+  }
 
+ private:
   const bool tty_;
   bool printed_ = false;
-  absl::Time last_refresh_ = absl::InfinitePast();
   std::string last_;
 };
 
+// Summaries only: the scheduler sends a fresh one at most ten times a second while trials
+// change, so a progress line costs it no per-trial events; a dropped stream resumes.
 absl::Status WatchToEnd(StudyClient& client, const std::string& name) {
   ProgressPrinter printer;
-  absl::Status status;
-  // A terminal that cannot keep up (a slow SSH link) falls behind and is cut off by the
-  // scheduler; the next watch starts from a fresh snapshot, so the line stays right.
-  do {
-    status =
-        client.Watch(name, [&](const v1::StudyEvent& event) { printer.OnEvent(event, client); });
-  } while (absl::IsResourceExhausted(status));
+  absl::Status status = client.Watch(
+      name, [&](const v1::StudyEvent& event) { printer.OnEvent(event); }, /*summaries_only=*/true);
   printer.Finish();
   return status;
 }

@@ -183,22 +183,37 @@ absl::StatusOr<v1::AddTrialsResponse> StudyClient::AddTrials(const v1::AddTrials
 }
 
 absl::Status StudyClient::Watch(const std::string& name,
-                                const std::function<void(const v1::StudyEvent&)>& on_event) {
-  grpc::ClientContext context;  // No deadline: a study may run for days.
-  {
-    absl::MutexLock lock(&mutex_);
-    if (cancelled_) return absl::CancelledError("cancelled");
-    watch_context_ = &context;
-  }
+                                const std::function<void(const v1::StudyEvent&)>& on_event,
+                                bool summaries_only) {
   v1::WatchStudyRequest request;
   request.set_name(name);
-  std::unique_ptr<grpc::ClientReader<v1::StudyEvent>> reader = stub_->WatchStudy(&context, request);
-  v1::StudyEvent event;
-  while (reader->Read(&event)) on_event(event);
-  grpc::Status status = reader->Finish();
-  absl::MutexLock lock(&mutex_);
-  watch_context_ = nullptr;
-  return FromGrpcStatus(status);
+  request.set_summaries_only(summaries_only);
+  for (int failures = 0;;) {
+    grpc::ClientContext context;  // No deadline: a study may run for days.
+    {
+      absl::MutexLock lock(&mutex_);
+      if (cancelled_) return absl::CancelledError("cancelled");
+      watch_context_ = &context;
+    }
+    std::unique_ptr<grpc::ClientReader<v1::WatchStudyResponse>> reader =
+        stub_->WatchStudy(&context, request);
+    v1::WatchStudyResponse batch;
+    while (reader->Read(&batch)) {
+      failures = 0;
+      for (const v1::StudyEvent& event : batch.events()) {
+        on_event(event);
+        request.set_after_position(event.position());
+      }
+    }
+    absl::Status status = FromGrpcStatus(reader->Finish());
+    {
+      absl::MutexLock lock(&mutex_);
+      watch_context_ = nullptr;
+      if (cancelled_) return absl::CancelledError("cancelled");
+    }
+    if (!absl::IsUnavailable(status) || ++failures > kMaxWatchRetries) return status;
+    absl::SleepFor(absl::Seconds(1));
+  }
 }
 
 void StudyClient::Cancel() {

@@ -43,9 +43,15 @@ class StudyClient {
   // Warm starts.
   absl::StatusOr<v1::Trial> EnqueueTrial(const v1::EnqueueTrialRequest& request);
   absl::StatusOr<v1::AddTrialsResponse> AddTrials(const v1::AddTrialsRequest& request);
-  // Blocks until the stream ends: OK when the study ended, CANCELLED after Cancel().
+  // Calls `on_event` for each of the study's events (only its summaries when
+  // `summaries_only`) until the study ends (OK), Cancel() is called (CANCELLED) or the stream
+  // fails. A stream that drops (UNAVAILABLE: the scheduler restarted, the network blinked) is
+  // watched again after the last event's position, so no change is lost or repeated; after
+  // kMaxWatchRetries drops in a row without an event, the error is returned.
   absl::Status Watch(const std::string& name,
-                     const std::function<void(const v1::StudyEvent&)>& on_event);
+                     const std::function<void(const v1::StudyEvent&)>& on_event,
+                     bool summaries_only = false);
+  static constexpr int kMaxWatchRetries = 5;
   // Ends a Watch in progress; callable from any thread.
   void Cancel();
 

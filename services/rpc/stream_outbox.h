@@ -22,12 +22,22 @@
 
 namespace dhpt::rpc {
 
+// How many bytes a message holds, for the byte bound: a protobuf message's serialised size.
+struct SerializedSize {
+  template <typename Message>
+  size_t operator()(const Message& message) const {
+    return message.ByteSizeLong();
+  }
+};
+
 struct OutboxLimits {
   size_t max_messages = 4096;
   size_t max_bytes = 16 << 20;
 };
 
-template <typename Message>
+// `SizeOf` measures a message (SerializedSize for protobuf messages; a raw stream's buffer
+// type brings its own).
+template <typename Message, typename SizeOf = SerializedSize>
 class StreamOutbox {
  public:
   explicit StreamOutbox(OutboxLimits limits = {}) : limits_(limits) {}
@@ -36,7 +46,7 @@ class StreamOutbox {
   // flight (it will come from OnWriteDone); RESOURCE_EXHAUSTED, queueing nothing, when the
   // messages waiting would pass a limit.
   absl::StatusOr<const Message*> Push(Message message) {
-    const size_t bytes = message.ByteSizeLong();
+    const size_t bytes = SizeOf()(message);
     if (pending_.size() + 1 > limits_.max_messages || pending_bytes_ + bytes > limits_.max_bytes) {
       return absl::ResourceExhaustedError(
           absl::StrCat("the peer is not reading: ", pending_.size(), " messages (",
@@ -76,7 +86,7 @@ class StreamOutbox {
  private:
   const Message* TakeNext() {
     if (pending_.empty()) return nullptr;
-    pending_bytes_ -= pending_.front().ByteSizeLong();
+    pending_bytes_ -= SizeOf()(pending_.front());
     in_flight_.emplace(std::move(pending_.front()));
     pending_.pop_front();
     return &*in_flight_;

@@ -360,15 +360,7 @@ void SchedulerCore::EndStudyLocked(StudyEntry& study, v1::Study::State state, st
   SaveStudyLocked(study);
   DHPT_LOG_INFO("study %s %s: %s", study.spec.name(), v1::Study::State_Name(state),
                 study.state_reason);
-  PublishStudyLocked(study);
-  for (uint64_t watch_id : study.watch_ids) {
-    auto it = watchers_.find(watch_id);
-    if (it == watchers_.end()) continue;
-    StudyWatcher* watcher = it->second.second;
-    watchers_.erase(it);
-    watcher->OnEnd(absl::OkStatus());
-  }
-  study.watch_ids.clear();
+  PublishStudyLocked(study);  // Its watchers read to here, then their streams end.
   ServeSuggestWaitersLocked(study);  // Answered with what they hold: nothing more comes.
 }
 

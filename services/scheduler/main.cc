@@ -82,9 +82,10 @@ ABSL_FLAG(int, max_parameters, dhpt::scheduler::kDefaultMaxParameters,
 ABSL_FLAG(int64_t, max_dataset_bytes, dhpt::scheduler::kDefaultMaxDatasetBytes,
           "largest generated data set a study may ask workers to hold, in bytes");
 ABSL_FLAG(int, max_message_bytes, 4 << 20, "largest request the scheduler reads, in bytes");
-ABSL_FLAG(int, max_watch_lag, 4096,
-          "events a WatchStudy reader may fall behind before its stream is ended with "
-          "RESOURCE_EXHAUSTED (it may watch again)");
+ABSL_FLAG(int, watch_journal_events, 16'384,
+          "latest events each watched study keeps for its WatchStudy readers (and at most 8 MiB); "
+          "a reader further behind, or resuming from an older position, is brought up to date "
+          "with each changed trial once");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(5),
           "how often workers must send a heartbeat");
 ABSL_FLAG(int, missed_heartbeats, 3, "silent intervals after which a worker loses its trials");
@@ -113,7 +114,7 @@ int main(int argc, char** argv) {
                                  "tls_cert", "tls_key",
                                  "tls_client_ca", "auth_token_file", "worker_token_file",
                                  "max_studies", "max_parameters", "max_dataset_bytes",
-                                 "max_message_bytes", "max_watch_lag"});
+                                 "max_message_bytes", "watch_journal_events"});
   dhpt::ParseCommandLineWithDashes(argc, argv);
   dhpt::BlockTerminationSignals();
   RaiseDescriptorLimit();
@@ -143,7 +144,7 @@ int main(int argc, char** argv) {
   options.core.spec_limits.max_parameters = absl::GetFlag(FLAGS_max_parameters);
   options.core.spec_limits.max_dataset_bytes = absl::GetFlag(FLAGS_max_dataset_bytes);
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  options.watch_outbox.max_messages = std::max(1, absl::GetFlag(FLAGS_max_watch_lag));
+  options.core.watch_journal.max_events = std::max(1, absl::GetFlag(FLAGS_watch_journal_events));
   if (options.core.max_studies < 1 || options.core.spec_limits.max_parameters < 1 ||
       options.core.spec_limits.max_dataset_bytes < 1 || options.max_receive_message_bytes < 1024) {
     std::fprintf(stderr, "--max_studies, --max_parameters and --max_dataset_bytes must be >= 1, "

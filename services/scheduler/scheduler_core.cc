@@ -80,6 +80,7 @@ SchedulerCore::SchedulerCore(StudyStore* store, SchedulerOptions options)
       options_(std::move(options)),
       observer_(options_.observer != nullptr ? options_.observer : NoObserver()),
       epoch_(options_.epoch != 0 ? options_.epoch : RandomEpoch()),
+      next_position_(static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()))),
       suggestions_(std::make_unique<WorkQueue>(std::max(1, options_.suggestion_threads))) {
   store_->SetCommitListener([this](WriteSequence sequence) { OnStored(sequence); });
 }
@@ -112,6 +113,7 @@ absl::Status SchedulerCore::Recover() {
     entry->front.emplace(entry->spec);
     ASSIGN_OR_RETURN(entry->optimizer,
                      options_.optimizer_factory(entry->space, ToOptimizerConfig(entry->spec)));
+    entry->head = next_position_++;
     study_order_.push_back(entry.get());
     studies_[study.spec().name()] = std::move(entry);
   }
@@ -131,6 +133,9 @@ absl::Status SchedulerCore::Recover() {
     TrialEntry& entry = trials_[stored_trial.id()];
     entry.trial = stored_trial;
     entry.study = &study;
+    // Positions of this life, each its own: a watcher resuming from an earlier life's gets
+    // every trial again.
+    entry.position = study.head = next_position_++;
     next_trial_id_ = std::max(next_trial_id_, stored_trial.id() + 1);
     study.keys.insert(study.space.Key(point));
     study.trial_ids.push_back(stored_trial.id());
@@ -229,6 +234,7 @@ absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spe
   entry->spec = std::move(spec);
   entry->create_time = ToTimestamp(options_.clock());
   entry->order = next_study_order_++;
+  entry->head = next_position_++;
   WriteSequence stored = store_->PutStudy(BuildStudyLocked(*entry));
   StudyEntry& created = *entry;
   study_order_.push_back(entry.get());
@@ -328,6 +334,7 @@ absl::Status SchedulerCore::DeleteStudy(absl::string_view name, bool force) {
       }
       EndStudyLocked(study, v1::Study::STOPPED, "deleted by a user");
     }
+    EndWatchesLocked(study, absl::NotFoundError(absl::StrCat("study \"", name, "\" was deleted")));
     for (uint64_t id : study.trial_ids) trials_.erase(id);
     auto position = std::find(study_order_.begin(), study_order_.end(), &study);
     if (static_cast<size_t>(position - study_order_.begin()) < next_study_) --next_study_;
@@ -420,32 +427,6 @@ absl::StatusOr<v1::GetParetoFrontResponse> SchedulerCore::GetParetoFront(
     for (double coordinate : study->front->reference_point()) front.add_reference_point(coordinate);
   }
   return front;
-}
-
-absl::StatusOr<uint64_t> SchedulerCore::Watch(absl::string_view name, StudyWatcher* watcher) {
-  absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(name));
-  StudyEntry& study = *const_cast<StudyEntry*>(found);
-  v1::StudyEvent event;
-  *event.mutable_study() = BuildStudyLocked(study);
-  watcher->OnEvent(event);
-  if (study.terminal() || shutting_down_) {
-    watcher->OnEnd(absl::OkStatus());
-    return 0;
-  }
-  const uint64_t id = next_watch_++;
-  watchers_[id] = {&study, watcher};
-  study.watch_ids.push_back(id);
-  return id;
-}
-
-void SchedulerCore::Unwatch(uint64_t watch_id) {
-  absl::MutexLock lock(&mutex_);
-  auto it = watchers_.find(watch_id);
-  if (it == watchers_.end()) return;
-  std::vector<uint64_t>& ids = it->second.first->watch_ids;
-  ids.erase(std::remove(ids.begin(), ids.end(), watch_id), ids.end());
-  watchers_.erase(it);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -932,11 +913,7 @@ void SchedulerCore::Shutdown(absl::string_view reason) {
     worker.channel->Send(drain);
     worker.channel->Close(absl::UnavailableError(reason));
   }
-  for (auto& [id, watch] : watchers_) {
-    watch.second->OnEnd(absl::UnavailableError(reason));
-  }
-  for (StudyEntry* study : study_order_) study->watch_ids.clear();
-  watchers_.clear();
+  for (StudyEntry* study : study_order_) EndWatchesLocked(*study, absl::UnavailableError(reason));
   for (StudyEntry* study : study_order_) ServeSuggestWaitersLocked(*study);
 }
 
@@ -1037,20 +1014,6 @@ v1::Study SchedulerCore::BuildStudyLocked(const StudyEntry& study) const {
     if (!servable) out.set_state_reason(WaitingForWorker(study.spec, connected));
   }
   return out;
-}
-
-void SchedulerCore::PublishTrialLocked(const TrialEntry& trial) {
-  if (trial.study->watch_ids.empty()) return;
-  v1::StudyEvent event;
-  *event.mutable_trial() = FullTrialLocked(trial);
-  for (uint64_t id : trial.study->watch_ids) watchers_.at(id).second->OnEvent(event);
-}
-
-void SchedulerCore::PublishStudyLocked(const StudyEntry& study) {
-  if (study.watch_ids.empty()) return;
-  v1::StudyEvent event;
-  *event.mutable_study() = BuildStudyLocked(study);
-  for (uint64_t id : study.watch_ids) watchers_.at(id).second->OnEvent(event);
 }
 
 void SchedulerCore::SendLocked(uint64_t session, v1::SchedulerMessage message) {

@@ -33,6 +33,7 @@
 #include "services/scheduler/scheduler_observer.h"
 #include "services/scheduler/spec_validation.h"
 #include "services/scheduler/study_store.h"
+#include "services/scheduler/watch_journal.h"
 
 namespace dhpt::scheduler {
 
@@ -46,15 +47,38 @@ class WorkerChannel {
   virtual void Close(const absl::Status& status) = 0;
 };
 
-// A WatchStudy stream.
+// A WatchStudy stream. It reads its study's events with ReadWatch at its own pace; the core
+// calls it under its lock, so it must not block or call back into the core from these.
 class StudyWatcher {
  public:
   virtual ~StudyWatcher() = default;
-  virtual void OnEvent(const v1::StudyEvent& event) = 0;
-  // The last call: the study ended (OK) or the scheduler is going away. The core forgets the
-  // watcher before making it.
+  // Events have come since a ReadWatch found none: read again.
+  virtual void OnEventsReady() = 0;
+  // The watch is over before its events were read to the study's end (the study was deleted,
+  // or the scheduler is going away). The core forgets the watcher before making this call.
   virtual void OnEnd(const absl::Status& status) = 0;
 };
+
+struct WatchOptions {
+  // Resume after this position (StudyEvent.position); 0 starts with the study's summary now.
+  uint64_t after_position = 0;
+  // Only the study's summaries, no trial events.
+  bool summaries_only = false;
+};
+
+// One ReadWatch: events in position order, or none and why.
+struct WatchRead {
+  std::vector<WatchEventPtr> events;
+  // The study has ended and every event was read: end the stream.
+  bool ended = false;
+  // No event now: read again after this long (a summary falls due), or, when zero, once
+  // OnEventsReady is called.
+  absl::Duration retry_after = absl::ZeroDuration();
+};
+
+// Summaries while a watched study's trials change: at most this often, so a progress line
+// stays current without a summary per trial.
+inline constexpr absl::Duration kWatchSummaryInterval = absl::Milliseconds(100);
 
 using OptimizerFactory = std::function<absl::StatusOr<std::unique_ptr<optimizer::Optimizer>>(
     const optimizer::SearchSpace&, const optimizer::OptimizerConfig&)>;
@@ -71,6 +95,8 @@ struct SchedulerOptions {
   OptimizerFactory optimizer_factory = optimizer::MakeOptimizer;
   // Told of trials, suggestions and workers as they happen (metrics); may be null.
   SchedulerObserver* observer = nullptr;
+  // How much each watched study keeps for its watchers to read at their own pace.
+  WatchJournalLimits watch_journal;
   // Studies kept at once (finished ones count until deleted); more are RESOURCE_EXHAUSTED.
   int max_studies = 10'000;
   SpecLimits spec_limits;
@@ -155,10 +181,14 @@ class SchedulerCore {
   absl::StatusOr<v1::GetParetoFrontResponse> GetParetoFront(absl::string_view study,
                                                             int page_size = 0,
                                                             absl::string_view page_token = "") const;
-  // Sends the study to `watcher` now and every change after; returns an id for Unwatch, or 0
-  // when the study has already ended (OnEnd was called).
-  absl::StatusOr<uint64_t> Watch(absl::string_view study, StudyWatcher* watcher);
+  // Registers `watcher` for the study's events (read with ReadWatch); returns its id. The core
+  // forgets it when ReadWatch reports the end, at Unwatch, or before calling OnEnd.
+  absl::StatusOr<uint64_t> Watch(absl::string_view study, const WatchOptions& options,
+                                 StudyWatcher* watcher);
   void Unwatch(uint64_t watch_id);
+  // The watcher's next events after its position, up to about `max_bytes`, and moves it on.
+  // NOT_FOUND for a watch the core has forgotten.
+  absl::StatusOr<WatchRead> ReadWatch(uint64_t watch_id, size_t max_bytes);
 
   // --- Ask and tell (EXTERNAL studies) ---
   // Up to `count` trials leased to `client_id`: those it holds or held before a restart first,
@@ -244,6 +274,8 @@ class SchedulerCore {
     // The ask-and-tell client holding it, and until when; empty when none.
     std::string client;
     absl::Time lease_end = absl::InfiniteFuture();
+    // The position of its latest change, for watchers resuming from an older one.
+    uint64_t position = 0;
   };
   struct WorkerEntry {
     std::string worker_id;
@@ -360,8 +392,24 @@ class SchedulerCore {
   v1::Trial FullTrialLocked(const TrialEntry& trial) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   WriteSequence SaveStudyLocked(const StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   v1::Study BuildStudyLocked(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void PublishTrialLocked(const TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void PublishStudyLocked(const StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Watch fan-out (watch.cc). A change of the trial (or the study's summary) takes the next
+  // position; when the study is watched, its event is built and serialised once into the
+  // study's journal, and the watchers waiting for events are told.
+  void PublishTrialLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void PublishStudyLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void AppendWatchEventLocked(StudyEntry& study, const v1::StudyEvent& event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  struct WatchState;
+  // A watcher whose position the journal no longer covers: the trials changed since, once
+  // each in their latest state and oldest change first, then the study's summary.
+  void ResyncWatchLocked(StudyEntry& study, WatchState& watch, size_t max_bytes,
+                         std::vector<WatchEventPtr>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  WatchEventPtr SummaryEventLocked(const StudyEntry& study) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void ForgetWatchLocked(uint64_t watch_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Ends the study's watches that have not read to its end (it is deleted).
+  void EndWatchesLocked(StudyEntry& study, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void SendLocked(uint64_t session, v1::SchedulerMessage message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::StatusOr<const StudyEntry*> FindStudyLocked(absl::string_view name) const
@@ -386,8 +434,12 @@ class SchedulerCore {
   // Trials leased to ask-and-tell clients, for the lease sweep.
   absl::flat_hash_set<uint64_t> leased_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_session_ ABSL_GUARDED_BY(mutex_) = 1;
-  std::map<uint64_t, std::pair<StudyEntry*, StudyWatcher*>> watchers_ ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_map<uint64_t, std::unique_ptr<WatchState>> watchers_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_watch_ ABSL_GUARDED_BY(mutex_) = 1;
+  // The next change's position: one sequence for every study, started at the wall clock's
+  // microseconds so that positions keep growing across restarts (a watcher resuming with a
+  // position of an earlier run gets every trial again, in its latest state).
+  uint64_t next_position_ ABSL_GUARDED_BY(mutex_);
   bool shutting_down_ ABSL_GUARDED_BY(mutex_) = false;
   struct PendingSend {
     WriteSequence sequence;

@@ -3,7 +3,7 @@
 // What the scheduler core's files share and nothing else includes: a study's entry and the
 // small conversions every part of the core uses. The core is split by concern (recovery,
 // studies, workers and records in scheduler_core.cc, dispatch in dispatch.cc, ask and tell in
-// client_trials.cc, warm starts in warm_start.cc); each file defines SchedulerCore members over
+// client_trials.cc, warm starts in warm_start.cc, watch fan-out in watch.cc); each file defines SchedulerCore members over
 // these types.
 
 #include <deque>
@@ -27,6 +27,16 @@ struct SchedulerCore::SuggestWaiter {
   int count = 1;
   std::vector<uint64_t> given;  // Trial ids leased to it so far, each once.
   SuggestDone done;
+};
+
+// One WatchStudy stream: where it has read to in its study's events.
+struct SchedulerCore::WatchState {
+  StudyEntry* study = nullptr;
+  StudyWatcher* watcher = nullptr;
+  uint64_t position = 0;
+  bool summaries_only = false;
+  bool started = false;  // Its first read has been made.
+  bool waiting = false;  // A read found nothing: OnEventsReady is due.
 };
 
 struct SchedulerCore::StudyEntry {
@@ -54,7 +64,15 @@ struct SchedulerCore::StudyEntry {
   // always made from a history of n trials.
   bool suggesting = false;
   std::optional<uint64_t> best;
+  // Watch fan-out: the watches of the study, its events for them to read, and the position of
+  // its latest change.
   std::vector<uint64_t> watch_ids;
+  int trial_watchers = 0;  // Watches that read trial events (not summaries only).
+  std::optional<WatchJournal> journal;  // While it is watched.
+  uint64_t head = 0;
+  // A trial changed since the last summary event, which was made then.
+  bool summary_stale = false;
+  absl::Time last_summary = absl::InfinitePast();
   EarlyStoppingRule early_stopping;
   // Multi-objective studies: the non-dominated feasible completed trials.
   std::optional<ParetoFront> front;

@@ -15,7 +15,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   server->core_ = std::make_unique<SchedulerCore>(store, options.core);
   RETURN_IF_ERROR(server->core_->Recover());
   server->study_service_ =
-      std::make_unique<StudyServiceImpl>(server->core_.get(), options.watch_outbox);
+      std::make_unique<StudyServiceImpl>(server->core_.get());
   server->worker_service_ =
       std::make_unique<WorkerServiceImpl>(server->core_.get(), options.worker_outbox);
 

@@ -29,9 +29,9 @@ struct SchedulerServerOptions {
   // any handler runs. Replies may be larger (ListTrials of a long study).
   int max_receive_message_bytes = 4 << 20;
   int max_send_message_bytes = kMaxReplyBytes;
-  // What may wait unwritten for one worker or one watcher before it is cut off.
+  // What may wait unwritten for one worker before it is cut off. (A watcher reads the study's
+  // shared journal at its own pace: SchedulerOptions.watch_journal.)
   rpc::OutboxLimits worker_outbox{.max_messages = 4096, .max_bytes = 16 << 20};
-  rpc::OutboxLimits watch_outbox{.max_messages = 4096, .max_bytes = 16 << 20};
 };
 
 class SchedulerServer {

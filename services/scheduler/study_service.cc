@@ -1,10 +1,10 @@
 #include "services/scheduler/study_service.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "services/common/grpc_status.h"
 #include "services/common/status_macros.h"
 #include "services/common/transport_security.h"
+#include "services/scheduler/watch_study_reactor.h"
 
 namespace dhpt::scheduler {
 namespace {
@@ -28,115 +28,6 @@ grpc::ServerUnaryReactor* Authorized(grpc::CallbackServerContext* context, T* re
   return Reply(context, allowed.ok() ? absl::StatusOr<T>(compute()) : absl::StatusOr<T>(allowed),
                response);
 }
-
-// One WatchStudy stream.
-//
-// Invariants: writes go through the bounded `outbox_` (at most one in flight); a watcher that
-// falls further behind than the outbox holds is ended with RESOURCE_EXHAUSTED, so a frozen
-// client costs bounded memory (it may watch again and gets a fresh snapshot first). Finish is
-// called once, with no write in flight. The core forgets the watcher (Unwatch, or before
-// OnEnd) before OnDone deletes it, so the core never calls a dead watcher.
-class WatchStudyReactor : public grpc::ServerWriteReactor<v1::StudyEvent>, public StudyWatcher {
- public:
-  // `allowed`: whether the caller may watch (CheckRole); if not, the stream ends with it.
-  WatchStudyReactor(SchedulerCore* core, const std::string& name, rpc::OutboxLimits limits,
-                    const absl::Status& allowed)
-      : core_(core), outbox_(limits) {
-    absl::StatusOr<uint64_t> id = allowed.ok() ? core_->Watch(name, this) : allowed;
-    absl::MutexLock lock(&mutex_);
-    if (!id.ok()) {
-      EndLocked(id.status());
-    } else {
-      // Even when already ending (it fell behind during the snapshot): the core holds us until
-      // Unwatch, which OnDone's Forget calls.
-      watch_id_ = *id;
-    }
-  }
-
-  void OnEvent(const v1::StudyEvent& event) override {
-    absl::MutexLock lock(&mutex_);
-    if (ending_) return;
-    absl::StatusOr<const v1::StudyEvent*> next = outbox_.Push(event);
-    if (!next.ok()) {
-      // Called under the core's lock: the core is told to forget us by OnDone, not here.
-      outbox_.DropPending();
-      EndLocked(absl::ResourceExhaustedError(absl::StrCat(
-          "this watcher fell too far behind the study (", next.status().message(),
-          "); watch again for a fresh snapshot")));
-    } else if (*next != nullptr) {
-      StartWrite(*next);
-    }
-  }
-
-  void OnEnd(const absl::Status& status) override {
-    absl::MutexLock lock(&mutex_);
-    watch_id_ = 0;  // The core has forgotten us already.
-    EndLocked(status);
-  }
-
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mutex_);
-    if (!ok) {
-      outbox_.Abort();
-      EndLocked(absl::UnavailableError("writing to the watcher failed"));
-      return;
-    }
-    const v1::StudyEvent* next = outbox_.OnWriteDone();
-    if (next != nullptr && !finished_) {
-      StartWrite(next);
-      return;
-    }
-    MaybeFinishLocked();
-  }
-
-  void OnCancel() override {
-    Forget();
-    absl::MutexLock lock(&mutex_);
-    outbox_.DropPending();  // Never the event being written: gRPC still reads it.
-    EndLocked(absl::CancelledError("the watcher went away"));
-  }
-
-  void OnDone() override {
-    Forget();
-    delete this;
-  }
-
- private:
-  void Forget() {
-    uint64_t id;
-    {
-      absl::MutexLock lock(&mutex_);
-      id = watch_id_;
-      watch_id_ = 0;
-    }
-    if (id != 0) core_->Unwatch(id);
-  }
-
-  void EndLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    if (!ending_) {  // The first reason stands.
-      ending_ = true;
-      status_ = ToGrpcStatus(status);
-    }
-    // Also when ending already: a write that failed after the end was asked for leaves the
-    // outbox idle, and nothing else would finish the call.
-    MaybeFinishLocked();
-  }
-
-  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    if (ending_ && outbox_.idle() && !finished_) {
-      finished_ = true;
-      Finish(status_);
-    }
-  }
-
-  SchedulerCore* const core_;
-  absl::Mutex mutex_;
-  uint64_t watch_id_ ABSL_GUARDED_BY(mutex_) = 0;
-  rpc::StreamOutbox<v1::StudyEvent> outbox_ ABSL_GUARDED_BY(mutex_);
-  bool ending_ ABSL_GUARDED_BY(mutex_) = false;
-  bool finished_ ABSL_GUARDED_BY(mutex_) = false;
-  grpc::Status status_ ABSL_GUARDED_BY(mutex_);
-};
 
 }  // namespace
 
@@ -218,9 +109,9 @@ grpc::ServerUnaryReactor* StudyServiceImpl::GetParetoFront(
   });
 }
 
-grpc::ServerWriteReactor<v1::StudyEvent>* StudyServiceImpl::WatchStudy(
-    grpc::CallbackServerContext* context, const v1::WatchStudyRequest* request) {
-  return new WatchStudyReactor(core_, request->name(), watch_limits_,
+grpc::ServerWriteReactor<grpc::ByteBuffer>* StudyServiceImpl::WatchStudy(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return new WatchStudyReactor(core_, &watch_timers_, *request,
                                CheckRole(context->auth_context().get(), kUserRole));
 }
 

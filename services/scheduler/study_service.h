@@ -1,20 +1,20 @@
 #pragma once
 
-// StudyService: translates the user-facing RPCs into SchedulerCore calls.
+// StudyService: translates the user-facing RPCs into SchedulerCore calls. WatchStudy is served
+// raw: its batches are written from events serialised once (watch_study_reactor.h).
 
 #include <grpcpp/grpcpp.h>
 
 #include "dhpt/v1/study_service.grpc.pb.h"
-#include "services/rpc/stream_outbox.h"
+#include "services/common/timer_queue.h"
 #include "services/scheduler/scheduler_core.h"
 
 namespace dhpt::scheduler {
 
-class StudyServiceImpl : public v1::StudyService::CallbackService {
+class StudyServiceImpl
+    : public v1::StudyService::WithRawCallbackMethod_WatchStudy<v1::StudyService::CallbackService> {
  public:
-  // `watch_limits` bounds what waits for each WatchStudy reader.
-  StudyServiceImpl(SchedulerCore* core, rpc::OutboxLimits watch_limits)
-      : core_(core), watch_limits_(watch_limits) {}
+  explicit StudyServiceImpl(SchedulerCore* core) : core_(core) {}
 
   grpc::ServerUnaryReactor* CreateStudy(grpc::CallbackServerContext* context,
                                         const v1::StudySpec* request,
@@ -58,12 +58,13 @@ class StudyServiceImpl : public v1::StudyService::CallbackService {
   grpc::ServerUnaryReactor* AddTrials(grpc::CallbackServerContext* context,
                                       const v1::AddTrialsRequest* request,
                                       v1::AddTrialsResponse* response) override;
-  grpc::ServerWriteReactor<v1::StudyEvent>* WatchStudy(
-      grpc::CallbackServerContext* context, const v1::WatchStudyRequest* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchStudy(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* request) override;
 
  private:
   SchedulerCore* const core_;
-  const rpc::OutboxLimits watch_limits_;
+  // Paces the WatchStudy streams' batches.
+  TimerQueue watch_timers_;
 };
 
 }  // namespace dhpt::scheduler

@@ -33,14 +33,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class RecordingWatcher : public StudyWatcher {
- public:
-  void OnEvent(const v1::StudyEvent& event) override { events.push_back(event); }
-  void OnEnd(const absl::Status& status) override { ended = status; }
-  std::vector<v1::StudyEvent> events;
-  std::optional<absl::Status> ended;
-};
-
 v1::StudySpec FunctionStudy(const std::string& name, int max_trials) {
   v1::StudySpec spec;
   google::protobuf::TextFormat::ParseFromString(R"pb(
@@ -362,28 +354,6 @@ TEST_F(SchedulerCoreTest, RecoveryRebuildsStudiesAndContinuesTheSameSuggestions)
   ASSERT_EQ(after.Assigns().size(), 2u);
   EXPECT_EQ(after.Assigns()[1].params().at("x1").double_value(),
             reference_channel.Assigns()[4].params().at("x1").double_value());
-}
-
-TEST_F(SchedulerCoreTest, WatchersSeeTheSnapshotEveryChangeAndTheEnd) {
-  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 2)).ok());
-  RecordingWatcher watcher;
-  ASSERT_NE(*core_->Watch("s", &watcher), 0u);
-  ASSERT_EQ(watcher.events.size(), 1u);
-  EXPECT_TRUE(watcher.events[0].has_study());
-  RecordingChannel& channel = NewChannel();
-  const uint64_t session = Connect(channel, Hello("w", 1));
-  for (int i = 0; i < 2; ++i) core_->HandleResult(session, Completed(channel.Assigns().back(), i));
-  ASSERT_TRUE(watcher.ended.has_value());
-  EXPECT_TRUE(watcher.ended->ok());
-  std::set<v1::Trial::State> seen;
-  for (const auto& e : watcher.events) if (e.has_trial()) seen.insert(e.trial().state());
-  EXPECT_TRUE(seen.contains(v1::Trial::RUNNING));
-  EXPECT_TRUE(seen.contains(v1::Trial::COMPLETED));
-  EXPECT_EQ(watcher.events.back().study().state(), v1::Study::COMPLETED);
-  // Watching an ended study: the snapshot, then the end at once.
-  RecordingWatcher late;
-  EXPECT_EQ(*core_->Watch("s", &late), 0u);
-  EXPECT_TRUE(late.ended.has_value());
 }
 
 TEST_F(SchedulerCoreTest, BadHellosAreRefused) {

@@ -1,0 +1,465 @@
+// Scale benchmark: the real dhpt-scheduler (a child process) at the sizes of a large shared
+// cluster, driven over loopback by a load generator in this process:
+// - `--workers` fake workers, each a real WorkerService stream that answers an assignment at
+//   once with a result (no-op trials), so what is measured is the scheduler;
+// - `--studies` studies holding `--finished_trials` finished trials in all (added through
+//   AddTrials), most of them stopped, some waiting for a GPU worker that never comes;
+// - `--watchers` WatchStudy readers of the busy study, every event (not summaries only).
+// For each watcher count (runs interleaved, the median of --repeats), one busy study of
+// `--trials` no-op trials runs on all workers: the dispatch rate, the scheduler's CPU per
+// trial (from /proc), and the latency of each user RPC during the run. Memory per worker and
+// per finished trial come from the scheduler's resident size as they are added.
+//
+//   build/bin/scale_bench [--workers=1000] [--studies=1000] [--finished_trials=1000000]
+//                         [--watchers=0,50] [--trials=30000] [--repeats=3]
+//
+// Two cores here are shared by the scheduler and the generator: ratios (with/without
+// watchers) say more than the rates.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "dhpt/v1/study_service.grpc.pb.h"
+#include "dhpt/v1/worker_service.grpc.pb.h"
+#include "services/rpc/stream_outbox.h"
+
+ABSL_FLAG(int, workers, 1000, "fake workers connected throughout");
+ABSL_FLAG(int, studies, 1000, "studies the scheduler holds (one of them the busy one)");
+ABSL_FLAG(int, finished_trials, 1'000'000, "finished trials added across the other studies");
+ABSL_FLAG(std::string, watchers, "0,50", "WatchStudy readers of the busy study, per run");
+ABSL_FLAG(int, trials, 30'000, "no-op trials of each run's busy study");
+ABSL_FLAG(int, repeats, 3, "runs per watcher count, interleaved; the median is reported");
+
+namespace dhpt {
+namespace {
+
+// /proc/<pid>: CPU seconds (user + system) and resident bytes.
+double CpuSeconds(pid_t pid) {
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  std::getline(stat, line);
+  std::vector<std::string> fields = absl::StrSplit(line.substr(line.rfind(')') + 2), ' ');
+  double user = 0, system = 0;
+  (void)absl::SimpleAtod(fields[11], &user);
+  (void)absl::SimpleAtod(fields[12], &system);
+  return (user + system) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+int64_t ResidentBytes(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(status, line);) {
+    absl::string_view text = line;
+    int64_t kb = 0;
+    if (absl::ConsumePrefix(&text, "VmRSS:") &&
+        absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(text), " kB"), &kb)) {
+      return kb * 1024;
+    }
+  }
+  return 0;
+}
+
+struct Scheduler {
+  pid_t pid = 0;
+  std::string address;
+  Scheduler(const std::string& binary) {
+    int out[2];
+    if (pipe(out) != 0) std::abort();
+    pid = fork();
+    if (pid == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      const int null = open("/dev/null", O_WRONLY);
+      dup2(null, STDERR_FILENO);
+      execl(binary.c_str(), binary.c_str(), "--listen=127.0.0.1:0", "--db=:memory:",
+            "--max_studies=100000", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(out[1]);
+    FILE* stream = fdopen(out[0], "r");
+    char line[256];
+    while (fgets(line, sizeof line, stream) != nullptr) {
+      absl::string_view text = absl::StripTrailingAsciiWhitespace(line);
+      if (absl::ConsumePrefix(&text, "listening on ")) {
+        address = absl::StrCat("127.0.0.1:", text.substr(text.rfind(':') + 1));
+        break;
+      }
+    }
+    if (address.empty()) {
+      std::fprintf(stderr, "%s did not start\n", binary.c_str());
+      std::exit(1);
+    }
+    std::thread([stream] {
+      char rest[256];
+      while (fgets(rest, sizeof rest, stream) != nullptr) {
+      }
+    }).detach();
+  }
+  ~Scheduler() {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+};
+
+// A worker that answers every assignment at once with a result: what it costs the scheduler
+// to hand out and settle a trial, without any training.
+class FakeWorker : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::SchedulerMessage> {
+ public:
+  FakeWorker(v1::WorkerService::Stub* stub, int index, std::atomic<int64_t>* results)
+      : results_(results) {
+    stub->async()->Connect(&context_, this);
+    v1::WorkerMessage hello;
+    hello.mutable_hello()->set_worker_id(absl::StrCat("fake-", index));
+    hello.mutable_hello()->mutable_capabilities()->set_slots(1);
+    hello.mutable_hello()->mutable_capabilities()->add_models(v1::Model::FUNCTION);
+    Send(std::move(hello));
+    StartRead(&in_);
+    StartCall();
+  }
+  void Heartbeat() {
+    v1::WorkerMessage beat;
+    beat.mutable_heartbeat();
+    Send(std::move(beat));
+  }
+  void Stop() { context_.TryCancel(); }
+  void WaitDone() { done_.WaitForNotification(); }
+  bool welcomed() const { return welcomed_.load(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    if (in_.has_welcome()) welcomed_ = true;
+    if (in_.has_assign()) {
+      const v1::Assign& assign = in_.assign();
+      v1::WorkerMessage out;
+      v1::TrialResult& result = *out.mutable_result();
+      result.set_trial_id(assign.trial_id());
+      result.set_attempt(assign.attempt());
+      result.set_epoch(assign.epoch());
+      result.set_state(v1::Trial::COMPLETED);
+      result.set_device("cpu");
+      (*result.mutable_metrics())[assign.objective_metric()] = 1.0;
+      Send(std::move(out));
+      results_->fetch_add(1);
+    }
+    StartRead(&in_);
+  }
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mutex_);
+    if (!ok) {
+      outbox_.Abort();
+      return;
+    }
+    if (const v1::WorkerMessage* next = outbox_.OnWriteDone()) StartWrite(next);
+  }
+  void OnDone(const grpc::Status&) override { done_.Notify(); }
+
+ private:
+  void Send(v1::WorkerMessage message) {
+    absl::MutexLock lock(&mutex_);
+    absl::StatusOr<const v1::WorkerMessage*> next = outbox_.Push(std::move(message));
+    if (next.ok() && *next != nullptr) StartWrite(*next);
+  }
+
+  grpc::ClientContext context_;
+  v1::SchedulerMessage in_;
+  absl::Mutex mutex_;
+  rpc::StreamOutbox<v1::WorkerMessage> outbox_ ABSL_GUARDED_BY(mutex_);
+  std::atomic<int64_t>* results_;
+  std::atomic<bool> welcomed_{false};
+  absl::Notification done_;
+};
+
+v1::StudySpec FunctionSpec(const std::string& name, int max_trials) {
+  v1::StudySpec spec;
+  spec.set_name(name);
+  spec.mutable_model()->set_kind(v1::Model::FUNCTION);
+  spec.mutable_model()->set_function("styblinski_tang");
+  for (const char* p : {"x1", "x2"}) {
+    v1::Parameter* parameter = spec.add_parameters();
+    parameter->set_name(p);
+    parameter->mutable_double_range()->set_min(-5);
+    parameter->mutable_double_range()->set_max(5);
+  }
+  spec.set_max_trials(max_trials);
+  return spec;
+}
+
+struct Latencies {
+  std::map<std::string, std::vector<double>> ms;
+  void Add(const std::string& rpc, absl::Duration took) {
+    ms[rpc].push_back(absl::ToDoubleMilliseconds(took));
+  }
+};
+
+double Quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return values[static_cast<size_t>(q * (values.size() - 1))];
+}
+
+struct Run {
+  double trials_per_second = 0;
+  double cpu_ms_per_trial = 0;
+  int64_t events_read = 0;
+  Latencies latencies;
+};
+
+// One busy study of `trials` no-op trials on every worker, `watchers` reading all its events,
+// and each user RPC timed while it runs.
+Run MeasureRun(const Scheduler& scheduler, v1::StudyService::Stub& stub, int run, int trials,
+               int watchers) {
+  const std::string name = absl::StrCat("busy-", run);
+  std::atomic<int64_t> events{0};
+  std::atomic<bool> stop{false};
+  {
+    grpc::ClientContext context;
+    v1::Study study;
+    if (!stub.CreateStudy(&context, FunctionSpec(name, trials), &study).ok()) std::abort();
+  }
+  std::vector<std::thread> readers;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  for (int i = 0; i < watchers; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    readers.emplace_back([&, context = contexts.back().get()] {
+      v1::WatchStudyRequest request;
+      request.set_name(name);
+      auto reader = stub.WatchStudy(context, request);
+      v1::WatchStudyResponse batch;
+      while (reader->Read(&batch)) events.fetch_add(batch.events_size());
+      reader->Finish();
+    });
+  }
+  const double cpu_before = CpuSeconds(scheduler.pid);
+  const absl::Time start = absl::Now();
+  Run result;
+  auto timed = [&](const std::string& rpc, auto call) {
+    grpc::ClientContext context;
+    const absl::Time t = absl::Now();
+    grpc::Status status = call(&context);
+    result.latencies.Add(rpc, absl::Now() - t);
+    return status;
+  };
+  int64_t done = 0;
+  for (int i = 0; done < trials; ++i) {
+    v1::GetStudyRequest get;
+    get.set_name(name);
+    v1::Study study;
+    if (!timed("GetStudy", [&](grpc::ClientContext* c) { return stub.GetStudy(c, get, &study); }).ok()) {
+      std::abort();
+    }
+    done = study.trials_completed();
+    if (study.state() != v1::Study::RUNNING && study.state() != v1::Study::PENDING) break;
+    switch (i % 4) {
+      case 0: {
+        v1::ListStudiesRequest list;
+        v1::ListStudiesResponse page;
+        timed("ListStudies", [&](grpc::ClientContext* c) { return stub.ListStudies(c, list, &page); });
+        break;
+      }
+      case 1: {
+        v1::ListTrialsRequest list;
+        list.set_study(name);
+        list.set_page_size(100);
+        v1::ListTrialsResponse page;
+        timed("ListTrials", [&](grpc::ClientContext* c) { return stub.ListTrials(c, list, &page); });
+        break;
+      }
+      case 2: {
+        v1::ListWorkersRequest list;
+        v1::ListWorkersResponse page;
+        timed("ListWorkers", [&](grpc::ClientContext* c) { return stub.ListWorkers(c, list, &page); });
+        break;
+      }
+      case 3: {
+        v1::GetBestTrialRequest best;
+        best.set_study(name);
+        v1::Trial trial;
+        timed("GetBestTrial", [&](grpc::ClientContext* c) { return stub.GetBestTrial(c, best, &trial); });
+        break;
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  const absl::Duration elapsed = absl::Now() - start;
+  const double cpu = CpuSeconds(scheduler.pid) - cpu_before;
+  for (auto& context : contexts) context->TryCancel();
+  for (std::thread& reader : readers) reader.join();
+  result.trials_per_second = trials / absl::ToDoubleSeconds(elapsed);
+  result.cpu_ms_per_trial = cpu * 1e3 / trials;
+  result.events_read = events.load();
+  return result;
+}
+
+}  // namespace
+}  // namespace dhpt
+
+int main(int argc, char** argv) {
+  using namespace dhpt;
+  absl::ParseCommandLine(argc, argv);
+  const int workers = absl::GetFlag(FLAGS_workers);
+  const int studies = absl::GetFlag(FLAGS_studies);
+  const int finished = absl::GetFlag(FLAGS_finished_trials);
+  std::vector<int> watcher_counts;
+  for (absl::string_view text : absl::StrSplit(absl::GetFlag(FLAGS_watchers), ',')) {
+    int n = 0;
+    if (!absl::SimpleAtoi(text, &n) || n < 0) return 2;
+    watcher_counts.push_back(n);
+  }
+  if (workers < 1 || studies < 2 || finished < 0) return 2;
+  char self[4096];
+  const ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (length <= 0) return 1;
+  self[length] = '\0';
+  const std::string binary = std::string(self, strrchr(self, '/') - self) + "/dhpt-scheduler";
+
+  Scheduler scheduler(binary);
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(64 << 20);
+  auto users = v1::StudyService::NewStub(grpc::CreateCustomChannel(
+      scheduler.address, grpc::InsecureChannelCredentials(), arguments));
+  const int64_t rss_empty = ResidentBytes(scheduler.pid);
+
+  // Studies and finished trials first, before any worker could run them.
+  const int others = studies - 1;
+  const int per_study = finished / std::max(1, others);
+  const absl::Time loading = absl::Now();
+  for (int s = 0; s < others; ++s) {
+    const bool waiting = s % 10 == 9;  // One in ten waits for a GPU worker; the rest stopped.
+    v1::StudySpec spec = FunctionSpec(absl::StrCat("study-", s), per_study + 10);
+    if (waiting) {
+      spec.mutable_model()->set_kind(v1::Model::AUTOENCODER);
+      spec.mutable_model()->clear_function();
+      spec.mutable_dataset()->mutable_sensors()->set_samples(100);
+      spec.clear_parameters();
+      v1::Parameter* p = spec.add_parameters();
+      p->set_name("learning_rate");
+      p->mutable_double_range()->set_min(0.001);
+      p->mutable_double_range()->set_max(0.01);
+    }
+    grpc::ClientContext create;
+    v1::Study study;
+    grpc::Status created = users->CreateStudy(&create, spec, &study);
+    if (!created.ok()) {
+      std::fprintf(stderr, "CreateStudy: %s\n", created.error_message().c_str());
+      return 1;
+    }
+    const std::string metric = study.spec().objective().metric();
+    for (int done = 0; done < per_study;) {
+      v1::AddTrialsRequest add;
+      add.set_study(spec.name());
+      const int batch = std::min(per_study - done, 10'000);
+      for (int t = 0; t < batch; ++t, ++done) {
+        v1::AddedTrial* trial = add.add_trials();
+        for (const v1::Parameter& p : spec.parameters()) {
+          const double span = p.double_range().max() - p.double_range().min();
+          (*trial->mutable_params())[p.name()].set_number_value(
+              p.double_range().min() + span * ((done * 7919 + (p.name().size() * 104729)) % 100003) / 100003.0);
+        }
+        (*trial->mutable_metrics())[metric] = done;
+      }
+      grpc::ClientContext context;
+      v1::AddTrialsResponse added;
+      grpc::Status status = users->AddTrials(&context, add, &added);
+      if (!status.ok()) {
+        std::fprintf(stderr, "AddTrials: %s\n", status.error_message().c_str());
+        return 1;
+      }
+    }
+    if (!waiting) {
+      grpc::ClientContext stop;
+      v1::StopStudyRequest request;
+      request.set_name(spec.name());
+      (void)users->StopStudy(&stop, request, &study);
+    }
+  }
+  const int64_t rss_loaded = ResidentBytes(scheduler.pid);
+  std::printf("loaded %d studies and %d finished trials in %.1f s\n", others,
+              per_study * others, absl::ToDoubleSeconds(absl::Now() - loading));
+
+  // Workers, over a few connections as from many nodes.
+  std::atomic<int64_t> results{0};
+  std::vector<std::unique_ptr<v1::WorkerService::Stub>> stubs;
+  for (int c = 0; c < 8; ++c) {
+    grpc::ChannelArguments channel_arguments;
+    channel_arguments.SetInt("dhpt.bench.connection", c);  // A connection of its own.
+    stubs.push_back(v1::WorkerService::NewStub(grpc::CreateCustomChannel(
+        scheduler.address, grpc::InsecureChannelCredentials(), channel_arguments)));
+  }
+  std::vector<std::unique_ptr<FakeWorker>> fleet;
+  for (int w = 0; w < workers; ++w) {
+    fleet.push_back(std::make_unique<FakeWorker>(stubs[w % stubs.size()].get(), w, &results));
+  }
+  for (const auto& worker : fleet) {
+    while (!worker->welcomed()) absl::SleepFor(absl::Milliseconds(1));
+  }
+  absl::Notification stop_beats;
+  std::thread beats([&] {
+    while (!stop_beats.WaitForNotificationWithTimeout(absl::Seconds(2))) {
+      for (const auto& worker : fleet) worker->Heartbeat();
+    }
+  });
+  absl::SleepFor(absl::Seconds(2));
+  const int64_t rss_workers = ResidentBytes(scheduler.pid);
+  std::printf("scheduler resident: %.1f MiB empty, %.1f MiB with the trials (%.0f bytes per "
+              "finished trial), %.1f MiB with %d workers (%.1f KiB per worker)\n",
+              rss_empty / 1048576.0, rss_loaded / 1048576.0,
+              static_cast<double>(rss_loaded - rss_empty) / std::max(1, per_study * others),
+              rss_workers / 1048576.0, workers, (rss_workers - rss_loaded) / 1024.0 / workers);
+
+  const int trials = absl::GetFlag(FLAGS_trials);
+  std::map<int, std::vector<Run>> runs;
+  int run = 0;
+  for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
+    for (int watchers : watcher_counts) {
+      runs[watchers].push_back(MeasureRun(scheduler, *users, run++, trials, watchers));
+    }
+  }
+  std::printf("\n%-9s %12s %16s %14s   %s\n", "watchers", "trials/s", "sched CPU ms/trial",
+              "events read", "RPC latency during the run, p50 / p99 ms");
+  std::map<int, double> median_rate;
+  for (int watchers : watcher_counts) {
+    std::vector<Run>& all = runs[watchers];
+    std::sort(all.begin(), all.end(), [](const Run& a, const Run& b) {
+      return a.trials_per_second < b.trials_per_second;
+    });
+    const Run& median = all[all.size() / 2];
+    median_rate[watchers] = median.trials_per_second;
+    std::string rpcs;
+    for (const auto& [rpc, ms] : median.latencies.ms) {
+      absl::StrAppend(&rpcs, rpc, " ", absl::StrFormat("%.2f/%.2f", Quantile(ms, 0.5), Quantile(ms, 0.99)), "  ");
+    }
+    std::printf("%-9d %12.0f %16.3f %14lld   %s\n", watchers, median.trials_per_second,
+                median.cpu_ms_per_trial, static_cast<long long>(median.events_read), rpcs.c_str());
+  }
+  if (watcher_counts.size() >= 2) {
+    std::printf("\nwith %d watchers / with %d: %.3f of the dispatch rate\n", watcher_counts.back(),
+                watcher_counts.front(),
+                median_rate[watcher_counts.back()] / median_rate[watcher_counts.front()]);
+  }
+  stop_beats.Notify();
+  beats.join();
+  for (const auto& worker : fleet) worker->Stop();
+  for (const auto& worker : fleet) worker->WaitDone();
+  return 0;
+}
