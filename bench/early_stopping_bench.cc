@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "services/scheduler/early_stopping.h"
+#include "services/study/early_stopping.h"
 
 namespace dhpt::scheduler {
 namespace {
@@ -22,9 +22,9 @@ constexpr int kReports = 100;
 // at its `reports`th report: the 50th for the median rule; the 16th (step 160) for ASHA, where
 // it reaches a rung (10, 40, 160, 640) and is ranked, since between rungs ASHA has nothing to do.
 struct Fixture {
-  std::vector<TrialCurve> others;
-  TrialCurve running;
-  std::vector<const TrialCurve*> pointers;
+  std::vector<study::TrialCurve> others;
+  study::TrialCurve running;
+  std::vector<const study::TrialCurve*> pointers;
 };
 
 Fixture History(int others, int reports) {
@@ -32,7 +32,7 @@ Fixture History(int others, int reports) {
   std::mt19937_64 generator(7);
   std::uniform_real_distribution<double> level(0.5, 1.0);
   auto curve = [&](int reports, bool completed) {
-    TrialCurve c;
+    study::TrialCurve c;
     c.completed = completed;
     const double top = level(generator);
     for (int r = 1; r <= reports; ++r) c.values.push_back({r * 10, top * (1 - 1.0 / (r + 1))});
@@ -40,19 +40,19 @@ Fixture History(int others, int reports) {
   };
   for (int t = 0; t < others; ++t) fixture.others.push_back(curve(kReports, true));
   fixture.running = curve(reports, false);
-  for (const TrialCurve& c : fixture.others) fixture.pointers.push_back(&c);
+  for (const study::TrialCurve& c : fixture.others) fixture.pointers.push_back(&c);
   return fixture;
 }
 
-void Decide(benchmark::State& state, const EarlyStoppingRule& rule, int reports) {
+void Decide(benchmark::State& state, const study::EarlyStoppingRule& rule, int reports) {
   const Fixture fixture = History(static_cast<int>(state.range(0)), reports);
   for (auto _ : state) {
-    benchmark::DoNotOptimize(ShouldStop(rule, /*maximize=*/true, fixture.running, fixture.pointers));
+    benchmark::DoNotOptimize(study::ShouldStop(rule, /*maximize=*/true, fixture.running, fixture.pointers));
   }
 }
 
-void BM_Median(benchmark::State& state) { Decide(state, PercentileRule{}, 50); }
-void BM_AshaAtARung(benchmark::State& state) { Decide(state, AshaRule{.min_resource = 10}, 16); }
+void BM_Median(benchmark::State& state) { Decide(state, study::PercentileRule{}, 50); }
+void BM_AshaAtARung(benchmark::State& state) { Decide(state, study::AshaRule{.min_resource = 10}, 16); }
 
 BENCHMARK(BM_Median)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AshaAtARung)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);

@@ -27,7 +27,7 @@
 #include "services/cli/study_file.h"
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
-#include "services/scheduler/spec_validation.h"
+#include "services/study/spec_validation.h"
 #include "services/worker/datasets.h"
 #include "services/worker/sequential_study.h"
 #ifdef DHPT_WITH_TORCH
@@ -109,7 +109,7 @@ std::string JsonLine(const v1::StudySpec& spec, const std::string& rule, int see
 
 int Main() {
   absl::StatusOr<v1::StudySpec> study = cli::ReadStudyFile(absl::GetFlag(FLAGS_study));
-  if (study.ok()) study = scheduler::NormalizeStudySpec(*study);
+  if (study.ok()) study = study::NormalizeStudySpec(*study);
   if (!study.ok()) {
     std::fprintf(stderr, "%s\n", study.status().ToString().c_str());
     return 2;

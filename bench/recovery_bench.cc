@@ -21,7 +21,7 @@
 #include "absl/time/clock.h"
 #include "google/protobuf/util/time_util.h"
 #include "services/scheduler/scheduler_core.h"
-#include "services/scheduler/spec_validation.h"
+#include "services/study/spec_validation.h"
 #include "services/scheduler/sqlite_study_store.h"
 
 ABSL_FLAG(int, trials, 100'000, "finished trials in the database");
@@ -48,7 +48,7 @@ v1::StudySpec Spec(int index, int parameters, int trials) {
     parameter.mutable_double_range()->set_max(5);
   }
   spec.set_max_trials(trials);
-  return *scheduler::NormalizeStudySpec(spec);
+  return *study::NormalizeStudySpec(spec);
 }
 
 v1::Trial FinishedTrial(uint64_t id, const v1::StudySpec& spec, int64_t number,

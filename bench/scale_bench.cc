@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include "absl/flags/flag.h"
@@ -190,6 +191,59 @@ class FakeWorker : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Schedul
   absl::Notification done_;
 };
 
+// A WatchStudy reader of every event that counts the events of each batch from its framing
+// and parses nothing: a real watcher's parsing happens on its own machine, not on the two
+// cores the scheduler shares with this generator.
+class RawWatcher : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  RawWatcher(grpc::GenericStub* stub, const std::string& study, std::atomic<int64_t>* events)
+      : events_(events) {
+    v1::WatchStudyRequest request;
+    request.set_name(study);
+    std::string bytes = request.SerializeAsString();
+    grpc::Slice slice(bytes);
+    request_ = grpc::ByteBuffer(&slice, 1);
+    stub->PrepareBidiStreamingCall(&context_, "/dhpt.v1.StudyService/WatchStudy", {}, this);
+    StartWrite(&request_);
+    StartWritesDone();
+    StartRead(&batch_);
+    StartCall();
+  }
+  void Stop() { context_.TryCancel(); }
+  void WaitDone() { done_.WaitForNotification(); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    std::vector<grpc::Slice> slices;
+    if (batch_.Dump(&slices).ok()) {
+      std::string bytes;
+      for (const grpc::Slice& slice : slices) bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+      // Each entry: the tag byte, a varint length, the event.
+      int64_t n = 0;
+      for (size_t at = 0; at < bytes.size(); ++n) {
+        ++at;
+        uint64_t length = 0;
+        for (int shift = 0; at < bytes.size(); shift += 7) {
+          const uint8_t byte = static_cast<uint8_t>(bytes[at++]);
+          length |= static_cast<uint64_t>(byte & 0x7f) << shift;
+          if ((byte & 0x80) == 0) break;
+        }
+        at += length;
+      }
+      events_->fetch_add(n);
+    }
+    StartRead(&batch_);
+  }
+  void OnDone(const grpc::Status&) override { done_.Notify(); }
+
+ private:
+  grpc::ClientContext context_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer batch_;
+  std::atomic<int64_t>* events_;
+  absl::Notification done_;
+};
+
 v1::StudySpec FunctionSpec(const std::string& name, int max_trials) {
   v1::StudySpec spec;
   spec.set_name(name);
@@ -227,28 +281,18 @@ struct Run {
 
 // One busy study of `trials` no-op trials on every worker, `watchers` reading all its events,
 // and each user RPC timed while it runs.
-Run MeasureRun(const Scheduler& scheduler, v1::StudyService::Stub& stub, int run, int trials,
-               int watchers) {
+Run MeasureRun(const Scheduler& scheduler, v1::StudyService::Stub& stub,
+               grpc::GenericStub& watch_stub, int run, int trials, int watchers) {
   const std::string name = absl::StrCat("busy-", run);
   std::atomic<int64_t> events{0};
-  std::atomic<bool> stop{false};
   {
     grpc::ClientContext context;
     v1::Study study;
     if (!stub.CreateStudy(&context, FunctionSpec(name, trials), &study).ok()) std::abort();
   }
-  std::vector<std::thread> readers;
-  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<RawWatcher>> readers;
   for (int i = 0; i < watchers; ++i) {
-    contexts.push_back(std::make_unique<grpc::ClientContext>());
-    readers.emplace_back([&, context = contexts.back().get()] {
-      v1::WatchStudyRequest request;
-      request.set_name(name);
-      auto reader = stub.WatchStudy(context, request);
-      v1::WatchStudyResponse batch;
-      while (reader->Read(&batch)) events.fetch_add(batch.events_size());
-      reader->Finish();
-    });
+    readers.push_back(std::make_unique<RawWatcher>(&watch_stub, name, &events));
   }
   const double cpu_before = CpuSeconds(scheduler.pid);
   const absl::Time start = absl::Now();
@@ -303,8 +347,8 @@ Run MeasureRun(const Scheduler& scheduler, v1::StudyService::Stub& stub, int run
   }
   const absl::Duration elapsed = absl::Now() - start;
   const double cpu = CpuSeconds(scheduler.pid) - cpu_before;
-  for (auto& context : contexts) context->TryCancel();
-  for (std::thread& reader : readers) reader.join();
+  for (auto& reader : readers) reader->Stop();
+  for (auto& reader : readers) reader->WaitDone();
   result.trials_per_second = trials / absl::ToDoubleSeconds(elapsed);
   result.cpu_ms_per_trial = cpu * 1e3 / trials;
   result.events_read = events.load();
@@ -338,6 +382,8 @@ int main(int argc, char** argv) {
   arguments.SetMaxReceiveMessageSize(64 << 20);
   auto users = v1::StudyService::NewStub(grpc::CreateCustomChannel(
       scheduler.address, grpc::InsecureChannelCredentials(), arguments));
+  grpc::GenericStub watch_stub(
+      grpc::CreateCustomChannel(scheduler.address, grpc::InsecureChannelCredentials(), arguments));
   const int64_t rss_empty = ResidentBytes(scheduler.pid);
 
   // Studies and finished trials first, before any worker could run them.
@@ -432,7 +478,7 @@ int main(int argc, char** argv) {
   int run = 0;
   for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
     for (int watchers : watcher_counts) {
-      runs[watchers].push_back(MeasureRun(scheduler, *users, run++, trials, watchers));
+      runs[watchers].push_back(MeasureRun(scheduler, *users, watch_stub, run++, trials, watchers));
     }
   }
   std::printf("\n%-9s %12s %16s %14s   %s\n", "watchers", "trials/s", "sched CPU ms/trial",

@@ -16,17 +16,17 @@
 #include "services/cli/study_file.h"
 #include "services/common/param_values.h"
 #include "services/optimizer/optimizer.h"
-#include "services/scheduler/spec_translation.h"
-#include "services/scheduler/spec_validation.h"
+#include "services/study/spec_translation.h"
+#include "services/study/spec_validation.h"
 
 namespace dhpt {
 namespace {
 
 void Exercise(const v1::StudySpec& spec) {
-  absl::StatusOr<v1::StudySpec> normalized = scheduler::NormalizeStudySpec(spec);
+  absl::StatusOr<v1::StudySpec> normalized = study::NormalizeStudySpec(spec);
   if (!normalized.ok()) return;
-  const optimizer::SearchSpace space = scheduler::ToSearchSpace(*normalized);
-  const optimizer::OptimizerConfig config = scheduler::ToOptimizerConfig(*normalized);
+  const optimizer::SearchSpace space = study::ToSearchSpace(*normalized);
+  const optimizer::OptimizerConfig config = study::ToOptimizerConfig(*normalized);
   absl::StatusOr<std::unique_ptr<optimizer::Optimizer>> made = optimizer::MakeOptimizer(space, config);
   if (!made.ok()) return;
   const std::vector<optimizer::TrialRecord> trials;
@@ -34,13 +34,13 @@ void Exercise(const v1::StudySpec& spec) {
   absl::StatusOr<std::optional<optimizer::Point>> point = (*made)->Suggest({trials, keys});
   if (!point.ok() || !point->has_value()) return;
   // What the scheduler stores for the trial must read back as the same point.
-  const scheduler::ParamMap params = scheduler::ToParamMap(space, **point);
-  absl::StatusOr<optimizer::Point> back = scheduler::ToPoint(space, params);
+  const study::ParamMap params = study::ToParamMap(space, **point);
+  absl::StatusOr<optimizer::Point> back = study::ToPoint(space, params);
   if (!back.ok() || space.Key(*back) != space.Key(**point)) std::abort();
   // And the same point sent back as JSON values (EnqueueTrial, AddTrials) is accepted as itself.
   google::protobuf::Map<std::string, google::protobuf::Value> values;
   for (const auto& [name, value] : params) values[name] = ParameterValueAsJson(value);
-  absl::StatusOr<optimizer::Point> sent = scheduler::PointFromValues(space, values, "params");
+  absl::StatusOr<optimizer::Point> sent = study::PointFromValues(space, values, "params");
   if (!sent.ok() || space.Key(*sent) != space.Key(**point)) std::abort();
 }
 

@@ -30,8 +30,8 @@
 #include "services/cli/study_client.h"
 #include "services/cli/study_file.h"
 #include "services/common/status_macros.h"
-#include "services/scheduler/spec_validation.h"
-#include "services/scheduler/trial_outcome.h"
+#include "services/study/spec_validation.h"
+#include "services/study/trial_outcome.h"
 
 namespace dhpt::cli {
 namespace {
@@ -125,7 +125,7 @@ void Comparison::Progress(const std::string& line, bool final) const {
 
 absl::StatusOr<v1::CompareReport> Comparison::Run(const v1::StudySpec& request,
                                                   const std::string& dir) {
-  ASSIGN_OR_RETURN(v1::StudySpec spec, scheduler::NormalizeStudySpec(request));
+  ASSIGN_OR_RETURN(v1::StudySpec spec, study::NormalizeStudySpec(request));
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return absl::InvalidArgumentError(absl::StrCat("cannot create ", dir, ": ", error.message()));
@@ -259,7 +259,7 @@ absl::Status Comparison::RunSequential(const v1::StudySpec& spec, const std::str
         if (trial.state() == v1::Trial::COMPLETED) {
           progress.set_trials_completed(progress.trials_completed() + 1);
           if (!progress.has_best_trial() ||
-              scheduler::IsBetterTrial(spec, trial, progress.best_trial())) {
+              study::IsBetterTrial(spec, trial, progress.best_trial())) {
             *progress.mutable_best_trial() = trial;
           }
         } else if (trial.state() == v1::Trial::FAILED) {
@@ -464,7 +464,7 @@ absl::StatusOr<v1::MatrixReport> Comparison::RunMatrix(const v1::CompareMatrix& 
       if (matrix.max_trials() > 0) spec.set_max_trials(matrix.max_trials());
       const std::string name = CellName(study, algorithm);
       spec.set_name(name);
-      absl::StatusOr<v1::StudySpec> normalized = scheduler::NormalizeStudySpec(spec);
+      absl::StatusOr<v1::StudySpec> normalized = study::NormalizeStudySpec(spec);
       if (!normalized.ok()) {
         return absl::InvalidArgumentError(
             absl::StrCat("cell ", name, ": ", normalized.status().message()));

@@ -14,7 +14,7 @@
 #include "services/common/status_macros.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/scheduler_core_internal.h"
-#include "services/scheduler/trial_outcome.h"
+#include "services/study/trial_outcome.h"
 
 namespace dhpt::scheduler {
 namespace {
@@ -343,7 +343,7 @@ absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRe
           holds.empty() ? "" : absl::StrCat(" (", holds, ")"), "; this result is not recorded"));
     }
     if (std::optional<std::string> missing = infeasible ? std::nullopt
-                                                        : MissingMetric(study->spec, result)) {
+                                                        : study::MissingMetric(study->spec, result)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "metrics: ", *missing, "; report every objective's metric (and constrained ones) and "
           "complete the trial again"));
@@ -355,7 +355,7 @@ absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRe
       study->pending.erase(std::remove(study->pending.begin(), study->pending.end(), t.id()),
                            study->pending.end());
     }
-    RecordResult(study->spec, result, t);
+    study::RecordResult(study->spec, result, t);
     t.set_client_id(request.client_id());
     t.set_device("client");
     *t.mutable_end_time() = ToTimestamp(options_.clock());

@@ -10,8 +10,8 @@
 #include "services/scheduler/placement.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/scheduler_core_internal.h"
-#include "services/scheduler/spec_translation.h"
-#include "services/scheduler/trial_outcome.h"
+#include "services/study/spec_translation.h"
+#include "services/study/trial_outcome.h"
 
 namespace dhpt::scheduler {
 
@@ -100,7 +100,7 @@ SchedulerCore::TrialEntry& SchedulerCore::CreateTrialLocked(StudyEntry& study,
   trial.set_number(study.created());
   trial.set_state(v1::Trial::PENDING);
   trial.set_origin(origin);
-  *trial.mutable_params() = ToParamMap(study.space, point);
+  *trial.mutable_params() = study::ToParamMap(study.space, point);
   *trial.mutable_create_time() = ToTimestamp(options_.clock());
   entry.pending_since = options_.clock();
   study.keys.insert(study.space.Key(point));
@@ -265,9 +265,9 @@ void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
       record.status = optimizer::TrialStatus::kFailed;
       return;
     }
-    RecordCompleted(ended, record);
+    study::RecordCompleted(ended, record);
     study.front->Add(ended);
-    if (!study.best || IsBetterTrial(study.spec, ended, trials_.at(*study.best).trial)) {
+    if (!study.best || study::IsBetterTrial(study.spec, ended, trials_.at(*study.best).trial)) {
       study.best = ended.id();
     }
     return;
@@ -280,9 +280,9 @@ void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
     case v1::Trial::COMPLETED: {
       ++study.completed;
       trial.curve.completed = true;
-      RecordCompleted(trial.trial, record);
+      study::RecordCompleted(trial.trial, record);
       study.front->Add(trial.trial);
-      if (!study.best || IsBetterTrial(study.spec, trial.trial, trials_.at(*study.best).trial)) {
+      if (!study.best || study::IsBetterTrial(study.spec, trial.trial, trials_.at(*study.best).trial)) {
         study.best = trial.trial.id();
       }
       break;

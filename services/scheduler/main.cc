@@ -21,7 +21,7 @@
 #include "services/common/transport_security.h"
 #include "services/scheduler/scheduler_metrics.h"
 #include "services/scheduler/scheduler_server.h"
-#include "services/scheduler/spec_validation.h"
+#include "services/study/spec_validation.h"
 #include "services/scheduler/sqlite_study_store.h"
 
 namespace {
@@ -77,9 +77,9 @@ ABSL_FLAG(std::string, metrics_listen, "0.0.0.0",
           "address the metrics endpoint binds; it is plaintext HTTP without a token, so use "
           "127.0.0.1 or a NetworkPolicy where that matters");
 ABSL_FLAG(int, max_studies, 10'000, "studies the scheduler holds at most (ended ones included)");
-ABSL_FLAG(int, max_parameters, dhpt::scheduler::kDefaultMaxParameters,
+ABSL_FLAG(int, max_parameters, dhpt::study::kDefaultMaxParameters,
           "parameters one study may tune at most");
-ABSL_FLAG(int64_t, max_dataset_bytes, dhpt::scheduler::kDefaultMaxDatasetBytes,
+ABSL_FLAG(int64_t, max_dataset_bytes, dhpt::study::kDefaultMaxDatasetBytes,
           "largest generated data set a study may ask workers to hold, in bytes");
 ABSL_FLAG(int, max_message_bytes, 4 << 20, "largest request the scheduler reads, in bytes");
 ABSL_FLAG(int, watch_journal_events, 16'384,

@@ -15,9 +15,9 @@
 #include "services/scheduler/pareto_front.h"
 #include "services/scheduler/scheduler_core_internal.h"
 #include "services/scheduler/placement.h"
-#include "services/scheduler/spec_translation.h"
-#include "services/scheduler/spec_validation.h"
-#include "services/scheduler/trial_outcome.h"
+#include "services/study/spec_translation.h"
+#include "services/study/spec_validation.h"
+#include "services/study/trial_outcome.h"
 
 namespace dhpt::scheduler {
 
@@ -108,11 +108,11 @@ absl::Status SchedulerCore::Recover() {
     entry->state_reason = study.state_reason();
     entry->create_time = study.create_time();
     entry->end_time = study.end_time();
-    entry->space = ToSearchSpace(entry->spec);
-    entry->early_stopping = ToEarlyStoppingRule(entry->spec);
+    entry->space = study::ToSearchSpace(entry->spec);
+    entry->early_stopping = study::ToEarlyStoppingRule(entry->spec);
     entry->front.emplace(entry->spec);
     ASSIGN_OR_RETURN(entry->optimizer,
-                     options_.optimizer_factory(entry->space, ToOptimizerConfig(entry->spec)));
+                     options_.optimizer_factory(entry->space, study::ToOptimizerConfig(entry->spec)));
     entry->head = next_position_++;
     study_order_.push_back(entry.get());
     studies_[study.spec().name()] = std::move(entry);
@@ -129,7 +129,7 @@ absl::Status SchedulerCore::Recover() {
                                               " has number ", stored_trial.number(),
                                               ", expected ", study.created()));
     }
-    ASSIGN_OR_RETURN(optimizer::Point point, ToPoint(study.space, stored_trial.params()));
+    ASSIGN_OR_RETURN(optimizer::Point point, study::ToPoint(study.space, stored_trial.params()));
     TrialEntry& entry = trials_[stored_trial.id()];
     entry.trial = stored_trial;
     entry.study = &study;
@@ -169,7 +169,7 @@ absl::Status SchedulerCore::Recover() {
     for (const StoredIntermediateValue& value : values) {
       auto it = trials_.find(value.trial_id);
       if (it == trials_.end() || value.attempt != it->second.trial.attempt()) continue;
-      std::vector<IntermediateValue>& curve = it->second.curve.values;
+      std::vector<study::IntermediateValue>& curve = it->second.curve.values;
       if (curve.empty() || value.step > curve.back().step) {
         curve.push_back({value.step, value.value});
         it->second.last_step = value.step;  // A reclaimed attempt goes on from there.
@@ -185,7 +185,7 @@ absl::Status SchedulerCore::Recover() {
 // Users
 
 absl::StatusOr<v1::Study> SchedulerCore::CreateStudy(const v1::StudySpec& request) {
-  ASSIGN_OR_RETURN(v1::StudySpec spec, NormalizeStudySpec(request, options_.spec_limits));
+  ASSIGN_OR_RETURN(v1::StudySpec spec, study::NormalizeStudySpec(request, options_.spec_limits));
   v1::Study reply;
   WriteSequence stored;
   {
@@ -221,11 +221,11 @@ absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spe
         "ask its operator to raise the limit"));
   }
   auto entry = std::make_unique<StudyEntry>();
-  entry->space = ToSearchSpace(spec);
-  entry->early_stopping = ToEarlyStoppingRule(spec);
+  entry->space = study::ToSearchSpace(spec);
+  entry->early_stopping = study::ToEarlyStoppingRule(spec);
   entry->front.emplace(spec);
   ASSIGN_OR_RETURN(entry->optimizer,
-                   options_.optimizer_factory(entry->space, ToOptimizerConfig(spec)));
+                   options_.optimizer_factory(entry->space, study::ToOptimizerConfig(spec)));
   // Checked before anything is created; added before its first trial is suggested.
   CheckedTrials warm;
   if (!spec.warm_start_study().empty()) {
@@ -687,7 +687,7 @@ void SchedulerCore::HandleProgress(uint64_t session, const v1::TrialProgress& pr
 void SchedulerCore::RecordProgressLocked(TrialEntry& trial, int64_t step, double value) {
   if (trial.stored_values >= kMaxIntermediateValuesPerAttempt) return;
   // What is stored is exactly what is judged, so that a restart decides alike.
-  if (!IsJudgedReport(trial.last_step, step, value)) return;
+  if (!study::IsJudgedReport(trial.last_step, step, value)) return;
   trial.last_step = step;
   ++trial.stored_values;
   store_->PutIntermediateValue(trial.study->spec.name(), trial.trial.id(), trial.trial.attempt(),
@@ -701,7 +701,7 @@ void SchedulerCore::ConsiderStoppingLocked(TrialEntry& trial, int64_t step, doub
   trial.curve.values.push_back({step, value});
   StudyEntry& study = *trial.study;
   const absl::Time start = absl::Now();
-  std::vector<const TrialCurve*> others;
+  std::vector<const study::TrialCurve*> others;
   int64_t longest_completed = 0;
   for (uint64_t id : study.trial_ids) {
     const TrialEntry& other = trials_.at(id);
@@ -710,7 +710,7 @@ void SchedulerCore::ConsiderStoppingLocked(TrialEntry& trial, int64_t step, doub
     if (other.curve.completed) longest_completed = std::max(longest_completed, other.curve.values.back().step);
   }
   const bool maximize = study.spec.objective().goal() == v1::Objective::MAXIMIZE;
-  const bool stop = ShouldStop(study.early_stopping, maximize, trial.curve, others);
+  const bool stop = study::ShouldStop(study.early_stopping, maximize, trial.curve, others);
   observer_->EarlyStoppingDecided(study.spec, absl::Now() - start, stop,
                                   std::max<int64_t>(0, longest_completed - step));
   if (!stop) return;
@@ -721,7 +721,7 @@ void SchedulerCore::ConsiderStoppingLocked(TrialEntry& trial, int64_t step, doub
   // attempt cost (HandleResult).
   const uint64_t session = trial.session;
   v1::Trial& t = trial.trial;
-  RecordPruned(study.spec, step, value, t);
+  study::RecordPruned(study.spec, step, value, t);
   v1::SchedulerMessage cancel = CancelMessage(t, t.error());
   ReleaseLocked(trial);
   *t.mutable_end_time() = ToTimestamp(options_.clock());
@@ -794,7 +794,7 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
     uint64_t stored = store_->last_sequence();
     if (attempt == trial.trial.attempt() && trial.trial.state() == v1::Trial::PRUNED) {
       v1::Trial full = FullTrialLocked(trial);  // Finished trials are held compacted.
-      if (RecordCostOfPrunedAttempt(BoundedResult(reported, study.spec.objective().metric()),
+      if (study::RecordCostOfPrunedAttempt(BoundedResult(reported, study.spec.objective().metric()),
                                     full)) {
         trial.trial = std::move(full);
         stored = SaveTrialLocked(trial);
@@ -829,7 +829,7 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
                CancelMessage(trial.trial, "an earlier attempt of this trial already finished"));
   }
   v1::Trial& t = trial.trial;
-  RecordResult(study.spec, result, t);
+  study::RecordResult(study.spec, result, t);
   t.set_worker_id(worker.worker_id);
   *t.mutable_end_time() = ToTimestamp(options_.clock());
   RecordTrialEndLocked(trial);

@@ -29,9 +29,9 @@
 #include "dhpt/v1/worker_service.pb.h"
 #include "services/common/work_queue.h"
 #include "services/optimizer/optimizer.h"
-#include "services/scheduler/early_stopping.h"
+#include "services/study/early_stopping.h"
 #include "services/scheduler/scheduler_observer.h"
-#include "services/scheduler/spec_validation.h"
+#include "services/study/spec_validation.h"
 #include "services/scheduler/study_store.h"
 #include "services/scheduler/watch_journal.h"
 
@@ -99,7 +99,7 @@ struct SchedulerOptions {
   WatchJournalLimits watch_journal;
   // Studies kept at once (finished ones count until deleted); more are RESOURCE_EXHAUSTED.
   int max_studies = 10'000;
-  SpecLimits spec_limits;
+  study::SpecLimits spec_limits;
   // This instance's epoch (Welcome.epoch); 0 draws a random one, as every start should.
   uint64_t epoch = 0;
   // How long an ask-and-tell client keeps a trial without a ReportProgress; then it goes back
@@ -262,7 +262,7 @@ class SchedulerCore {
     std::optional<int64_t> last_step;
     // Its latest attempt's intermediate values, for early stopping (kept only when the study
     // has a rule).
-    TrialCurve curve;
+    study::TrialCurve curve;
     // A finished trial is held as its serialised bytes (a fraction of the parsed message's
     // memory); `trial` then keeps only what the core still reads: id, number, state, attempts
     // and objective.
@@ -404,8 +404,8 @@ class SchedulerCore {
   // each in their latest state and oldest change first, then the study's summary.
   void ResyncWatchLocked(StudyEntry& study, WatchState& watch, size_t max_bytes,
                          std::vector<WatchEventPtr>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  WatchEventPtr SummaryEventLocked(const StudyEntry& study) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The study's summary now, published (a fresh position) for a watcher starting or catching up.
+  WatchEventPtr SummaryEventLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ForgetWatchLocked(uint64_t watch_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Ends the study's watches that have not read to its end (it is deleted).
   void EndWatchesLocked(StudyEntry& study, const absl::Status& status)

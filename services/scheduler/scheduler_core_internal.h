@@ -73,7 +73,7 @@ struct SchedulerCore::StudyEntry {
   // A trial changed since the last summary event, which was made then.
   bool summary_stale = false;
   absl::Time last_summary = absl::InfinitePast();
-  EarlyStoppingRule early_stopping;
+  study::EarlyStoppingRule early_stopping;
   // Multi-objective studies: the non-dominated feasible completed trials.
   std::optional<ParetoFront> front;
   int pruned = 0;

@@ -11,8 +11,8 @@
 #include "services/common/status_macros.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/scheduler_core_internal.h"
-#include "services/scheduler/spec_translation.h"
-#include "services/scheduler/trial_outcome.h"
+#include "services/study/spec_translation.h"
+#include "services/study/trial_outcome.h"
 
 namespace dhpt::scheduler {
 namespace {
@@ -46,7 +46,7 @@ absl::StatusOr<v1::TrialResult> AddedResult(const v1::StudySpec& spec, const v1:
   result.set_error("added as FAILED (AddTrials)");
   *result.mutable_metrics() = added.metrics();
   if (state == v1::Trial::COMPLETED) {
-    if (std::optional<std::string> missing = MissingMetric(spec, result)) {
+    if (std::optional<std::string> missing = study::MissingMetric(spec, result)) {
       return absl::InvalidArgumentError(absl::StrCat(field, ".metrics: ", *missing));
     }
   }
@@ -62,7 +62,7 @@ absl::StatusOr<std::vector<std::pair<optimizer::Point, v1::TrialResult>>> CheckA
   for (int i = 0; i < trials.size(); ++i) {
     const std::string at = absl::StrCat(field, "[", i, "]");
     ASSIGN_OR_RETURN(optimizer::Point point,
-                     PointFromValues(space, trials[i].params(), at + ".params"));
+                     study::PointFromValues(space, trials[i].params(), at + ".params"));
     ASSIGN_OR_RETURN(v1::TrialResult result, AddedResult(spec, trials[i], at));
     checked.emplace_back(std::move(point), std::move(result));
   }
@@ -80,7 +80,7 @@ void SchedulerCore::AddCheckedLocked(StudyEntry& study, CheckedTrials checked,
       continue;
     }
     TrialEntry& entry = CreateTrialLocked(study, std::move(point), v1::Trial::ADDED);
-    RecordResult(study.spec, result, entry.trial);
+    study::RecordResult(study.spec, result, entry.trial);
     *entry.trial.mutable_end_time() = entry.trial.create_time();
     RecordTrialEndLocked(entry);
     PublishTrialLocked(entry);
@@ -133,7 +133,7 @@ absl::StatusOr<v1::Trial> SchedulerCore::EnqueueTrial(const v1::EnqueueTrialRequ
           study.spec.max_trials(), ") trials; nothing more is evaluated"));
     }
     ASSIGN_OR_RETURN(optimizer::Point point,
-                     PointFromValues(study.space, request.params(), "params"));
+                     study::PointFromValues(study.space, request.params(), "params"));
     if (study.keys.contains(study.space.Key(point))) {
       return absl::AlreadyExistsError(absl::StrCat(
           "study \"", request.study(), "\" already has a trial at this point"));

@@ -124,11 +124,11 @@ void SchedulerCore::ResyncWatchLocked(StudyEntry& study, WatchState& watch, size
   watch.position = study.head;
 }
 
-WatchEventPtr SchedulerCore::SummaryEventLocked(const StudyEntry& study) const {
-  v1::StudyEvent event;
-  *event.mutable_study() = BuildStudyLocked(study);
-  event.set_position(study.head);
-  return FrameWatchEvent(event);
+WatchEventPtr SchedulerCore::SummaryEventLocked(StudyEntry& study) {
+  // A position of its own (the study's latest may be a trial's, already sent), and every
+  // watcher of the study gets it too.
+  PublishStudyLocked(study);
+  return study.journal->latest();
 }
 
 void SchedulerCore::PublishTrialLocked(TrialEntry& trial) {

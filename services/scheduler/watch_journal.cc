@@ -11,6 +11,7 @@ WatchEventPtr FrameWatchEvent(const v1::StudyEvent& event) {
   auto framed = std::make_shared<WatchEvent>();
   framed->position = event.position();
   framed->summary = event.has_study();
+  if (event.has_trial()) framed->trial = event.trial().number();
   // WatchStudyResponse.events is field 1, length-delimited: a response is these concatenated.
   constexpr uint32_t kEventsTag = (v1::WatchStudyResponse::kEventsFieldNumber << 3) | 2;
   const size_t size = event.ByteSizeLong();
@@ -49,14 +50,23 @@ uint64_t WatchJournal::Read(uint64_t position, bool summaries_only, size_t max_b
   auto it = std::upper_bound(
       events_.begin(), events_.end(), position,
       [](uint64_t p, const WatchEventPtr& event) { return p < event->position; });
+  std::vector<WatchEventPtr> read;
   size_t taken = 0;
   for (; it != events_.end(); ++it) {
     if (taken > 0 && taken + (*it)->framed.size() > max_bytes) break;
     position = (*it)->position;
     if (summaries_only && !(*it)->summary) continue;
     taken += (*it)->framed.size();
-    out.push_back(*it);
+    read.push_back(*it);
   }
+  // Latest first: an event is kept unless a later one of the same trial (or summary) was.
+  absl::flat_hash_set<int64_t> kept;
+  std::vector<WatchEventPtr> latest;
+  for (auto event = read.rbegin(); event != read.rend(); ++event) {
+    if (kept.insert((*event)->trial).second) latest.push_back(std::move(*event));
+  }
+  out.insert(out.end(), std::make_move_iterator(latest.rbegin()),
+             std::make_move_iterator(latest.rend()));
   return position;
 }
 

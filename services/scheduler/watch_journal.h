@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
+
 #include "dhpt/v1/study_service.pb.h"
 
 namespace dhpt::scheduler {
@@ -23,6 +25,7 @@ namespace dhpt::scheduler {
 struct WatchEvent {
   uint64_t position = 0;
   bool summary = false;  // The study's summary, rather than a trial.
+  int64_t trial = -1;    // The trial's number, for a trial event.
   // The StudyEvent as one `events` entry of a WatchStudyResponse: field tag, length, bytes.
   std::string framed;
 };
@@ -54,9 +57,14 @@ class WatchJournal {
   // Appends to `out` the events after `position`, in order, only summaries when
   // `summaries_only`, until they hold `max_bytes` (at least one event); returns the position
   // read through, which is `position` when there is nothing newer. Needs Covers(position).
+  // What is read together is coalesced: a trial that changed several times comes once, in
+  // its latest state (at that state's position), and so does the study's summary, so a
+  // watcher is sent at most one event per trial per batch however fast trials change.
   uint64_t Read(uint64_t position, bool summaries_only, size_t max_bytes,
                 std::vector<WatchEventPtr>& out) const;
 
+  // The newest event held (the journal holds at least the one just appended).
+  const WatchEventPtr& latest() const { return events_.back(); }
   size_t events() const { return events_.size(); }
   size_t bytes() const { return bytes_; }
   uint64_t complete_after() const { return complete_after_; }

@@ -27,7 +27,7 @@
 
 namespace dhpt::scheduler {
 
-inline constexpr absl::Duration kWatchBatchInterval = absl::Milliseconds(20);
+inline constexpr absl::Duration kWatchBatchInterval = absl::Milliseconds(50);
 // A batch's events stop at about this size (one larger event still goes alone).
 inline constexpr size_t kWatchBatchBytes = 1 << 20;
 

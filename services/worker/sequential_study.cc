@@ -8,10 +8,10 @@
 #include "google/protobuf/util/time_util.h"
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
-#include "services/scheduler/early_stopping.h"
-#include "services/scheduler/spec_translation.h"
-#include "services/scheduler/spec_validation.h"
-#include "services/scheduler/trial_outcome.h"
+#include "services/study/early_stopping.h"
+#include "services/study/spec_translation.h"
+#include "services/study/spec_validation.h"
+#include "services/study/trial_outcome.h"
 
 namespace dhpt::worker {
 namespace {
@@ -53,10 +53,10 @@ class TrialStop {
 absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
                                                    TrialRunner& runner,
                                                    const SequentialOptions& options) {
-  ASSIGN_OR_RETURN(v1::StudySpec spec, scheduler::NormalizeStudySpec(request));
-  const optimizer::SearchSpace space = scheduler::ToSearchSpace(spec);
+  ASSIGN_OR_RETURN(v1::StudySpec spec, study::NormalizeStudySpec(request));
+  const optimizer::SearchSpace space = study::ToSearchSpace(spec);
   ASSIGN_OR_RETURN(std::unique_ptr<optimizer::Optimizer> optimizer,
-                   optimizer::MakeOptimizer(space, scheduler::ToOptimizerConfig(spec)));
+                   optimizer::MakeOptimizer(space, study::ToOptimizerConfig(spec)));
 
   SequentialRun run;
   v1::Study& study = run.study;
@@ -67,9 +67,9 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
   absl::flat_hash_set<std::string> keys;
   // The scheduler's early stopping, judged here on each progress report against the earlier
   // trials' curves, so that both sides of a comparison prune alike.
-  const scheduler::EarlyStoppingRule rule = scheduler::ToEarlyStoppingRule(spec);
+  const study::EarlyStoppingRule rule = study::ToEarlyStoppingRule(spec);
   const bool maximize = spec.objective().goal() == v1::Objective::MAXIMIZE;
-  std::vector<scheduler::TrialCurve> curves;
+  std::vector<study::TrialCurve> curves;
   if (options.on_start) options.on_start(study);
 
   auto end = [&](v1::Study::State state, std::string reason) {
@@ -112,7 +112,7 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
     trial.set_attempt(1);
     trial.set_worker_id(options.worker_id);
     trial.set_node_name(options.node_name);
-    *trial.mutable_params() = scheduler::ToParamMap(space, **suggestion);
+    *trial.mutable_params() = study::ToParamMap(space, **suggestion);
     *trial.mutable_create_time() = Now();
     keys.insert(space.Key(**suggestion));
     records.push_back({std::move(**suggestion), optimizer::TrialStatus::kRunning, {}});
@@ -125,14 +125,14 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
     if (spec.has_dataset()) *assign.mutable_dataset() = spec.dataset();
     assign.set_objective_metric(spec.objective().metric());
     *assign.mutable_params() = trial.params();
-    scheduler::TrialCurve& curve = curves.emplace_back();
-    std::vector<const scheduler::TrialCurve*> others;
+    study::TrialCurve& curve = curves.emplace_back();
+    std::vector<const study::TrialCurve*> others;
     for (size_t k = 0; k + 1 < curves.size(); ++k) {
       if (!curves[k].values.empty()) others.push_back(&curves[k]);
     }
     // Without a rule the trainer watches the study's interrupt itself: no flag to forward.
     std::optional<TrialStop> stop;
-    std::optional<scheduler::IntermediateValue> pruned_at;
+    std::optional<study::IntermediateValue> pruned_at;
     TrialContext context{.threads = options.threads_per_trial, .cancelled = options.cancelled};
     if (!std::holds_alternative<std::monostate>(rule)) {
       stop.emplace(options.cancelled);
@@ -140,9 +140,9 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
       context.progress = [&](int64_t step, double value) {
         const std::optional<int64_t> last_step =
             curve.values.empty() ? std::nullopt : std::optional<int64_t>(curve.values.back().step);
-        if (pruned_at || !scheduler::IsJudgedReport(last_step, step, value)) return;
+        if (pruned_at || !study::IsJudgedReport(last_step, step, value)) return;
         curve.values.push_back({step, value});
-        if (scheduler::ShouldStop(rule, maximize, curve, others)) {
+        if (study::ShouldStop(rule, maximize, curve, others)) {
           pruned_at = curve.values.back();
           stop->Set();
         }
@@ -156,8 +156,8 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
     if (pruned_at) {
       // As the scheduler records a pruned trial, with what the trial measured until it stopped:
       // the decision stands even if the trainer had just finished (stopped at its last report).
-      scheduler::RecordPruned(spec, pruned_at->step, pruned_at->value, trial);
-      scheduler::RecordCostOfPrunedAttempt(result, trial);
+      study::RecordPruned(spec, pruned_at->step, pruned_at->value, trial);
+      study::RecordCostOfPrunedAttempt(result, trial);
       study.set_trials_pruned(study.trials_pruned() + 1);
       record.status = optimizer::TrialStatus::kPruned;
       record.value = pruned_at->value;
@@ -169,13 +169,13 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
       study.set_trials_cancelled(study.trials_cancelled() + 1);
       record.status = optimizer::TrialStatus::kFailed;
     } else {
-      scheduler::RecordResult(spec, result, trial);
+      study::RecordResult(spec, result, trial);
       if (trial.state() == v1::Trial::COMPLETED) {
         curve.completed = true;
         study.set_trials_completed(study.trials_completed() + 1);
-        scheduler::RecordCompleted(trial, record);
+        study::RecordCompleted(trial, record);
         if (!study.has_best_trial() ||
-            scheduler::IsBetterTrial(spec, trial, study.best_trial())) {
+            study::IsBetterTrial(spec, trial, study.best_trial())) {
           *study.mutable_best_trial() = trial;
         }
       } else {

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "services/cli/study_file.h"
-#include "services/scheduler/spec_validation.h"
+#include "services/study/spec_validation.h"
 #include "tests/integration/test_cluster.h"
 
 namespace dhpt::testing {
@@ -41,7 +41,7 @@ TEST(ExamplesTest, EveryStudyFileIsValid) {
   for (const fs::path& file : StudyFiles()) {
     absl::StatusOr<v1::StudySpec> spec = cli::ReadStudyFile(file.string());
     ASSERT_TRUE(spec.ok()) << file << ": " << spec.status();
-    absl::StatusOr<v1::StudySpec> normal = scheduler::NormalizeStudySpec(*spec, {});
+    absl::StatusOr<v1::StudySpec> normal = study::NormalizeStudySpec(*spec, {});
     ASSERT_TRUE(normal.ok()) << file << ": " << normal.status();
     kinds.insert(normal->model().kind());
     algorithms.insert(normal->algorithm().name());

@@ -126,9 +126,9 @@ TEST_F(WatchTest, ANewWatchGetsTheStudyThenEveryChangeInOrderThenTheEnd) {
     if (event.has_trial()) states[event.trial().number()].push_back(event.trial().state());
   }
   ASSERT_EQ(states.size(), 3u);
+  // Read together, each trial's changes come coalesced: once, finished.
   for (const auto& [number, seen] : states) {
-    EXPECT_EQ(seen.back(), v1::Trial::COMPLETED) << number;
-    EXPECT_TRUE(std::find(seen.begin(), seen.end(), v1::Trial::RUNNING) != seen.end()) << number;
+    EXPECT_EQ(seen, std::vector<v1::Trial::State>{v1::Trial::COMPLETED}) << number;
   }
   ASSERT_TRUE(events.back().has_study());
   EXPECT_EQ(events.back().study().state(), v1::Study::COMPLETED);
@@ -179,14 +179,11 @@ TEST_F(WatchTest, AResumedWatchGetsExactlyWhatCameAfterItsPosition) {
   for (const auto& e : got) if (e.has_trial()) have[e.trial().number()] = e.trial().state();
   EXPECT_EQ(have, want);
   for (const auto& e : got) EXPECT_GT(e.position(), resume_after);
-  // A resume at the latest position waits for what comes next (once the summary the trials'
-  // changes made due has come: until then the reader is asked to read again after a while).
-  now_ += kWatchSummaryInterval;
-  std::vector<v1::StudyEvent> due = ReadAll(resumed);
-  ASSERT_EQ(due.size(), 1u);
-  ASSERT_TRUE(due[0].has_study());
+  // A resume at the latest position (the summary that ended the catching up) waits for what
+  // comes next, and is told when it comes.
+  ASSERT_TRUE(got.back().has_study());
   ReadyCounter latest;
-  const uint64_t at_head = Watch("s", &latest, {.after_position = due[0].position()});
+  const uint64_t at_head = Watch("s", &latest, {.after_position = got.back().position()});
   EXPECT_TRUE(ReadAll(at_head).empty());
   RunTrials(channel, session, 1);
   EXPECT_EQ(latest.ready, 1);
@@ -327,6 +324,41 @@ TEST(WatchJournalTest, KeepsTheLatestEventsWithinItsLimitsAndReadsFromAPosition)
   out.clear();
   EXPECT_EQ(journal.Read(16, false, 1 << 20, out), 16u);
   EXPECT_TRUE(out.empty());
+}
+
+TEST(WatchJournalTest, EventsReadTogetherComeOncePerTrialInTheirLatestState) {
+  WatchJournal journal;
+  journal.Reset(0);
+  auto trial = [](uint64_t position, int64_t number, v1::Trial::State state) {
+    v1::StudyEvent e;
+    e.set_position(position);
+    e.mutable_trial()->set_number(number);
+    e.mutable_trial()->set_state(state);
+    return FrameWatchEvent(e);
+  };
+  auto summary = [](uint64_t position) {
+    v1::StudyEvent e;
+    e.set_position(position);
+    e.mutable_study()->mutable_spec()->set_name("s");
+    return FrameWatchEvent(e);
+  };
+  journal.Append(trial(1, 0, v1::Trial::PENDING));
+  journal.Append(trial(2, 1, v1::Trial::PENDING));
+  journal.Append(summary(3));
+  journal.Append(trial(4, 0, v1::Trial::RUNNING));
+  journal.Append(trial(5, 0, v1::Trial::COMPLETED));
+  journal.Append(summary(6));
+  std::vector<WatchEventPtr> out;
+  EXPECT_EQ(journal.Read(0, false, 1 << 20, out), 6u);
+  std::vector<uint64_t> positions;
+  for (const WatchEventPtr& event : out) positions.push_back(event->position);
+  EXPECT_EQ(positions, (std::vector<uint64_t>{2, 5, 6}));
+  // Not across reads: what was read before stays read.
+  out.clear();
+  journal.Read(3, false, 1 << 20, out);
+  positions.clear();
+  for (const WatchEventPtr& event : out) positions.push_back(event->position);
+  EXPECT_EQ(positions, (std::vector<uint64_t>{5, 6}));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "services/scheduler/early_stopping.h"
+#include "services/study/early_stopping.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-namespace dhpt::scheduler {
+namespace dhpt::study {
 namespace {
 
 // A curve reporting `values` at steps step, 2 step, 3 step, ...
@@ -139,4 +139,4 @@ TEST(EarlyStoppingTest, NoRuleNeverStops) {
 }
 
 }  // namespace
-}  // namespace dhpt::scheduler
+}  // namespace dhpt::study

@@ -14,7 +14,7 @@
 
 #include "absl/types/span.h"
 
-namespace dhpt::scheduler {
+namespace dhpt::study {
 
 struct IntermediateValue {
   int64_t step = 0;
@@ -68,4 +68,4 @@ bool IsJudgedReport(std::optional<int64_t> last_step, int64_t step, double value
 bool ShouldStop(const EarlyStoppingRule& rule, bool maximize, const TrialCurve& trial,
                 absl::Span<const TrialCurve* const> others);
 
-}  // namespace dhpt::scheduler
+}  // namespace dhpt::study

@@ -10,7 +10,7 @@
 #include "dhpt/v1/worker_service.pb.h"
 #include "services/optimizer/optimizer.h"
 
-namespace dhpt::scheduler {
+namespace dhpt::study {
 
 // Copies the result's measurements and device onto `trial` and settles its state: COMPLETED
 // only with a finite value of every objective and constrained metric of the study, FAILED
@@ -46,4 +46,4 @@ bool RecordCostOfPrunedAttempt(const v1::TrialResult& result, v1::Trial& trial);
 bool IsBetterTrial(const v1::StudySpec& spec, const v1::Trial& candidate,
                    const v1::Trial& incumbent);
 
-}  // namespace dhpt::scheduler
+}  // namespace dhpt::study

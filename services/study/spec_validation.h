@@ -6,7 +6,7 @@
 #include "absl/status/statusor.h"
 #include "dhpt/v1/common.pb.h"
 
-namespace dhpt::scheduler {
+namespace dhpt::study {
 
 // Limits that keep one study from exhausting the scheduler or its workers. The first three
 // are operator settings (SpecLimits, dhpt-scheduler flags); the rest are fixed.
@@ -38,4 +38,4 @@ int64_t EstimatedDatasetBytes(const v1::Dataset& dataset);
 // points, max_trials of a grid, attempts, validation fraction).
 absl::StatusOr<v1::StudySpec> NormalizeStudySpec(v1::StudySpec spec, const SpecLimits& limits = {});
 
-}  // namespace dhpt::scheduler
+}  // namespace dhpt::study

@@ -1,4 +1,4 @@
-#include "services/scheduler/trial_outcome.h"
+#include "services/study/trial_outcome.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "services/common/model_catalog.h"
 
-namespace dhpt::scheduler {
+namespace dhpt::study {
 
 namespace {
 
@@ -117,4 +117,4 @@ bool IsBetterTrial(const v1::StudySpec& spec, const v1::Trial& candidate,
              : candidate.objective_value() < incumbent.objective_value();
 }
 
-}  // namespace dhpt::scheduler
+}  // namespace dhpt::study

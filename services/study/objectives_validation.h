@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "dhpt/v1/common.pb.h"
 
-namespace dhpt::scheduler {
+namespace dhpt::study {
 
 // Several objectives make the hypervolume and the non-dominated sort cost more; past a handful
 // a Pareto front is most of the trials anyway.
@@ -33,4 +33,4 @@ absl::Status ValidateWorkerSelector(const v1::StudySpec& spec);
 // another algorithm.
 absl::Status ValidateNsga2(v1::StudySpec& spec);
 
-}  // namespace dhpt::scheduler
+}  // namespace dhpt::study

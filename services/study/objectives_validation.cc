@@ -1,4 +1,4 @@
-#include "services/scheduler/objectives_validation.h"
+#include "services/study/objectives_validation.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,9 +10,9 @@
 #include "services/common/labels.h"
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
-#include "services/scheduler/spec_errors.h"
+#include "services/study/spec_errors.h"
 
-namespace dhpt::scheduler {
+namespace dhpt::study {
 namespace {
 
 const MultiObjectiveFunction* MultiObjectiveProblem(const v1::StudySpec& spec) {
@@ -205,4 +205,4 @@ absl::Status ValidateNsga2(v1::StudySpec& spec) {
   return Between("algorithm.nsga2.swapping_prob", nsga2.swapping_prob(), 0, 1);
 }
 
-}  // namespace dhpt::scheduler
+}  // namespace dhpt::study

@@ -1,12 +1,12 @@
-#include "services/scheduler/spec_translation.h"
+#include "services/study/spec_translation.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "services/scheduler/spec_errors.h"
+#include "services/study/spec_errors.h"
 
-namespace dhpt::scheduler {
+namespace dhpt::study {
 
 optimizer::SearchSpace ToSearchSpace(const v1::StudySpec& spec) {
   std::vector<optimizer::ParameterSpec> parameters;
@@ -231,4 +231,4 @@ absl::StatusOr<optimizer::Point> PointFromValues(
   return point;
 }
 
-}  // namespace dhpt::scheduler
+}  // namespace dhpt::study

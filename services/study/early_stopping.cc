@@ -1,11 +1,11 @@
-#include "services/scheduler/early_stopping.h"
+#include "services/study/early_stopping.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
 
-namespace dhpt::scheduler {
+namespace dhpt::study {
 namespace {
 
 bool Better(double a, double b, bool maximize) { return maximize ? a > b : a < b; }
@@ -129,4 +129,4 @@ bool ShouldStop(const EarlyStoppingRule& rule, bool maximize, const TrialCurve& 
   return false;
 }
 
-}  // namespace dhpt::scheduler
+}  // namespace dhpt::study

@@ -1,16 +1,16 @@
 // Objectives, constraints, worker selectors and NSGA-II settings, through NormalizeStudySpec as
 // CreateStudy runs it.
 
-#include "services/scheduler/objectives_validation.h"
+#include "services/study/objectives_validation.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "google/protobuf/text_format.h"
 #include "services/optimizer/optimizer.h"
-#include "services/scheduler/spec_validation.h"
+#include "services/study/spec_validation.h"
 
-namespace dhpt::scheduler {
+namespace dhpt::study {
 namespace {
 
 using ::testing::Contains;
@@ -133,4 +133,4 @@ TEST(ObjectivesValidationTest, Nsga2GetsOptunasDefaults) {
 }
 
 }  // namespace
-}  // namespace dhpt::scheduler
+}  // namespace dhpt::study

@@ -1,4 +1,4 @@
-#include "services/scheduler/spec_validation.h"
+#include "services/study/spec_validation.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
 
-namespace dhpt::scheduler {
+namespace dhpt::study {
 namespace {
 
 using ::testing::HasSubstr;
@@ -218,9 +218,9 @@ TEST(SpecValidationTest, IntRangeAtTheInt64ExtremesIsRejectedForItsBounds) {
 }
 
 }  // namespace
-}  // namespace dhpt::scheduler
+}  // namespace dhpt::study
 
-namespace dhpt::scheduler {
+namespace dhpt::study {
 namespace {
 
 // Each bound alone was fine; together they crashed every worker with bad_alloc.
@@ -368,4 +368,4 @@ TEST(SpecValidationTest, EarlyStoppingNeedsTheObjectiveTrialsStream) {
 }
 
 }  // namespace
-}  // namespace dhpt::scheduler
+}  // namespace dhpt::study

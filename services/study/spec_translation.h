@@ -7,9 +7,9 @@
 #include "google/protobuf/map.h"
 #include "google/protobuf/struct.pb.h"
 #include "services/optimizer/optimizer.h"
-#include "services/scheduler/early_stopping.h"
+#include "services/study/early_stopping.h"
 
-namespace dhpt::scheduler {
+namespace dhpt::study {
 
 using ParamMap = google::protobuf::Map<std::string, v1::ParameterValue>;
 
@@ -31,4 +31,4 @@ absl::StatusOr<optimizer::Point> PointFromValues(
     const google::protobuf::Map<std::string, google::protobuf::Value>& values,
     absl::string_view field);
 
-}  // namespace dhpt::scheduler
+}  // namespace dhpt::study

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
-namespace dhpt::scheduler {
+namespace dhpt::study {
 
 inline absl::Status Invalid(absl::string_view field, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", message));
@@ -21,4 +21,4 @@ inline std::string Quote(absl::string_view text) {
   return absl::StrCat("\"", text.substr(0, kQuoted), "...\" (", text.size(), " bytes)");
 }
 
-}  // namespace dhpt::scheduler
+}  // namespace dhpt::study

@@ -1,4 +1,4 @@
-#include "services/scheduler/spec_validation.h"
+#include "services/study/spec_validation.h"
 
 #include <cmath>
 #include <regex>
@@ -10,12 +10,12 @@
 #include "services/common/dataset_defaults.h"
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
-#include "services/scheduler/spec_errors.h"
+#include "services/study/spec_errors.h"
 #include "services/optimizer/optimizer.h"
-#include "services/scheduler/objectives_validation.h"
-#include "services/scheduler/spec_translation.h"
+#include "services/study/objectives_validation.h"
+#include "services/study/spec_translation.h"
 
-namespace dhpt::scheduler {
+namespace dhpt::study {
 namespace {
 
 absl::Status CheckLength(absl::string_view field, absl::string_view text) {
@@ -590,4 +590,4 @@ absl::StatusOr<v1::StudySpec> NormalizeStudySpec(v1::StudySpec spec, const SpecL
   return spec;
 }
 
-}  // namespace dhpt::scheduler
+}  // namespace dhpt::study
