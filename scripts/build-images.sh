@@ -2,7 +2,7 @@
 # Builds the DHPT images with docker buildx (multi-arch, pushed) or podman (local).
 #
 #   scripts/build-images.sh                      # docker buildx: linux/amd64,linux/arm64, --push
-#   DHPT_BUILDER=podman scripts/build-images.sh  # podman, this machine's architecture, local
+#   DHPT_BUILDER=podman scripts/build-images.sh  # podman, a local manifest list per image
 #   DHPT_IMAGES="scheduler cpu-worker" DHPT_REGISTRY=registry.local:5000/dhpt DHPT_TAG=dev ...
 #   DHPT_CUDA=1 / DHPT_JETSON=1                  # also the CUDA (amd64) / Jetson (arm64) GPU worker
 set -euo pipefail
@@ -12,6 +12,12 @@ tag=${DHPT_TAG:-$(sed -n 's/^project(dhpt VERSION \([0-9.]*\).*/\1/p' CMakeLists
 images=${DHPT_IMAGES:-scheduler cpu-worker gpu-worker}
 platforms=${DHPT_PLATFORMS:-linux/amd64,linux/arm64}
 builder=${DHPT_BUILDER:-docker}
+# The builder stage always runs on the build machine and cross-compiles for arm64 (Debian
+# multiarch, docker/toolchain-arm64.cmake); only the runtime stages' apt-get runs under
+# emulation (qemu-user through binfmt_misc). Debian's libtorch is not cross-built, so the
+# gpu-worker of docker/Dockerfile is built for the build machine's architecture only; arm64 GPU
+# workers are the Jetson image (DHPT_JETSON=1). See docs/images.md.
+build_platform=linux/$(dpkg --print-architecture 2>/dev/null || uname -m | sed 's/x86_64/amd64/; s/aarch64/arm64/')
 
 build() {  # FILE TARGET IMAGE PLATFORMS [BUILD ARGS...]
   local file=$1 target=$2 image=$3 platforms=$4
@@ -21,13 +27,17 @@ build() {  # FILE TARGET IMAGE PLATFORMS [BUILD ARGS...]
     docker buildx build --platform "$platforms" -f "$file" ${target:+--target "$target"} \
       --build-arg VERSION="$tag" "$@" -t "$image" --push .
   else
+    # podman 4 does not set BUILDPLATFORM itself; --manifest collects the platforms' images.
     podman build --isolation=chroot -f "$file" ${target:+--target "$target"} \
-      --build-arg VERSION="$tag" "$@" -t "$image" .
+      --platform "$platforms" --build-arg BUILDPLATFORM="$build_platform" \
+      --build-arg VERSION="$tag" "$@" --manifest "$image" .
   fi
 }
 
 for component in $images; do
-  build docker/Dockerfile "$component" "$registry/$component:$tag" "$platforms"
+  component_platforms=$platforms
+  [[ $component == gpu-worker ]] && component_platforms=$build_platform
+  build docker/Dockerfile "$component" "$registry/$component:$tag" "$component_platforms"
 done
 if [[ ${DHPT_CUDA:-0} == 1 ]]; then
   build docker/gpu-worker-cuda.Dockerfile "" "$registry/gpu-worker:$tag-cuda" linux/amd64
