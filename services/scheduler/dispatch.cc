@@ -122,14 +122,16 @@ bool SchedulerCore::AssignOneLocked(uint64_t session, WorkerEntry& worker) {
 
 bool SchedulerCore::AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
                                          absl::FunctionRef<bool(const StudyEntry&)> eligible) {
-  const size_t n = study_order_.size();
-  for (size_t k = 0; k < n; ++k) {
-    const size_t index = (next_study_ + k) % n;
-    StudyEntry& study = *study_order_[index];
+  // Taking a trial may end a study (its space used up), which leaves the walk: sizes are read
+  // afresh each step.
+  const size_t start = next_dispatchable_;
+  for (size_t k = 0; k < dispatchable_.size(); ++k) {
+    const size_t index = (start + k) % dispatchable_.size();
+    StudyEntry& study = *dispatchable_[index];
     if (!eligible(study) || !Runnable(study, worker)) continue;
     std::optional<uint64_t> id = TakeTrialLocked(study);
     if (!id) continue;
-    next_study_ = (index + 1) % n;
+    next_dispatchable_ = dispatchable_.empty() ? 0 : (index + 1) % dispatchable_.size();
 
     TrialEntry& entry = trials_.at(*id);
     const v1::Trial& trial = entry.trial;
@@ -195,7 +197,7 @@ void SchedulerCore::BeginAttemptLocked(TrialEntry& entry, const std::string& wor
 }
 
 void SchedulerCore::DispatchLocked() {
-  if (shutting_down_ || study_order_.empty()) return;
+  if (shutting_down_ || dispatchable_.empty()) return;
   // While the store cannot write, nothing new starts: its results could not be acknowledged
   // and would pile up on the workers. Dispatch resumes with the next commit (OnStored).
   if (!store_->health().ok()) return;
@@ -203,8 +205,14 @@ void SchedulerCore::DispatchLocked() {
   bool assigned = true;
   while (assigned) {
     assigned = false;
-    for (auto& [session, worker] : workers_) {
-      if (worker.free_slots() > 0 && AssignOneLocked(session, worker)) assigned = true;
+    for (auto it = maybe_free_.begin(); it != maybe_free_.end();) {
+      auto worker = workers_.find(*it);
+      if (worker == workers_.end() || worker->second.free_slots() <= 0) {
+        it = maybe_free_.erase(it);
+        continue;
+      }
+      if (AssignOneLocked(worker->first, worker->second)) assigned = true;
+      ++it;
     }
   }
 }
@@ -213,6 +221,7 @@ void SchedulerCore::ReleaseLocked(TrialEntry& trial) {
   if (trial.session != 0) {
     if (auto it = workers_.find(trial.session); it != workers_.end()) {
       it->second.running.erase(trial.trial.id());
+      maybe_free_.insert(trial.session);
     }
     trial.session = 0;
     --trial.study->running;
@@ -334,7 +343,17 @@ void SchedulerCore::CheckStudyEndLocked(StudyEntry& study) {
   }
 }
 
+void SchedulerCore::ForgetDispatchableLocked(StudyEntry& study) {
+  auto it = std::find(dispatchable_.begin(), dispatchable_.end(), &study);
+  if (it == dispatchable_.end()) return;
+  const size_t index = static_cast<size_t>(it - dispatchable_.begin());
+  dispatchable_.erase(it);
+  if (index < next_dispatchable_) --next_dispatchable_;
+  if (next_dispatchable_ >= dispatchable_.size()) next_dispatchable_ = 0;
+}
+
 void SchedulerCore::EndStudyLocked(StudyEntry& study, v1::Study::State state, std::string reason) {
+  ForgetDispatchableLocked(study);
   study.state = state;
   study.state_reason = std::move(reason);
   study.end_time = ToTimestamp(options_.clock());

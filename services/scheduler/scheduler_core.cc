@@ -115,6 +115,7 @@ absl::Status SchedulerCore::Recover() {
                      options_.optimizer_factory(entry->space, study::ToOptimizerConfig(entry->spec)));
     entry->head = next_position_++;
     study_order_.push_back(entry.get());
+    if (!entry->terminal()) dispatchable_.push_back(entry.get());
     studies_[study.spec().name()] = std::move(entry);
   }
   for (const v1::Trial& stored_trial : stored.trials) {
@@ -238,6 +239,7 @@ absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spe
   WriteSequence stored = store_->PutStudy(BuildStudyLocked(*entry));
   StudyEntry& created = *entry;
   study_order_.push_back(entry.get());
+  dispatchable_.push_back(entry.get());
   studies_[created.spec.name()] = std::move(entry);
   if (!warm.empty()) {
     v1::AddTrialsResponse added;
@@ -336,10 +338,7 @@ absl::Status SchedulerCore::DeleteStudy(absl::string_view name, bool force) {
     }
     EndWatchesLocked(study, absl::NotFoundError(absl::StrCat("study \"", name, "\" was deleted")));
     for (uint64_t id : study.trial_ids) trials_.erase(id);
-    auto position = std::find(study_order_.begin(), study_order_.end(), &study);
-    if (static_cast<size_t>(position - study_order_.begin()) < next_study_) --next_study_;
-    study_order_.erase(position);
-    if (next_study_ >= study_order_.size()) next_study_ = 0;
+    study_order_.erase(std::find(study_order_.begin(), study_order_.end(), &study));
     stored = store_->DeleteStudy(study.spec.name());
     auto owned = studies_.extract(study.spec.name());
     DHPT_LOG_INFO("study %s deleted", study.spec.name());
@@ -502,6 +501,7 @@ absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
   }
   const uint64_t session = next_session_++;
   WorkerEntry& worker = workers_[session];
+  maybe_free_.insert(session);
   worker.worker_id = hello.worker_id();
   worker.capabilities = caps;
   worker.channel = channel;
@@ -549,6 +549,7 @@ bool SchedulerCore::ReclaimLocked(uint64_t session, WorkerEntry& worker,
     if (trial.session == session) return true;
     if (auto old = workers_.find(trial.session); old != workers_.end()) {
       old->second.running.erase(t.id());
+      maybe_free_.insert(trial.session);
     }
   } else if (t.state() == v1::Trial::PENDING) {
     if (study.terminal() ||

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -382,6 +383,8 @@ class SchedulerCore {
   void DisconnectLocked(uint64_t session, absl::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void CheckStudyEndLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // An ended study leaves dispatch's walk.
+  void ForgetDispatchableLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void EndStudyLocked(StudyEntry& study, v1::Study::State state, std::string reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void RecordTrialEndLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -422,9 +425,14 @@ class SchedulerCore {
 
   mutable absl::Mutex mutex_;
   absl::flat_hash_map<std::string, std::unique_ptr<StudyEntry>> studies_ ABSL_GUARDED_BY(mutex_);
-  // Studies in creation order; dispatch walks it round-robin from `next_study_` for fairness.
+  // Studies in creation order (ListStudies' pages).
   std::vector<StudyEntry*> study_order_ ABSL_GUARDED_BY(mutex_);
-  size_t next_study_ ABSL_GUARDED_BY(mutex_) = 0;
+  // What dispatch walks, so that its cost does not grow with history: the studies not ended,
+  // round-robin from `next_dispatchable_` for fairness, and the sessions that may have a free
+  // slot (every session whose free slots grew is added; full or gone ones leave as met).
+  std::vector<StudyEntry*> dispatchable_ ABSL_GUARDED_BY(mutex_);
+  size_t next_dispatchable_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::set<uint64_t> maybe_free_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_study_order_ ABSL_GUARDED_BY(mutex_) = 1;
   // Deleted while a suggestion for them was being computed: freed when it returns.
   std::vector<std::unique_ptr<StudyEntry>> deleted_studies_ ABSL_GUARDED_BY(mutex_);
