@@ -498,6 +498,43 @@ int main(int argc, char** argv) {
     std::printf("%-9d %12.0f %16.3f %14lld   %s\n", watchers, median.trials_per_second,
                 median.cpu_ms_per_trial, static_cast<long long>(median.events_read), rpcs.c_str());
   }
+  // The same RPCs with the cluster idle (every worker connected, every trial held): what the
+  // sizes cost, apart from a saturating dispatch.
+  Latencies idle;
+  for (int i = 0; i < 50; ++i) {
+    auto time = [&](const std::string& rpc, auto call) {
+      grpc::ClientContext context;
+      const absl::Time t = absl::Now();
+      (void)call(&context);
+      idle.Add(rpc, absl::Now() - t);
+    };
+    v1::GetStudyRequest get;
+    get.set_name("study-0");
+    v1::Study study;
+    time("GetStudy", [&](grpc::ClientContext* c) { return users->GetStudy(c, get, &study); });
+    v1::ListStudiesRequest studies;
+    v1::ListStudiesResponse studies_page;
+    time("ListStudies", [&](grpc::ClientContext* c) { return users->ListStudies(c, studies, &studies_page); });
+    v1::ListTrialsRequest trials_request;
+    trials_request.set_study("study-0");
+    trials_request.set_page_size(100);
+    v1::ListTrialsResponse trials_page;
+    time("ListTrials", [&](grpc::ClientContext* c) { return users->ListTrials(c, trials_request, &trials_page); });
+    v1::ListWorkersRequest workers_request;
+    v1::ListWorkersResponse workers_page;
+    time("ListWorkers", [&](grpc::ClientContext* c) { return users->ListWorkers(c, workers_request, &workers_page); });
+    v1::GetBestTrialRequest best;
+    best.set_study("study-0");
+    v1::Trial trial;
+    time("GetBestTrial", [&](grpc::ClientContext* c) { return users->GetBestTrial(c, best, &trial); });
+    v1::StudySpec spec = FunctionSpec(absl::StrCat("idle-", i), 1);
+    time("CreateStudy", [&](grpc::ClientContext* c) { return users->CreateStudy(c, spec, &study); });
+  }
+  std::string rpcs;
+  for (const auto& [rpc, ms] : idle.ms) {
+    absl::StrAppend(&rpcs, rpc, " ", absl::StrFormat("%.2f/%.2f", Quantile(ms, 0.5), Quantile(ms, 0.99)), "  ");
+  }
+  std::printf("\nRPC latency with the cluster idle, p50 / p99 ms: %s\n", rpcs.c_str());
   if (watcher_counts.size() >= 2) {
     std::printf("\nwith %d watchers / with %d: %.3f of the dispatch rate\n", watcher_counts.back(),
                 watcher_counts.front(),
