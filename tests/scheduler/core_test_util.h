@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/synchronization/mutex.h"
+#include "google/protobuf/text_format.h"
 #include "services/scheduler/scheduler_core.h"
 
 namespace dhpt::scheduler {
@@ -53,6 +54,18 @@ class RecordingChannel : public WorkerChannel {
   std::vector<v1::SchedulerMessage> sent_ ABSL_GUARDED_BY(mutex_);
   std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mutex_);
 };
+
+// A Branin FUNCTION study of `max_trials` trials.
+inline v1::StudySpec FunctionStudy(const std::string& name, int max_trials) {
+  v1::StudySpec spec;
+  google::protobuf::TextFormat::ParseFromString(R"pb(
+    model { kind: FUNCTION function: "branin" }
+    parameters { name: "x1" double_range { min: -5 max: 10 } }
+    parameters { name: "x2" double_range { min: 0 max: 15 } })pb", &spec);
+  spec.set_name(name);
+  spec.set_max_trials(max_trials);
+  return spec;
+}
 
 // Every trial of `study` in `state` (all pages).
 inline std::vector<v1::Trial> AllTrials(const SchedulerCore& core, const std::string& study,

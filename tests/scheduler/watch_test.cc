@@ -23,17 +23,6 @@ class ReadyCounter : public StudyWatcher {
   std::optional<absl::Status> ended;
 };
 
-v1::StudySpec FunctionStudy(const std::string& name, int max_trials) {
-  v1::StudySpec spec;
-  google::protobuf::TextFormat::ParseFromString(R"pb(
-    model { kind: FUNCTION function: "branin" }
-    parameters { name: "x1" double_range { min: -5 max: 10 } }
-    parameters { name: "x2" double_range { min: 0 max: 15 } })pb", &spec);
-  spec.set_name(name);
-  spec.set_max_trials(max_trials);
-  return spec;
-}
-
 v1::StudyEvent Parse(const WatchEvent& framed) {
   // A framed event is one `events` entry of a WatchStudyResponse.
   v1::WatchStudyResponse response;
