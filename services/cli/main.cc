@@ -557,6 +557,10 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     int exit_code = 0;
     WithInterrupts([&] { client.Cancel(); }, [&] {
       absl::Status watched = WatchToEnd(client, arg);
+      if (absl::IsCancelled(watched)) {
+        exit_code = 130;  // Ctrl-C: the study goes on; nothing to report.
+        return;
+      }
       if (!watched.ok()) {
         exit_code = Fail(watched);
         return;

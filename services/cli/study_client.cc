@@ -188,7 +188,8 @@ absl::Status StudyClient::Watch(const std::string& name,
   v1::WatchStudyRequest request;
   request.set_name(name);
   request.set_summaries_only(summaries_only);
-  for (int failures = 0;;) {
+  absl::Time failing_since = absl::InfiniteFuture();
+  for (absl::Duration pause = absl::Seconds(1);;) {
     grpc::ClientContext context;  // No deadline: a study may run for days.
     {
       absl::MutexLock lock(&mutex_);
@@ -199,20 +200,23 @@ absl::Status StudyClient::Watch(const std::string& name,
         stub_->WatchStudy(&context, request);
     v1::WatchStudyResponse batch;
     while (reader->Read(&batch)) {
-      failures = 0;
+      failing_since = absl::InfiniteFuture();
+      pause = absl::Seconds(1);
       for (const v1::StudyEvent& event : batch.events()) {
         on_event(event);
         request.set_after_position(event.position());
       }
     }
     absl::Status status = FromGrpcStatus(reader->Finish());
-    {
-      absl::MutexLock lock(&mutex_);
-      watch_context_ = nullptr;
-      if (cancelled_) return absl::CancelledError("cancelled");
-    }
-    if (!absl::IsUnavailable(status) || ++failures > kMaxWatchRetries) return status;
-    absl::SleepFor(absl::Seconds(1));
+    absl::MutexLock lock(&mutex_);
+    watch_context_ = nullptr;
+    if (cancelled_) return absl::CancelledError("cancelled");
+    if (!absl::IsUnavailable(status)) return status;
+    failing_since = std::min(failing_since, absl::Now());
+    if (absl::Now() - failing_since > kWatchRetryWindow) return status;
+    // Cancel() cuts the pause short.
+    mutex_.AwaitWithTimeout(absl::Condition(&cancelled_), pause);
+    pause = std::min(pause * 2, absl::Seconds(8));
   }
 }
 

@@ -46,12 +46,14 @@ class StudyClient {
   // Calls `on_event` for each of the study's events (only its summaries when
   // `summaries_only`) until the study ends (OK), Cancel() is called (CANCELLED) or the stream
   // fails. A stream that drops (UNAVAILABLE: the scheduler restarted, the network blinked) is
-  // watched again after the last event's position, so no change is lost or repeated; after
-  // kMaxWatchRetries drops in a row without an event, the error is returned.
+  // watched again after the last event's position, so no change is lost or repeated, with
+  // growing pauses (1 s up to 8 s); once kWatchRetryWindow has passed without an event, the
+  // error is returned.
   absl::Status Watch(const std::string& name,
                      const std::function<void(const v1::StudyEvent&)>& on_event,
                      bool summaries_only = false);
-  static constexpr int kMaxWatchRetries = 5;
+  // Long enough for a scheduler to restart (a pod rescheduled, a database recovered).
+  static constexpr absl::Duration kWatchRetryWindow = absl::Seconds(60);
   // Ends a Watch in progress; callable from any thread.
   void Cancel();
 

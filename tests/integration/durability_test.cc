@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <atomic>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <random>
 #include <set>
@@ -206,6 +208,54 @@ parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_ran
 // file left as it was.
 std::pair<int, std::string> StartOn(const std::string& db) {
   return RunCommandLine(absl::StrCat("timeout 30 " DHPT_BIN_DIR "/dhpt-scheduler --listen=127.0.0.1:0 --db=", db));
+}
+
+TEST(DurabilityTest, AWatchRidesOutASchedulerRestartAndMissesNoTrial) {
+  constexpr int kTrials = 120;
+  TempDirectory directory;
+  const std::string db = absl::StrCat("--db=", directory.path(), "/scheduler.db");
+  auto scheduler = std::make_unique<SchedulerProcess>(std::vector<std::string>{db});
+  const std::string address = scheduler->address();
+  cli::StudyClient client(address, {}, absl::Seconds(2));
+  ASSERT_TRUE(client.CreateStudy(Spec(absl::StrCat(R"(
+name: watched
+model: {kind: FUNCTION, function: branin, fixed: {seconds: 0.02}}
+max_trials: )", kTrials, R"(
+parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_range: {min: 0, max: 15}}]
+)"))).ok());
+  // Every event, from before the first trial; the stream drops with the scheduler and resumes
+  // after the last position it handled.
+  cli::StudyClient watcher(address);
+  std::map<int64_t, v1::Trial::State> latest;
+  std::atomic<int64_t> events{0};
+  uint64_t position = 0;
+  bool ordered = true;
+  absl::Status watched;
+  std::thread watch([&] {
+    watched = watcher.Watch("watched", [&](const v1::StudyEvent& event) {
+      ordered = ordered && event.position() > position;
+      position = event.position();
+      if (event.has_trial()) latest[event.trial().number()] = event.trial().state();
+      ++events;
+    });
+  });
+  ASSERT_TRUE(WaitFor([&] { return events.load() > 0; }));  // The study as it starts.
+  WorkerProcesses workers(address, 2);
+  ASSERT_TRUE(WaitFor([&] { return client.GetStudy("watched")->trials_completed() >= 30; }));
+  scheduler->Kill();
+  absl::SleepFor(absl::Seconds(3));  // Longer than the watcher's first pauses.
+  scheduler = std::make_unique<SchedulerProcess>(
+      std::vector<std::string>{db, absl::StrCat("--listen=", address)});
+  watch.join();
+  EXPECT_TRUE(watched.ok()) << watched;
+  EXPECT_TRUE(ordered) << "positions only grow, across the restart too";
+  absl::StatusOr<std::vector<v1::Trial>> trials = client.ListTrials("watched");
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  ASSERT_EQ(latest.size(), trials->size());
+  for (const v1::Trial& trial : *trials) {
+    EXPECT_EQ(latest[trial.number()], trial.state()) << "trial " << trial.number();
+  }
+  EXPECT_EQ(client.GetStudy("watched")->trials_completed(), kTrials);
 }
 
 TEST(DurabilityTest, BadDatabaseFilesAreClearErrorsAtStart) {
