@@ -272,6 +272,49 @@ double Quantile(std::vector<double> values, double q) {
   return values[static_cast<size_t>(q * (values.size() - 1))];
 }
 
+template <typename Call>
+grpc::Status Timed(Latencies& latencies, const std::string& rpc, Call call) {
+  grpc::ClientContext context;
+  const absl::Time start = absl::Now();
+  grpc::Status status = call(&context);
+  latencies.Add(rpc, absl::Now() - start);
+  return status;
+}
+
+// One of the user RPCs that read: 0 ListStudies, 1 ListTrials, 2 ListWorkers, 3 GetBestTrial.
+void TimeRead(v1::StudyService::Stub& stub, const std::string& study, int which,
+              Latencies& latencies) {
+  switch (which % 4) {
+    case 0: {
+      v1::ListStudiesRequest list;
+      v1::ListStudiesResponse page;
+      Timed(latencies, "ListStudies", [&](grpc::ClientContext* c) { return stub.ListStudies(c, list, &page); });
+      break;
+    }
+    case 1: {
+      v1::ListTrialsRequest list;
+      list.set_study(study);
+      list.set_page_size(100);
+      v1::ListTrialsResponse page;
+      Timed(latencies, "ListTrials", [&](grpc::ClientContext* c) { return stub.ListTrials(c, list, &page); });
+      break;
+    }
+    case 2: {
+      v1::ListWorkersRequest list;
+      v1::ListWorkersResponse page;
+      Timed(latencies, "ListWorkers", [&](grpc::ClientContext* c) { return stub.ListWorkers(c, list, &page); });
+      break;
+    }
+    default: {
+      v1::GetBestTrialRequest best;
+      best.set_study(study);
+      v1::Trial trial;
+      Timed(latencies, "GetBestTrial", [&](grpc::ClientContext* c) { return stub.GetBestTrial(c, best, &trial); });
+      break;
+    }
+  }
+}
+
 struct Run {
   double trials_per_second = 0;
   double cpu_ms_per_trial = 0;
@@ -297,52 +340,17 @@ Run MeasureRun(const Scheduler& scheduler, v1::StudyService::Stub& stub,
   const double cpu_before = CpuSeconds(scheduler.pid);
   const absl::Time start = absl::Now();
   Run result;
-  auto timed = [&](const std::string& rpc, auto call) {
-    grpc::ClientContext context;
-    const absl::Time t = absl::Now();
-    grpc::Status status = call(&context);
-    result.latencies.Add(rpc, absl::Now() - t);
-    return status;
-  };
   int64_t done = 0;
   for (int i = 0; done < trials; ++i) {
     v1::GetStudyRequest get;
     get.set_name(name);
     v1::Study study;
-    if (!timed("GetStudy", [&](grpc::ClientContext* c) { return stub.GetStudy(c, get, &study); }).ok()) {
+    if (!Timed(result.latencies, "GetStudy", [&](grpc::ClientContext* c) { return stub.GetStudy(c, get, &study); }).ok()) {
       std::abort();
     }
     done = study.trials_completed();
     if (study.state() != v1::Study::RUNNING && study.state() != v1::Study::PENDING) break;
-    switch (i % 4) {
-      case 0: {
-        v1::ListStudiesRequest list;
-        v1::ListStudiesResponse page;
-        timed("ListStudies", [&](grpc::ClientContext* c) { return stub.ListStudies(c, list, &page); });
-        break;
-      }
-      case 1: {
-        v1::ListTrialsRequest list;
-        list.set_study(name);
-        list.set_page_size(100);
-        v1::ListTrialsResponse page;
-        timed("ListTrials", [&](grpc::ClientContext* c) { return stub.ListTrials(c, list, &page); });
-        break;
-      }
-      case 2: {
-        v1::ListWorkersRequest list;
-        v1::ListWorkersResponse page;
-        timed("ListWorkers", [&](grpc::ClientContext* c) { return stub.ListWorkers(c, list, &page); });
-        break;
-      }
-      case 3: {
-        v1::GetBestTrialRequest best;
-        best.set_study(name);
-        v1::Trial trial;
-        timed("GetBestTrial", [&](grpc::ClientContext* c) { return stub.GetBestTrial(c, best, &trial); });
-        break;
-      }
-    }
+    TimeRead(stub, name, i, result.latencies);
     absl::SleepFor(absl::Milliseconds(20));
   }
   const absl::Duration elapsed = absl::Now() - start;
@@ -502,33 +510,13 @@ int main(int argc, char** argv) {
   // sizes cost, apart from a saturating dispatch.
   Latencies idle;
   for (int i = 0; i < 50; ++i) {
-    auto time = [&](const std::string& rpc, auto call) {
-      grpc::ClientContext context;
-      const absl::Time t = absl::Now();
-      (void)call(&context);
-      idle.Add(rpc, absl::Now() - t);
-    };
     v1::GetStudyRequest get;
     get.set_name("study-0");
     v1::Study study;
-    time("GetStudy", [&](grpc::ClientContext* c) { return users->GetStudy(c, get, &study); });
-    v1::ListStudiesRequest studies;
-    v1::ListStudiesResponse studies_page;
-    time("ListStudies", [&](grpc::ClientContext* c) { return users->ListStudies(c, studies, &studies_page); });
-    v1::ListTrialsRequest trials_request;
-    trials_request.set_study("study-0");
-    trials_request.set_page_size(100);
-    v1::ListTrialsResponse trials_page;
-    time("ListTrials", [&](grpc::ClientContext* c) { return users->ListTrials(c, trials_request, &trials_page); });
-    v1::ListWorkersRequest workers_request;
-    v1::ListWorkersResponse workers_page;
-    time("ListWorkers", [&](grpc::ClientContext* c) { return users->ListWorkers(c, workers_request, &workers_page); });
-    v1::GetBestTrialRequest best;
-    best.set_study("study-0");
-    v1::Trial trial;
-    time("GetBestTrial", [&](grpc::ClientContext* c) { return users->GetBestTrial(c, best, &trial); });
+    Timed(idle, "GetStudy", [&](grpc::ClientContext* c) { return users->GetStudy(c, get, &study); });
+    for (int which = 0; which < 4; ++which) TimeRead(*users, "study-0", which, idle);
     v1::StudySpec spec = FunctionSpec(absl::StrCat("idle-", i), 1);
-    time("CreateStudy", [&](grpc::ClientContext* c) { return users->CreateStudy(c, spec, &study); });
+    Timed(idle, "CreateStudy", [&](grpc::ClientContext* c) { return users->CreateStudy(c, spec, &study); });
   }
   std::string rpcs;
   for (const auto& [rpc, ms] : idle.ms) {
