@@ -35,7 +35,6 @@ struct SchedulerCore::WatchState {
   StudyWatcher* watcher = nullptr;
   uint64_t position = 0;
   bool summaries_only = false;
-  bool started = false;  // Its first read has been made.
   bool waiting = false;  // A read found nothing: OnEventsReady is due.
 };
 

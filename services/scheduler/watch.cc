@@ -71,14 +71,13 @@ absl::StatusOr<WatchRead> SchedulerCore::ReadWatch(uint64_t watch_id, size_t max
   if (study.summary_stale && options_.clock() - study.last_summary >= kWatchSummaryInterval) {
     PublishStudyLocked(study);
   }
-  if (!watch.started && watch.position == 0) {
-    // A new watch starts from the study as it is now.
-    watch.started = true;
+  if (watch.position == 0) {
+    // A new watch (positions start at the wall clock's microseconds, so none is 0) starts from
+    // the study as it is now.
     read.events.push_back(SummaryEventLocked(study));
     watch.position = study.head;
     return read;
   }
-  watch.started = true;
   if (watch.position <= study.head && study.journal->Covers(watch.position)) {
     watch.position = study.journal->Read(watch.position, watch.summaries_only, max_bytes, read.events);
   } else {
