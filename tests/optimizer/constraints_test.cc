@@ -9,12 +9,8 @@
 namespace dhpt::optimizer {
 namespace {
 
-SearchSpace Line() {
-  return SearchSpace({{.name = "x", .kind = ParameterKind::kDouble, .min = 0, .max = 1}});
-}
-
 TEST(ConstraintsTest, HillClimbingNeverTakesAnInfeasibleIncumbent) {
-  HillClimbing climber(Line(), 1, true, {.patience = 10});
+  HillClimbing climber(LineSpace(1), 1, true, {.patience = 10});
   TestStudy study;
   auto add = [&](double value, double violation) {
     study.trials.push_back({.point = {0.1 * study.trials.size()},
@@ -33,7 +29,7 @@ TEST(ConstraintsTest, HillClimbingNeverTakesAnInfeasibleIncumbent) {
 // Minimise x on [0, 1] subject to x >= 0.6: BO should end near 0.6 and mostly feasible,
 // although the infeasible trials have the better objectives.
 TEST(ConstraintsTest, BayesianOptimizationHeadsForTheFeasibleOptimum) {
-  const SearchSpace space = Line();
+  const SearchSpace space = LineSpace(1);
   BayesianOptimization bo(space, 3, true, {});
   TestStudy study;
   for (int t = 0; t < 30; ++t) {
@@ -59,7 +55,7 @@ TEST(ConstraintsTest, BayesianOptimizationHeadsForTheFeasibleOptimum) {
 // With no feasible trial yet, BO minimises the violation: the next point after a start where
 // everything is infeasible lies closer to the feasible region.
 TEST(ConstraintsTest, BayesianOptimizationSeeksFeasibilityFirst) {
-  const SearchSpace space = Line();
+  const SearchSpace space = LineSpace(1);
   BayesianOptimization bo(space, 5, true, {.n_startup_trials = 5});
   TestStudy study;
   for (double x : {0.0, 0.1, 0.2, 0.3, 0.4}) {

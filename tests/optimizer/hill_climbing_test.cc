@@ -7,10 +7,6 @@
 namespace dhpt::optimizer {
 namespace {
 
-SearchSpace Line() {
-  return SearchSpace({{.name = "x", .kind = ParameterKind::kDouble, .min = 0, .max = 10}});
-}
-
 // A history of completed trials with these objectives (points are irrelevant to the replay).
 TestStudy WithValues(const std::vector<double>& values) {
   TestStudy study;
@@ -21,7 +17,7 @@ TestStudy WithValues(const std::vector<double>& values) {
 }
 
 TEST(HillClimbingTest, AcceptsNotWorseCountsMissesAndShrinks) {
-  HillClimbing climber(Line(), 1, true,
+  HillClimbing climber(LineSpace(10), 1, true,
                        {.initial_step = 0.2, .shrink_factor = 0.5, .patience = 2, .min_step = 0.01});
   TestStudy study = WithValues({5, 4, 4, 6});
   HillClimbing::Climb climb = climber.Replay(study.history());
@@ -31,7 +27,7 @@ TEST(HillClimbingTest, AcceptsNotWorseCountsMissesAndShrinks) {
 }
 
 TEST(HillClimbingTest, StagnationRestartsTheClimb) {
-  HillClimbing climber(Line(), 1, true,
+  HillClimbing climber(LineSpace(10), 1, true,
                        {.initial_step = 0.2, .shrink_factor = 0.5, .patience = 1, .min_step = 0.1});
   TestStudy study = WithValues({1, 2, 3, 0.5});
   HillClimbing::Climb climb = climber.Replay(study.history());
@@ -43,7 +39,7 @@ TEST(HillClimbingTest, StagnationRestartsTheClimb) {
 }
 
 TEST(HillClimbingTest, FailedTrialsAreMissesAndRunningOnesAreIgnored) {
-  HillClimbing climber(Line(), 1, true, {.patience = 2});
+  HillClimbing climber(LineSpace(10), 1, true, {.patience = 2});
   TestStudy study = WithValues({3});
   study.trials.push_back({{1.0}, TrialStatus::kFailed, std::nullopt});
   study.trials.push_back({{2.0}, TrialStatus::kRunning, std::nullopt});
@@ -53,7 +49,7 @@ TEST(HillClimbingTest, FailedTrialsAreMissesAndRunningOnesAreIgnored) {
 }
 
 TEST(HillClimbingTest, PrunedTrialsAreMissesAndNeverIncumbents) {
-  HillClimbing climber(Line(), 1, true, {.patience = 3});
+  HillClimbing climber(LineSpace(10), 1, true, {.patience = 3});
   TestStudy study;
   study.trials.push_back({{1.0}, TrialStatus::kPruned, 0.1, 10});  // Not an incumbent...
   study.trials.push_back({{2.0}, TrialStatus::kCompleted, 3.0});
@@ -64,7 +60,7 @@ TEST(HillClimbingTest, PrunedTrialsAreMissesAndNeverIncumbents) {
 }
 
 TEST(HillClimbingTest, NeighboursStayNearTheIncumbent) {
-  SearchSpace space = Line();
+  SearchSpace space = LineSpace(10);
   HillClimbing climber(space, 7, true, {.initial_step = 0.05});
   TestStudy study;
   study.trials.push_back({{5.0}, TrialStatus::kCompleted, 1.0});

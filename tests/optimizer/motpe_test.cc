@@ -8,10 +8,6 @@
 namespace dhpt::optimizer {
 namespace {
 
-SearchSpace Line() {
-  return SearchSpace({{.name = "x", .kind = ParameterKind::kDouble, .min = 0, .max = 1}});
-}
-
 TestStudy WithLosses(const std::vector<std::vector<double>>& losses,
                      const std::vector<double>& violations = {}) {
   TestStudy study;
@@ -105,7 +101,7 @@ TEST(MotpeTest, BeatsRandomSearchOnZdt1) {
 // Single-objective TPE with constraints: infeasible completed trials rank after feasible and
 // pruned ones, by violation, and before failed ones.
 TEST(MotpeTest, SingleObjectiveTpeRanksInfeasibleTrialsLast) {
-  const SearchSpace space = Line();
+  const SearchSpace space = LineSpace(1);
   TestStudy study;
   auto add = [&](TrialStatus status, std::optional<double> value, double violation = 0) {
     study.trials.push_back({.point = {0.01 * static_cast<double>(study.trials.size())},

@@ -11,6 +11,9 @@
 
 namespace dhpt::optimizer {
 
+// ZDT1's search space in d dimensions.
+inline SearchSpace Zdt1Space(int d) { return FunctionSpace(*FindMultiObjectiveFunction("zdt1"), d); }
+
 // ZDT1's hypervolume (reference (11, 11)) after `budget` trials, median over `seeds` seeds.
 inline double MedianZdt1Hypervolume(OptimizerConfig config, int d, int budget, int seeds) {
   std::vector<double> volumes;

@@ -9,8 +9,6 @@
 namespace dhpt::optimizer {
 namespace {
 
-SearchSpace Zdt1Space(int d) { return FunctionSpace(*FindMultiObjectiveFunction("zdt1"), d); }
-
 TEST(Nsga2Test, FirstGenerationIsRandomSearch) {
   const SearchSpace space = Zdt1Space(4);
   Nsga2 nsga(space, 5, {true, true}, {.population_size = 10});

@@ -21,6 +21,11 @@ struct TestStudy {
   History history() const { return {trials, keys}; }
 };
 
+// One double parameter x in [0, max].
+inline SearchSpace LineSpace(double max) {
+  return SearchSpace({{.name = "x", .kind = ParameterKind::kDouble, .min = 0, .max = max}});
+}
+
 // A space with every parameter kind: a log double, an int and a categorical.
 inline SearchSpace MixedSpace() {
   return SearchSpace({{.name = "x", .kind = ParameterKind::kDouble, .min = 1e-3, .max = 1, .log = true},

@@ -9,8 +9,6 @@
 namespace dhpt::optimizer {
 namespace {
 
-SearchSpace Zdt1Space(int d) { return FunctionSpace(*FindMultiObjectiveFunction("zdt1"), d); }
-
 TEST(ParEgoTest, WeightsLieOnTheSimplexAndDependOnSeedAndTrials) {
   ParEgo parego(Zdt1Space(2), 3, {true, true, false}, {});
   const std::vector<double> w = parego.Weights(17);

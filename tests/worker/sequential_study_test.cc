@@ -21,7 +21,7 @@ v1::StudySpec Spec(const std::string& text) {
   return spec;
 }
 
-constexpr char kBranin[] = R"pb(
+constexpr char kBraninStudy[] = R"pb(
   name: "branin" model { kind: FUNCTION function: "branin" }
   objective { metric: "value" goal: MINIMIZE }
   algorithm { name: RANDOM seed: 9 }
@@ -43,7 +43,7 @@ TEST(SequentialStudyTest, RunsTheBudgetInOrderAndKeepsTheBest) {
   int started = 0;
   std::vector<int64_t> ended;
   absl::StatusOr<SequentialRun> run = RunStudySequentially(
-      Spec(kBranin), runner,
+      Spec(kBraninStudy), runner,
       {.on_start = [&](const v1::Study& study) {
          EXPECT_EQ(study.state(), v1::Study::RUNNING);
          ++started;
@@ -103,7 +103,7 @@ TEST(SequentialStudyTest, SameSeedSamePointsEveryAlgorithm) {
   for (v1::Algorithm::Name algorithm :
        {v1::Algorithm::RANDOM, v1::Algorithm::GRID, v1::Algorithm::TPE,
         v1::Algorithm::HILL_CLIMBING, v1::Algorithm::BAYESIAN}) {
-    v1::StudySpec spec = Spec(kBranin);
+    v1::StudySpec spec = Spec(kBraninStudy);
     spec.mutable_algorithm()->set_name(algorithm);
     TrialRunner first_runner, second_runner;
     absl::StatusOr<SequentialRun> first = RunStudySequentially(spec, first_runner, {});
@@ -151,7 +151,7 @@ TEST(SequentialStudyTest, CancellationStopsTheStudy) {
   std::atomic<bool> cancelled = false;
   TrialRunner runner;
   absl::StatusOr<SequentialRun> run = RunStudySequentially(
-      Spec(kBranin), runner,
+      Spec(kBraninStudy), runner,
       {.cancelled = &cancelled, .on_trial_end = [&](const v1::Trial& trial) {
          if (trial.number() == 2) cancelled = true;
        }});
@@ -161,7 +161,7 @@ TEST(SequentialStudyTest, CancellationStopsTheStudy) {
 }
 
 TEST(SequentialStudyTest, AnInvalidSpecIsRefusedAsTheSchedulerWould) {
-  v1::StudySpec spec = Spec(kBranin);
+  v1::StudySpec spec = Spec(kBraninStudy);
   spec.mutable_parameters(0)->mutable_double_range()->set_min(20);
   TrialRunner runner;
   absl::StatusOr<SequentialRun> run = RunStudySequentially(spec, runner, {});

@@ -15,7 +15,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kBranin[] = R"pb(
+constexpr char kBraninAssign[] = R"pb(
   trial_id: 1 attempt: 1 model { kind: FUNCTION function: "branin" }
   params { key: "x1" value { double_value: 1 } }
   params { key: "x2" value { double_value: 2 } })pb";
@@ -128,7 +128,7 @@ TEST(TrialRunnerTest, HugeDatasetFailsOneTrialAndTheWorkerLivesOn) {
   EXPECT_EQ(result.state(), v1::Trial::FAILED);
   EXPECT_EQ(result.trial_id(), 3u);
   EXPECT_THAT(result.error(), HasSubstr("over this worker's limit"));
-  EXPECT_EQ(runner.Run(Parse(kBranin), {}).state(), v1::Trial::COMPLETED);
+  EXPECT_EQ(runner.Run(Parse(kBraninAssign), {}).state(), v1::Trial::COMPLETED);
 }
 
 // Throws from Train, as a trainer that runs out of memory or hits a library bug would.
@@ -208,7 +208,7 @@ TEST(TrialRunnerTest, GpuFiguresOnlyWhereAGpuIsObserved) {
   TrialRunnerOptions options;
   options.gpu = std::make_shared<SteadyGpu>();
   TrialRunner with_gpu(options);
-  v1::TrialResult result = with_gpu.Run(Parse(kBranin), {});
+  v1::TrialResult result = with_gpu.Run(Parse(kBraninAssign), {});
   ASSERT_EQ(result.state(), v1::Trial::COMPLETED);
   EXPECT_DOUBLE_EQ(result.metrics().at("gpu_utilization_avg"), 0.4);
   EXPECT_DOUBLE_EQ(result.metrics().at("gpu_utilization_peak"), 0.4);
@@ -216,7 +216,7 @@ TEST(TrialRunnerTest, GpuFiguresOnlyWhereAGpuIsObserved) {
   EXPECT_DOUBLE_EQ(result.metrics().at("gpu_memory_total_bytes"), 1 << 30);
 
   // Absent, not zero, without a GPU.
-  v1::TrialResult plain = TrialRunner().Run(Parse(kBranin), {});
+  v1::TrialResult plain = TrialRunner().Run(Parse(kBraninAssign), {});
   for (const auto& [name, value] : plain.metrics()) EXPECT_THAT(name, ::testing::Not(HasSubstr("gpu")));
 }
 
@@ -232,14 +232,14 @@ TEST(TrialRunnerTest, EnergyFiguresOnlyWherePowerRailsAreObserved) {
   TrialRunnerOptions options;
   options.power = std::make_shared<SteadyRails>();
   options.sample_interval = absl::Milliseconds(1);
-  v1::TrialResult result = TrialRunner(options).Run(Parse(kBranin), {});
+  v1::TrialResult result = TrialRunner(options).Run(Parse(kBraninAssign), {});
   ASSERT_EQ(result.state(), v1::Trial::COMPLETED);
   EXPECT_NEAR(result.metrics().at("power_avg_watts"), 2.5, 1e-9);
   EXPECT_GT(result.metrics().at("energy_joules"), 0);
   EXPECT_LE(result.metrics().at("energy_joules"), 2.5 * result.metrics().at("wall_seconds") + 0.01);
 
   // Absent, not zero, without a sensor.
-  v1::TrialResult plain = TrialRunner().Run(Parse(kBranin), {});
+  v1::TrialResult plain = TrialRunner().Run(Parse(kBraninAssign), {});
   EXPECT_FALSE(plain.metrics().contains("energy_joules"));
   EXPECT_FALSE(plain.metrics().contains("power_avg_watts"));
 }
