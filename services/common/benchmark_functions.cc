@@ -4,6 +4,7 @@
 #include <numbers>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace dhpt {
@@ -133,7 +134,7 @@ const MultiObjectiveFunction* FindMultiObjectiveFunction(absl::string_view name)
   return nullptr;
 }
 
-std::string MultiObjectiveMetric(int i) { return "f" + std::to_string(i + 1); }
+std::string MultiObjectiveMetric(int i) { return absl::StrCat("f", i + 1); }
 
 const std::vector<BenchmarkFunction>& AllBenchmarkFunctions() {
   static const auto* const kFunctions = new std::vector<BenchmarkFunction>{

@@ -70,6 +70,12 @@ absl::Status StoreError(sqlite3* db, int code, absl::string_view doing, const st
   }
 }
 
+}  // namespace
+
+// Not in the anonymous namespace: SqliteStudyStore::Statements, a member type of an exported
+// class, holds these.
+namespace sqlite_internal {
+
 // A prepared statement, reset after each use.
 class Statement {
  public:
@@ -119,6 +125,12 @@ class Statement {
   sqlite3_stmt* statement_ = nullptr;
   std::string error_;
 };
+
+}  // namespace sqlite_internal
+
+using sqlite_internal::Statement;
+
+namespace {
 
 int Exec(sqlite3* db, const char* sql) { return sqlite3_exec(db, sql, nullptr, nullptr, nullptr); }
 

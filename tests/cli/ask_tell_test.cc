@@ -24,7 +24,7 @@ TEST(AskTellTest, MetricWordsAreDecimalNumbersGivenOnce) {
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_EQ(metrics->at("loss"), 0.25);
   EXPECT_EQ(metrics->at("acc"), 0.001);
-  for (const std::string& bad : {"loss", "=1", "loss=", "loss=0x10", "loss=nan", "loss=inf", "loss=1.5x"}) {
+  for (const char* bad : {"loss", "=1", "loss=", "loss=0x10", "loss=nan", "loss=inf", "loss=1.5x"}) {
     EXPECT_EQ(ParseMetricWords({bad}).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
   absl::StatusOr<google::protobuf::Map<std::string, double>> twice =

@@ -212,7 +212,9 @@ TEST(MultiObjectiveTest, AWorkerSelectorKeepsTrialsOnTheLabelledBoards) {
   ASSERT_TRUE(WaitFor([&] { return cluster.core().connected_workers() == 2; }));
   std::vector<v1::Worker> workers = cluster.core().ListWorkers();
   for (const v1::Worker& w : workers) {
-    if (w.worker_id() == "pi-1") EXPECT_EQ(w.capabilities().labels().at("board"), "pi4");
+    if (w.worker_id() == "pi-1") {
+      EXPECT_EQ(w.capabilities().labels().at("board"), "pi4");
+    }
   }
   ASSERT_TRUE(cluster.client()
                   .CreateStudy(Spec(Zdt1Study("on-pis", "RANDOM", 12, "worker_selector: {board: pi4}\n")))

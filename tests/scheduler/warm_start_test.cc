@@ -212,7 +212,9 @@ TEST_F(WarmStartTest, TpeUsesAddedResultsAsItsStartup) {
   }
   auto mean_x1 = [&](bool warm) {
     core_->CreateStudy(Branin("s", 10, v1::Algorithm::TPE)).IgnoreError();
-    if (warm) EXPECT_EQ(Add("s", known)->added(), 20);
+    if (warm) {
+      EXPECT_EQ(Add("s", known)->added(), 20);
+    }
     double sum = 0;
     for (const v1::Assign& assign : Assigned(5)) sum += assign.params().at("x1").double_value();
     EXPECT_TRUE(core_->DeleteStudy("s", /*force=*/true).ok());
