@@ -15,15 +15,17 @@
 
 namespace dhpt::scheduler {
 
-bool SchedulerCore::Runnable(const StudyEntry& study, const WorkerEntry& worker) const {
+bool SchedulerCore::HasTrialToGive(const StudyEntry& study) const {
   if (study.terminal()) return false;
   if (study.spec.parallel_trials() > 0 && study.running >= study.spec.parallel_trials()) {
     return false;
   }
-  if (study.pending.empty() && (study.exhausted || study.budget_used() >= study.spec.max_trials())) {
-    return false;
-  }
-  return CanRun(study.spec, worker.capabilities);
+  return !study.pending.empty() ||
+         (!study.exhausted && study.budget_used() < study.spec.max_trials());
+}
+
+bool SchedulerCore::Runnable(const StudyEntry& study, const WorkerEntry& worker) const {
+  return HasTrialToGive(study) && CanRun(study.spec, worker.capabilities);
 }
 
 std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study) {
@@ -201,7 +203,9 @@ void SchedulerCore::DispatchLocked() {
   // While the store cannot write, nothing new starts: its results could not be acknowledged
   // and would pile up on the workers. Dispatch resumes with the next commit (OnStored).
   if (!store_->health().ok()) return;
-  // One trial per worker per round, so that workers fill evenly.
+  WakeSetAsideLocked();
+  // One trial per worker per round, so that workers fill evenly. A worker given nothing is
+  // set aside: nothing it can run has a trial to give until a later dispatch finds one.
   bool assigned = true;
   while (assigned) {
     assigned = false;
@@ -211,9 +215,51 @@ void SchedulerCore::DispatchLocked() {
         it = maybe_free_.erase(it);
         continue;
       }
-      if (AssignOneLocked(worker->first, worker->second)) assigned = true;
-      ++it;
+      ++sessions_tried_;
+      if (AssignOneLocked(worker->first, worker->second)) {
+        assigned = true;
+        ++it;
+      } else {
+        SetAsideLocked(worker->first, worker->second);
+        it = maybe_free_.erase(it);
+      }
     }
+  }
+}
+
+void SchedulerCore::MaybeFreeLocked(uint64_t session) {
+  auto worker = workers_.find(session);
+  if (worker == workers_.end()) return;
+  LeaveSetAsideLocked(session, worker->second);
+  maybe_free_.insert(session);
+}
+
+void SchedulerCore::LeaveSetAsideLocked(uint64_t session, const WorkerEntry& worker) {
+  auto aside = set_aside_.find(worker.placement_class);
+  if (aside == set_aside_.end()) return;
+  aside->second.sessions.erase(session);
+  if (aside->second.sessions.empty()) set_aside_.erase(aside);
+}
+
+void SchedulerCore::SetAsideLocked(uint64_t session, const WorkerEntry& worker) {
+  auto [aside, added] = set_aside_.try_emplace(worker.placement_class);
+  if (added) aside->second.capabilities = worker.capabilities;
+  aside->second.sessions.insert(session);
+}
+
+void SchedulerCore::WakeSetAsideLocked() {
+  for (auto aside = set_aside_.begin(); aside != set_aside_.end();) {
+    const bool wanted = std::any_of(dispatchable_.begin(), dispatchable_.end(),
+                                    [&](const StudyEntry* study) {
+                                      return HasTrialToGive(*study) &&
+                                             CanRun(study->spec, aside->second.capabilities);
+                                    });
+    if (!wanted) {
+      ++aside;
+      continue;
+    }
+    maybe_free_.insert(aside->second.sessions.begin(), aside->second.sessions.end());
+    set_aside_.erase(aside++);
   }
 }
 
@@ -221,7 +267,7 @@ void SchedulerCore::ReleaseLocked(TrialEntry& trial) {
   if (trial.session != 0) {
     if (auto it = workers_.find(trial.session); it != workers_.end()) {
       it->second.running.erase(trial.trial.id());
-      maybe_free_.insert(trial.session);
+      MaybeFreeLocked(trial.session);
     }
     trial.session = 0;
     --trial.study->running;

@@ -36,6 +36,22 @@ bool CanRun(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker) {
   return !NeedsGpu(spec) || worker.device_kind() == v1::WorkerCapabilities::CUDA;
 }
 
+std::string PlacementClass(const v1::WorkerCapabilities& worker) {
+  std::vector<int> models(worker.models().begin(), worker.models().end());
+  std::sort(models.begin(), models.end());
+  std::vector<std::string> commands(worker.commands().begin(), worker.commands().end());
+  std::sort(commands.begin(), commands.end());
+  const std::map<std::string, std::string> labels(worker.labels().begin(), worker.labels().end());
+  // Lengths first, so that no name's bytes can pass for a separator.
+  std::string key = absl::StrCat(worker.device_kind(), "|", absl::StrJoin(models, ","), "|");
+  for (const std::string& command : commands) absl::StrAppend(&key, command.size(), ":", command);
+  absl::StrAppend(&key, "|");
+  for (const auto& [name, value] : labels) {
+    absl::StrAppend(&key, name.size(), ":", name, value.size(), ":", value);
+  }
+  return key;
+}
+
 namespace {
 
 // "labelled board=pi4, gpu=orin" in key order, or "" without a selector.

@@ -23,6 +23,10 @@ bool HasCommand(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker)
 // EXTERNAL studies run on no worker: clients ask for their trials.
 bool CanRun(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker);
 
+// Everything of a worker's capabilities that CanRun reads, as a key: workers with equal keys
+// can run the same studies. Dispatch sets idle workers aside by it.
+std::string PlacementClass(const v1::WorkerCapabilities& worker);
+
 // What a study that no connected worker can run waits for, for GetStudy and watch:
 // "waiting for a CUDA worker that runs AUTOENCODER (connected: 2 CPU workers; ...)".
 std::string WaitingForWorker(const v1::StudySpec& spec,

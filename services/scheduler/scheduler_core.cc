@@ -501,9 +501,10 @@ absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
   }
   const uint64_t session = next_session_++;
   WorkerEntry& worker = workers_[session];
-  maybe_free_.insert(session);
   worker.worker_id = hello.worker_id();
   worker.capabilities = caps;
+  worker.placement_class = PlacementClass(caps);
+  MaybeFreeLocked(session);
   worker.channel = channel;
   worker.last_seen = options_.clock();
   v1::SchedulerMessage welcome;
@@ -549,7 +550,7 @@ bool SchedulerCore::ReclaimLocked(uint64_t session, WorkerEntry& worker,
     if (trial.session == session) return true;
     if (auto old = workers_.find(trial.session); old != workers_.end()) {
       old->second.running.erase(t.id());
-      maybe_free_.insert(trial.session);
+      MaybeFreeLocked(trial.session);
     }
   } else if (t.state() == v1::Trial::PENDING) {
     if (study.terminal() ||
@@ -586,6 +587,7 @@ void SchedulerCore::DisconnectWorker(uint64_t session, absl::string_view reason)
 void SchedulerCore::DisconnectLocked(uint64_t session, absl::string_view reason) {
   auto it = workers_.find(session);
   if (it == workers_.end()) return;
+  LeaveSetAsideLocked(session, it->second);
   WorkerEntry worker = std::move(it->second);
   workers_.erase(it);
   DHPT_LOG_INFO("worker %s disconnected (%s); %d running trials go back to pending",

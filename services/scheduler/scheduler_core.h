@@ -246,6 +246,12 @@ class SchedulerCore {
     return options_.heartbeat_interval * options_.missed_heartbeats;
   }
   uint64_t epoch() const { return epoch_; }
+  // How many times dispatch has tried a worker session so far: what dispatching costs, for
+  // tests and benchmarks.
+  uint64_t sessions_tried() const {
+    absl::MutexLock lock(&mutex_);
+    return sessions_tried_;
+  }
   // The store's state, for metrics and health.
   absl::Status store_health() const { return store_->health(); }
   int64_t store_bytes() const { return store_->size_bytes(); }
@@ -281,6 +287,7 @@ class SchedulerCore {
   struct WorkerEntry {
     std::string worker_id;
     v1::WorkerCapabilities capabilities;
+    std::string placement_class;  // PlacementClass(capabilities)
     WorkerChannel* channel = nullptr;
     absl::flat_hash_set<uint64_t> running;
     absl::Time last_seen;
@@ -295,6 +302,8 @@ class SchedulerCore {
   // CreateStudy's work under the lock: the reply, and the write to wait for.
   absl::StatusOr<WriteSequence> CreateStudyLocked(v1::StudySpec spec, v1::Study& reply)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether the study could give a trial now to a worker that can run it.
+  bool HasTrialToGive(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   bool Runnable(const StudyEntry& study, const WorkerEntry& worker) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Starts one trial of the first eligible, runnable study in round-robin order on `worker`.
@@ -346,6 +355,15 @@ class SchedulerCore {
   void FinishSuggestWaiterLocked(const StudyEntry& study, SuggestWaiter& waiter)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void DispatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A session whose free slots may have grown: dispatch tries it next time.
+  void MaybeFreeLocked(uint64_t session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A session the last dispatch gave nothing: set aside with its placement class.
+  void SetAsideLocked(uint64_t session, const WorkerEntry& worker)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void LeaveSetAsideLocked(uint64_t session, const WorkerEntry& worker)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Back to `maybe_free_`: every set-aside class that some study could give a trial now.
+  void WakeSetAsideLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Back to pending; `lost` charges the attempt when the worker had started it.
   void RequeueLocked(TrialEntry& trial, absl::string_view reason, bool lost)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -433,6 +451,17 @@ class SchedulerCore {
   std::vector<StudyEntry*> dispatchable_ ABSL_GUARDED_BY(mutex_);
   size_t next_dispatchable_ ABSL_GUARDED_BY(mutex_) = 0;
   std::set<uint64_t> maybe_free_ ABSL_GUARDED_BY(mutex_);
+  // Sessions with a free slot that a dispatch could give nothing, by placement class. A
+  // dispatch wakes a class only when some study could give its workers a trial, so idle
+  // workers that no active study can use (CPU workers while only GPU studies run, a whole
+  // cluster once its studies end) cost a dispatch one check per class, not one per worker.
+  struct SetAsideClass {
+    v1::WorkerCapabilities capabilities;  // One member's, for CanRun.
+    std::set<uint64_t> sessions;
+  };
+  absl::flat_hash_map<std::string, SetAsideClass> set_aside_ ABSL_GUARDED_BY(mutex_);
+  // Sessions dispatch has tried (a cost counter, for tests and benchmarks).
+  uint64_t sessions_tried_ ABSL_GUARDED_BY(mutex_) = 0;
   uint64_t next_study_order_ ABSL_GUARDED_BY(mutex_) = 1;
   // Deleted while a suggestion for them was being computed: freed when it returns.
   std::vector<std::unique_ptr<StudyEntry>> deleted_studies_ ABSL_GUARDED_BY(mutex_);

@@ -134,6 +134,58 @@ TEST_F(SchedulerCoreTest, CudaSlotsGoToGpuStudiesFirst) {
   EXPECT_EQ(assigns[2].study(), "f");
 }
 
+// 200 CPU workers stay idle while only an AutoEncoder study runs, on one CUDA worker: each of
+// its results costs dispatch a try of that worker, not a try of every idle one. A study they
+// can run then reaches all of them.
+TEST_F(SchedulerCoreTest, IdleWorkersThatNoStudyCanUseCostADispatchNothing) {
+  ASSERT_TRUE(core_->CreateStudy(AutoencoderStudy("ae", 20, false)).ok());
+  constexpr int kIdle = 200;
+  for (int i = 0; i < kIdle; ++i) Connect(NewChannel(), Hello(absl::StrCat("cpu-", i), 1));
+  RecordingChannel& cuda = NewChannel();
+  const uint64_t gpu = Connect(cuda, CudaHello("g", 1, {v1::Model::AUTOENCODER}));
+  const uint64_t tried_before = core_->sessions_tried();
+  for (int i = 0; i < 19; ++i) {
+    ASSERT_EQ(cuda.Assigns().size(), static_cast<size_t>(i + 1));
+    const v1::Assign assign = cuda.Assigns().back();
+    core_->HandleResult(gpu, Completed(assign, 0.5, assign.objective_metric()));
+  }
+  EXPECT_EQ(cuda.Assigns().size(), 20u);
+  // Walking every idle worker would be 19 x 200 tries.
+  EXPECT_LE(core_->sessions_tried() - tried_before, 19u * 2);
+
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("f", kIdle)).ok());
+  for (int i = 0; i < kIdle; ++i) EXPECT_EQ(channels_[i].Assigns().size(), 1u) << i;
+}
+
+// A worker set aside because nothing it could run had a trial to give gets one as soon as a
+// trial appears: one taken back from a lost worker, one a result frees, a new study's.
+TEST_F(SchedulerCoreTest, ASetAsideWorkerGetsTheNextTrialItCanRun) {
+  v1::StudySpec spec = FunctionStudy("s", 3);
+  spec.set_parallel_trials(1);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel& first = NewChannel();
+  RecordingChannel& second = NewChannel();
+  const uint64_t a = Connect(first, Hello("a", 1));
+  const uint64_t b = Connect(second, Hello("b", 1));
+  ASSERT_EQ(first.Assigns().size(), 1u);
+  EXPECT_EQ(second.Assigns().size(), 0u);  // The study's one parallel trial is taken.
+
+  core_->HandleStarted(a, Attempt(first.Assigns().back()));
+  core_->DisconnectWorker(a, "killed");
+  ASSERT_EQ(second.Assigns().size(), 1u);
+  EXPECT_EQ(second.Assigns().back().trial_id(), first.Assigns().back().trial_id());
+
+  RecordingChannel& third = NewChannel();
+  Connect(third, Hello("c", 2));
+  EXPECT_EQ(third.Assigns().size(), 0u);
+  core_->HandleResult(b, Completed(second.Assigns().back(), 1));
+  // The freed parallel slot goes to one of the two workers, the next study to the other.
+  EXPECT_EQ(second.Assigns().size() + third.Assigns().size(), 2u);
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("t", 2)).ok());
+  EXPECT_EQ(second.Assigns().size() + third.Assigns().size(), 4u);
+  EXPECT_EQ(core_->GetStudy("t")->trials_running(), 2);
+}
+
 TEST_F(SchedulerCoreTest, AssignsUpToSlotsAndOnlyToCapableWorkers) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 10)).ok());
   RecordingChannel xgb_only, functions;
