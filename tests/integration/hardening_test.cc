@@ -7,6 +7,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <grpcpp/generic/generic_stub.h>
 
 #include <atomic>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
 #include "dhpt/v1/study_service.grpc.pb.h"
 #include "dhpt/v1/worker_service.grpc.pb.h"
 #include "google/protobuf/util/time_util.h"
@@ -178,6 +180,42 @@ TEST(HardeningTest, CancelledAndFrozenWatchersNeverCrashTheScheduler) {
     ++checked;
   }
   EXPECT_EQ(checked, static_cast<int>(latest.size()));
+}
+
+// WatchStudy reads its request's bytes itself (it is served raw, for the shared journal), so
+// bytes that are no WatchStudyRequest must be refused there, with a reason.
+TEST(HardeningTest, AGarbledWatchRequestIsRefusedNotFatal) {
+  SchedulerProcess scheduler;
+  cli::StudyClient client(scheduler.address());
+  ASSERT_TRUE(client.CreateStudy(FunctionStudy("watched", 10)).ok());
+  grpc::GenericStub stub(
+      grpc::CreateChannel(scheduler.address(), grpc::InsecureChannelCredentials()));
+  const std::vector<std::string> garbled = {
+      std::string("\xff\xff\xff\xff", 4),       // an unfinished varint tag
+      std::string("\x0a\x64watched", 9),         // name: says 100 bytes, has 7
+      std::string("\x0a\x07watched\x10", 10),   // after_position: its value missing
+      std::string("\x0f", 1),                     // field 1 as a group end (wire type 7 is none)
+  };
+  for (const std::string& bytes : garbled) {
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    grpc::Status status;
+    absl::Notification done;
+    // A server-streaming method called as unary: its refusal comes before any message.
+    stub.UnaryCall(&context, "/dhpt.v1.StudyService/WatchStudy", {}, &request, &response,
+                   [&](grpc::Status s) {
+                     status = std::move(s);
+                     done.Notify();
+                   });
+    done.WaitForNotification();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr("not a WatchStudyRequest"));
+    ASSERT_TRUE(scheduler.alive());
+  }
+  EXPECT_EQ(client.GetStudy("watched")->spec().name(), "watched");
 }
 
 TEST(HardeningTest, ForgedResultsImpostorsAndFloodsAreRefused) {
