@@ -7,7 +7,8 @@
 // what waits can never free what gRPC is still writing (gRPC reads the message until
 // OnWriteDone). The queue is bounded by messages and bytes: a reader that stops reading costs
 // at most the bound, and the reactor decides what overflow means for its stream (end it, or
-// let the peer reconnect and resynchronise).
+// let the peer reconnect and resynchronise). It also keeps how the stream ends: once, for the
+// first reason given, and only with no write in flight (gRPC allows Finish only then).
 //
 // Not thread-safe: the owning reactor's mutex guards it. No gRPC here, so it is unit-tested
 // without a network.
@@ -17,6 +18,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 
@@ -78,6 +80,22 @@ class StreamOutbox {
     pending_bytes_ = 0;
   }
 
+  // Ends the stream with `status`, or keeps the reason given first. Returns the status to
+  // Finish with when that may happen now; otherwise TakeFinish returns it once the write in
+  // flight is done. Messages still waiting are written first.
+  std::optional<absl::Status> End(absl::Status status) {
+    if (!end_status_) end_status_ = std::move(status);
+    return TakeFinish();
+  }
+  // The status to Finish with, once: when the stream is ending and no write is in flight.
+  std::optional<absl::Status> TakeFinish() {
+    if (!end_status_ || in_flight_ || finished_) return std::nullopt;
+    finished_ = true;
+    return end_status_;
+  }
+  // An end was asked for: the reactor queues and reads nothing more.
+  bool ending() const { return end_status_.has_value(); }
+
   // No write in flight: Finish or WritesDone may be called now.
   bool idle() const { return !in_flight_.has_value(); }
   size_t pending_messages() const { return pending_.size(); }
@@ -96,6 +114,8 @@ class StreamOutbox {
   std::optional<Message> in_flight_;
   std::deque<Message> pending_;
   size_t pending_bytes_ = 0;
+  std::optional<absl::Status> end_status_;
+  bool finished_ = false;
 };
 
 }  // namespace dhpt::rpc

@@ -59,7 +59,7 @@ WatchStudyReactor::WatchStudyReactor(SchedulerCore* core, TimerQueue* timers,
 
 void WatchStudyReactor::OnEventsReady() {
   absl::MutexLock lock(&mutex_);
-  if (!ending_) ScheduleLocked(last_batch_ + kWatchBatchInterval);
+  if (!outbox_.ending()) ScheduleLocked(last_batch_ + kWatchBatchInterval);
 }
 
 void WatchStudyReactor::OnEnd(const absl::Status& status) {
@@ -80,13 +80,13 @@ void WatchStudyReactor::Pump() {
   uint64_t id;
   {
     absl::MutexLock lock(&mutex_);
-    if (ending_) return;
+    if (outbox_.ending()) return;
     id = watch_id_;
   }
   // Not under our lock: the core calls us under its own.
   absl::StatusOr<WatchRead> read = core_->ReadWatch(id, kWatchBatchBytes);
   absl::MutexLock lock(&mutex_);
-  if (ending_) return;
+  if (outbox_.ending()) return;
   if (!read.ok()) {
     EndLocked(read.status());
   } else if (!read->events.empty()) {
@@ -109,9 +109,9 @@ void WatchStudyReactor::OnWriteDone(bool ok) {
     EndLocked(absl::UnavailableError("writing to the watcher failed"));
     return;
   }
-  outbox_.OnWriteDone();
-  if (ending_) {
-    MaybeFinishLocked();
+  outbox_.OnWriteDone();  // Nothing waits: a batch is pushed only with none in flight.
+  if (outbox_.ending()) {
+    FinishIfDue(outbox_.TakeFinish());
     return;
   }
   ScheduleLocked(last_batch_ + kWatchBatchInterval);
@@ -139,20 +139,13 @@ void WatchStudyReactor::Forget() {
 }
 
 void WatchStudyReactor::EndLocked(const absl::Status& status) {
-  if (!ending_) {  // The first reason stands.
-    ending_ = true;
-    status_ = ToGrpcStatus(status);
-  }
-  // Also when ending already: a write that failed after the end was asked for leaves the
-  // outbox idle, and nothing else would finish the call.
-  MaybeFinishLocked();
+  // The first reason stands. Also when ending already: a write that failed after the end was
+  // asked for leaves the outbox idle, and nothing else would finish the call.
+  FinishIfDue(outbox_.End(status));
 }
 
-void WatchStudyReactor::MaybeFinishLocked() {
-  if (ending_ && outbox_.idle() && !finished_) {
-    finished_ = true;
-    Finish(status_);
-  }
+void WatchStudyReactor::FinishIfDue(std::optional<absl::Status> status) {
+  if (status) Finish(ToGrpcStatus(*status));
 }
 
 void WatchStudyReactor::Unref() {

@@ -56,7 +56,8 @@ class WatchStudyReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>, pub
   void ScheduleLocked(absl::Time at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void Forget();
   void EndLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Finishes the call with `status` when the outbox says it is time.
+  void FinishIfDue(std::optional<absl::Status> status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void Unref();
 
   SchedulerCore* const core_;
@@ -65,11 +66,9 @@ class WatchStudyReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>, pub
   std::atomic<int> refs_{1};
   absl::Mutex mutex_;
   uint64_t watch_id_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Also how the stream ends (End, TakeFinish).
   rpc::StreamOutbox<grpc::ByteBuffer, BufferSize> outbox_ ABSL_GUARDED_BY(mutex_);
   absl::Time last_batch_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
-  bool ending_ ABSL_GUARDED_BY(mutex_) = false;
-  bool finished_ ABSL_GUARDED_BY(mutex_) = false;
-  grpc::Status status_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace dhpt::scheduler

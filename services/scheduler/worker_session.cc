@@ -54,7 +54,7 @@ WorkerSession::WorkerSession(SchedulerCore* core, std::vector<std::string> peer_
 
 void WorkerSession::Send(v1::SchedulerMessage message) {
   absl::MutexLock lock(&mutex_);
-  if (closing_) return;
+  if (outbox_.ending()) return;
   absl::StatusOr<const v1::SchedulerMessage*> next = outbox_.Push(std::move(message));
   if (!next.ok()) {
     // The worker does not read its stream: cut it off rather than hold unbounded memory. Its
@@ -72,20 +72,14 @@ void WorkerSession::Close(const absl::Status& status) {
 }
 
 void WorkerSession::CloseLocked(const absl::Status& status) {
-  if (!closing_) {  // The first reason stands.
-    closing_ = true;
-    finish_status_ = ToGrpcStatus(status);
-  }
-  // Also when closing already: a write that failed after Close leaves the outbox idle now,
-  // and nothing else would finish the call (the server's Shutdown would wait for it forever).
-  MaybeFinishLocked();
+  // The first reason stands. Also when closing already: a write that failed after Close
+  // leaves the outbox idle now, and nothing else would finish the call (the server's Shutdown
+  // would wait for it forever).
+  FinishIfDue(outbox_.End(status));
 }
 
-void WorkerSession::MaybeFinishLocked() {
-  if (closing_ && outbox_.idle() && !finished_) {
-    finished_ = true;
-    Finish(finish_status_);
-  }
+void WorkerSession::FinishIfDue(std::optional<absl::Status> status) {
+  if (status) Finish(ToGrpcStatus(*status));
 }
 
 void WorkerSession::OnWriteDone(bool ok) {
@@ -96,14 +90,10 @@ void WorkerSession::OnWriteDone(bool ok) {
     CloseLocked(absl::UnavailableError("writing to the worker failed"));
     return;
   }
-  if (finished_) {
-    outbox_.OnWriteDone();
-    return;
-  }
   if (const v1::SchedulerMessage* next = outbox_.OnWriteDone()) {
     StartWrite(next);
   } else {
-    MaybeFinishLocked();
+    FinishIfDue(outbox_.TakeFinish());
   }
 }
 
@@ -119,7 +109,7 @@ void WorkerSession::OnReadDone(bool ok) {
   {
     // No read after Finish: the call may already be on its way to OnDone.
     absl::MutexLock lock(&mutex_);
-    if (closing_) return;
+    if (outbox_.ending()) return;
   }
   StartRead(&inbound_);
 }

@@ -67,8 +67,8 @@ class WorkerSession : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Sche
  private:
   void HandleMessage();
   void CloseLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Finishes when asked to and no write is in flight.
-  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Finishes the call with `status` when the outbox says it is time.
+  void FinishIfDue(std::optional<absl::Status> status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   SchedulerCore* const core_;
   const std::vector<std::string> peer_names_;
@@ -78,10 +78,8 @@ class WorkerSession : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Sche
   uint64_t session_ = 0;
 
   absl::Mutex mutex_;
+  // Also how the stream ends (End, TakeFinish).
   rpc::StreamOutbox<v1::SchedulerMessage> outbox_ ABSL_GUARDED_BY(mutex_);
-  bool closing_ ABSL_GUARDED_BY(mutex_) = false;
-  bool finished_ ABSL_GUARDED_BY(mutex_) = false;
-  grpc::Status finish_status_ ABSL_GUARDED_BY(mutex_);
 };
 
 // WorkerService: each Connect gets a WorkerSession.

@@ -54,6 +54,35 @@ TEST(StreamOutboxTest, AbortLeavesABrokenStreamIdle) {
   EXPECT_EQ(outbox.pending_messages(), 0u);
 }
 
+// Ending: once, with the first reason, and never with a write in flight; what waits is
+// written first.
+TEST(StreamOutboxTest, EndsOnceWithTheFirstReasonAfterTheWritesInFlight) {
+  StreamOutbox<v1::StudyEvent> outbox;
+  ASSERT_TRUE(outbox.Push(Event("in flight")).ok());
+  ASSERT_TRUE(outbox.Push(Event("waits")).ok());
+  EXPECT_EQ(outbox.End(absl::CancelledError("first")), std::nullopt);  // A write is in flight.
+  EXPECT_TRUE(outbox.ending());
+  EXPECT_EQ(outbox.End(absl::UnavailableError("second")), std::nullopt);
+  EXPECT_EQ(outbox.TakeFinish(), std::nullopt);
+  ASSERT_NE(outbox.OnWriteDone(), nullptr);  // "waits" is written before the end.
+  EXPECT_EQ(outbox.TakeFinish(), std::nullopt);
+  EXPECT_EQ(outbox.OnWriteDone(), nullptr);
+  EXPECT_EQ(outbox.TakeFinish(), absl::CancelledError("first"));
+  EXPECT_EQ(outbox.TakeFinish(), std::nullopt);  // Finish is called once.
+  EXPECT_EQ(outbox.End(absl::InternalError("late")), std::nullopt);
+}
+
+TEST(StreamOutboxTest, AnIdleOrBrokenStreamEndsAtOnce) {
+  StreamOutbox<v1::StudyEvent> idle;
+  EXPECT_FALSE(idle.ending());
+  EXPECT_EQ(idle.End(absl::OkStatus()), absl::OkStatus());
+  StreamOutbox<v1::StudyEvent> broken;
+  ASSERT_TRUE(broken.Push(Event("in flight")).ok());
+  EXPECT_EQ(broken.End(absl::OkStatus()), std::nullopt);
+  broken.Abort();  // The write failed: nothing more will be written.
+  EXPECT_EQ(broken.End(absl::UnavailableError("writing failed")), absl::OkStatus());
+}
+
 TEST(StreamOutboxTest, IsBoundedByMessagesAndBytes) {
   StreamOutbox<v1::StudyEvent> by_count({.max_messages = 3, .max_bytes = 1 << 20});
   ASSERT_TRUE(by_count.Push(Event("in flight")).ok());  // The slot being written is not counted.
