@@ -211,7 +211,10 @@ absl::Status StudyClient::Watch(const std::string& name,
     absl::MutexLock lock(&mutex_);
     watch_context_ = nullptr;
     if (cancelled_) return absl::CancelledError("cancelled");
-    if (!absl::IsUnavailable(status)) return status;
+    // A scheduler that stops (SIGTERM) ends watches UNAVAILABLE, or its server cancels the
+    // calls still open at its deadline: CANCELLED that this client did not ask for is a
+    // dropped stream too.
+    if (!absl::IsUnavailable(status) && !absl::IsCancelled(status)) return status;
     failing_since = std::min(failing_since, absl::Now());
     if (absl::Now() - failing_since > kWatchRetryWindow) return status;
     // Cancel() cuts the pause short.

@@ -531,6 +531,7 @@ absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
                 WorkerText(caps.node_name(), kMaxWorkerTextBytes), caps.slots(),
                 worker.running.size());
   DispatchLocked();
+  PublishWaitingStudiesLocked();
   return session;
 }
 
@@ -582,6 +583,7 @@ void SchedulerCore::DisconnectWorker(uint64_t session, absl::string_view reason)
   absl::MutexLock lock(&mutex_);
   DisconnectLocked(session, reason);
   DispatchLocked();
+  PublishWaitingStudiesLocked();
 }
 
 void SchedulerCore::DisconnectLocked(uint64_t session, absl::string_view reason) {

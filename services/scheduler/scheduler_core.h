@@ -417,6 +417,9 @@ class SchedulerCore {
   // position; when the study is watched, its event is built and serialised once into the
   // study's journal, and the watchers waiting for events are told.
   void PublishTrialLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A study that waits for a worker says what is connected ("connected: 2 CPU workers; 0 of
+  // them labelled board=pi4"): its watchers get a fresh summary when workers come and go.
+  void PublishWaitingStudiesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void PublishStudyLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void AppendWatchEventLocked(StudyEntry& study, const v1::StudyEvent& event)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

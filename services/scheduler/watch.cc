@@ -145,6 +145,12 @@ void SchedulerCore::PublishTrialLocked(TrialEntry& trial) {
   }
 }
 
+void SchedulerCore::PublishWaitingStudiesLocked() {
+  for (StudyEntry* study : dispatchable_) {
+    if (!study->watch_ids.empty() && study->running == 0) PublishStudyLocked(*study);
+  }
+}
+
 void SchedulerCore::PublishStudyLocked(StudyEntry& study) {
   study.head = next_position_++;
   study.summary_stale = false;

@@ -241,11 +241,23 @@ parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_ran
   });
   ASSERT_TRUE(WaitFor([&] { return events.load() > 0; }));  // The study as it starts.
   WorkerProcesses workers(address, 2);
-  ASSERT_TRUE(WaitFor([&] { return client.GetStudy("watched")->trials_completed() >= 30; }));
-  scheduler->Kill();
-  absl::SleepFor(absl::Seconds(3));  // Longer than the watcher's first pauses.
-  scheduler = std::make_unique<SchedulerProcess>(
-      std::vector<std::string>{db, absl::StrCat("--listen=", address)});
+  // Killed, then stopped as an operator would (SIGTERM): a stopping scheduler's server may
+  // cancel the open watch rather than end it, which the watcher must ride out as well.
+  for (const auto& [stop, completed] :
+       {std::pair{"kill", 30}, std::pair{"terminate", 60}}) {
+    ASSERT_TRUE(WaitFor([&] {
+      absl::StatusOr<v1::Study> study = client.GetStudy("watched");  // Fails while restarting.
+      return study.ok() && study->trials_completed() >= completed;
+    })) << "before " << stop;
+    if (std::string(stop) == "kill") {
+      scheduler->Kill();
+    } else {
+      scheduler->Terminate();
+    }
+    absl::SleepFor(absl::Seconds(3));  // Longer than the watcher's first pauses.
+    scheduler = std::make_unique<SchedulerProcess>(
+        std::vector<std::string>{db, absl::StrCat("--listen=", address)});
+  }
   watch.join();
   EXPECT_TRUE(watched.ok()) << watched;
   EXPECT_TRUE(ordered) << "positions only grow, across the restart too";

@@ -15,6 +15,8 @@
 namespace dhpt::scheduler {
 namespace {
 
+using ::testing::HasSubstr;
+
 class ReadyCounter : public StudyWatcher {
  public:
   void OnEventsReady() override { ++ready; }
@@ -264,6 +266,30 @@ TEST_F(WatchTest, SummariesOnlyGetNoTrialsAndAtMostOneSummaryPerInterval) {
   events = ReadAll(id);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].study().trials_completed(), 20);
+}
+
+// What a waiting study says it waits for names the connected workers; `dhpt watch` shows it
+// live, so it must not go stale when workers come and go.
+TEST_F(WatchTest, AWaitingStudysWatchersHearWhenWorkersComeAndGo) {
+  v1::StudySpec spec = FunctionStudy("pi-only", 5);
+  (*spec.mutable_worker_selector())["board"] = "pi4";
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  ReadyCounter watcher;
+  const uint64_t id = Watch("pi-only", &watcher, {.summaries_only = true});
+  std::vector<v1::StudyEvent> events = ReadAll(id);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_THAT(events[0].study().state_reason(), HasSubstr("no worker is connected"));
+
+  RecordingChannel& channel = channels_.emplace_back();
+  const uint64_t session = Connect(channel);  // No board=pi4 label.
+  events = ReadAll(id);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_THAT(events[0].study().state_reason(),
+              HasSubstr("connected: 1 CPU worker; 0 of them labelled board=pi4"));
+  core_->DisconnectWorker(session, "gone");
+  events = ReadAll(id);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_THAT(events[0].study().state_reason(), HasSubstr("no worker is connected"));
 }
 
 TEST_F(WatchTest, DeletingTheStudyOrShuttingDownEndsItsWatches) {
