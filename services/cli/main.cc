@@ -15,6 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -178,6 +179,12 @@ void PrintUsage() {
 int Fail(const absl::Status& status) {
   std::cerr << "dhpt: " << status.message() << " [" << absl::StatusCodeToString(status.code())
             << "]\n";
+  // A plaintext client to a TLS scheduler sees only a closed socket.
+  if (absl::IsUnavailable(status) && absl::StrContains(status.message(), "failed to connect") &&
+      ClientSecurityFromFlags().tls_ca_file.empty()) {
+    std::cerr << "dhpt: is a scheduler listening at --scheduler? One that serves TLS needs "
+                 "--tls_ca (and --auth_token_file if it asks for a token)\n";
+  }
   return 1;
 }
 

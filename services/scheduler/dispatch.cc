@@ -3,6 +3,7 @@
 // begun, requeued and ended, and when a study ends.
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "services/common/logging.h"
@@ -14,6 +15,15 @@
 #include "services/study/trial_outcome.h"
 
 namespace dhpt::scheduler {
+
+namespace {
+
+// A worker waits for a study's suggestion at its turn only when the study's last suggestion
+// took at most this long: waiting is fairer than passing the turn on, and costs the worker
+// less than a trial's overhead.
+constexpr absl::Duration kMaxSuggestionWorthWaitingFor = absl::Milliseconds(100);
+
+}  // namespace
 
 bool SchedulerCore::HasTrialToGive(const StudyEntry& study) const {
   if (study.terminal()) return false;
@@ -59,17 +69,25 @@ void SchedulerCore::RequestSuggestionLocked(StudyEntry& study) {
     const absl::Duration took = absl::Now() - start;
     absl::MutexLock lock(&mutex_);
     study.suggesting = false;
+    // The slot holding the study's turn is free again (for this trial, first, as the study
+    // keeps the front of the line): a dispatch follows in every case.
+    if (auto holder = workers_.find(std::exchange(study.turn_holder, 0)); holder != workers_.end()) {
+      --holder->second.held_turns;
+      MaybeFreeLocked(holder->first);
+    }
     if (study.deleted) {
       std::erase_if(deleted_studies_, [&](const auto& entry) { return entry.get() == &study; });
+      DispatchLocked();
       return;
     }
     observer_->SuggestionMade(study.spec.algorithm().name(), took);
+    study.last_suggestion_took = took;
     if (!study.terminal() && !shutting_down_) {
       if (std::optional<uint64_t> id = AcceptSuggestionLocked(study, std::move(suggestion))) {
         study.pending.push_back(*id);
       }
-      DispatchLocked();
     }
+    DispatchLocked();
     ServeSuggestWaitersLocked(study);
   });
 }
@@ -112,28 +130,43 @@ SchedulerCore::TrialEntry& SchedulerCore::CreateTrialLocked(StudyEntry& study,
   return entry;
 }
 
-bool SchedulerCore::AssignOneLocked(uint64_t session, WorkerEntry& worker) {
+SchedulerCore::Assignment SchedulerCore::AssignOneLocked(uint64_t session, WorkerEntry& worker) {
   // A CUDA worker's slots go first to the studies that need a GPU, then to the rest.
-  if (worker.capabilities.device_kind() == v1::WorkerCapabilities::CUDA &&
-      AssignMatchingLocked(session, worker,
-                           [](const StudyEntry& study) { return NeedsGpu(study.spec); })) {
-    return true;
+  if (worker.capabilities.device_kind() == v1::WorkerCapabilities::CUDA) {
+    const Assignment gpu_first = AssignMatchingLocked(
+        session, worker, [](const StudyEntry& study) { return NeedsGpu(study.spec); });
+    if (gpu_first != Assignment::kNone) return gpu_first;
   }
   return AssignMatchingLocked(session, worker, [](const StudyEntry&) { return true; });
 }
 
-bool SchedulerCore::AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
-                                         absl::FunctionRef<bool(const StudyEntry&)> eligible) {
+SchedulerCore::Assignment SchedulerCore::AssignMatchingLocked(
+    uint64_t session, WorkerEntry& worker, absl::FunctionRef<bool(const StudyEntry&)> eligible) {
   // Taking a trial may end a study (its space used up), which leaves the walk: sizes are read
   // afresh each step.
   const size_t start = next_dispatchable_;
+  const StudyEntry* held = nullptr;  // The first study on the walk whose turn a worker holds.
   for (size_t k = 0; k < dispatchable_.size(); ++k) {
     const size_t index = (start + k) % dispatchable_.size();
     StudyEntry& study = *dispatchable_[index];
     if (!eligible(study) || !Runnable(study, worker)) continue;
     std::optional<uint64_t> id = TakeTrialLocked(study);
-    if (!id) continue;
-    next_dispatchable_ = dispatchable_.empty() ? 0 : (index + 1) % dispatchable_.size();
+    if (!id) {
+      if (study.suggesting && study.turn_holder == 0 &&
+          study.last_suggestion_took <= kMaxSuggestionWorthWaitingFor) {
+        study.turn_holder = session;
+        ++worker.held_turns;
+        next_dispatchable_ = index;
+        return Assignment::kWaiting;
+      }
+      if (study.turn_holder != 0 && held == nullptr) held = &study;
+      continue;
+    }
+    // A study whose turn is held keeps the front of the line.
+    auto front = std::find(dispatchable_.begin(), dispatchable_.end(), held);
+    next_dispatchable_ = front != dispatchable_.end()
+                             ? static_cast<size_t>(front - dispatchable_.begin())
+                             : (dispatchable_.empty() ? 0 : (index + 1) % dispatchable_.size());
 
     TrialEntry& entry = trials_.at(*id);
     const v1::Trial& trial = entry.trial;
@@ -162,9 +195,9 @@ bool SchedulerCore::AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
     }
     worker.channel->Send(std::move(message));
     PublishTrialLocked(entry);
-    return true;
+    return Assignment::kAssigned;
   }
-  return false;
+  return Assignment::kNone;
 }
 
 void SchedulerCore::BeginAttemptLocked(TrialEntry& entry, const std::string& worker_id,
@@ -216,7 +249,8 @@ void SchedulerCore::DispatchLocked() {
         continue;
       }
       ++sessions_tried_;
-      if (AssignOneLocked(worker->first, worker->second)) {
+      // A slot holding a study's turn counts as taken until the suggestion comes.
+      if (AssignOneLocked(worker->first, worker->second) != Assignment::kNone) {
         assigned = true;
         ++it;
       } else {

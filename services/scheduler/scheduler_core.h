@@ -292,10 +292,12 @@ class SchedulerCore {
     absl::flat_hash_set<uint64_t> running;
     absl::Time last_seen;
     bool draining = false;
+    // Slots waiting for a study's suggestion at the study's turn (StudyEntry::turn_holder).
+    int held_turns = 0;
     // Trials it named without running them, each answered with one Cancel.
     absl::flat_hash_set<uint64_t> refused_trials;
     int free_slots() const {
-      return draining ? 0 : capabilities.slots() - static_cast<int>(running.size());
+      return draining ? 0 : capabilities.slots() - static_cast<int>(running.size()) - held_turns;
     }
   };
 
@@ -306,9 +308,14 @@ class SchedulerCore {
   bool HasTrialToGive(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   bool Runnable(const StudyEntry& study, const WorkerEntry& worker) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  enum class Assignment {
+    kNone,      // Nothing it can run has a trial to give.
+    kAssigned,  // A trial was started on the worker.
+    kWaiting,   // It holds a study's turn until the study's suggestion comes.
+  };
   // Starts one trial of the first eligible, runnable study in round-robin order on `worker`.
-  bool AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
-                            absl::FunctionRef<bool(const StudyEntry&)> eligible)
+  Assignment AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
+                                  absl::FunctionRef<bool(const StudyEntry&)> eligible)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   std::optional<uint64_t> TakeTrialLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Creates the trial for a suggestion, or marks the study exhausted; returns the trial's id.
@@ -318,7 +325,8 @@ class SchedulerCore {
   // Asks the suggestion threads for the study's next point; the trial joins the study's
   // pending queue when it arrives.
   void RequestSuggestionLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  bool AssignOneLocked(uint64_t session, WorkerEntry& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Assignment AssignOneLocked(uint64_t session, WorkerEntry& worker)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Starts a new attempt of a pending trial for a worker (`worker_id`) or a client
   // (`client_id`): its state, attempt record and the study's counts.
   void BeginAttemptLocked(TrialEntry& entry, const std::string& worker_id,

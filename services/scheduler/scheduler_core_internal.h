@@ -62,6 +62,13 @@ struct SchedulerCore::StudyEntry {
   // A suggestion is being computed off the lock; at most one per study, so suggestion n is
   // always made from a history of n trials.
   bool suggesting = false;
+  // A worker reached the study's turn while its suggestion was being made, and waits for it
+  // instead of passing the turn on: round robin stays fair to model-based studies. One worker
+  // per suggestion; the study keeps the front of the line until the suggestion comes. Only
+  // while its suggestions are quick (kMaxSuggestionWorthWaitingFor): a study whose suggestions
+  // are slow, or whose first is still being made, passes its turn, so it starves no other.
+  uint64_t turn_holder = 0;  // The session whose slot waits for the suggestion; 0 if none.
+  absl::Duration last_suggestion_took = absl::InfiniteDuration();
   std::optional<uint64_t> best;
   // Watch fan-out: the watches of the study, its events for them to read, and the position of
   // its latest change.

@@ -41,9 +41,13 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   builder.SetMaxSendMessageSize(options.max_send_message_bytes);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options.listen_address,
-                     ": the address is in use or invalid"));
+    // gRPC logs its own reason just before (a bad certificate or key, a busy port).
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", options.listen_address,
+        options.credentials ? ": the address is in use or invalid, or the TLS certificate and "
+                              "key were refused (is --tls_cert the certificate and --tls_key its "
+                              "key?)"
+                            : ": the address is in use or invalid"));
   }
   grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
   health->SetServingStatus("", true);

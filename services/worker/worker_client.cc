@@ -1,5 +1,6 @@
 #include "services/worker/worker_client.h"
 
+#include "services/common/grpc_status.h"
 #include "services/common/logging.h"
 
 namespace dhpt::worker {
@@ -94,8 +95,8 @@ void WorkerClient::HandleMessage(const v1::SchedulerMessage& message) {
 void WorkerClient::StreamEnded(const grpc::Status& status) {
   absl::MutexLock lock(&mutex_);
   if (!stopping_) {
-    DHPT_LOG_INFO("stream to %s ended: %s %s", options_.scheduler_address,
-                  std::to_string(status.error_code()), status.error_message());
+    DHPT_LOG_INFO("stream to %s ended: %s", options_.scheduler_address,
+                  FromGrpcStatus(status).ToString());
   }
   stream_done_ = true;
 }

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/text_format.h"
@@ -184,6 +185,34 @@ TEST_F(SchedulerCoreTest, ASetAsideWorkerGetsTheNextTrialItCanRun) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("t", 2)).ok());
   EXPECT_EQ(second.Assigns().size() + third.Assigns().size(), 4u);
   EXPECT_EQ(core_->GetStudy("t")->trials_running(), 2);
+}
+
+// Round robin stays fair to a model-based study: a worker that reaches its turn while its
+// suggestion is being made (off the lock) waits for it rather than take the next study's
+// trial, so one worker alternates between a RANDOM and a TPE study. Not for the first
+// suggestion, whose cost is unknown (SlowSuggestionsDoNotHoldUpOtherStudies).
+TEST_F(SchedulerCoreTest, AModelBasedStudyKeepsItsTurnWhileItsSuggestionIsMade) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("random", 6)).ok());
+  v1::StudySpec tpe = FunctionStudy("tpe", 6);
+  tpe.mutable_algorithm()->set_name(v1::Algorithm::TPE);
+  ASSERT_TRUE(core_->CreateStudy(tpe).ok());
+  RecordingChannel& channel = NewChannel();
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  std::vector<std::string> order;
+  for (size_t n = 1; n <= 12; ++n) {
+    ASSERT_TRUE(testing_util::WaitUntil([&] { return channel.Assigns().size() == n; }))
+        << "after " << absl::StrJoin(order, ", ");
+    const v1::Assign assign = channel.Assigns().back();
+    order.push_back(assign.study());
+    if (n == 2) {
+      // TPE's first suggestion, asked for when the worker passed its turn, is made while the
+      // second trial runs, as it would be while a real trial ran.
+      ASSERT_TRUE(testing_util::WaitUntil([&] { return AllTrials(*core_, "tpe").size() == 1; }));
+    }
+    core_->HandleResult(session, Completed(assign, 1.0));
+  }
+  EXPECT_EQ(absl::StrJoin(order, ","),
+            "random,random,tpe,random,tpe,random,tpe,random,tpe,random,tpe,tpe");
 }
 
 TEST_F(SchedulerCoreTest, AssignsUpToSlotsAndOnlyToCapableWorkers) {
