@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "services/cli/terminal_text.h"
 #include "services/common/param_values.h"
 #include "services/common/status_macros.h"
 
@@ -29,7 +30,9 @@ std::string AskLine(const v1::Trial& trial) {
   const std::map<std::string, v1::ParameterValue> sorted(trial.params().begin(),
                                                          trial.params().end());
   for (const auto& [name, value] : sorted) {
-    absl::StrAppend(&line, " --", name, "=", FormatParameterValueExact(value));
+    // One line per trial whatever a value holds (the spec refuses control characters; a study
+    // stored before that rule is shown escaped).
+    absl::StrAppend(&line, " --", name, "=", TerminalText(FormatParameterValueExact(value)));
   }
   return line;
 }

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "services/cli/terminal_text.h"
 #include "services/cli/ask_tell.h"
 #include "services/cli/compare_command.h"
 #include "services/cli/compare_report.h"
@@ -177,7 +178,7 @@ void PrintUsage() {
 }
 
 int Fail(const absl::Status& status) {
-  std::cerr << "dhpt: " << status.message() << " [" << absl::StatusCodeToString(status.code())
+  std::cerr << "dhpt: " << TerminalText(status.message()) << " [" << absl::StatusCodeToString(status.code())
             << "]\n";
   // A plaintext client to a TLS scheduler sees only a closed socket.
   if (absl::IsUnavailable(status) && absl::StrContains(status.message(), "failed to connect") &&

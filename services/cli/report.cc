@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "services/cli/terminal_text.h"
 #include "services/cli/text_table.h"
 #include "services/common/model_catalog.h"
 #include "services/common/param_values.h"
@@ -50,7 +51,9 @@ std::string ProgressLine(const v1::Study& study) {
     absl::StrAppend(&line, absl::StrFormat("  best %s %.6g", spec.objective().metric(),
                                            study.best_trial().objective_value()));
   }
-  if (!study.state_reason().empty()) absl::StrAppend(&line, "  (", study.state_reason(), ")");
+  if (!study.state_reason().empty()) {
+    absl::StrAppend(&line, "  (", TerminalText(study.state_reason()), ")");
+  }
   return line;
 }
 
@@ -114,7 +117,7 @@ std::string StudySummary(const v1::Study& study) {
   std::string out = absl::StrFormat(
       "study %s: %s%s\n  %d completed, %d failed, %d cancelled\n", study.spec().name(),
       v1::Study::State_Name(study.state()),
-      study.state_reason().empty() ? "" : absl::StrCat(" (", study.state_reason(), ")"),
+      study.state_reason().empty() ? "" : absl::StrCat(" (", TerminalText(study.state_reason()), ")"),
       study.trials_completed(), study.trials_failed(), study.trials_cancelled());
   if (study.trials_pruned() > 0) {
     absl::StrAppend(&out, "  ", study.trials_pruned(), " pruned (stopped early)\n");
@@ -136,7 +139,8 @@ std::string StudySummary(const v1::Study& study) {
   }
   absl::StrAppendFormat(&out, "  best trial #%d: %s = %.6g\n  with %s\n  on %s (%s)\n",
                         best.number(), study.spec().objective().metric(), best.objective_value(),
-                        absl::StrJoin(params, ", "), RanWhere(best), best.device());
+                        TerminalText(absl::StrJoin(params, ", ")), TerminalText(RanWhere(best)),
+                        TerminalText(best.device()));
   if (best.infeasible()) {
     absl::StrAppendFormat(&out, "  no trial meets the constraints yet: this one misses them by %.6g\n",
                           best.constraint_violation());

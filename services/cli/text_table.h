@@ -9,14 +9,17 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "services/cli/terminal_text.h"
 
 namespace dhpt::cli {
 
 class TextTable {
  public:
   explicit TextTable(std::vector<std::string> header) : rows_{std::move(header)} {}
+  // Cells may hold what users and workers wrote: control characters are shown escaped.
   void Add(std::vector<std::string> row) {
     row.resize(rows_[0].size());
+    for (std::string& cell : row) cell = TerminalText(cell);
     rows_.push_back(std::move(row));
   }
 

@@ -73,4 +73,13 @@ inline constexpr absl::string_view kMeasurementMetrics[] = {
     kMetricEnergyJoules,      kMetricPowerAvgWatts,
 };
 
+// Whether the worker measures `metric` itself: a measurement is never taken from what a
+// program prints, whether or not the study made it an objective.
+inline bool IsMeasurementMetric(absl::string_view metric) {
+  for (absl::string_view measured : kMeasurementMetrics) {
+    if (metric == measured) return true;
+  }
+  return false;
+}
+
 }  // namespace dhpt

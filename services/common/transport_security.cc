@@ -44,6 +44,10 @@ class BearerTokenProcessor : public grpc::AuthMetadataProcessor {
 
   grpc::Status Process(const InputMetadata& metadata, grpc::AuthContext* context,
                        OutputMetadata* consumed, OutputMetadata* /*response*/) override {
+    if (const size_t headers = metadata.count("authorization"); headers > 1) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          absl::StrCat("give one authorization header, not ", headers));
+    }
     auto it = metadata.find("authorization");
     if (it == metadata.end()) {
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
@@ -75,6 +79,12 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   std::string token(absl::StripAsciiWhitespace(text));
   if (token.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--auth_token_file: ", path, " is empty"));
+  }
+  if (token.size() < kMinTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--auth_token_file: the token in ", path, " is ", token.size(), " characters; a token "
+        "must have at least ", kMinTokenBytes, " to resist guessing (openssl rand -hex 32 > ",
+        path, ")"));
   }
   return token;
 }

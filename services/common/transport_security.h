@@ -60,7 +60,9 @@ struct ChannelSecurity {
 };
 absl::StatusOr<ChannelSecurity> MakeChannelSecurity(const ClientSecurityOptions& options);
 
-// The token in `path`, surrounding whitespace removed; an error when unreadable or empty.
+// The smallest token accepted: shorter ones could be guessed by trying.
+inline constexpr size_t kMinTokenBytes = 16;
+// The token in `path`, surrounding white space removed; at least kMinTokenBytes.
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 
 }  // namespace dhpt

@@ -58,6 +58,18 @@ bool IsRetryOf(const v1::Trial& settled, const v1::CompleteTrialRequest& request
   return true;
 }
 
+// Why a result for a trial that has ended is not recorded: what the trial holds.
+absl::Status AlreadySettledError(const v1::StudySpec& spec, const v1::Trial& settled) {
+  std::string holds = settled.error();
+  if (settled.has_objective_value()) {
+    holds = absl::StrCat(spec.objective().metric(), "=", settled.objective_value(),
+                         " from client \"", settled.client_id(), "\"");
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "trial ", settled.number(), " is already ", v1::Trial::State_Name(settled.state()),
+      holds.empty() ? "" : absl::StrCat(" (", holds, ")"), "; this result is not recorded"));
+}
+
 bool CurrentAttemptIsClients(const v1::Trial& trial, absl::string_view client_id) {
   return trial.attempt() >= 1 && trial.attempt() <= trial.attempts_size() &&
          trial.attempts(trial.attempt() - 1).client_id() == client_id;
@@ -176,6 +188,17 @@ void SchedulerCore::SuggestTrials(absl::string_view name, int count, absl::strin
     trials_.at(id).lease_end = options_.clock() + options_.client_lease;
     waiter->given.push_back(id);
   }
+  // While the store refuses writes no lease starts (its result could not be acknowledged):
+  // only the trials the client holds already come back.
+  if (absl::Status health = store_->health(); !health.ok()) {
+    if (waiter->given.empty()) {
+      waiter->done(absl::UnavailableError(absl::StrCat(
+          "the database refuses writes, so no trial is leased: ", health.message())));
+    } else {
+      FinishSuggestWaiterLocked(**study, *waiter);
+    }
+    return;
+  }
   std::deque<uint64_t>& pending = (*study)->pending;
   for (size_t i = 0; i < pending.size() && static_cast<int>(waiter->given.size()) < waiter->count;) {
     TrialEntry& trial = trials_.at(pending[i]);
@@ -197,8 +220,9 @@ void SchedulerCore::ServeSuggestWaitersLocked(StudyEntry& study) {
   auto& waiters = study.suggest_waiters;
   while (!waiters.empty()) {
     SuggestWaiter& waiter = *waiters.front();
+    const bool writable = store_->health().ok();
     while (static_cast<int>(waiter.given.size()) < waiter.count && !shutting_down_ &&
-           !study.terminal() &&
+           !study.terminal() && writable &&
            !(study.spec.parallel_trials() > 0 && study.running >= study.spec.parallel_trials())) {
       std::optional<uint64_t> id = TakeTrialLocked(study);
       if (!id) break;
@@ -239,7 +263,12 @@ void SchedulerCore::FinishSuggestWaiterLocked(const StudyEntry& study, SuggestWa
     it->second.lease_end = options_.clock() + options_.client_lease;
     *response.add_trials() = it->second.trial;
   }
-  waiter.done(std::move(response));
+  const WriteSequence leases = store_->last_sequence();
+  if (response.trials().empty() || leases <= stored_through_) {
+    waiter.done(std::move(response));
+    return;
+  }
+  answers_after_store_.push_back({leases, std::move(waiter.done), std::move(response)});
 }
 
 absl::StatusOr<v1::ReportProgressResponse> SchedulerCore::ReportClientProgress(
@@ -312,6 +341,11 @@ absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRe
       return absl::InvalidArgumentError(absl::StrCat("metrics.", metric, ": must be finite"));
     }
   }
+  v1::TrialResult result;
+  result.set_state(infeasible ? v1::Trial::FAILED : v1::Trial::COMPLETED);
+  result.set_error(
+      absl::StrCat("infeasible: ", WorkerText(request.infeasible_reason(), kMaxWorkerErrorBytes)));
+  *result.mutable_metrics() = request.metrics();
   WriteSequence stored = 0;
   v1::Trial reply;
   {
@@ -323,53 +357,62 @@ absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRe
           "trial ", request.trial(), " of study \"", request.study(),
           "\" was never given to client \"", request.client_id(), "\""));
     }
-    v1::TrialResult result;
-    result.set_state(infeasible ? v1::Trial::FAILED : v1::Trial::COMPLETED);
-    result.set_error(
-        absl::StrCat("infeasible: ", WorkerText(request.infeasible_reason(), kMaxWorkerErrorBytes)));
-    *result.mutable_metrics() = request.metrics();
     if (TrialTerminal(trial->trial.state())) {
       v1::Trial settled = FullTrialLocked(*trial);
-      // A retry of the very call that settled it (its answer was lost) gets the trial again;
-      // anything else is told what the trial holds, and changes nothing.
-      if (IsRetryOf(settled, request, result.error())) return settled;
-      std::string holds = settled.error();
-      if (settled.has_objective_value()) {
-        holds = absl::StrCat(study->spec.objective().metric(), "=", settled.objective_value(),
-                             " from client \"", settled.client_id(), "\"");
+      // A retry of the very call that settled it (its answer was lost, or said UNAVAILABLE)
+      // gets the trial again once it is stored; anything else is told what the trial holds,
+      // and changes nothing.
+      if (!IsRetryOf(settled, request, result.error())) {
+        return AlreadySettledError(study->spec, settled);
       }
-      return absl::FailedPreconditionError(absl::StrCat(
-          "trial ", request.trial(), " is already ", v1::Trial::State_Name(settled.state()),
-          holds.empty() ? "" : absl::StrCat(" (", holds, ")"), "; this result is not recorded"));
+      stored = store_->last_sequence();
+      reply = std::move(settled);
+    } else {
+      // A client whose lease ran out may still complete the trial while nobody holds it (the
+      // first result wins), but never one that another client evaluates now.
+      if (!trial->client.empty() && trial->client != request.client_id()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "trial ", request.trial(), " of study \"", request.study(),
+            "\" is leased to client \"", trial->client, "\" now (the lease of client \"",
+            request.client_id(), "\" ran out); this result is not recorded"));
+      }
+      if (std::optional<std::string> missing =
+              infeasible ? std::nullopt : study::MissingMetric(study->spec, result)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("metrics: ", *missing, "; report every objective's metric (and "
+                         "constrained ones) and complete the trial again"));
+      }
+      stored = SettleClientTrialLocked(*trial, result, request.client_id());
+      reply = FullTrialLocked(*trial);
     }
-    if (std::optional<std::string> missing = infeasible ? std::nullopt
-                                                        : study::MissingMetric(study->spec, result)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "metrics: ", *missing, "; report every objective's metric (and constrained ones) and "
-          "complete the trial again"));
-    }
-    // The first result wins, whichever attempt it comes from.
-    ReleaseLocked(*trial);
-    v1::Trial& t = trial->trial;
-    if (t.state() == v1::Trial::PENDING) {
-      study->pending.erase(std::remove(study->pending.begin(), study->pending.end(), t.id()),
-                           study->pending.end());
-    }
-    study::RecordResult(study->spec, result, t);
-    t.set_client_id(request.client_id());
-    t.set_device("client");
-    *t.mutable_end_time() = ToTimestamp(options_.clock());
-    RecordTrialEndLocked(*trial);
-    stored = SaveTrialLocked(*trial);
-    PublishTrialLocked(*trial);
-    CheckStudyEndLocked(*study);
-    reply = FullTrialLocked(*trial);
   }
   if (absl::Status status = store_->Sync(stored); !status.ok()) {
     return absl::UnavailableError(absl::StrCat("the result is accepted but ", status.message(),
                                                "; complete the trial again to check"));
   }
   return reply;
+}
+
+WriteSequence SchedulerCore::SettleClientTrialLocked(TrialEntry& trial,
+                                                    const v1::TrialResult& result,
+                                                    const std::string& client_id) {
+  StudyEntry& study = *trial.study;
+  // The first result wins, whichever attempt it comes from.
+  ReleaseLocked(trial);
+  v1::Trial& t = trial.trial;
+  if (t.state() == v1::Trial::PENDING) {
+    study.pending.erase(std::remove(study.pending.begin(), study.pending.end(), t.id()),
+                        study.pending.end());
+  }
+  study::RecordResult(study.spec, result, t);
+  t.set_client_id(client_id);
+  t.set_device("client");
+  *t.mutable_end_time() = ToTimestamp(options_.clock());
+  RecordTrialEndLocked(trial);
+  const WriteSequence stored = SaveTrialLocked(trial);
+  PublishTrialLocked(trial);
+  CheckStudyEndLocked(study);
+  return stored;
 }
 
 int SchedulerCore::ExpireClientLeasesLocked() {

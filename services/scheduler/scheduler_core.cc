@@ -9,6 +9,8 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
+#include "services/common/enum_values.h"
+#include "services/common/labels.h"
 #include "services/common/logging.h"
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
@@ -91,6 +93,11 @@ SchedulerCore::~SchedulerCore() {
   absl::MutexLock lock(&mutex_);
   shutting_down_ = true;  // No SuggestTrials call is left unanswered.
   for (StudyEntry* study : study_order_) ServeSuggestWaitersLocked(*study);
+  for (PendingAnswer& answer : answers_after_store_) {
+    // Perhaps stored, perhaps not: the same client asking again gets what it holds.
+    answer.done(absl::UnavailableError(
+        "the scheduler is shutting down; ask again with the same client_id for your trials"));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -439,7 +446,16 @@ absl::Status ValidateHello(const v1::Hello& hello) {
     return absl::InvalidArgumentError(
         absl::StrCat("hello.worker_id: longer than ", kMaxWorkerIdBytes, " bytes"));
   }
+  RETURN_IF_ERROR(CheckEnumValues(hello, "hello"));
   const v1::WorkerCapabilities& caps = hello.capabilities();
+  if (caps.labels_size() > kMaxLabels) {
+    return absl::InvalidArgumentError(absl::StrCat("hello.capabilities.labels: ",
+                                                   caps.labels_size(), " labels, more than ",
+                                                   kMaxLabels));
+  }
+  for (const auto& [key, value] : caps.labels()) {
+    RETURN_IF_ERROR(ValidateLabel("hello.capabilities.labels", key, value));
+  }
   if (caps.slots() < 1 || caps.slots() > 1024) {
     return absl::InvalidArgumentError("hello.capabilities.slots: must be between 1 and 1024");
   }
@@ -979,6 +995,12 @@ void SchedulerCore::OnStored(WriteSequence sequence) {
     PendingSend& send = sends_after_store_.front();
     SendLocked(send.session, std::move(send.message));
     sends_after_store_.pop_front();
+  }
+  while (!answers_after_store_.empty() &&
+         answers_after_store_.front().sequence <= stored_through_) {
+    PendingAnswer answer = std::move(answers_after_store_.front());
+    answers_after_store_.pop_front();
+    answer.done(std::move(answer.response));
   }
   DispatchLocked();  // In case it paused while the store could not write.
 }

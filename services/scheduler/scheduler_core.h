@@ -346,6 +346,10 @@ class SchedulerCore {
   // to it under the same attempt; false if the study's cap forbids it now.
   bool ReclaimForClientLocked(TrialEntry& trial, const std::string& client_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Records an ask-and-tell client's result on a trial that has not ended; returns its write.
+  WriteSequence SettleClientTrialLocked(TrialEntry& trial, const v1::TrialResult& result,
+                                        const std::string& client_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   int ExpireClientLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Warm starts: results checked against a study's space, then added to it (a point it has
   // already is skipped).
@@ -495,6 +499,14 @@ class SchedulerCore {
     v1::SchedulerMessage message;
   };
   std::deque<PendingSend> sends_after_store_ ABSL_GUARDED_BY(mutex_);
+  // SuggestTrials answers, given once the leases they name are stored: a client is never
+  // told of a trial that a crash could then make another point under the same number.
+  struct PendingAnswer {
+    WriteSequence sequence;
+    SuggestDone done;
+    v1::SuggestTrialsResponse response;
+  };
+  std::deque<PendingAnswer> answers_after_store_ ABSL_GUARDED_BY(mutex_);
   WriteSequence stored_through_ ABSL_GUARDED_BY(mutex_) = 0;
   // Declared last: destroyed first, so no suggestion job outlives the state it touches.
   std::unique_ptr<WorkQueue> suggestions_;

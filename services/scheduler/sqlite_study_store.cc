@@ -70,6 +70,47 @@ absl::Status StoreError(sqlite3* db, int code, absl::string_view doing, const st
   }
 }
 
+// Why the database file cannot be opened for writing, with what to do about it.
+absl::Status CannotOpenError(const std::string& path, int error) {
+  std::string advice = "; its directory must exist and be writable by the scheduler";
+  struct stat info;
+  if (error == EISDIR) {
+    advice = "; give the path of a database file, not a directory";
+  } else if ((error == EACCES || error == EPERM || error == EROFS) &&
+             stat(path.c_str(), &info) == 0) {
+    advice = error == EROFS ? "; its file system is read-only: put the database on a writable one"
+                            : "; the file exists but is read-only for the scheduler: make it "
+                              "writable (chmod u+w) or run the scheduler as its owner";
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("cannot open ", path, " for writing: ", std::strerror(error), advice));
+}
+
+// The database must be a regular file with one name. SQLite keeps the write-ahead log beside
+// the name it was opened by (NAME-wal), so a second name (a hard link) has a log of its own: a
+// scheduler started under one name does not see what was committed to the other's log, and
+// the other name later replays its stale log over newer writes. Hence one name only.
+absl::Status CheckDatabaseFile(const std::string& path, int fd) {
+  struct stat info;
+  if (fstat(fd, &info) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " is not a regular file (a device, a FIFO or a socket): give the path of a "
+              "database file, or :memory: to keep nothing"));
+  }
+  if (info.st_nlink > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " has ", info.st_nlink, " names (hard links); SQLite keeps each name's "
+        "write-ahead log apart, so another name can hide or later undo acknowledged writes. "
+        "Remove the other names (find / -xdev -samefile ", path, ") or copy the database with "
+        "sqlite3's .backup (docs/storage.md)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // Not in the anonymous namespace: SqliteStudyStore::Statements, a member type of an exported
@@ -237,18 +278,17 @@ absl::StatusOr<std::unique_ptr<SqliteStudyStore>> SqliteStudyStore::Open(
     // The lock is on the file itself, so no other name for it (a symlink, a hard link, a bind
     // mount) gets around it. flock, unlike SQLite's own fcntl locks, is held for the
     // process's life and released when it dies, however it dies; the two kinds do not meet.
-    lock_fd = open(options.path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (lock_fd < 0) {
-      const int error = errno;
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot open ", options.path, " for writing: ", std::strerror(error),
-          error == EISDIR ? "" : "; its directory must exist and be writable by the scheduler"));
-    }
+    lock_fd = open(options.path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0600);
+    if (lock_fd < 0) return CannotOpenError(options.path, errno);
     if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
       close(lock_fd);
       return absl::FailedPreconditionError(absl::StrCat(
           options.path, " is in use by another scheduler (it holds the file's lock); one "
                         "database belongs to one scheduler at a time"));
+    }
+    if (absl::Status file = CheckDatabaseFile(options.path, lock_fd); !file.ok()) {
+      close(lock_fd);
+      return file;
     }
   }
   sqlite3* db = nullptr;
@@ -349,6 +389,11 @@ absl::Status SqliteStudyStore::Migrate() {
         path, " was written by a newer DHPT (schema ", version, "); this scheduler reads "
         "schemas up to ", kStoreSchemaVersion, ": run the newer scheduler, or restore a backup "
         "this version wrote"));
+  }
+  if (version < 0) {
+    return absl::DataLossError(absl::StrCat(
+        path, " has schema version ", version, ", which no DHPT writes: the file is damaged or "
+        "another program's; restore it from a backup or move it aside"));
   }
   if (version == 0) {
     std::optional<std::string> tables = QueryText(db_, "SELECT count(*) FROM sqlite_schema", code);
@@ -537,13 +582,19 @@ void SqliteStudyStore::WriteUntilStopped() {
       batch = Batch();
       delay = options_.retry_delay;
       {
+        // Healthy before the listener runs: it resumes what paused while writes failed
+        // (dispatch, leases), and that work asks health() first.
+        absl::MutexLock lock(&mutex_);
+        if (!last_error_.ok()) DHPT_LOG_INFO("the database accepts writes again");
+        last_error_ = absl::OkStatus();
+      }
+      {
         absl::MutexLock lock(&listener_mutex_);
         if (listener_) listener_(last);
       }
       // Published after the listener returns, so whoever Syncs also knows it has been told.
       absl::MutexLock lock(&mutex_);
       committed_ = last;
-      last_error_ = absl::OkStatus();
       continue;
     }
     absl::MutexLock lock(&mutex_);

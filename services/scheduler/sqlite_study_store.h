@@ -39,7 +39,7 @@ struct SqliteStoreOptions {
   bool sync_to_disk = true;
   // A failed commit is retried after this, doubling up to max_retry_delay.
   absl::Duration retry_delay = absl::Milliseconds(50);
-  absl::Duration max_retry_delay = absl::Seconds(5);
+  absl::Duration max_retry_delay = absl::Seconds(1);
 };
 
 // The schema this build writes; older ones are migrated, newer ones refused.

@@ -203,7 +203,7 @@ absl::StatusOr<optimizer::Point> PointFromValues(
         !std::isfinite(value.number_value())) {
       return Invalid(at, "must be a number");
     }
-    const double x = value.number_value();
+    double x = value.number_value();
     if (p.kind == optimizer::ParameterKind::kDiscrete) {
       if (std::find(p.discrete_values.begin(), p.discrete_values.end(), x) ==
           p.discrete_values.end()) {
@@ -220,6 +220,9 @@ absl::StatusOr<optimizer::Point> PointFromValues(
       if (std::abs(k - std::round(k)) > 1e-9 * std::max(1.0, std::abs(k))) {
         return Invalid(at, absl::StrCat(x, " is not min + k * step (step ", p.step, ")"));
       }
+      // The lattice point as the optimisers compute it, so that 0.3 and 0.30000000000000004
+      // on a 0.1 step are one point, the one a suggestion of it would hold.
+      x = std::clamp(p.min + std::round(k) * p.step, p.min, p.max);
     }
     if (p.kind == optimizer::ParameterKind::kInt) {
       if (x != std::floor(x)) return Invalid(at, absl::StrCat(x, " is not a whole number"));

@@ -1,13 +1,16 @@
 #include "services/study/spec_validation.h"
 
 #include <cmath>
+#include <optional>
 #include <regex>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/util/json_util.h"
 #include "services/common/benchmark_functions.h"
 #include "services/common/dataset_defaults.h"
+#include "services/common/enum_values.h"
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
 #include "services/study/spec_errors.h"
@@ -18,10 +21,30 @@
 namespace dhpt::study {
 namespace {
 
+// Where `text` holds its first control character (C0, DEL, or C1 in UTF-8): such text would
+// reach other users' terminals and break one-line protocols (dhpt ask).
+std::optional<size_t> ControlCharacterAt(absl::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte < 0x20 || byte == 0x7f) return i;
+    if (byte == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) <= 0x9f &&
+        static_cast<unsigned char>(text[i + 1]) >= 0x80) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+// The text a spec may carry in values, keys and paths: bounded, with no control characters.
 absl::Status CheckLength(absl::string_view field, absl::string_view text) {
   if (text.size() > kMaxStringBytes) {
     return Invalid(field, absl::StrCat("is ", text.size(), " bytes, more than the limit of ",
                                        kMaxStringBytes));
+  }
+  if (std::optional<size_t> at = ControlCharacterAt(text)) {
+    // Not quoted back: the error would carry the character to the caller's terminal.
+    return Invalid(field, absl::StrCat("holds a control character (a newline, a tab, an escape "
+                                       "code) at byte ", *at, "; use printable text"));
   }
   return absl::OkStatus();
 }
@@ -136,6 +159,9 @@ absl::Status ValidateModel(v1::StudySpec& spec) {
     if (kind != google::protobuf::Value::kNumberValue &&
         kind != google::protobuf::Value::kStringValue && kind != google::protobuf::Value::kBoolValue) {
       return Invalid(field, "must be a number, string or boolean");
+    }
+    if (kind == google::protobuf::Value::kNumberValue && !std::isfinite(value.number_value())) {
+      return Invalid(field, "must be a finite number");
     }
     if (kind == google::protobuf::Value::kStringValue) {
       RETURN_IF_ERROR(CheckLength(field, value.string_value()));
@@ -474,7 +500,7 @@ absl::Status ValidateBudget(v1::StudySpec& spec, const SpecLimits& limits) {
   if (spec.has_trial_timeout()) {
     const google::protobuf::Duration& timeout = spec.trial_timeout();
     if (timeout.seconds() < 1 || timeout.seconds() >= kMaxTrialTimeoutSeconds ||
-        timeout.nanos() < 0) {
+        timeout.nanos() < 0 || timeout.nanos() > 999'999'999) {
       return Invalid("trial_timeout", absl::StrCat("must be between 1s and ",
                                                    kMaxTrialTimeoutSeconds, "s, e.g. \"600s\""));
     }
@@ -565,7 +591,48 @@ int64_t EstimatedDatasetBytes(const v1::Dataset& dataset) {
   return 2 * rows * (columns + 1) * static_cast<int64_t>(sizeof(float));
 }
 
+// The longest JSON a string takes in DHPT_PARAMS (the worker's encoder, escapes included).
+size_t JsonStringBytes(const std::string& text) {
+  google::protobuf::Value value;
+  value.set_string_value(text);
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(value, &json);
+  return json.size();
+}
+
+// A COMMAND trial gets every parameter and fixed value as one JSON object in the environment
+// variable DHPT_PARAMS, and Linux refuses to start a program with a variable longer than
+// MAX_ARG_STRLEN: a spec whose longest trial would not fit fails every trial, so it is refused.
+absl::Status ValidateCommandParams(const v1::StudySpec& spec) {
+  if (spec.model().kind() != v1::Model::COMMAND) return absl::OkStatus();
+  constexpr size_t kLongestNumber = 24;  // -1.2345678901234567e+308
+  size_t longest = 2;                     // {}
+  auto add = [&longest](const std::string& name, size_t value_bytes) {
+    longest += JsonStringBytes(name) + 1 + value_bytes + 1;  // "name":value,
+  };
+  for (const auto& [name, value] : spec.model().fixed()) {
+    add(name, value.kind_case() == google::protobuf::Value::kStringValue
+                  ? JsonStringBytes(value.string_value())
+                  : kLongestNumber);
+  }
+  for (const v1::Parameter& p : spec.parameters()) {
+    size_t value_bytes = kLongestNumber;
+    for (const std::string& choice : p.categorical().values()) {
+      value_bytes = std::max(value_bytes, JsonStringBytes(choice));
+    }
+    add(p.name(), value_bytes);
+  }
+  if (longest > kMaxCommandParamsJsonBytes) {
+    return Invalid("parameters", absl::StrCat(
+        "a COMMAND trial's parameters and fixed values can take ", longest, " bytes as JSON in "
+        "DHPT_PARAMS, more than the ", kMaxCommandParamsJsonBytes, " bytes Linux lets one "
+        "environment variable hold; use fewer or shorter categorical values"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::StudySpec> NormalizeStudySpec(v1::StudySpec spec, const SpecLimits& limits) {
+  RETURN_IF_ERROR(CheckEnumValues(spec, ""));
   RETURN_IF_ERROR(ValidateName(spec.name()));
   if (!spec.warm_start_study().empty()) {
     RETURN_IF_ERROR(ValidateName(spec.warm_start_study(), "warm_start_study"));
@@ -587,6 +654,7 @@ absl::StatusOr<v1::StudySpec> NormalizeStudySpec(v1::StudySpec spec, const SpecL
   RETURN_IF_ERROR(ValidateWorkerSelector(spec));
   RETURN_IF_ERROR(ValidateBudget(spec, limits));
   RETURN_IF_ERROR(ValidateEarlyStopping(spec));
+  RETURN_IF_ERROR(ValidateCommandParams(spec));
   return spec;
 }
 

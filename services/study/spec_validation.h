@@ -17,6 +17,9 @@ inline constexpr int kDefaultMaxParameters = 100;
 inline constexpr int64_t kDefaultMaxDatasetBytes = int64_t{4} << 30;
 inline constexpr int kMaxStringBytes = 1024;  // Categorical values, fixed strings, paths.
 inline constexpr int kMaxChoices = 1000;      // Values of one categorical or discrete parameter.
+// The longest DHPT_PARAMS a COMMAND trial may get: Linux's MAX_ARG_STRLEN (32 pages, the limit
+// of one "NAME=value" string) less "DHPT_PARAMS=" and its NUL.
+inline constexpr size_t kMaxCommandParamsJsonBytes = 32 * 4096 - 13;
 inline constexpr int kMaxFixedHyperparameters = 64;
 inline constexpr int64_t kMaxTrialTimeoutSeconds = 7 * 24 * 3600;
 inline constexpr int64_t kMaxGridPoints = 100'000;

@@ -95,16 +95,12 @@ void AddGpuUsage(const GpuUsage& usage, const GpuDevice& device,
   }
 }
 
-// The program's metrics, less any named like DHPT's own measurements (unless the study made
-// one its objective): those are measured, never taken from what a program prints.
-Metrics CommandMetrics(std::map<std::string, double> printed, const std::string& objective) {
+// The program's metrics, less any named like DHPT's own measurements (whether or not the
+// study made one its objective): those are measured, never taken from what a program prints.
+Metrics CommandMetrics(std::map<std::string, double> printed) {
   Metrics metrics;
   for (auto& [name, value] : printed) {
-    const bool measured =
-        name == kMetricPrunedStep ||
-        std::find(std::begin(kMeasurementMetrics), std::end(kMeasurementMetrics), name) !=
-            std::end(kMeasurementMetrics);
-    if (!measured || name == objective) metrics.emplace(name, value);
+    if (name != kMetricPrunedStep && !IsMeasurementMetric(name)) metrics.emplace(name, value);
   }
   return metrics;
 }
@@ -183,7 +179,7 @@ v1::TrialResult TrialRunner::RunUnguarded(const v1::Assign& assign, const TrialC
       CommandTrialOutcome run = RunCommandTrial(*command, options_.command_options, assign, context);
       command_usage = run.usage;
       if (run.status.ok()) {
-        outcome = CommandMetrics(std::move(run.metrics), assign.objective_metric());
+        outcome = CommandMetrics(std::move(run.metrics));
       } else {
         outcome = std::move(run.status);
       }

@@ -42,7 +42,7 @@ class SecurityTest : public ::testing::Test {
         "printf 'extendedKeyUsage=clientAuth\\n' > client.ext;",
         "for who in server client; do openssl x509 -req -in $who.csr -CA ca.crt -CAkey ca.key",
         " -CAcreateserial -days 2 -out $who.crt -extfile $who.ext 2>/dev/null; done;",
-        "echo s3cret-token > token; echo worker-token > worker-token; echo wrong-token > wrong-token");
+        "echo s3cret-user-token-0001 > token; echo s3cret-worker-token-002 > worker-token; echo wrong-token-of-nobody-3 > wrong-token");
     const auto [code, output] = RunCommandLine(script);
     ASSERT_EQ(code, 0) << output;
   }

@@ -211,16 +211,28 @@ TEST_F(ClientTrialsTest, AnExpiredLeaseGoesToAnotherClientAndTheFirstResultWins)
   EXPECT_EQ(lost.lost_attempts(), 1);
   EXPECT_THAT(lost.error(), HasSubstr("client \"a\" did not report within its lease"));
   ASSERT_THAT(Ask("ext", 1, "b"), ElementsAre(0));
-  // The slow first client finishes after all: counted, once; the second is told to stop.
-  ASSERT_TRUE(Tell("ext", 0, "a", 0.3).ok());
-  absl::StatusOr<v1::ReportProgressResponse> stop = Report("ext", 0, "b", 1, 0.2);
-  ASSERT_TRUE(stop.ok()) << stop.status();
-  EXPECT_TRUE(stop->should_stop());
-  EXPECT_EQ(Tell("ext", 0, "b", 0.2).status().code(), absl::StatusCode::kFailedPrecondition);
+  // The slow first client finishes after all, but the trial is b's now: only its holder may
+  // complete it.
+  absl::StatusOr<v1::Trial> late = Tell("ext", 0, "a", 0.3);
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(late.status().message()), HasSubstr("leased to client \"b\" now"));
+  ASSERT_TRUE(Report("ext", 0, "b", 1, 0.25).ok());
+  ASSERT_TRUE(Tell("ext", 0, "b", 0.2).ok());
+  EXPECT_EQ(Tell("ext", 0, "a", 0.3).status().code(), absl::StatusCode::kFailedPrecondition);
   const v1::Study study = *core_->GetStudy("ext");
   EXPECT_EQ(study.trials_completed(), 1);
   EXPECT_EQ(study.trials_running(), 0);
+  EXPECT_EQ(AllTrials(*core_, "ext")[0].metrics().at("loss"), 0.2);
+}
+
+TEST_F(ClientTrialsTest, AClientWhoseLeaseRanOutMayCompleteATrialNobodyHolds) {
+  ASSERT_TRUE(core_->CreateStudy(ExternalStudy("ext", 5, 1)).ok());
+  ASSERT_THAT(Ask("ext", 1, "a"), ElementsAre(0));
+  now_ += absl::Minutes(11);
+  EXPECT_EQ(core_->ExpireLeases(), 1);  // Back to pending, held by no one.
+  ASSERT_TRUE(Tell("ext", 0, "a", 0.3).ok());  // The first result wins.
   EXPECT_EQ(AllTrials(*core_, "ext")[0].metrics().at("loss"), 0.3);
+  EXPECT_EQ(core_->GetStudy("ext")->trials_completed(), 1);
 }
 
 TEST_F(ClientTrialsTest, ReportedValuesDriveEarlyStopping) {

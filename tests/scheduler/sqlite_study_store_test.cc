@@ -146,7 +146,16 @@ TEST(SqliteStudyStoreTest, ASecondSchedulerCannotOpenTheSameDatabase) {
         << other;
   }
   db.Close();  // The lock goes with the store.
+  // With the lock free, a file of two names is still refused: each name would keep a
+  // write-ahead log of its own.
+  for (const std::string& name : {db.path(), hard_link}) {
+    absl::Status refused = SqliteStudyStore::Open({.path = name}).status();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << name;
+    EXPECT_THAT(std::string(refused.message()), HasSubstr("2 names (hard links)")) << name;
+  }
+  std::filesystem::remove(hard_link);
   EXPECT_TRUE(SqliteStudyStore::Open({.path = db.path()}).ok());
+  EXPECT_TRUE(SqliteStudyStore::Open({.path = symlink}).ok());  // A symlink is one file, one log.
 }
 
 TEST(SqliteStudyStoreTest, AMissingTableIsDataLossAtStart) {

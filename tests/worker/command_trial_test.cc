@@ -209,6 +209,26 @@ TEST_F(CommandTrialTest, TheRunnerRunsRegisteredCommandsAndMeasuresTheirTree) {
             "this worker has no command other; its operator registers commands with --command");
 }
 
+// One rule, whatever the objective: a measurement is the worker's, never the program's.
+TEST_F(CommandTrialTest, AMeasuredObjectiveIsMeasuredNeverTakenFromTheProgram) {
+  auto registry = std::make_shared<CommandRegistry>();
+  ASSERT_TRUE(registry->Add(Script("echo accuracy=0.8 cpu_seconds=999 wall_seconds=999")).ok());
+  TrialRunner runner({.commands = registry, .command_options = options_});
+  for (const char* objective : {"cpu_seconds", "wall_seconds"}) {
+    v1::TrialResult result = runner.Run(MakeAssign(objective), {});
+    ASSERT_EQ(result.state(), v1::Trial::COMPLETED) << objective << ": " << result.error();
+    EXPECT_LT(result.metrics().at("cpu_seconds"), 100) << objective;
+    EXPECT_LT(result.metrics().at("wall_seconds"), 100) << objective;
+  }
+  // Nor need the program print it: the worker measures it.
+  auto silent = std::make_shared<CommandRegistry>();
+  ASSERT_TRUE(silent->Add(Script("echo accuracy=0.8")).ok());
+  TrialRunner quiet({.commands = silent, .command_options = options_});
+  v1::TrialResult result = quiet.Run(MakeAssign("cpu_seconds"), {});
+  ASSERT_EQ(result.state(), v1::Trial::COMPLETED) << result.error();
+  EXPECT_TRUE(result.metrics().contains("cpu_seconds"));
+}
+
 TEST(CommandPrintableTailTest, KeepsValidUtf8FromACharacterBoundary) {
   EXPECT_EQ(PrintableTail("abc\xc3\xa9", 2), "\xc3\xa9");
   EXPECT_EQ(PrintableTail("abc\xc3\xa9", 1), "");  // Half a character: dropped.
