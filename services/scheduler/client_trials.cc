@@ -203,6 +203,7 @@ void SchedulerCore::SuggestTrials(absl::string_view name, int count, absl::strin
   for (size_t i = 0; i < pending.size() && static_cast<int>(waiter->given.size()) < waiter->count;) {
     TrialEntry& trial = trials_.at(pending[i]);
     if (ReclaimForClientLocked(trial, waiter->client_id)) {
+      waiter->started_leases = true;
       waiter->given.push_back(trial.trial.id());  // Erased from pending: index i is the next.
     } else {
       ++i;
@@ -229,6 +230,7 @@ void SchedulerCore::ServeSuggestWaitersLocked(StudyEntry& study) {
       TrialEntry& trial = trials_.at(*id);
       BeginAttemptLocked(trial, "", waiter.client_id, "client");
       LeaseLocked(trial, waiter.client_id);
+      waiter.started_leases = true;
       SaveTrialLocked(trial);
       PublishTrialLocked(trial);
       // A trial whose lease ran out while this call waited comes back once, not twice.
@@ -264,7 +266,7 @@ void SchedulerCore::FinishSuggestWaiterLocked(const StudyEntry& study, SuggestWa
     *response.add_trials() = it->second.trial;
   }
   const WriteSequence leases = store_->last_sequence();
-  if (response.trials().empty() || leases <= stored_through_) {
+  if (!waiter.started_leases || response.trials().empty() || leases <= stored_through_) {
     waiter.done(std::move(response));
     return;
   }

@@ -26,6 +26,9 @@ struct SchedulerCore::SuggestWaiter {
   std::string client_id;
   int count = 1;
   std::vector<uint64_t> given;  // Trial ids leased to it so far, each once.
+  // Whether it started a lease (a new trial, or one taken back after a restart): then it is
+  // answered only once that is stored.
+  bool started_leases = false;
   SuggestDone done;
 };
 

@@ -18,6 +18,13 @@ TEST(AskTellTest, AskLineIsTheNumberThenExactSortedArguments) {
   EXPECT_EQ(AskLine(trial), "7 --act=gelu --layers=3 --lr=0.10000000000000001");
 }
 
+TEST(AskTellTest, AnAskLineIsOneLineWhateverAValueHolds) {
+  v1::Trial trial;
+  trial.set_number(2);
+  (*trial.mutable_params())["kind"].set_string_value("a\nb\x1b[31m");
+  EXPECT_EQ(AskLine(trial), "2 --kind=a\\x0ab\\x1b[31m");
+}
+
 TEST(AskTellTest, MetricWordsAreDecimalNumbersGivenOnce) {
   absl::StatusOr<google::protobuf::Map<std::string, double>> metrics =
       ParseMetricWords({"loss=0.25", "acc=1e-3"});

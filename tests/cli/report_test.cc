@@ -29,6 +29,35 @@ TEST(ReportTest, TableHasAColumnPerParameterAndMeasurement) {
   EXPECT_THAT(table, HasSubstr(" 64 "));
 }
 
+// Text that users and workers wrote reaches the terminal escaped: no escape code runs, no
+// carriage return rewrites a line.
+TEST(ReportTest, ControlCharactersInWhatOthersWroteAreShownEscaped) {
+  v1::Study study;
+  *study.mutable_spec() = *DemoStudy("branin");
+  study.mutable_spec()->mutable_parameters(0)->clear_double_range();
+  study.mutable_spec()->mutable_parameters(0)->mutable_categorical()->add_values("a");
+  study.set_state(v1::Study::COMPLETED);
+  study.set_state_reason("done\r\x1b[2Kfaked");
+  v1::Trial trial;
+  trial.set_number(1);
+  trial.set_state(v1::Trial::COMPLETED);
+  (*trial.mutable_params())["x1"].set_string_value("\x1b]0;title\x07v\xc2\x9b");
+  (*trial.mutable_params())["x2"].set_double_value(2);
+  trial.set_objective_value(0.5);
+  trial.set_worker_id("w\n1");
+  *study.mutable_best_trial() = trial;
+  const std::string shown = TrialsTable(study.spec(), {trial}) + StudySummary(study) +
+                            ProgressLine(study);
+  for (size_t i = 0; i < shown.size(); ++i) {
+    const auto c = static_cast<unsigned char>(shown[i]);
+    EXPECT_TRUE(c >= 0x20 || c == '\n') << "byte " << int(c) << " at " << i << ":\n" << shown;
+    EXPECT_FALSE(c == 0xc2 && i + 1 < shown.size() && (shown[i + 1] & 0xe0) == 0x80);
+  }
+  EXPECT_THAT(shown, HasSubstr("\\x1b]0;title\\x07v\\u009b"));
+  EXPECT_THAT(shown, HasSubstr("done\\x0d\\x1b[2Kfaked"));
+  EXPECT_THAT(shown, HasSubstr("w\\x0a1"));
+}
+
 TEST(ReportTest, APrunedTrialShowsTheStepAndValueItReached) {
   v1::StudySpec spec = *DemoStudy("branin");
   v1::Trial trial;

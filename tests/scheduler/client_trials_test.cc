@@ -312,3 +312,62 @@ TEST_F(ClientTrialsTest, ModelBasedSuggestionsAreWaitedFor) {
 
 }  // namespace
 }  // namespace dhpt::scheduler
+
+namespace dhpt::scheduler {
+namespace {
+
+// A full disk (here the store's size cap, filled with another study's rows): no result is
+// acknowledged and no lease starts until the store takes writes again, a retry included; then
+// the retry is acknowledged and survives a restart.
+TEST(ClientTrialsStorageTest, NothingIsAcknowledgedOrLeasedWhileTheStoreRefusesWrites) {
+  testing::TempDatabase db({.max_bytes = 256 << 10,
+                            .retry_delay = absl::Milliseconds(5),
+                            .max_retry_delay = absl::Milliseconds(20)});
+  auto core = std::make_unique<SchedulerCore>(db.get(), SchedulerOptions());
+  ASSERT_TRUE(core->Recover().ok());
+  ASSERT_TRUE(core->CreateStudy(ExternalStudy("ext", 10, 0)).ok());
+  absl::StatusOr<v1::SuggestTrialsResponse> asked = core->SuggestTrials("ext", 1, "a");
+  ASSERT_TRUE(asked.ok() && asked->trials_size() == 1) << asked.status();
+  v1::Study padding;
+  padding.mutable_spec()->set_name("padding");
+  db.store().PutStudy(padding);
+  absl::Status filled;
+  for (uint64_t id = 1'000'000; id < 1'001'000 && filled.ok(); ++id) {
+    v1::Trial trial;
+    trial.set_id(id);
+    trial.set_study("padding");
+    trial.set_number(static_cast<int64_t>(id - 1'000'000));
+    trial.set_error(std::string(4096, 'p'));
+    filled = db.store().Sync(db.store().PutTrial(trial));
+  }
+  ASSERT_FALSE(filled.ok()) << "the cap was never reached";
+
+  v1::CompleteTrialRequest tell;
+  tell.set_study("ext");
+  tell.set_trial(0);
+  tell.set_client_id("a");
+  (*tell.mutable_metrics())["loss"] = 0.5;
+  for (int attempt = 0; attempt < 2; ++attempt) {  // The call, then the retry it recommends.
+    absl::StatusOr<v1::Trial> told = core->CompleteTrial(tell);
+    EXPECT_EQ(told.status().code(), absl::StatusCode::kUnavailable) << attempt;
+    EXPECT_THAT(std::string(told.status().message()), HasSubstr("not stored yet")) << attempt;
+  }
+  absl::StatusOr<v1::SuggestTrialsResponse> refused = core->SuggestTrials("ext", 1, "b");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("no trial is leased"));
+
+  db.store().DeleteStudy("padding");  // Room again: deletions commit first.
+  ASSERT_TRUE(testing_util::WaitUntil([&] { return core->store_health().ok(); }));
+  absl::StatusOr<v1::Trial> told = core->CompleteTrial(tell);
+  ASSERT_TRUE(told.ok()) << told.status();
+  core.reset();
+  db.Reopen();
+  core = std::make_unique<SchedulerCore>(db.get(), SchedulerOptions());
+  ASSERT_TRUE(core->Recover().ok());
+  const v1::Trial stored = AllTrials(*core, "ext")[0];
+  EXPECT_EQ(stored.state(), v1::Trial::COMPLETED);
+  EXPECT_EQ(stored.metrics().at("loss"), 0.5);
+}
+
+}  // namespace
+}  // namespace dhpt::scheduler

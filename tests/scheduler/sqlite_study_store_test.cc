@@ -281,5 +281,34 @@ TEST(SqliteStudyStoreTest, AFullDiskFailsWritesLoudlyAndLosesNothingCommitted) {
   EXPECT_TRUE(db.store().health().ok());
 }
 
+// What resumes held work when space returns (the core's dispatch) runs in the commit listener
+// and asks health() first: the store must already say it is healthy there, or a study paused
+// by a full disk stays paused until some other write comes.
+TEST(SqliteStudyStoreTest, TheCommitListenerSeesTheStoreHealthyAgain) {
+  testing::TempDatabase db({.max_bytes = 256 << 10, .retry_delay = absl::Milliseconds(5),
+                            .max_retry_delay = absl::Milliseconds(20)});
+  db.store().PutStudy(Study("s"));
+  absl::Status status;
+  for (uint64_t id = 1; id < 1000 && status.ok(); ++id) {
+    v1::Trial trial = Trial(id, "s", static_cast<int64_t>(id - 1), 1);
+    trial.set_error(std::string(4096, 'p'));
+    status = db.store().Sync(db.store().PutTrial(trial));
+  }
+  ASSERT_FALSE(status.ok());
+  absl::Mutex mutex;
+  std::vector<bool> healthy_when_told;
+  db.store().SetCommitListener([&](WriteSequence) {
+    const bool healthy = db.store().health().ok();
+    absl::MutexLock lock(&mutex);
+    healthy_when_told.push_back(healthy);
+  });
+  db.store().DeleteStudy("s");
+  ASSERT_TRUE(db.store().Sync(db.store().last_sequence()).ok());
+  db.store().SetCommitListener(nullptr);
+  absl::MutexLock lock(&mutex);
+  ASSERT_FALSE(healthy_when_told.empty());
+  EXPECT_TRUE(healthy_when_told.front());
+}
+
 }  // namespace
 }  // namespace dhpt::scheduler

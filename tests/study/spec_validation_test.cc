@@ -369,3 +369,86 @@ TEST(SpecValidationTest, EarlyStoppingNeedsTheObjectiveTrialsStream) {
 
 }  // namespace
 }  // namespace dhpt::study
+
+namespace dhpt::study {
+namespace {
+
+// What the hostile review of issue 26 found accepted: each is refused, naming its field.
+TEST(SpecValidationTest, RefusesWhatAHostileSpecSlippedPast) {
+  ExpectRejected([](v1::StudySpec& s) { s.mutable_objective()->set_goal(static_cast<v1::Objective::Goal>(99)); },
+                 "objective.goal", "99 is not a Goal; one of GOAL_UNSPECIFIED, MINIMIZE, MAXIMIZE");
+  ExpectRejected([](v1::StudySpec& s) { s.mutable_model()->set_kind(static_cast<v1::Model::Kind>(42)); },
+                 "model.kind", "42 is not a Kind");
+  ExpectRejected([](v1::StudySpec& s) { s.add_objectives()->set_goal(static_cast<v1::Objective::Goal>(7)); },
+                 "objectives[0].goal", "7 is not a Goal");
+  ExpectRejected([](v1::StudySpec& s) {
+    s.mutable_trial_timeout()->set_seconds(10);
+    s.mutable_trial_timeout()->set_nanos(1'500'000'000);
+  }, "trial_timeout");
+  ExpectRejected([](v1::StudySpec& s) {
+    s.mutable_parameters(2)->mutable_categorical()->add_values("\x1b[2J\x1b[Hwiped");
+  }, "parameters[2]", "control character");
+  ExpectRejected([](v1::StudySpec& s) {
+    s.mutable_parameters(2)->mutable_categorical()->add_values("two\nlines");
+  }, "parameters[2]", "at byte 3");
+  ExpectRejected([](v1::StudySpec& s) {
+    s.mutable_parameters(2)->mutable_categorical()->add_values("c1 \xc2\x9b" "31m");  // CSI
+  }, "parameters[2]", "control character");
+  ExpectRejected([](v1::StudySpec& s) {
+    (*s.mutable_model()->mutable_fixed())["objective"].set_string_value("reg:\rsquarederror");
+  }, "model.fixed.objective", "control character");
+}
+
+TEST(SpecValidationTest, AControlCharacterIsNeverQuotedBack) {
+  v1::StudySpec spec = Parse(kValid);
+  spec.mutable_parameters(2)->mutable_categorical()->add_values("\x1b]0;owned\x07");
+  const absl::Status status = NormalizeStudySpec(spec).status();
+  ASSERT_FALSE(status.ok());
+  for (char c : status.message()) EXPECT_GE(static_cast<unsigned char>(c), 0x20) << status;
+}
+
+const char kCommand[] = R"pb(
+  name: "cmd"
+  model { kind: COMMAND command: "train" }
+  objective { metric: "loss" goal: MINIMIZE }
+  parameters { name: "lr" double_range { min: 0.001 max: 0.1 } }
+  max_trials: 5
+)pb";
+
+TEST(SpecValidationTest, ACommandFixedValueMustBeFinite) {
+  v1::StudySpec spec = Parse(kCommand);
+  (*spec.mutable_model()->mutable_fixed())["epochs"].set_number_value(
+      std::numeric_limits<double>::quiet_NaN());
+  const absl::Status status = NormalizeStudySpec(spec).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("model.fixed.epochs: must be a finite"));
+}
+
+// A COMMAND trial's parameters travel as one JSON object in DHPT_PARAMS: the spec is refused
+// when its longest trial could not start (Linux's 128 KiB per variable), and accepted just under.
+TEST(SpecValidationTest, ACommandSpecWhoseParamsCannotFitOneVariableIsRefused) {
+  auto with_values = [](int parameters, const std::string& value) {
+    v1::StudySpec spec = Parse(kCommand);
+    for (int i = 0; i < parameters; ++i) {
+      v1::Parameter& p = *spec.add_parameters();
+      p.set_name(absl::StrCat("p", i));
+      p.mutable_categorical()->add_values("short");
+      p.mutable_categorical()->add_values(value);
+    }
+    return spec;
+  };
+  // 1000 bytes of quotes escape to 2000 in JSON: 70 of them pass 128 KiB, 60 do not.
+  const std::string quotes(1000, '"');
+  absl::Status too_long = NormalizeStudySpec(with_values(70, quotes)).status();
+  EXPECT_EQ(too_long.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(too_long.message()), HasSubstr("DHPT_PARAMS"));
+  EXPECT_TRUE(NormalizeStudySpec(with_values(60, quotes)).ok());
+  // The same values are no concern for a model the worker runs itself.
+  v1::StudySpec external = with_values(70, quotes);
+  external.mutable_model()->set_kind(v1::Model::EXTERNAL);
+  external.mutable_model()->clear_command();
+  EXPECT_TRUE(NormalizeStudySpec(external).ok()) << NormalizeStudySpec(external).status();
+}
+
+}  // namespace
+}  // namespace dhpt::study
