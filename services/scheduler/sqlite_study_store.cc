@@ -4,12 +4,14 @@
 #include <sqlite3.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "services/common/logging.h"
@@ -40,6 +42,13 @@ constexpr const char* kMigrations[] = {
 };
 static_assert(std::size(kMigrations) == kStoreSchemaVersion);
 
+// Whether the file system holding `path` has no block left for the scheduler.
+bool FileSystemIsFull(const std::string& path) {
+  const std::string directory = std::filesystem::path(path).parent_path().string();
+  struct statvfs info;
+  return statvfs(directory.empty() ? "." : directory.c_str(), &info) == 0 && info.f_bavail == 0;
+}
+
 // What went wrong, in words an operator can act on.
 absl::Status StoreError(sqlite3* db, int code, absl::string_view doing, const std::string& path,
                         bool opening) {
@@ -64,6 +73,12 @@ absl::Status StoreError(sqlite3* db, int code, absl::string_view doing, const st
           what, "; the scheduler needs to write the file, its -wal and -shm files and their "
                 "directory"));
     case SQLITE_IOERR:
+      // SQLite says "disk I/O error" when it cannot grow its shared-memory or log file.
+      if (FileSystemIsFull(path)) {
+        return absl::UnavailableError(absl::StrCat(
+            what, "; the file system holding it is full: free disk space (nothing stored is "
+                  "lost)"));
+      }
       return absl::UnavailableError(absl::StrCat(what, "; the disk failed to read or write"));
     default:
       return opening ? absl::FailedPreconditionError(what) : absl::UnavailableError(what);

@@ -5,7 +5,6 @@
 
 #include <fcntl.h>
 #include <sys/mount.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <gmock/gmock.h>
@@ -36,14 +35,16 @@ class SmallDisk {
   }
   bool mounted() const { return mounted_; }
   std::string Path(const std::string& name) const { return directory_.path() + "/" + name; }
-  // Takes every free byte; Free gives them back.
+  // Takes every free byte (in shrinking chunks, so that what others write meanwhile does not
+  // matter); Free gives them back.
   void Fill() {
-    struct statvfs info;
-    ASSERT_EQ(statvfs(directory_.path().c_str(), &info), 0);
-    const int fd = open(Path("filler").c_str(), O_WRONLY | O_CREAT, 0600);
+    const int fd = open(Path("filler").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
     ASSERT_GE(fd, 0);
-    const off_t free_bytes = static_cast<off_t>(info.f_bavail) * static_cast<off_t>(info.f_frsize);
-    EXPECT_EQ(posix_fallocate(fd, 0, free_bytes), 0);
+    const std::string chunk(64 << 10, 'f');
+    for (size_t size = chunk.size(); size >= 1; size /= 16) {
+      while (write(fd, chunk.data(), size) == static_cast<ssize_t>(size)) {
+      }
+    }
     close(fd);
   }
   void Free() { std::filesystem::remove(Path("filler")); }
@@ -116,9 +117,14 @@ parameters: [{name: lr, double_range: {min: 0.001, max: 0.1}}]
       absl::StatusOr<v1::Trial> told = client->CompleteTrial(Tell(number, round + 0.5));
       EXPECT_EQ(told.status().code(), absl::StatusCode::kUnavailable) << call;
     }
-    restart();  // Nothing was acknowledged, so nothing is owed.
+    scheduler->Kill();
     disk.Free();
     restart();
+    // Nothing was acknowledged, and nothing is there: the trial is still the client's to finish.
+    absl::StatusOr<std::vector<v1::Trial>> before = client->ListTrials("ext");
+    ASSERT_TRUE(before.ok()) << before.status();
+    ASSERT_GT(before->size(), static_cast<size_t>(number));
+    EXPECT_NE((*before)[number].state(), v1::Trial::COMPLETED);
     absl::StatusOr<v1::Trial> told = client->CompleteTrial(Tell(number, round + 0.5));
     ASSERT_TRUE(told.ok()) << told.status();
     restart();  // Killed right after the acknowledgement: the result is there.
