@@ -7,6 +7,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <functional>
 #include <grpcpp/generic/generic_stub.h>
 
 #include <atomic>
@@ -33,7 +35,8 @@ using ::testing::HasSubstr;
 class RawWorker {
  public:
   RawWorker(const std::string& address, const std::string& id,
-            std::vector<v1::Model::Kind> models = {v1::Model::FUNCTION})
+            std::vector<v1::Model::Kind> models = {v1::Model::FUNCTION},
+            const std::function<void(v1::Hello&)>& edit_hello = nullptr)
       : stub_(v1::WorkerService::NewStub(
             grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {
     context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
@@ -42,6 +45,7 @@ class RawWorker {
     hello.mutable_hello()->set_worker_id(id);
     hello.mutable_hello()->mutable_capabilities()->set_slots(1);
     for (v1::Model::Kind model : models) hello.mutable_hello()->mutable_capabilities()->add_models(model);
+    if (edit_hello) edit_hello(*hello.mutable_hello());
     stream_->Write(hello);
   }
   ~RawWorker() {
@@ -280,6 +284,40 @@ TEST(HardeningTest, ForgedResultsImpostorsAndFloodsAreRefused) {
   EXPECT_EQ(study->best_trial().objective_value(), 1.25);
   EXPECT_EQ(study->best_trial().worker_id(), "honest");
   EXPECT_TRUE(scheduler.alive());
+}
+
+// A hello that lies about what the worker is: numbers no enum defines, more labels than any
+// node has, labels no Kubernetes node could carry. Each is refused with the field named.
+TEST(HardeningTest, AHelloWithUndefinedKindsOrTooManyLabelsIsRefused) {
+  SchedulerProcess scheduler({"--heartbeat_interval=60s"});
+  const std::vector<std::pair<std::function<void(v1::Hello&)>, std::string>> lies = {
+      {[](v1::Hello& h) {
+         h.mutable_capabilities()->set_device_kind(static_cast<v1::WorkerCapabilities::DeviceKind>(99));
+       },
+       "hello.capabilities.device_kind: 99 is not a DeviceKind"},
+      {[](v1::Hello& h) { h.mutable_capabilities()->add_models(static_cast<v1::Model::Kind>(77)); },
+       "hello.capabilities.models[1]: 77 is not a Kind"},
+      {[](v1::Hello& h) {
+         for (int i = 0; i < 5000; ++i) {
+           (*h.mutable_capabilities()->mutable_labels())[absl::StrCat("l", i)] = "x";
+         }
+       },
+       "hello.capabilities.labels: 5000 labels, more than 32"},
+      {[](v1::Hello& h) { (*h.mutable_capabilities()->mutable_labels())["bad key!"] = "x"; },
+       "hello.capabilities.labels"},
+  };
+  for (const auto& [lie, words] : lies) {
+    RawWorker liar(scheduler.address(), "liar", {v1::Model::FUNCTION}, lie);
+    const grpc::Status refused = liar.Finish();
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << words;
+    EXPECT_THAT(refused.error_message(), HasSubstr(words));
+  }
+  cli::StudyClient client(scheduler.address());
+  absl::StatusOr<std::vector<v1::Worker>> workers = client.ListWorkers();
+  ASSERT_TRUE(workers.ok()) << workers.status();
+  EXPECT_TRUE(workers->empty());
+  RawWorker honest(scheduler.address(), "honest");
+  EXPECT_TRUE(honest.Next(v1::SchedulerMessage::kWelcome).has_value());
 }
 
 TEST(HardeningTest, FlappingWorkersCannotBurnOtherTrialsAttempts) {

@@ -95,6 +95,16 @@ class SecurityTest : public ::testing::Test {
 
 std::filesystem::path* SecurityTest::dir_ = nullptr;
 
+TEST_F(SecurityTest, ATokenShortEnoughToGuessIsRefusedAtStart) {
+  std::ofstream(File("short-token")) << "x\n";
+  const auto [code, output] = RunCommandLine(absl::StrCat(
+      "timeout 30 " DHPT_BIN_DIR "/dhpt-scheduler --listen=127.0.0.1:0 --db=:memory: --tls_cert=",
+      File("server.crt"), " --tls_key=", File("server.key"), " --auth_token_file=",
+      File("short-token"), " --worker_token_file=", File("worker-token")));
+  EXPECT_EQ(code, 2) << output;  // A usage error, as every other refused flag.
+  EXPECT_THAT(output, HasSubstr("is 1 characters; a token must have at least 16"));
+}
+
 TEST_F(SecurityTest, TlsAndATokenGuardEveryCall) {
   const std::string address = StartScheduler(
       {"--tls_cert=" + File("server.crt"), "--tls_key=" + File("server.key"),
@@ -129,6 +139,21 @@ TEST_F(SecurityTest, TlsAndATokenGuardEveryCall) {
         health->Check(&context, grpc::health::v1::HealthCheckRequest(), &response);
     EXPECT_EQ(status.error_code(),
               *token ? grpc::StatusCode::OK : grpc::StatusCode::UNAUTHENTICATED);
+  }
+
+  // Two authorization headers, the right token in one of them: refused as unauthenticated,
+  // never an internal error.
+  {
+    auto health = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
+        address, Security({.tls_ca_file = File("ca.crt")}).credentials));
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", "Bearer s3cret-user-token-0001");
+    context.AddMetadata("authorization", "Bearer wrong-token-of-nobody-3");
+    grpc::health::v1::HealthCheckResponse response;
+    const grpc::Status status =
+        health->Check(&context, grpc::health::v1::HealthCheckRequest(), &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr("give one authorization header, not 2"));
   }
 
   // A worker's token reads nothing of the studies.

@@ -789,6 +789,37 @@ TEST(SchedulerCoreDurabilityTest, NothingNewStartsWhileTheStoreCannotWrite) {
   EXPECT_TRUE(testing_util::WaitUntil([&] { return channel.Count(v1::SchedulerMessage::kAck) == 1; }));
 }
 
+// A client told of a trial that a crash then forgets could complete, after the restart, the
+// different point that takes its number: SuggestTrials answers once its leases are stored.
+TEST(SchedulerCoreDurabilityTest, AskAndTellLeasesAreAnsweredOnlyOnceStored) {
+  testing::TempDatabase db;
+  HeldStore store(db.get());
+  SchedulerCore core(&store, SchedulerOptions());
+  v1::StudySpec spec;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(R"pb(
+    name: "ext" model { kind: EXTERNAL } objective { metric: "loss" goal: MINIMIZE }
+    parameters { name: "lr" double_range { min: 0.001 max: 0.1 } } max_trials: 5)pb", &spec));
+  ASSERT_TRUE(core.CreateStudy(spec).ok());
+  store.Hold();
+  absl::Notification answered;
+  absl::StatusOr<v1::SuggestTrialsResponse> answer;
+  core.SuggestTrials("ext", 1, "a", [&](absl::StatusOr<v1::SuggestTrialsResponse> response) {
+    answer = std::move(response);
+    answered.Notify();
+  });
+  EXPECT_FALSE(answered.WaitForNotificationWithTimeout(absl::Milliseconds(100)));
+  store.Release();
+  ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->trials_size(), 1);
+  // Asking again for what it holds starts no lease: answered at once, stored or not.
+  store.Hold();
+  absl::StatusOr<v1::SuggestTrialsResponse> again = core.SuggestTrials("ext", 1, "a");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->trials(0).number(), answer->trials(0).number());
+  store.Release();
+}
+
 TEST_F(SchedulerCoreTest, AWorkerHoldingManyUnacknowledgedResultsMayReconnect) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 5)).ok());
   v1::Hello hello = Hello("w", 1);

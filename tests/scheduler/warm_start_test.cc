@@ -107,6 +107,25 @@ TEST_F(WarmStartTest, AnEnqueuedPointRunsFirstAndCountsTowardsMaxTrials) {
   EXPECT_EQ(Enqueue("s", Point(2.0, 2.0)).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// 0.1 + 0.2 is 0.30000000000000004: on a 0.1 step it is the lattice point 0.3, the one a
+// suggestion holds, and enqueuing it twice in its two spellings makes one trial.
+TEST_F(WarmStartTest, AStepValueInAnotherSpellingIsTheSamePoint) {
+  v1::StudySpec spec = Branin("s", 10, v1::Algorithm::RANDOM);
+  spec.mutable_parameters(0)->mutable_double_range()->set_step(0.1);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  absl::StatusOr<v1::Trial> first = Enqueue("s", Point(0.3, 2.5));
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<v1::Trial> again = Enqueue("s", Point(0.1 + 0.2, 2.5));
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists) << again.status();
+  // Each spelling of a lattice point is that point: stored once, near its decimal value.
+  absl::StatusOr<v1::Trial> other = Enqueue("s", Point(0.7000000000000001, 2.5));
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NEAR(other->params().at("x1").double_value(), 0.7, 1e-12);
+  EXPECT_EQ(Enqueue("s", Point(0.7, 2.5)).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(Enqueue("s", Point(-5 + 57 * 0.1, 2.5)).status().code(),
+            absl::StatusCode::kAlreadyExists);
+}
+
 TEST_F(WarmStartTest, PointsAreCheckedAgainstTheSpace) {
   ASSERT_TRUE(core_->CreateStudy(Branin("s", 5, v1::Algorithm::RANDOM)).ok());
   struct Case {
