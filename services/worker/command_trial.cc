@@ -53,17 +53,20 @@ class OutputPump {
   OutputPump(const ProcessTree& tree, CommandOutputParser& parser, const TrialContext& context)
       : fds_{tree.stdout_fd(), tree.stderr_fd()}, parser_(parser), context_(context) {}
 
-  void Pump(absl::Duration timeout) {
-    pollfd polled[2];
+  // `wake_fd` (-1: none) only ends the wait: its reader is the caller's.
+  void Pump(absl::Duration timeout, int wake_fd) {
+    pollfd polled[3];
     int count = 0;
     for (int fd : fds_) {
       if (fd >= 0) polled[count++] = {.fd = fd, .events = POLLIN, .revents = 0};
     }
+    const int outputs = count;
+    if (wake_fd >= 0) polled[count++] = {.fd = wake_fd, .events = POLLIN, .revents = 0};
     if (poll(polled, static_cast<nfds_t>(count),
              static_cast<int>(absl::ToInt64Milliseconds(timeout))) <= 0) {
       return;
     }
-    for (int i = 0; i < count; ++i) {
+    for (int i = 0; i < outputs; ++i) {
       if (polled[i].revents != 0) Drain(polled[i].fd, kMaxReadPerWake);
     }
   }
@@ -140,7 +143,8 @@ bool Supervise(ProcessTree& tree, OutputPump& pump, const TrialContext& context,
   tree.SampleMemory();
   while (true) {
     pump.Pump(
-        std::min(kCommandPollInterval, std::max(next_sample - absl::Now(), absl::ZeroDuration())));
+        std::min(kCommandPollInterval, std::max(next_sample - absl::Now(), absl::ZeroDuration())),
+        tree.event_fd());
     tree.Reap();
     const absl::Time now = absl::Now();
     if (now >= next_sample) {

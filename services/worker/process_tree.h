@@ -70,6 +70,9 @@ class ProcessTree {
   int stdout_fd() const { return stdout_fd_; }
   int stderr_fd() const { return stderr_fd_; }
 
+  // Readable (or closed) when the supervisor has news for Reap: poll it with the output, so
+  // that the main process's exit is seen at once. -1 once the supervisor is reaped.
+  int event_fd() const { return supervisor_reaped_ ? -1 : report_fd_; }
   // Collects what the supervisor reported, and the supervisor once it has exited; no blocking.
   void Reap();
   // The main process's wait status, once it is reaped.
