@@ -9,7 +9,7 @@
 #include "services/common/status_macros.h"
 #include "services/worker/command_launch.h"
 #include "services/worker/command_registry.h"
-#include "services/worker/process_group.h"
+#include "services/worker/process_tree.h"
 
 ABSL_FLAG(std::vector<std::string>, command, {},
           "register a program that studies may run as model {kind: COMMAND, command: NAME}: "
@@ -94,8 +94,6 @@ absl::Status CommandsFromFlags(std::vector<std::string> commands,
   if (absl::Status root = PrepareWorkdirRoot(options.workdir_root); !root.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--command_workdir: ", root.message()));
   }
-  // A command's orphaned children come to the worker, to be reaped with their trial.
-  RETURN_IF_ERROR(BecomeChildSubreaper());
   // Commands run as the worker's user: its environment (tokens) stays its own.
   RETURN_IF_ERROR(HideFromCommands());
   runner.commands = std::move(registry);

@@ -1,14 +1,14 @@
 #include "services/worker/command_launch.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <map>
-#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/struct.pb.h"
@@ -31,6 +31,48 @@ std::string ArgumentValue(const google::protobuf::Value& value) {
 
 std::string Errno(absl::string_view what, const std::string& path) {
   return absl::StrCat(what, " ", path, ": ", std::strerror(errno));
+}
+
+// Removes `name` in the directory `parent` and, for a directory, all it holds. Works by
+// descriptor, never by path, so that no symlink is followed: a directory is opened with
+// O_NOFOLLOW and its permissions are changed with AT_SYMLINK_NOFOLLOW.
+absl::Status RemoveAt(int parent, const std::string& name, const std::string& path, int depth) {
+  if (unlinkat(parent, name.c_str(), 0) == 0 || errno == ENOENT) return absl::OkStatus();
+  if (errno != EISDIR) return absl::FailedPreconditionError(Errno("cannot remove", path));
+  if (depth >= kMaxWorkdirDepth) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is nested more than ", kMaxWorkdirDepth, " directories deep"));
+  }
+  // A program may have made it unreadable or unwritable (chmod 000): read, write and search
+  // for its owner, or its entries could be neither listed nor removed. The error, if any, is
+  // the open's.
+  (void)fchmodat(parent, name.c_str(), S_IRWXU, AT_SYMLINK_NOFOLLOW);
+  const int fd = openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return absl::FailedPreconditionError(Errno("cannot open", path));
+  // Names first, then removal: one descriptor per level, not a directory stream.
+  std::vector<std::string> names;
+  const int listing = dup(fd);
+  DIR* dir = listing < 0 ? nullptr : fdopendir(listing);
+  if (dir == nullptr) {
+    const absl::Status error = absl::FailedPreconditionError(Errno("cannot list", path));
+    if (listing >= 0) close(listing);
+    close(fd);
+    return error;
+  }
+  while (const dirent* entry = readdir(dir)) {
+    const std::string entry_name = entry->d_name;
+    if (entry_name != "." && entry_name != "..") names.push_back(entry_name);
+  }
+  closedir(dir);
+  absl::Status status;
+  for (const std::string& entry_name : names) {
+    status.Update(RemoveAt(fd, entry_name, absl::StrCat(path, "/", entry_name), depth + 1));
+  }
+  close(fd);
+  if (status.ok() && unlinkat(parent, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+    return absl::FailedPreconditionError(Errno("cannot remove", path));
+  }
+  return status;
 }
 
 }  // namespace
@@ -129,9 +171,16 @@ absl::StatusOr<std::string> MakeTrialWorkdir(const std::string& root, const v1::
 }
 
 void RemoveTrialWorkdir(const std::string& workdir) {
-  std::error_code error;
-  std::filesystem::remove_all(workdir, error);  // Symlinks are removed, never followed.
-  if (error) DHPT_LOG_WARNING("cannot remove %s: %s", workdir, error.message());
+  const size_t slash = workdir.rfind('/');
+  const std::string root = slash == 0 ? "/" : workdir.substr(0, slash);
+  const int parent = open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (parent < 0) {
+    DHPT_LOG_WARNING("cannot remove %s: %s", workdir, Errno("cannot open", root));
+    return;
+  }
+  const absl::Status removed = RemoveAt(parent, workdir.substr(slash + 1), workdir, 0);
+  close(parent);
+  if (!removed.ok()) DHPT_LOG_WARNING("cannot remove %s: %s", workdir, removed.message());
 }
 
 }  // namespace dhpt::worker

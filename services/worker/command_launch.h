@@ -16,6 +16,9 @@ namespace dhpt::worker {
 // The search path every command gets; the worker's own is not passed on unless allowed.
 inline constexpr char kCommandSearchPath[] = "/usr/local/bin:/usr/bin:/bin";
 inline constexpr char kParamsFileName[] = "params.json";
+// How deep a trial's working directory is removed: one descriptor is open per level. A program
+// that nests directories deeper leaves them behind, with a warning.
+inline constexpr int kMaxWorkdirDepth = 256;
 
 // PATH ARGS... --name=value for every tuned parameter and model.fixed value, sorted by name
 // (a tuned value wins over a fixed one of the same name); doubles with 17 significant digits,
@@ -44,7 +47,9 @@ std::vector<std::string> CommandEnvironmentVariables(const RegisteredCommand& co
 absl::Status PrepareWorkdirRoot(const std::string& root);
 // ROOT/trial-ID-ATTEMPT, made afresh (mode 0700; a stale one left by a crash is removed).
 absl::StatusOr<std::string> MakeTrialWorkdir(const std::string& root, const v1::Assign& assign);
-// Removes it and everything the program left there; failures are logged.
+// Removes it and everything the program left there, also what it made unreadable or
+// unwritable (directories get their owner's permissions back first); symlinks are removed,
+// never followed. Failures are logged.
 void RemoveTrialWorkdir(const std::string& workdir);
 
 }  // namespace dhpt::worker

@@ -51,24 +51,27 @@ size_t Utf8SequenceLength(absl::string_view s) {
 // Reads what the trial's pipes hold, waiting up to `timeout` for something to arrive.
 class OutputPump {
  public:
-  OutputPump(const ProcessGroup& group, CommandOutputParser& parser, const TrialContext& context)
-      : fds_{group.stdout_fd(), group.stderr_fd()}, parser_(parser), context_(context) {}
+  OutputPump(const ProcessTree& tree, CommandOutputParser& parser, const TrialContext& context)
+      : fds_{tree.stdout_fd(), tree.stderr_fd()}, parser_(parser), context_(context) {}
 
-  void Pump(absl::Duration timeout) {
-    pollfd polled[2];
+  // `wake_fd` (-1: none) only ends the wait: its reader is the caller's.
+  void Pump(absl::Duration timeout, int wake_fd) {
+    pollfd polled[3];
     int count = 0;
     for (int fd : fds_) {
       if (fd >= 0) polled[count++] = {.fd = fd, .events = POLLIN, .revents = 0};
     }
+    const int outputs = count;
+    if (wake_fd >= 0) polled[count++] = {.fd = wake_fd, .events = POLLIN, .revents = 0};
     if (poll(polled, static_cast<nfds_t>(count),
              static_cast<int>(absl::ToInt64Milliseconds(timeout))) <= 0) {
       return;
     }
-    for (int i = 0; i < count; ++i) {
+    for (int i = 0; i < outputs; ++i) {
       if (polled[i].revents != 0) Drain(polled[i].fd, kMaxReadPerWake);
     }
   }
-  // What is left once the group is gone (bounded: a process that left the group may still
+  // What is left once the tree is gone (bounded: a process the supervisor could not kill may
   // write), and a last line without a newline.
   void Finish() {
     for (int fd : fds_) {
@@ -130,37 +133,38 @@ std::string ExitProblem(int status) {
   return absl::StrCat("exited with status ", WEXITSTATUS(status));
 }
 
-// Runs the started group to its end: SIGTERM to every member once the main process exits or
-// the trial is cancelled, SIGKILL after the grace period, every member reaped. Returns whether
+// Runs the started tree to its end: SIGTERM to every process once the main process exits or
+// the trial is cancelled, SIGKILL after the grace period, every process reaped. Returns whether
 // the cancellation came first.
-bool Supervise(ProcessGroup& group, OutputPump& pump, const TrialContext& context,
+bool Supervise(ProcessTree& tree, OutputPump& pump, const TrialContext& context,
                absl::Duration grace, absl::Duration sample_interval) {
   enum class Phase { kRunning, kTerminating, kKilled } phase = Phase::kRunning;
   bool cancelled = false;
   absl::Time next_sample = absl::Now(), kill_at, give_up_at;
-  group.SampleMemory();
+  tree.SampleMemory();
   while (true) {
     pump.Pump(
-        std::min(kCommandPollInterval, std::max(next_sample - absl::Now(), absl::ZeroDuration())));
-    group.Reap();
+        std::min(kCommandPollInterval, std::max(next_sample - absl::Now(), absl::ZeroDuration())),
+        tree.event_fd());
+    tree.Reap();
     const absl::Time now = absl::Now();
     if (now >= next_sample) {
-      group.SampleMemory();
+      tree.SampleMemory();
       next_sample = now + sample_interval;
     }
     const bool cancel = context.cancelled != nullptr && context.cancelled->load();
-    if (phase == Phase::kRunning && (group.main_status() || cancel)) {
-      cancelled = !group.main_status();
-      group.Signal(SIGTERM);
-      group.Signal(SIGCONT);  // A stopped member would never see the SIGTERM.
+    if (phase == Phase::kRunning && (tree.main_status() || cancel)) {
+      cancelled = !tree.main_status();
+      tree.Signal(SIGTERM);
+      tree.Signal(SIGCONT);  // A stopped process would never see the SIGTERM.
       phase = Phase::kTerminating;
       kill_at = now + grace;
     }
-    if (phase != Phase::kRunning && group.Empty()) break;
+    if (phase != Phase::kRunning && tree.Empty()) break;
     if (phase == Phase::kTerminating && now >= kill_at) {
-      group.Signal(SIGKILL);
+      tree.Signal(SIGKILL);
       phase = Phase::kKilled;
-      give_up_at = now + kProcessGroupKillTimeout;
+      give_up_at = now + kProcessTreeKillTimeout;
     }
     if (phase == Phase::kKilled && now >= give_up_at) break;  // The destructor warns.
   }
@@ -276,27 +280,27 @@ CommandTrialOutcome RunCommandTrial(const RegisteredCommand& command, const Comm
       {.workdir = *workdir, .params_json = params, .threads = context.threads});
   spec.workdir = *workdir;
   CommandOutputParser parser(assign.objective_metric(), options.max_output_bytes);
-  absl::StatusOr<std::unique_ptr<ProcessGroup>> group = ProcessGroup::Start(spec);
-  if (!group.ok()) {
+  absl::StatusOr<std::unique_ptr<ProcessTree>> tree = ProcessTree::Start(spec);
+  if (!tree.ok()) {
     RemoveTrialWorkdir(*workdir);
     outcome.status = absl::FailedPreconditionError(
-        absl::StrCat("command ", command.name, ": ", group.status().message()));
+        absl::StrCat("command ", command.name, ": ", tree.status().message()));
     return outcome;
   }
-  OutputPump pump(**group, parser, context);
+  OutputPump pump(**tree, parser, context);
   const bool cancelled =
-      Supervise(**group, pump, context, command.grace_period.value_or(options.grace_period),
+      Supervise(**tree, pump, context, command.grace_period.value_or(options.grace_period),
                 options.sample_interval);
-  outcome.usage = (*group)->usage();
+  outcome.usage = (*tree)->usage();
   outcome.metrics = parser.metrics();
   if (cancelled) {
     outcome.status = absl::CancelledError("cancelled; the command was stopped");
   } else {
-    outcome.status = Outcome(command, assign, (*group)->main_status(),
+    outcome.status = Outcome(command, assign, (*tree)->main_status(),
                              parser.objective().has_value(), parser, pump.stderr_bytes());
   }
   LogLimits(assign, parser);
-  group->reset();
+  tree->reset();
   RemoveTrialWorkdir(*workdir);
   return outcome;
 }

@@ -1,7 +1,7 @@
 #pragma once
 
 // One COMMAND trial: the operator's registered program, run with the trial's parameters
-// (command_launch.h) in a process group of its own (process_group.h), its stdout read as
+// (command_launch.h) as a process tree of its own (process_tree.h), its stdout read as
 // metrics (command_output.h) and its objective streamed as progress, until it exits, is
 // cancelled or times out; then nothing of it is left running.
 
@@ -14,7 +14,7 @@
 #include "dhpt/v1/worker_service.pb.h"
 #include "services/worker/command_registry.h"
 #include "services/worker/model_trainer.h"
-#include "services/worker/process_group.h"
+#include "services/worker/process_tree.h"
 
 namespace dhpt::worker {
 

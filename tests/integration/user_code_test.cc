@@ -1,14 +1,16 @@
 // Users' own code with real processes: COMMAND studies placed only on workers that registered
-// the command, pruned by early stopping with nothing of their processes left behind, and warm
-// starts through the CLI.
+// the command, pruned by early stopping or ended by a killed worker with nothing of their
+// processes left behind (a child in a session of its own included), and warm starts through the CLI.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
@@ -34,6 +36,25 @@ int TrialProcesses(const std::string& marker) {
   const auto [status, output] = RunCommandLine(absl::StrCat(
       "pgrep -c -f '[", marker.substr(0, 1), "]", marker.substr(1), "( --x=|-child)'"));
   return status == 0 ? std::stoi(output) : 0;
+}
+
+// The processes whose parent is `pid`, zombies included, as "PID (STATE)".
+std::vector<std::string> ChildrenOf(pid_t pid) {
+  std::vector<std::string> children;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;  // Not a process.
+    std::ifstream file(entry.path() / "stat");
+    const std::string stat((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    const size_t end = stat.rfind(')');
+    char state = '?';
+    int ppid = 0;
+    if (end == std::string::npos || std::sscanf(stat.c_str() + end + 1, " %c %d", &state, &ppid) != 2) {
+      continue;
+    }
+    if (ppid == pid) children.push_back(absl::StrCat(name, " (", std::string(1, state), ")"));
+  }
+  return children;
 }
 
 TEST(UserCodeTest, CommandStudiesRunOnlyOnWorkersThatRegisteredTheCommand) {
@@ -74,12 +95,12 @@ parallel_trials: 2
 
 TEST(UserCodeTest, PrunedCommandTrialsLeaveNoProcessBehind) {
   TempDirectory dir;
-  // Slow, and stubborn: it ignores SIGTERM and leaves a child that does too. Bad values of x
-  // learn slowly, so the median rule stops them.
+  // Slow, and stubborn: it ignores SIGTERM and leaves a child that does too, in a session of
+  // its own (setsid). Bad values of x learn slowly, so the median rule stops them.
   const std::string marker = absl::StrCat("dhpt-prune-marker-", getpid());
   const std::string script = WriteScript(dir.path(), marker, R"(
 trap '' TERM
-sh -c 'trap "" TERM; while :; do sleep 1; done' "$(basename "$0")-child" &
+setsid sh -c 'trap "" TERM; while :; do sleep 1; done' "$(basename "$0")-child" &
 for arg in "$@"; do case "$arg" in --x=*) x=${arg#--x=} ;; esac; done
 step=1
 while [ $step -le 40 ]; do
@@ -89,8 +110,8 @@ while [ $step -le 40 ]; do
 done
 )");
   TestCluster cluster(0);
-  cluster.SpawnWorkerProcess("pruner", 2, "dhpt-cpu-worker",
-                             {"--command=slow=" + script, "--command_grace_seconds=1"});
+  const pid_t worker = cluster.SpawnWorkerProcess(
+      "pruner", 2, "dhpt-cpu-worker", {"--command=slow=" + script, "--command_grace_seconds=1"});
   ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"(
 name: prune
 model: {kind: COMMAND, command: slow}
@@ -108,6 +129,37 @@ parallel_trials: 2
   // Completed ones were waited for; pruned ones were stopped, children and all.
   // While it ran, the pattern did see them.
   EXPECT_TRUE(saw_trial_processes);
+  EXPECT_TRUE(WaitFor([&] { return TrialProcesses(marker) == 0; }, absl::Seconds(10)))
+      << TrialProcesses(marker) << " processes of the trials are left";
+  // Nor a zombie under the worker: every trial's supervisor was reaped with its trial.
+  EXPECT_THAT(ChildrenOf(worker), ::testing::IsEmpty());
+}
+
+// A worker killed with SIGKILL while its trials run: each trial's supervisor sees the worker's
+// end of its control socket close and kills the trial's processes, the one in a session of its
+// own too.
+TEST(UserCodeTest, AKilledWorkersTrialsLeaveNoProcessBehind) {
+  TempDirectory dir;
+  const std::string marker = absl::StrCat("dhpt-orphan-marker-", getpid());
+  const std::string script = WriteScript(dir.path(), marker, R"(
+trap '' TERM
+setsid sh -c 'trap "" TERM; while :; do sleep 1; done' "$(basename "$0")-child" &
+while :; do sleep 1; done
+)");
+  TestCluster cluster(0);
+  const pid_t worker =
+      cluster.SpawnWorkerProcess("doomed", 2, "dhpt-cpu-worker", {"--command=stuck=" + script});
+  ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"(
+name: stuck
+model: {kind: COMMAND, command: stuck}
+objective: {metric: loss, goal: MINIMIZE}
+parameters: [{name: x, double_range: {min: -1, max: 1}}]
+max_trials: 2
+parallel_trials: 2
+)")).ok());
+  // Two trials: each its script and its child.
+  ASSERT_TRUE(WaitFor([&] { return TrialProcesses(marker) == 4; })) << TrialProcesses(marker);
+  ASSERT_EQ(kill(worker, SIGKILL), 0);
   EXPECT_TRUE(WaitFor([&] { return TrialProcesses(marker) == 0; }, absl::Seconds(10)))
       << TrialProcesses(marker) << " processes of the trials are left";
 }

@@ -17,15 +17,12 @@
 #include "absl/synchronization/mutex.h"
 #include "services/worker/command_output.h"
 #include "services/worker/command_trial.h"
-#include "services/worker/process_group.h"
+#include "services/worker/process_tree.h"
 
 namespace dhpt::worker {
 
 class CommandFixture : public ::testing::Test {
  protected:
-  // Once per test process (ctest runs every test in its own).
-  static void SetUpTestSuite() { ASSERT_TRUE(BecomeChildSubreaper().ok()); }
-
   void SetUp() override {
     char path[] = "/tmp/dhpt-command-test-XXXXXX";
     ASSERT_NE(mkdtemp(path), nullptr);
