@@ -2,6 +2,7 @@
 // restart): every process exits 0 whatever reaches a worker first (its own signal, the
 // scheduler's drain, the end of its stream, a reconnect under way).
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -87,8 +88,12 @@ TEST(WorkerShutdownTest, StopDuringAReconnectIsSafe) {
     options.max_backoff = absl::Milliseconds(1);
     worker::WorkerClient client(options, &core);
     std::thread connection([&client] { client.Run(); });
+    // Spins rather than polls, so that Stop follows the count within microseconds.
     const int connects = 1 + i % 4;
-    ASSERT_TRUE(WaitFor([&] { return client.connects() >= connects; }, absl::Seconds(30)));
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (client.connects() < connects && absl::Now() < deadline) {
+    }
+    ASSERT_GE(client.connects(), connects);
     core.Drain("stopping");
     core.Stop();
     client.Stop();
@@ -101,11 +106,14 @@ pid_t Spawn(std::vector<std::string> argv, const std::string& log) {
   std::vector<char*> args;
   for (std::string& arg : argv) args.push_back(arg.data());
   args.push_back(nullptr);
+  const char* path = log.c_str();
   const pid_t pid = fork();
   if (pid == 0) {
-    FILE* out = std::fopen(log.c_str(), "w");
-    dup2(fileno(out), STDOUT_FILENO);
-    dup2(fileno(out), STDERR_FILENO);
+    // Only async-signal-safe calls until exec: another thread of this process may have held
+    // the allocator's lock at the fork (fopen here hung a child now and then).
+    const int out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out, STDOUT_FILENO);
+    dup2(out, STDERR_FILENO);
     execv(args[0], args.data());
     _exit(127);
   }
