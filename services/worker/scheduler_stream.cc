@@ -24,8 +24,12 @@ void SchedulerStream::Send(v1::WorkerMessage message) {
 
 void SchedulerStream::Close() {
   absl::MutexLock lock(&mutex_);
+  // Closed before, or broken (the hold is gone): the call may have finished already, and an
+  // operation started on a finished call runs on freed memory.
+  if (closing_) return;
+  closing_ = true;
+  MaybeWritesDoneLocked();  // Still under our hold; else OnWriteDone starts it.
   StopSendingLocked();
-  MaybeWritesDoneLocked();
 }
 
 void SchedulerStream::StopSendingLocked() {

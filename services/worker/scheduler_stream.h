@@ -10,7 +10,8 @@
 // - A hold (AddHold in Begin) keeps the call from finishing while Send may still write; it is
 //   removed once, when the stream closes or breaks, and every Send after that is dropped. So
 //   no write ever starts on a finished call.
-// - WritesDone is started once, only when no write is in flight.
+// - WritesDone is started once, only when no write is in flight, and only under the hold or
+//   from a reaction (OnWriteDone): Close after the stream broke or closed starts nothing.
 // - OnDone is the last reaction and touches nothing of `this` after calling `on_done_`, so the
 //   owner may destroy the stream as soon as it has been told.
 
@@ -37,7 +38,8 @@ class SchedulerStream
   void Begin(v1::WorkerService::Stub* stub);
   // Queues a message; never blocks. Dropped after Close.
   void Send(v1::WorkerMessage message);
-  // Half-closes after the queued messages; the server then ends the stream.
+  // Half-closes after the queued messages; the server then ends the stream. Callable from any
+  // thread after Begin, any number of times, also once the stream has ended.
   void Close();
   // Ends the stream now.
   void Cancel() { context_.TryCancel(); }

@@ -32,15 +32,22 @@ void WorkerClient::Run() {
       if (stopping_) return;
       stream_done_ = false;
       welcomed_ = false;
-      stream_ = stream.get();
       ++connects_;
     }
+    // Begun before Stop can see it: closing a stream whose call has not started dereferences
+    // the call gRPC has not bound yet (the worker crashed when stopped while reconnecting).
     stream->Begin(stub_.get());
     core_->Attach(hello, [s = stream.get()](v1::WorkerMessage m) { s->Send(std::move(m)); });
 
     // Heartbeats until the stream ends; Stop closes it.
     bool closed = false;
     absl::MutexLock lock(&mutex_);
+    stream_ = stream.get();
+    if (stopping_) {
+      // Stop came while the stream was opening and could not close it: close it here.
+      closed = true;
+      stream->Close();
+    }
     while (!stream_done_) {
       const absl::Duration interval = stopping_ ? absl::Seconds(1) : heartbeat_interval_;
       mutex_.AwaitWithTimeout(absl::Condition(this, &WorkerClient::HeartbeatLoopShouldWake), interval);

@@ -1,0 +1,257 @@
+// Stopping the scheduler and its workers at the same moment (helm uninstall, a node drain, a K3s
+// restart): every process exits 0 whatever reaches a worker first (its own signal, the
+// scheduler's drain, the end of its stream, a reconnect under way).
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "services/worker/scheduler_stream.h"
+#include "tests/integration/test_cluster.h"
+#include "tests/scheduler/temp_database.h"
+
+namespace dhpt::testing {
+namespace {
+
+// The scheduler ended the stream (here: its first message was no hello), and then the worker
+// closes it, as WorkerClient::Stop does when it races the end of the stream. Closing used to
+// start WritesDone on the finished call: "pure virtual method called", the worker aborted.
+TEST(WorkerShutdownTest, ClosingAStreamTheSchedulerEndedStartsNothingOnIt) {
+  TestCluster cluster(0);
+  std::unique_ptr<v1::WorkerService::Stub> stub = v1::WorkerService::NewStub(
+      grpc::CreateChannel(cluster.address(), grpc::InsecureChannelCredentials()));
+  absl::Notification done;
+  grpc::Status status;
+  worker::SchedulerStream stream([](const v1::SchedulerMessage&) {},
+                                 [&](const grpc::Status& s) {
+                                   status = s;
+                                   done.Notify();
+                                 });
+  stream.Begin(stub.get());
+  v1::WorkerMessage heartbeat;
+  heartbeat.mutable_heartbeat();
+  stream.Send(heartbeat);
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << status.error_message();
+  stream.Close();
+  stream.Close();
+}
+
+// A loopback port that refuses connections: bound, never listening, held until the test ends.
+class RefusingPort {
+ public:
+  RefusingPort() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&address), length), 0);
+    EXPECT_EQ(getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length), 0);
+    port_ = ntohs(address.sin_port);
+  }
+  ~RefusingPort() { close(fd_); }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+// Stop lands at every point of a reconnect: the client retries every millisecond against a
+// port that refuses, and Stop comes the moment it counts its 1st..4th connect, i.e. while the
+// stream is being opened, is failing or has just failed. Stop used to close a stream whose
+// call gRPC had not bound yet (SIGSEGV) or had finished (abort).
+TEST(WorkerShutdownTest, StopDuringAReconnectIsSafe) {
+  RefusingPort refusing;
+  worker::TrialRunner runner(worker::TrialRunnerOptions{});
+  for (int i = 0; i < 300; ++i) {
+    worker::WorkerCore core({.slots = 1}, &runner);
+    core.Start();
+    worker::WorkerClientOptions options;
+    options.scheduler_address = refusing.address();
+    options.hello.set_worker_id("stopped-while-reconnecting");
+    options.initial_backoff = absl::Milliseconds(1);
+    options.max_backoff = absl::Milliseconds(1);
+    worker::WorkerClient client(options, &core);
+    std::thread connection([&client] { client.Run(); });
+    // Spins rather than polls, so that Stop follows the count within microseconds.
+    const int connects = 1 + i % 4;
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (client.connects() < connects && absl::Now() < deadline) {
+    }
+    ASSERT_GE(client.connects(), connects);
+    core.Drain("stopping");
+    core.Stop();
+    client.Stop();
+    connection.join();
+  }
+}
+
+// A process with stdout and stderr in `log`.
+pid_t Spawn(std::vector<std::string> argv, const std::string& log) {
+  std::vector<char*> args;
+  for (std::string& arg : argv) args.push_back(arg.data());
+  args.push_back(nullptr);
+  const char* path = log.c_str();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls until exec: another thread of this process may have held
+    // the allocator's lock at the fork (fopen here hung a child now and then).
+    const int out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out, STDOUT_FILENO);
+    dup2(out, STDERR_FILENO);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// The exit status as the shell shows it: 0, 134 (SIGABRT), 139 (SIGSEGV).
+int ExitCode(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Reaps `pid`; SIGKILL after `limit` (exit code -1).
+int Reap(pid_t pid, absl::Duration limit = absl::Seconds(60)) {
+  int status = 0;
+  if (!WaitFor([&] { return waitpid(pid, &status, WNOHANG) == pid; }, limit)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
+  }
+  return ExitCode(status);
+}
+
+enum class Moment { kIdle, kRunningTrial, kReconnecting };
+
+// One scheduler and one worker process, stopped together at `moment` by `signal`; "" when both
+// exit 0, else what went wrong with both logs.
+std::string StopTogether(const std::string& worker_binary, const std::vector<std::string>& flags,
+                         Moment moment, int signal, int try_index) {
+  TempDirectory directory;
+  const std::string scheduler_log = directory.path() + "/scheduler.log";
+  const std::string worker_log = directory.path() + "/worker.log";
+  const pid_t scheduler =
+      Spawn({DHPT_BIN_DIR "/dhpt-scheduler", "--listen=127.0.0.1:0",
+             "--db=" + directory.path() + "/scheduler.db", "--heartbeat_interval=200ms"},
+            scheduler_log);
+  std::string address;
+  WaitFor([&] {
+    const std::string log = ReadFile(scheduler_log);
+    const size_t at = log.find("listening on 127.0.0.1:");
+    if (at == std::string::npos || log.find('\n', at) == std::string::npos) return false;
+    address = log.substr(at + 13, log.find('\n', at) - at - 13);
+    return true;
+  });
+  const std::string id = absl::StrCat("stopped-", try_index);
+  std::vector<std::string> argv = {absl::StrCat(DHPT_BIN_DIR "/", worker_binary),
+                                   "--scheduler=" + address, "--worker_id=" + id,
+                                   "--threads_per_trial=1"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  const pid_t worker = Spawn(argv, worker_log);
+  cli::StudyClient client(address);
+  bool ready = WaitFor([&] {
+    absl::StatusOr<std::vector<v1::Worker>> workers = client.ListWorkers();
+    return workers.ok() && workers->size() == 1;
+  });
+  if (ready && moment == Moment::kRunningTrial) {
+    // Trials of about a second, so the stop lands while one runs.
+    v1::StudySpec spec = Spec(R"(
+model: {kind: XGBOOST, fixed: {num_boost_round: 600, max_depth: 6}}
+dataset: {friedman1: {samples: 2000, features: 10, seed: 4}}
+parameters:
+  - {name: eta, double_range: {min: 0.01, max: 0.3, log: true}}
+)");
+    spec.set_name("running");
+    spec.set_max_trials(2);
+    ready = client.CreateStudy(spec).ok() && WaitFor([&] {
+              absl::StatusOr<std::vector<v1::Trial>> trials = client.ListTrials("running");
+              return trials.ok() && !trials->empty() &&
+                     trials->front().state() == v1::Trial::RUNNING;
+            });
+  }
+  int scheduler_exit = -1;
+  if (moment == Moment::kReconnecting) {
+    // The worker learns of the end from its stream, then retries after 80-120 ms, then after
+    // twice that: the signal comes 0-300 ms after the scheduler has gone, spread over the tries.
+    kill(scheduler, signal);
+    scheduler_exit = Reap(scheduler);
+    WaitFor([&] { return absl::StrContains(ReadFile(worker_log), "ended: UNAVAILABLE"); },
+            absl::Seconds(10));
+    absl::SleepFor(absl::Milliseconds(try_index * 37 % 300));  // Spreads the moment, not a wait.
+    kill(worker, signal);
+  } else {
+    kill(scheduler, signal);
+    kill(worker, signal);
+    scheduler_exit = Reap(scheduler);
+  }
+  const int worker_exit = Reap(worker);
+  if (ready && worker_exit == 0 && scheduler_exit == 0) return "";
+  return absl::StrCat("try ", try_index, " (", strsignal(signal), ", moment ",
+                      static_cast<int>(moment), "): ready ", ready, ", worker exit ", worker_exit,
+                      ", scheduler exit ", scheduler_exit, "\n--- worker log:\n",
+                      ReadFile(worker_log), "--- scheduler log:\n", ReadFile(scheduler_log));
+}
+
+// 200 tries of each moment's share, four at a time (on two cores that is load enough to
+// reorder the threads), SIGTERM and SIGINT in turn.
+void StopTogetherRepeatedly(const std::string& worker_binary,
+                            const std::vector<std::string>& flags = {}) {
+  constexpr int kTries = 200;
+  constexpr int kAtOnce = 4;
+  std::atomic<int> next = 0;
+  absl::Mutex mutex;
+  std::vector<std::string> failures;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kAtOnce; ++t) {
+    threads.emplace_back([&] {
+      for (int i = next++; i < kTries; i = next++) {
+        const Moment moment = static_cast<Moment>(i % 3);
+        const std::string failure =
+            StopTogether(worker_binary, flags, moment, i % 2 == 0 ? SIGTERM : SIGINT, i);
+        if (failure.empty()) continue;
+        absl::MutexLock lock(&mutex);
+        failures.push_back(failure);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_TRUE(failures.empty()) << failures.size() << " of " << kTries << " tries failed; the first:\n"
+                                << (failures.empty() ? "" : failures.front());
+}
+
+TEST(WorkerShutdownTest, CpuWorkerAndSchedulerStoppedTogetherBothExitZero) {
+  StopTogetherRepeatedly("dhpt-cpu-worker");
+}
+
+TEST(WorkerShutdownTest, GpuWorkerAndSchedulerStoppedTogetherBothExitZero) {
+  if (access(DHPT_BIN_DIR "/dhpt-gpu-worker", X_OK) != 0) {
+    GTEST_SKIP() << "built without libtorch (DHPT_WITH_TORCH=OFF): no dhpt-gpu-worker";
+  }
+  // XGBoost trials, as the CPU worker's: the AutoEncoder's would only be slower to start.
+  StopTogetherRepeatedly("dhpt-gpu-worker", {"--run_cpu_models"});
+}
+
+}  // namespace
+}  // namespace dhpt::testing
