@@ -61,7 +61,7 @@ inline constexpr int64_t kBayesianBytesPerTrial = 256;
 // candidate search, each cell Halton-filled, decoded and scored against every model trial.
 int64_t BayesianCandidateCells(const SearchSpace& space, const BayesianOptions& options);
 // Spec validation's limit on BayesianCandidateCells: the default 512 candidates leave room for
-// 6,400 encoded columns; at the limit a suggestion over 1,000 trials takes about a second.
+// about 6,800 encoded columns.
 inline constexpr int64_t kMaxBayesianCandidateCells = int64_t{4} << 20;
 
 }  // namespace dhpt::optimizer
