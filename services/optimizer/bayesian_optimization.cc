@@ -14,6 +14,9 @@ constexpr int kRefineStarts = 3;
 constexpr int kRefineRounds = 5;
 constexpr int kPerturbedBest = 5;
 constexpr int kPerturbationsEach = 20;
+// Candidates scored at once: the prediction's matrices then hold kScoreBatch rows of the
+// encoding, however many candidates there are.
+constexpr int kScoreBatch = 256;
 
 // Points <-> GP inputs: numeric parameters to [0, 1] in the transformed space, choices one-hot.
 class Encoder {
@@ -23,6 +26,8 @@ class Encoder {
       domains_.push_back(space.InternalDomain(i));
       offsets_.push_back(width_);
       width_ += domains_.back().choice ? domains_.back().choices : 1;
+      numeric_.resize(static_cast<size_t>(width_), false);
+      numeric_[static_cast<size_t>(offsets_.back())] = !domains_.back().choice;
     }
   }
   int width() const { return width_; }
@@ -59,17 +64,14 @@ class Encoder {
     return point;
   }
 
-  bool numeric(int column) const {
-    for (int i = 0; i < space_.dims(); ++i) {
-      if (column == offsets_[i]) return !domains_[i].choice;
-    }
-    return false;
-  }
+  // Looked up, not searched: the candidate loops ask once per column.
+  bool numeric(int column) const { return numeric_[static_cast<size_t>(column)]; }
 
  private:
   const SearchSpace& space_;
   std::vector<SearchSpace::Internal> domains_;
   std::vector<int> offsets_;
+  std::vector<bool> numeric_;  // Per column: a numeric parameter's (else a choice's).
   int width_ = 0;
 };
 
@@ -102,7 +104,63 @@ int Prime(int k) {
   return primes[static_cast<size_t>(k) % primes.size()];
 }
 
+// Of `rows` (increasing), all when there are at most `limit`; else the best limit / 2 by `y`
+// (a stable order) and the most recent of the rest, in increasing order.
+std::vector<int> BestAndRecent(const std::vector<int>& rows, const Eigen::VectorXd& y, int limit) {
+  const int n = static_cast<int>(rows.size());
+  if (n <= limit) return rows;
+  std::vector<int> by_value(static_cast<size_t>(n));
+  std::iota(by_value.begin(), by_value.end(), 0);
+  std::stable_sort(by_value.begin(), by_value.end(),
+                   [&](int a, int b) { return y(rows[a]) < y(rows[b]); });
+  std::vector<bool> chosen(static_cast<size_t>(n), false);
+  const int half = limit / 2;
+  for (int k = 0; k < half; ++k) chosen[by_value[k]] = true;
+  for (int k = n - 1, taken = 0; k >= 0 && taken < limit - half; --k) {
+    if (!chosen[k]) {
+      chosen[k] = true;
+      ++taken;
+    }
+  }
+  std::vector<int> kept;
+  for (int k = 0; k < n; ++k) {
+    if (chosen[k]) kept.push_back(rows[k]);
+  }
+  return kept;
+}
+
 }  // namespace
+
+int64_t EncodedWidth(const SearchSpace& space) {
+  int64_t width = 0;
+  for (int i = 0; i < space.dims(); ++i) {
+    const SearchSpace::Internal d = space.InternalDomain(i);
+    width += d.choice ? d.choices : 1;
+  }
+  return width;
+}
+
+int64_t BayesianSuggestionBytes(const SearchSpace& space, const BayesianOptions& options) {
+  // Doubles held at once, phase by phase: the fit's inputs and their scaled copies, and its
+  // n x n matrices (kernel, distances, Cholesky, K^-1, gradient terms); then the model's inputs
+  // and kernel matrices; then a batch of candidates against the model. The coefficients are
+  // counted from the code and checked against measured peaks (tests/optimizer_memory/: at
+  // 2,000 fit points, 6.4 n^2 doubles measured against 8 here).
+  const double w = static_cast<double>(EncodedWidth(space));
+  const double f = options.max_fit_points;
+  const double n = std::max(options.max_model_points, options.max_fit_points);
+  const double b = std::min(kScoreBatch, options.candidates + kPerturbedBest * kPerturbationsEach);
+  const double fit = 4 * f * w + 8 * f * f;
+  const double model = 2 * n * w + 6 * n * n;
+  const double predict = n * w + n * n + 3 * b * w + 6 * n * b;
+  const double doubles = std::max({fit, model, predict});
+  // Per column: the Halton shift, the encoding's offsets, a candidate's vectors.
+  return static_cast<int64_t>(8 * doubles + 64 * w);
+}
+
+int64_t BayesianCandidateCells(const SearchSpace& space, const BayesianOptions& options) {
+  return EncodedWidth(space) * (options.candidates + kPerturbedBest * kPerturbationsEach);
+}
 
 BayesianOptimization::BayesianOptimization(SearchSpace space, uint64_t seed, bool minimize,
                                            BayesianOptions options)
@@ -136,11 +194,9 @@ absl::StatusOr<std::optional<Point>> BayesianOptimization::Suggest(const History
   const Encoder encoder(space_);
   const int width = encoder.width();
   const int n = static_cast<int>(observed.size());
-  Eigen::MatrixXd x(n, width);
   Eigen::VectorXd y(n);
   for (int k = 0; k < n; ++k) {
     const TrialRecord& t = history.trials[observed[k]];
-    x.row(k) = encoder.Encode(t.point).transpose();
     y(k) = loss(*t.value);
     // A pruned trial's value is a partial one, worse than it would have ended. Capped at the
     // worst completed objective, it says "poor here" without being an outlier that bends the
@@ -158,118 +214,140 @@ absl::StatusOr<std::optional<Point>> BayesianOptimization::Suggest(const History
     const double spread = std::sqrt((y.array() - mean).square().mean());
     y = (y.array() - mean) / (spread > 1e-12 ? spread : 1.0);
   }
+  // Rows (of `observed`) encoded as GP inputs, one matrix row each.
+  auto encode_rows = [&](const std::vector<int>& rows) {
+    Eigen::MatrixXd x(static_cast<int>(rows.size()), width);
+    for (size_t k = 0; k < rows.size(); ++k) {
+      x.row(static_cast<int>(k)) = encoder.Encode(history.trials[observed[rows[k]]].point).transpose();
+    }
+    return x;
+  };
+  auto values_of = [&](const std::vector<int>& rows) {
+    Eigen::VectorXd values(static_cast<int>(rows.size()));
+    for (size_t k = 0; k < rows.size(); ++k) values(static_cast<int>(k)) = y(rows[k]);
+    return values;
+  };
+
+  // The model's trials, at most max(max_model_points, max_fit_points) with the running ones: the
+  // kernel matrix is quadratic in them and its Cholesky cubic. Past the limit, the best half
+  // and the most recent half of the observed trials, and the most recent running ones (at most
+  // a quarter, unless fewer observed trials leave them room).
+  const int model_limit = std::max(options_.max_model_points, options_.max_fit_points);
+  std::vector<int> all_rows(static_cast<size_t>(n));
+  std::iota(all_rows.begin(), all_rows.end(), 0);
+  const int running_room = std::min<int>(static_cast<int>(running.size()), model_limit / 4);
+  const std::vector<int> model_rows = BestAndRecent(all_rows, y, model_limit - running_room);
+  const size_t running_kept =
+      std::min(running.size(), static_cast<size_t>(model_limit) - model_rows.size());
+  running.erase(running.begin(), running.end() - static_cast<std::ptrdiff_t>(running_kept));
 
   // Hyperparameters from the best half and the most recent half, at most max_fit_points.
-  std::vector<int> fit_rows(static_cast<size_t>(n));
-  std::iota(fit_rows.begin(), fit_rows.end(), 0);
-  if (n > options_.max_fit_points) {
-    std::vector<int> by_value = fit_rows;
-    std::stable_sort(by_value.begin(), by_value.end(), [&](int a, int b) { return y(a) < y(b); });
-    std::vector<bool> chosen(static_cast<size_t>(n), false);
-    const int half = options_.max_fit_points / 2;
-    for (int k = 0; k < half; ++k) chosen[by_value[k]] = true;
-    for (int k = n - 1, taken = 0; k >= 0 && taken < options_.max_fit_points - half; --k) {
-      if (!chosen[k]) {
-        chosen[k] = true;
-        ++taken;
-      }
-    }
-    fit_rows.clear();
-    for (int k = 0; k < n; ++k) if (chosen[k]) fit_rows.push_back(k);
+  GpHyperparameters h;
+  {
+    const std::vector<int> fit_rows = BestAndRecent(model_rows, y, options_.max_fit_points);
+    GpHyperparameters start;
+    start.log_lengthscales = Eigen::VectorXd::Constant(width, std::log(0.5));
+    h = GaussianProcess::Fit(encode_rows(fit_rows), values_of(fit_rows), start,
+                             options_.fit_iterations);
   }
-  Eigen::MatrixXd fit_x(static_cast<int>(fit_rows.size()), width);
-  Eigen::VectorXd fit_y(static_cast<int>(fit_rows.size()));
-  for (size_t k = 0; k < fit_rows.size(); ++k) {
-    fit_x.row(static_cast<int>(k)) = x.row(fit_rows[k]);
-    fit_y(static_cast<int>(k)) = y(fit_rows[k]);
-  }
-  GpHyperparameters start;
-  start.log_lengthscales = Eigen::VectorXd::Constant(width, std::log(0.5));
-  const GpHyperparameters h = GaussianProcess::Fit(fit_x, fit_y, start, options_.fit_iterations);
 
   // Constant liar: running trials join as if they had returned the worst value so far.
   const double best = y.minCoeff();
-  if (!running.empty()) {
-    Eigen::MatrixXd pending(static_cast<int>(running.size()), width);
-    for (size_t k = 0; k < running.size(); ++k) {
-      pending.row(static_cast<int>(k)) = encoder.Encode(history.trials[running[k]].point).transpose();
-    }
-    Eigen::MatrixXd all_x(n + pending.rows(), width);
-    all_x << x, pending;
-    Eigen::VectorXd all_y(n + pending.rows());
-    all_y << y, Eigen::VectorXd::Constant(pending.rows(), y.maxCoeff());
-    x = std::move(all_x);
-    y = std::move(all_y);
+  const int model_size = static_cast<int>(model_rows.size() + running.size());
+  Eigen::MatrixXd x(model_size, width);
+  Eigen::VectorXd model_y(model_size);
+  x.topRows(static_cast<int>(model_rows.size())) = encode_rows(model_rows);
+  model_y.head(static_cast<int>(model_rows.size())) = values_of(model_rows);
+  for (size_t k = 0; k < running.size(); ++k) {
+    const int row = static_cast<int>(model_rows.size() + k);
+    x.row(row) = encoder.Encode(history.trials[running[k]].point).transpose();
+    model_y(row) = y.maxCoeff();
   }
-  const GaussianProcess gp(x, y, h);
+  const GaussianProcess gp(std::move(x), std::move(model_y), h);
 
-  // Candidates, each rounded to a valid untried point.
-  std::mt19937_64 generator = SeededGenerator(seed_, kBayesStream, history.trials.size());
-  std::vector<double> shift(static_cast<size_t>(width));
-  for (double& s : shift) s = UniformUnit(generator);
-  std::vector<Eigen::VectorXd> raw;
-  for (int c = 0; c < options_.candidates; ++c) {
-    Eigen::VectorXd u(width);
-    for (int j = 0; j < width; ++j) {
-      u(j) = std::fmod(Halton(static_cast<uint64_t>(c) + 1, Prime(j)) + shift[j], 1.0);
-    }
-    raw.push_back(std::move(u));
-  }
-  std::vector<int> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return y(a) < y(b); });
-  for (int b = 0; b < std::min(kPerturbedBest, n); ++b) {
-    for (int c = 0; c < kPerturbationsEach; ++c) {
-      Eigen::VectorXd u = x.row(order[b]).transpose();
-      for (int j = 0; j < width; ++j) {
-        if (encoder.numeric(j)) u(j) = std::clamp(u(j) + 0.05 * StandardNormal(generator), 0.0, 1.0);
-        else u(j) += 0.3 * UniformUnit(generator);  // Sometimes another category wins.
-      }
-      raw.push_back(std::move(u));
-    }
-  }
-
+  // Candidates, each rounded to a valid untried point, scored a batch at a time; the best
+  // kRefineStarts are kept (the earlier first among equal scores).
   struct Candidate {
     Point point;
-    Eigen::VectorXd encoded;
-    double score;
+    double score = 0;
   };
   auto score_all = [&](std::vector<Candidate>& batch) {
-    if (batch.empty()) return;
-    Eigen::MatrixXd m(static_cast<int>(batch.size()), width);
-    for (size_t k = 0; k < batch.size(); ++k) m.row(static_cast<int>(k)) = batch[k].encoded.transpose();
-    Eigen::VectorXd mu, var;
-    gp.Predict(m, &mu, &var);
-    for (size_t k = 0; k < batch.size(); ++k) {
-      batch[k].score = LogExpectedImprovement(mu(static_cast<int>(k)), var(static_cast<int>(k)), best);
+    for (size_t first = 0; first < batch.size(); first += kScoreBatch) {
+      const size_t count = std::min(batch.size() - first, static_cast<size_t>(kScoreBatch));
+      Eigen::MatrixXd m(static_cast<int>(count), width);
+      for (size_t k = 0; k < count; ++k) {
+        m.row(static_cast<int>(k)) = encoder.Encode(batch[first + k].point).transpose();
+      }
+      Eigen::VectorXd mu, var;
+      gp.Predict(m, &mu, &var);
+      for (size_t k = 0; k < count; ++k) {
+        batch[first + k].score =
+            LogExpectedImprovement(mu(static_cast<int>(k)), var(static_cast<int>(k)), best);
+      }
     }
   };
   auto make = [&](const Eigen::VectorXd& u) -> std::optional<Candidate> {
     Point point = encoder.Decode(u);
     if (history.keys.contains(space_.Key(point))) return std::nullopt;
-    Eigen::VectorXd encoded = encoder.Encode(point);
-    return Candidate{std::move(point), std::move(encoded), 0};
+    return Candidate{std::move(point), 0};
   };
-  std::vector<Candidate> candidates;
-  for (const Eigen::VectorXd& u : raw) {
-    if (auto c = make(u)) candidates.push_back(std::move(*c));
+  std::vector<Candidate> top, batch;  // `top`: best first.
+  auto flush = [&] {
+    score_all(batch);
+    for (Candidate& c : batch) {
+      auto at = std::upper_bound(top.begin(), top.end(), c.score,
+                                 [](double score, const Candidate& t) { return score > t.score; });
+      if (at - top.begin() < kRefineStarts) top.insert(at, std::move(c));
+      if (static_cast<int>(top.size()) > kRefineStarts) top.pop_back();
+    }
+    batch.clear();
+  };
+  auto offer = [&](const Eigen::VectorXd& u) {
+    if (auto c = make(u)) batch.push_back(std::move(*c));
+    if (static_cast<int>(batch.size()) == kScoreBatch) flush();
+  };
+
+  std::mt19937_64 generator = SeededGenerator(seed_, kBayesStream, history.trials.size());
+  std::vector<double> shift(static_cast<size_t>(width));
+  for (double& s : shift) s = UniformUnit(generator);
+  Eigen::VectorXd u(width);
+  for (int c = 0; c < options_.candidates; ++c) {
+    for (int j = 0; j < width; ++j) {
+      u(j) = std::fmod(Halton(static_cast<uint64_t>(c) + 1, Prime(j)) + shift[j], 1.0);
+    }
+    offer(u);
   }
-  if (candidates.empty()) return random_.Suggest(history);
-  score_all(candidates);
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+  const int perturbed = std::min(kPerturbedBest, n);
+  std::vector<int> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + perturbed, order.end(),
+                    [&](int a, int b) { return y(a) < y(b) || (y(a) == y(b) && a < b); });
+  for (int b = 0; b < perturbed; ++b) {
+    const Eigen::VectorXd centre = encoder.Encode(history.trials[observed[order[b]]].point);
+    for (int c = 0; c < kPerturbationsEach; ++c) {
+      u = centre;
+      for (int j = 0; j < width; ++j) {
+        if (encoder.numeric(j)) u(j) = std::clamp(u(j) + 0.05 * StandardNormal(generator), 0.0, 1.0);
+        else u(j) += 0.3 * UniformUnit(generator);  // Sometimes another category wins.
+      }
+      offer(u);
+    }
+  }
+  flush();
+  if (top.empty()) return random_.Suggest(history);
 
   // Local refinement: a coordinate search with halving steps from the best few.
-  Candidate winner = candidates.front();
-  for (int s = 0; s < std::min<int>(kRefineStarts, static_cast<int>(candidates.size())); ++s) {
-    Candidate current = candidates[s];
+  Candidate winner = top.front();
+  for (Candidate& start : top) {
+    Candidate current = std::move(start);
     double step = 0.1;
     for (int round = 0; round < kRefineRounds; ++round, step /= 2) {
+      const Eigen::VectorXd encoded = encoder.Encode(current.point);
       std::vector<Candidate> neighbours;
       for (int j = 0; j < width; ++j) {
         if (!encoder.numeric(j)) continue;
         for (double sign : {-1.0, 1.0}) {
-          Eigen::VectorXd u = current.encoded;
+          u = encoded;
           u(j) = std::clamp(u(j) + sign * step, 0.0, 1.0);
           if (auto c = make(u)) neighbours.push_back(std::move(*c));
         }

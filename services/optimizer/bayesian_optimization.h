@@ -18,7 +18,8 @@ namespace dhpt::optimizer {
 //   instead (pruned ones left out), which leads the search to the feasible region.
 // - Hyperparameters: Matern-5/2 ARD, fitted by maximising the marginal likelihood with priors
 //   (GaussianProcess::Fit) on at most `max_fit_points` trials (the best half and the most
-//   recent half), then conditioned on every completed trial.
+//   recent half), then conditioned on at most max(max_model_points, max_fit_points) trials
+//   chosen alike, running ones included (every trial while there are no more).
 // - Running trials are fantasised with the worst value seen (constant liar, CL-max), so
 //   parallel suggestions spread out instead of collapsing onto one point.
 // - log EI is maximised over `candidates` scrambled Halton points and perturbations of the best
@@ -26,6 +27,8 @@ namespace dhpt::optimizer {
 //   the best few are refined by a shrinking coordinate search. A point tried already is
 //   skipped; if every candidate was, RandomSearch.
 // The n-th suggestion's randomness comes from (seed, n) alone.
+// Memory: BayesianSuggestionBytes bounds what one suggestion allocates whatever the history;
+// candidates are scored a batch at a time, never all encoded at once.
 class BayesianOptimization : public Optimizer {
  public:
   BayesianOptimization(SearchSpace space, uint64_t seed, bool minimize,
@@ -40,5 +43,25 @@ class BayesianOptimization : public Optimizer {
   BayesianOptions options_;
   RandomSearch random_;
 };
+
+// Columns of the GP's inputs: one per numeric parameter, one per value of a categorical or
+// discrete one (one-hot).
+int64_t EncodedWidth(const SearchSpace& space);
+
+// An upper bound on the bytes one suggestion allocates, whatever the history (its matrices
+// grow with the encoded width, max_fit_points and max_model_points, never with the number of
+// trials; what grows with the trials is a few numbers per trial). Spec validation refuses a
+// study above kSuggestionMemoryBudgetBytes; tests/optimizer_memory/ checks the bound.
+int64_t BayesianSuggestionBytes(const SearchSpace& space, const BayesianOptions& options);
+// What grows with the history, per trial: an objective, indices and (ParEGO) a scalarised
+// record without its point.
+inline constexpr int64_t kBayesianBytesPerTrial = 256;
+
+// Encoded columns times candidates (with the perturbed ones): the work of one suggestion's
+// candidate search, each cell Halton-filled, decoded and scored against every model trial.
+int64_t BayesianCandidateCells(const SearchSpace& space, const BayesianOptions& options);
+// Spec validation's limit on BayesianCandidateCells: the default 512 candidates leave room for
+// about 6,800 encoded columns.
+inline constexpr int64_t kMaxBayesianCandidateCells = int64_t{4} << 20;
 
 }  // namespace dhpt::optimizer

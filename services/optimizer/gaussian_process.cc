@@ -144,8 +144,11 @@ GpHyperparameters GaussianProcess::Fit(const Eigen::MatrixXd& x, const Eigen::Ve
 }
 
 GaussianProcess::GaussianProcess(Eigen::MatrixXd x, Eigen::VectorXd y, GpHyperparameters h)
-    : x_(std::move(x)), h_(std::move(h)) {
-  Eigen::MatrixXd k = Covariance(x_, h_);
+    : scaled_x_(std::move(x)), h_(std::move(h)) {
+  // Scaled once, in place: Predict would otherwise copy the inputs on every call.
+  scaled_x_.array().rowwise() *= (-h_.log_lengthscales.array()).exp().transpose();
+  Eigen::MatrixXd k = Matern52FromDistances(Distances(scaled_x_, scaled_x_),
+                                            std::exp(h_.log_signal_variance));
   k.diagonal().array() += std::exp(h_.log_noise_variance) + kMinNoise;
   cholesky_.compute(k);
   alpha_ = cholesky_.solve(y);
@@ -154,7 +157,7 @@ GaussianProcess::GaussianProcess(Eigen::MatrixXd x, Eigen::VectorXd y, GpHyperpa
 void GaussianProcess::Predict(const Eigen::MatrixXd& points, Eigen::VectorXd* mean,
                               Eigen::VectorXd* variance) const {
   const int m = static_cast<int>(points.rows());
-  const Eigen::MatrixXd cross = Matern52FromDistances(Distances(Scaled(x_, h_), Scaled(points, h_)),
+  const Eigen::MatrixXd cross = Matern52FromDistances(Distances(scaled_x_, Scaled(points, h_)),
                                                       std::exp(h_.log_signal_variance));
   *mean = cross.transpose() * alpha_;
   const Eigen::MatrixXd v = cholesky_.matrixL().solve(cross);

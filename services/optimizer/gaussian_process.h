@@ -38,7 +38,7 @@ class GaussianProcess {
   const GpHyperparameters& hyperparameters() const { return h_; }
 
  private:
-  Eigen::MatrixXd x_;
+  Eigen::MatrixXd scaled_x_;  // The inputs divided by the lengthscales.
   GpHyperparameters h_;
   Eigen::LLT<Eigen::MatrixXd> cholesky_;
   Eigen::VectorXd alpha_;  // K^-1 y

@@ -76,10 +76,24 @@ struct HillClimbingOptions {
 // trials) at a sixth of the cost: 4.6 ms per suggestion at 1,000 trials instead of 28 ms.
 inline constexpr int kParEgoMaxFitPoints = 40;
 
+// The most bytes one suggestion may allocate, whatever the history: spec validation refuses a
+// BAYESIAN space and settings whose bound (BayesianSuggestionBytes) is above it, and the other
+// algorithms stay far below it (tests/optimizer_memory/, docs/optimizers.md#memory). The
+// scheduler runs --suggestion_threads suggestions at once, so it needs that many budgets.
+inline constexpr int64_t kSuggestionMemoryBudgetBytes = int64_t{256} << 20;
+
+// BAYESIAN's default for max_model_points: the GP's kernel matrix takes n^2 doubles and its
+// Cholesky n^3 / 3 steps, so a GP on 20,000 added trials took 6.4 GB and 146 s for one
+// suggestion; on 1,000 it takes 8 MB per matrix and well under a second.
+inline constexpr int kDefaultMaxModelPoints = 1000;
+
 struct BayesianOptions {
   int n_startup_trials = 10;
   int candidates = 512;
   int max_fit_points = 128;
+  // The GP is conditioned on at most max(max_model_points, max_fit_points) trials, running
+  // ones included: past that, the best half and the most recent half of the completed ones.
+  int max_model_points = kDefaultMaxModelPoints;
   int fit_iterations = 40;
   // Fit the GP to Yeo-Johnson-transformed objectives (YeoJohnsonStandardize) instead of
   // merely standardised ones: in bench/optimizer_quality_bench it cut the median regret at 100

@@ -53,7 +53,9 @@ std::vector<TrialRecord> ParEgo::Scalarised(const History& history) const {
   scalarised.reserve(history.trials.size());
   for (size_t n = 0; n < history.trials.size(); ++n) {
     const TrialRecord& t = history.trials[n];
-    TrialRecord s{.point = t.point, .status = t.status, .violation = t.violation};
+    // Points are copied last, for the trials the model reads: a copy of every point of a large
+    // history could outgrow the suggestion's memory budget.
+    TrialRecord s{.status = t.status, .violation = t.violation};
     if (losses[n]) {
       double largest = -std::numeric_limits<double>::infinity(), sum = 0;
       for (size_t k = 0; k < m; ++k) {
@@ -93,8 +95,17 @@ std::vector<TrialRecord> ParEgo::Scalarised(const History& history) const {
       }
     }
     for (size_t n : modelled) {
-      if (!keep[n]) scalarised[n] = {.point = scalarised[n].point, .status = TrialStatus::kFailed};
+      if (!keep[n]) scalarised[n] = {.status = TrialStatus::kFailed};
     }
+  }
+  // Running trials past the most the model conditions on (BayesianOptimization keeps the most
+  // recent) count as failed too. Only the points of the rest are copied.
+  const size_t model_limit =
+      static_cast<size_t>(std::max(options_.max_model_points, options_.max_fit_points));
+  for (size_t n = scalarised.size(), running = 0; n-- > 0;) {
+    TrialRecord& s = scalarised[n];
+    if (s.status == TrialStatus::kRunning && ++running > model_limit) s.status = TrialStatus::kFailed;
+    if (s.status != TrialStatus::kFailed) s.point = history.trials[n].point;
   }
   return scalarised;
 }

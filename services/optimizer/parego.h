@@ -23,6 +23,9 @@ namespace dhpt::optimizer {
 //   4.8 ms at kParEgoMaxFitPoints = 40, the default of multi-objective studies;
 //   bench/optimizer_cost_bench); the trials left out lie far from the current weights' optimum
 //   or were superseded by newer ones.
+// - Memory: the scalarised history copies only the points the GP reads (modelled trials and
+//   the most recent max(max_model_points, max_fit_points) running ones, which BAYESIAN
+//   conditions on); older running trials count as failed there.
 // Different weights on successive suggestions spread them along the Pareto front.
 class ParEgo : public Optimizer {
  public:

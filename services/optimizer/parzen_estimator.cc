@@ -78,14 +78,10 @@ ParzenEstimator::ParzenEstimator(const SearchSpace& space, std::vector<int> dims
     Dimension d;
     d.domain = space.InternalDomain(dims[j]);
     if (d.domain.choice) {
-      const int c = d.domain.choices;
-      for (int k = 0; k < components; ++k) {
-        std::vector<double> p(static_cast<size_t>(c), options.prior_weight / c);
-        if (k < n) p[static_cast<size_t>(std::llround(observation(k, j)))] += 1.0;
-        const double sum = std::accumulate(p.begin(), p.end(), 0.0);
-        for (double& v : p) v /= sum;
-        d.probabilities.push_back(std::move(p));
-      }
+      d.smoothing = options.prior_weight / d.domain.choices;
+      d.categories.reserve(static_cast<size_t>(components));
+      for (int k = 0; k < n; ++k) d.categories.push_back(static_cast<int>(std::llround(observation(k, j))));
+      d.categories.push_back(-1);
       dims_.push_back(std::move(d));
       continue;
     }
@@ -208,6 +204,15 @@ double ParzenEstimator::SortedLogPdf(double x) const {
   return top + std::log((terms - top).exp().sum());
 }
 
+double ParzenEstimator::Dimension::Probability(int k, int c) const {
+  // Every category gets prior_weight / choices, the observed one 1 more; the prior component
+  // has no observation and is uniform.
+  const int observed = categories[static_cast<size_t>(k)];
+  if (observed < 0) return 1.0 / domain.choices;
+  const double total = smoothing * domain.choices + 1.0;
+  return (smoothing + (c == observed ? 1.0 : 0.0)) / total;
+}
+
 std::vector<double> ParzenEstimator::Sample(std::mt19937_64& generator) const {
   const double u = UniformUnit(generator);
   const int k = std::min<int>(
@@ -218,11 +223,10 @@ std::vector<double> ParzenEstimator::Sample(std::mt19937_64& generator) const {
   x.reserve(dims_.size());
   for (const Dimension& d : dims_) {
     if (d.domain.choice) {
-      const std::vector<double>& p = d.probabilities[k];
       double r = UniformUnit(generator), acc = 0;
       int c = 0;
-      for (; c + 1 < static_cast<int>(p.size()); ++c) {
-        acc += p[c];
+      for (; c + 1 < d.domain.choices; ++c) {
+        acc += d.Probability(k, c);
         if (r < acc) break;
       }
       x.push_back(c);
@@ -252,7 +256,7 @@ double ParzenEstimator::LogComponentPdf(int k, const std::vector<double>& x) con
   for (size_t j = 0; j < dims_.size(); ++j) {
     const Dimension& d = dims_[j];
     if (d.domain.choice) {
-      log_pdf += std::log(d.probabilities[k][static_cast<size_t>(std::llround(x[j]))]);
+      log_pdf += std::log(d.Probability(k, static_cast<int>(std::llround(x[j]))));
     } else if (d.domain.step > 0) {
       const double mu = d.mus[k], sigma = d.sigmas[k], half = d.domain.step / 2;
       const double z = NormalCdf((d.high - mu) / sigma) - NormalCdf((d.low - mu) / sigma);

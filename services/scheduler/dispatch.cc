@@ -3,6 +3,8 @@
 // begun, requeued and ended, and when a study ends.
 
 #include <algorithm>
+#include <new>
+#include <stdexcept>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +24,24 @@ namespace {
 // took at most this long: waiting is fairer than passing the turn on, and costs the worker
 // less than a trial's overhead.
 constexpr absl::Duration kMaxSuggestionWorthWaitingFor = absl::Milliseconds(100);
+
+// Spec validation keeps a suggestion within kSuggestionMemoryBudgetBytes, but a scheduler
+// under a tighter memory limit (or with other studies' suggestions running) can still fail to
+// allocate. That fails this study's suggestions with a reason (AcceptSuggestionLocked); it must
+// not end the scheduler and every other study with it.
+absl::StatusOr<std::optional<optimizer::Point>> SuggestWithinMemory(
+    optimizer::Optimizer& optimizer, const optimizer::History& history) {
+  try {
+    return optimizer.Suggest(history);
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the suggestion ran out of memory: the scheduler's memory limit is below what this study "
+      "needs (up to ", optimizer::kSuggestionMemoryBudgetBytes >> 20, " MiB per suggestion "
+      "thread, docs/optimizers.md#memory); give the scheduler more memory or fewer "
+      "--suggestion_threads, or submit the study with fewer parameters or values"));
+}
 
 }  // namespace
 
@@ -51,7 +71,7 @@ std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study) {
   }
   const absl::Time start = absl::Now();
   absl::StatusOr<std::optional<optimizer::Point>> suggestion =
-      study.optimizer->Suggest(optimizer::History{study.history, study.keys});
+      SuggestWithinMemory(*study.optimizer, optimizer::History{study.history, study.keys});
   observer_->SuggestionMade(study.spec.algorithm().name(), absl::Now() - start);
   return AcceptSuggestionLocked(study, std::move(suggestion));
 }
@@ -65,7 +85,7 @@ void SchedulerCore::RequestSuggestionLocked(StudyEntry& study) {
   suggestions_->Post([this, &study, history, keys] {
     const absl::Time start = absl::Now();
     absl::StatusOr<std::optional<optimizer::Point>> suggestion =
-        study.optimizer->Suggest(optimizer::History{*history, *keys});
+        SuggestWithinMemory(*study.optimizer, optimizer::History{*history, *keys});
     const absl::Duration took = absl::Now() - start;
     absl::MutexLock lock(&mutex_);
     study.suggesting = false;
@@ -100,6 +120,7 @@ std::optional<uint64_t> SchedulerCore::AcceptSuggestionLocked(
       DHPT_LOG_WARNING("study %s: no further suggestion: %s", study.spec.name(),
                        suggestion.status().ToString());
       study.state_reason = absl::StrCat("optimiser stopped: ", suggestion.status().message());
+      study.optimizer_error = study.state_reason;
     }
     CheckStudyEndLocked(study);
     return std::nullopt;
@@ -410,10 +431,14 @@ void SchedulerCore::CheckStudyEndLocked(StudyEntry& study) {
                                 study.spec.max_failed_trials(), ")"));
   } else if (finished >= study.spec.max_trials() ||
              (study.exhausted && study.pending.empty() && study.running == 0)) {
-    const std::string how = finished >= study.spec.max_trials()
-                                ? absl::StrCat("all ", finished, " trials finished")
-                                : absl::StrCat("search space exhausted after ", finished, " trials");
-    if (study.completed == 0 && finished > 0) {
+    const std::string how =
+        finished >= study.spec.max_trials() ? absl::StrCat("all ", finished, " trials finished")
+        : !study.optimizer_error.empty()
+            ? absl::StrCat(study.optimizer_error, " (after ", finished, " trials)")
+            : absl::StrCat("search space exhausted after ", finished, " trials");
+    if (!study.optimizer_error.empty() && study.completed == 0) {
+      EndStudyLocked(study, v1::Study::FAILED, how);  // The reason, not "every one failed".
+    } else if (study.completed == 0 && finished > 0) {
       // Nothing to show for it: not a success, whatever max_failed_trials allowed.
       EndStudyLocked(study, v1::Study::FAILED,
                      absl::StrCat(how, ", and every one failed; see the trials' errors"));

@@ -62,6 +62,8 @@ struct SchedulerCore::StudyEntry {
   int cancelled = 0;
   // The optimiser has no point left (grid exhausted, countable space covered).
   bool exhausted = false;
+  // Why the optimiser stopped, when it failed (ran out of memory, ...): the study ends with it.
+  std::string optimizer_error;
   // A suggestion is being computed off the lock; at most one per study, so suggestion n is
   // always made from a history of n trials.
   bool suggesting = false;

@@ -14,6 +14,7 @@
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
 #include "services/study/spec_errors.h"
+#include "services/optimizer/bayesian_optimization.h"
 #include "services/optimizer/optimizer.h"
 #include "services/study/objectives_validation.h"
 #include "services/study/spec_translation.h"
@@ -416,6 +417,37 @@ absl::Status ValidateBayesian(v1::Algorithm& algorithm, bool multi_objective) {
   return absl::OkStatus();
 }
 
+// BAYESIAN's matrices grow with the encoded width (a column per numeric parameter, one per
+// value of a categorical or discrete one) times the candidates, the fit points and the model
+// points: 100 categoricals of 1,000 values made 100,000 columns and 1.69 GB for one suggestion.
+// Refused here, before the study exists, rather than failing every suggestion later.
+absl::Status ValidateBayesianCost(const v1::StudySpec& spec) {
+  const optimizer::SearchSpace space = ToSearchSpace(spec);
+  const optimizer::BayesianOptions options = ToOptimizerConfig(spec).bayesian;
+  const int64_t width = optimizer::EncodedWidth(space);
+  const int64_t bytes = optimizer::BayesianSuggestionBytes(space, options);
+  if (bytes > optimizer::kSuggestionMemoryBudgetBytes) {
+    return Invalid("parameters",
+                   absl::StrCat("BAYESIAN would take up to ", bytes >> 20, " MiB per suggestion, "
+                                "more than the budget of ",
+                                optimizer::kSuggestionMemoryBudgetBytes >> 20, " MiB (", width,
+                                " encoded columns: one per numeric parameter, one per categorical "
+                                "or discrete value; max_fit_points ", options.max_fit_points,
+                                "); use fewer categorical or discrete values, lower "
+                                "algorithm.bayesian.max_fit_points, or use TPE"));
+  }
+  const int64_t cells = optimizer::BayesianCandidateCells(space, options);
+  if (cells > optimizer::kMaxBayesianCandidateCells) {
+    return Invalid("algorithm.bayesian.candidates",
+                   absl::StrCat(options.candidates, " candidates (and 100 perturbed ones) times ",
+                                width, " encoded columns is ", cells, ", more than the limit of ",
+                                optimizer::kMaxBayesianCandidateCells,
+                                "; lower candidates, use fewer categorical or discrete values, "
+                                "or use TPE"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateHillClimbing(v1::Algorithm& algorithm) {
   if (algorithm.name() != v1::Algorithm::HILL_CLIMBING) {
     if (algorithm.has_hill_climbing()) {
@@ -465,6 +497,7 @@ absl::Status ValidateBudget(v1::StudySpec& spec, const SpecLimits& limits) {
                      "must be RANDOM, GRID, TPE, BAYESIAN, HILL_CLIMBING or NSGA2");
   }
   RETURN_IF_ERROR(ValidateBayesian(algorithm, spec.objectives_size() >= 2));
+  if (algorithm.name() == v1::Algorithm::BAYESIAN) RETURN_IF_ERROR(ValidateBayesianCost(spec));
   RETURN_IF_ERROR(ValidateTpe(algorithm));
   RETURN_IF_ERROR(ValidateHillClimbing(algorithm));
   RETURN_IF_ERROR(ValidateNsga2(spec));

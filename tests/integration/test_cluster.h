@@ -48,6 +48,7 @@ class SchedulerProcess {
 
   const std::string& address() const { return address_; }
   int port() const;
+  pid_t pid() const { return pid_; }  // For limits set from outside (prlimit).
   bool alive() const;
   int64_t resident_bytes() const;
   // SIGKILL now; reaped.
