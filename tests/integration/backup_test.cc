@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <thread>
 
@@ -236,13 +237,14 @@ TEST(BackupTest, AConflictingImportIsRefusedAndChangesNothing) {
 }
 
 // The defect: 60 concurrent ListTrials pages of 10,000 trials took a scheduler from 127 MB to
-// 1.16 GB, and it stayed there. The reply budget (--max_reply_bytes_in_flight, 64 MiB) holds
-// the pages in flight, and the freed memory goes back to the system after the burst.
+// 1.16 GB, and it stayed there. The reply budget (--max_reply_bytes_in_flight, 32 MiB) holds
+// the pages in flight, and the freed memory goes back to the system after the burst (without
+// malloc_trim it stayed 165 MiB above: glibc keeps it in the gRPC threads' arenas).
 constexpr int kConcurrentPages = 60;
 constexpr int kTrialsInStudy = 10'000;
-// Growth allowed during the burst: the budget's pages about three times over (messages and
-// their serialised copies), plus gRPC's buffers for 60 calls.
-constexpr int64_t kBurstGrowthBound = int64_t{320} << 20;
+// Growth allowed during the burst (measured: 165 MiB; 1,640 MiB without the budget): the
+// budget's 32 MiB about five times over (messages and their serialised copies), and gRPC's buffers.
+constexpr int64_t kBurstGrowthBound = int64_t{256} << 20;
 // And what may stay once it is over.
 constexpr int64_t kSettledGrowthBound = int64_t{64} << 20;
 
@@ -321,6 +323,9 @@ max_trials: 10
   EXPECT_LT(peak - baseline, kBurstGrowthBound)
       << "peak " << (peak >> 20) << " MiB from " << (baseline >> 20) << " MiB; " << full_pages
       << " full pages, " << short_pages << " short, " << refused << " refused";
+  std::cout << "RSS " << (baseline >> 20) << " MiB before, peak " << (peak >> 20) << " MiB; "
+            << full_pages << " full pages, " << short_pages << " short, " << refused
+            << " refused\n";
   EXPECT_TRUE(WaitFor([&] { return scheduler.resident_bytes() - baseline < kSettledGrowthBound; },
                       absl::Seconds(20)))
       << "still " << ((scheduler.resident_bytes() - baseline) >> 20) << " MiB above "
