@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "services/cli/terminal_text.h"
+#include "google/protobuf/util/json_util.h"
 #include "services/cli/ask_tell.h"
 #include "services/cli/compare_command.h"
 #include "services/cli/compare_report.h"
@@ -29,6 +29,7 @@
 #include "services/cli/report.h"
 #include "services/cli/study_client.h"
 #include "services/cli/study_file.h"
+#include "services/cli/terminal_text.h"
 #include "services/common/client_security_flags.h"
 #include "services/common/env_flags.h"
 #include "services/common/status_macros.h"
@@ -162,8 +163,16 @@ const std::map<std::string, Command>& Commands() {
         "a copy."}},
       {"export",
        {"dhpt export STUDY [--scheduler=HOST:PORT] > STUDY.json",
-        "Prints the study (spec, state) and every trial as one JSON document: a backup, or "
-        "the\nhistory to analyse elsewhere (see docs/storage.md)."}},
+        "Prints the study (spec, state), every trial and every intermediate value as one JSON "
+        "document:\na backup to restore with dhpt import, or the history to analyse elsewhere "
+        "(see docs/storage.md)."}},
+      {"import",
+       {"dhpt import STUDY.json [--scheduler=HOST:PORT]",
+        "Restores a study from a dhpt export file: trial numbers, states, attempts, workers, "
+        "times,\nerrors and intermediate values come back; the scheduler gives the trials new "
+        "ids, and\ntrials that were pending or running wait for a worker again. Refused, with "
+        "nothing imported,\nwhen the scheduler has a study of that name with another spec or "
+        "other trials (see\ndocs/storage.md)."}},
   };
   return *kCommands;
 }
@@ -535,7 +544,7 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     return 0;
   }
   if (name == "ask" || name == "tell" || name == "enqueue") return RunAskTell(client, name, args);
-  if (absl::Status status = need_one(name == "submit" ? "one study file" : "one study name");
+  if (absl::Status status = need_one(name == "submit" || name == "import" ? "one study file" : "one study name");
       !status.ok()) {
     return Fail(status);
   }
@@ -627,14 +636,28 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     return 0;
   }
   if (name == "export") {
-    absl::StatusOr<v1::Study> study = client.GetStudy(arg);
-    if (!study.ok()) return Fail(study.status());
-    absl::StatusOr<std::vector<v1::Trial>> trials = client.ListTrials(arg);
-    if (!trials.ok()) return Fail(trials.status());
+    absl::StatusOr<v1::StudyExport> exported = client.ExportStudy(arg);
+    if (!exported.ok()) return Fail(exported.status());
+    std::cout << ToJson(*exported);
+    return 0;
+  }
+  if (name == "import") {
+    absl::StatusOr<std::string> text = ReadTextFile(arg);
+    if (!text.ok()) return Fail(text.status());
     v1::StudyExport exported;
-    *exported.mutable_study() = *std::move(study);
-    for (v1::Trial& trial : *trials) *exported.add_trials() = std::move(trial);
-    std::cout << ToJson(exported);
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = false;
+    if (auto parsed = google::protobuf::util::JsonStringToMessage(*text, &exported, options);
+        !parsed.ok()) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          arg, " is not a dhpt export: ", std::string(parsed.message().data(),
+                                                     parsed.message().size()))));
+    }
+    absl::StatusOr<v1::Study> study = client.ImportStudy(exported);
+    if (!study.ok()) return Fail(study.status());
+    std::cout << "imported study " << study->spec().name() << " with " << exported.trials_size()
+              << " trials\n"
+              << ProgressLine(*study) << "\n";
     return 0;
   }
   return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command ", name)));

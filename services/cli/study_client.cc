@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "absl/time/clock.h"
 #include "services/common/channel_options.h"
 #include "services/common/grpc_status.h"
 
@@ -38,22 +39,52 @@ absl::StatusOr<Response> Unary(std::unique_ptr<grpc::ClientContext> context, Cal
   return response;
 }
 
-// Calls a paginated List RPC page after page (AIP-158), collecting what `items` picks from
-// each response.
+// One page; asked for again while the scheduler's reply budget is spent (RESOURCE_EXHAUSTED:
+// other callers' pages are being sent), for up to StudyClient::kPageRetryWindow.
+template <typename Response, typename Request, typename Call>
+absl::StatusOr<Response> Page(
+    const std::function<std::unique_ptr<grpc::ClientContext>()>& new_context,
+    const Request& request, Call call) {
+  const absl::Time give_up = absl::Now() + StudyClient::kPageRetryWindow;
+  absl::Duration pause = absl::Milliseconds(100);
+  while (true) {
+    auto response = Unary<Response>(new_context(), [&](grpc::ClientContext* c, Response* r) {
+      return call(c, request, r);
+    });
+    if (response.ok() || !absl::IsResourceExhausted(response.status()) ||
+        absl::Now() + pause > give_up) {
+      return response;
+    }
+    absl::SleepFor(pause);
+    pause = std::min(pause * 2, absl::Seconds(2));
+  }
+}
+
+// Calls a paginated List RPC page after page (AIP-158), handing each response to `take`.
+template <typename Response, typename Request, typename Call, typename Take>
+absl::Status EachPage(const std::function<std::unique_ptr<grpc::ClientContext>()>& new_context,
+                      Request request, Call call, Take take) {
+  do {
+    absl::StatusOr<Response> response = Page<Response>(new_context, request, call);
+    if (!response.ok()) return response.status();
+    take(*response);
+    request.set_page_token(response->next_page_token());
+  } while (!request.page_token().empty());
+  return absl::OkStatus();
+}
+
+// Every page's items, as `items` picks them from each response.
 template <typename Item, typename Response, typename Request, typename Call, typename Items>
 absl::StatusOr<std::vector<Item>> AllPages(
     const std::function<std::unique_ptr<grpc::ClientContext>()>& new_context, Request request,
     Call call, Items items) {
   std::vector<Item> all;
-  do {
-    auto response = Unary<Response>(new_context(), [&](grpc::ClientContext* c, Response* r) {
-      return call(c, request, r);
-    });
-    if (!response.ok()) return response.status();
-    const auto& page = items(*response);
-    all.insert(all.end(), page.begin(), page.end());
-    request.set_page_token(response->next_page_token());
-  } while (!request.page_token().empty());
+  absl::Status status = EachPage<Response>(new_context, std::move(request), call,
+                                           [&](const Response& response) {
+                                             const auto& page = items(response);
+                                             all.insert(all.end(), page.begin(), page.end());
+                                           });
+  if (!status.ok()) return status;
   return all;
 }
 }  // namespace
@@ -117,6 +148,34 @@ absl::StatusOr<std::vector<v1::Trial>> StudyClient::ListTrials(const std::string
       [this](grpc::ClientContext* c, const v1::ListTrialsRequest& request,
              v1::ListTrialsResponse* r) { return stub_->ListTrials(c, request, r); },
       [](const v1::ListTrialsResponse& r) -> const auto& { return r.trials(); });
+}
+
+absl::StatusOr<v1::StudyExport> StudyClient::ExportStudy(const std::string& study) {
+  v1::StudyExport exported;
+  absl::StatusOr<v1::Study> found = GetStudy(study);
+  if (!found.ok()) return found.status();
+  *exported.mutable_study() = *std::move(found);
+  v1::ListTrialsRequest request;
+  request.set_study(study);
+  request.set_intermediate_values(true);
+  absl::Status status = EachPage<v1::ListTrialsResponse>(
+      [this] { return NewContext(); }, std::move(request),
+      [this](grpc::ClientContext* c, const v1::ListTrialsRequest& request,
+             v1::ListTrialsResponse* r) { return stub_->ListTrials(c, request, r); },
+      [&](v1::ListTrialsResponse& page) {
+        for (v1::Trial& trial : *page.mutable_trials()) *exported.add_trials() = std::move(trial);
+        for (v1::TrialCurve& curve : *page.mutable_curves()) {
+          *exported.add_curves() = std::move(curve);
+        }
+      });
+  if (!status.ok()) return status;
+  return exported;
+}
+
+absl::StatusOr<v1::Study> StudyClient::ImportStudy(const v1::StudyExport& exported) {
+  return Unary<v1::Study>(NewContext(absl::Minutes(2)), [&](grpc::ClientContext* c, v1::Study* r) {
+    return stub_->ImportStudy(c, exported, r);
+  });
 }
 
 absl::StatusOr<v1::Trial> StudyClient::GetBestTrial(const std::string& study) {

@@ -32,6 +32,13 @@ class StudyClient {
   absl::Status DeleteStudy(const std::string& name, bool force);
   // Every trial of the study in number order (all pages).
   absl::StatusOr<std::vector<v1::Trial>> ListTrials(const std::string& study);
+  // Backups: the study, every trial and every intermediate value (dhpt export), and its
+  // restore (dhpt import), which waits longer: a large study takes a while to store.
+  absl::StatusOr<v1::StudyExport> ExportStudy(const std::string& study);
+  absl::StatusOr<v1::Study> ImportStudy(const v1::StudyExport& exported);
+  // A scheduler busy sending other callers' pages answers RESOURCE_EXHAUSTED: a page is asked
+  // for again, with growing pauses (100 ms up to 2 s), for this long.
+  static constexpr absl::Duration kPageRetryWindow = absl::Seconds(60);
   absl::StatusOr<v1::Trial> GetBestTrial(const std::string& study);
   // The whole front (all pages), with its hypervolume as of the last page.
   absl::StatusOr<v1::GetParetoFrontResponse> GetParetoFront(const std::string& study);

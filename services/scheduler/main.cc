@@ -81,7 +81,16 @@ ABSL_FLAG(int, max_parameters, dhpt::study::kDefaultMaxParameters,
           "parameters one study may tune at most");
 ABSL_FLAG(int64_t, max_dataset_bytes, dhpt::study::kDefaultMaxDatasetBytes,
           "largest generated data set a study may ask workers to hold, in bytes");
-ABSL_FLAG(int, max_message_bytes, 4 << 20, "largest request the scheduler reads, in bytes");
+ABSL_FLAG(int, max_message_bytes, 4 << 20,
+          "largest request the scheduler reads, in bytes (an ImportStudy of a large export "
+          "needs more)");
+ABSL_FLAG(int64_t, max_spec_bytes_total, dhpt::scheduler::kDefaultMaxSpecBytesTotal,
+          "bytes of study specs the scheduler holds at most (each costs about three times "
+          "that in memory); past it CreateStudy and ImportStudy are RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, max_reply_bytes_in_flight, dhpt::scheduler::kDefaultMaxReplyBytesInFlight,
+          "bytes of ListTrials and ListStudies pages being built or sent at once, all callers "
+          "together; pages are cut short to fit, and a call finding under 64 KiB left is "
+          "RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, watch_journal_events, 16'384,
           "latest events each watched study keeps for its WatchStudy readers (and at most 8 MiB); "
           "a reader further behind, or resuming from an older position, is brought up to date "
@@ -114,7 +123,8 @@ int main(int argc, char** argv) {
                                  "tls_cert", "tls_key",
                                  "tls_client_ca", "auth_token_file", "worker_token_file",
                                  "max_studies", "max_parameters", "max_dataset_bytes",
-                                 "max_message_bytes", "watch_journal_events"});
+                                 "max_message_bytes", "max_spec_bytes_total",
+                                 "max_reply_bytes_in_flight", "watch_journal_events"});
   dhpt::ParseCommandLineWithDashes(argc, argv);
   dhpt::BlockTerminationSignals();
   RaiseDescriptorLimit();
@@ -144,6 +154,14 @@ int main(int argc, char** argv) {
   options.core.spec_limits.max_parameters = absl::GetFlag(FLAGS_max_parameters);
   options.core.spec_limits.max_dataset_bytes = absl::GetFlag(FLAGS_max_dataset_bytes);
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.core.max_spec_bytes_total = absl::GetFlag(FLAGS_max_spec_bytes_total);
+  const int64_t max_reply_bytes = absl::GetFlag(FLAGS_max_reply_bytes_in_flight);
+  if (options.core.max_spec_bytes_total < 1 || max_reply_bytes < (int64_t{1} << 20)) {
+    std::fprintf(stderr, "--max_spec_bytes_total must be >= 1, --max_reply_bytes_in_flight >= "
+                         "1048576\n");
+    return 2;
+  }
+  options.core.max_reply_bytes_in_flight = static_cast<size_t>(max_reply_bytes);
   options.core.watch_journal.max_events = std::max(1, absl::GetFlag(FLAGS_watch_journal_events));
   if (options.core.max_studies < 1 || options.core.spec_limits.max_parameters < 1 ||
       options.core.spec_limits.max_dataset_bytes < 1 || options.max_receive_message_bytes < 1024) {

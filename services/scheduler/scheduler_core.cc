@@ -83,6 +83,7 @@ SchedulerCore::SchedulerCore(StudyStore* store, SchedulerOptions options)
       observer_(options_.observer != nullptr ? options_.observer : NoObserver()),
       epoch_(options_.epoch != 0 ? options_.epoch : RandomEpoch()),
       next_position_(static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()))),
+      reply_budget_(options_.max_reply_bytes_in_flight),
       suggestions_(std::make_unique<WorkQueue>(std::max(1, options_.suggestion_threads))) {
   store_->SetCommitListener([this](WriteSequence sequence) { OnStored(sequence); });
 }
@@ -121,6 +122,8 @@ absl::Status SchedulerCore::Recover() {
     ASSIGN_OR_RETURN(entry->optimizer,
                      options_.optimizer_factory(entry->space, study::ToOptimizerConfig(entry->spec)));
     entry->head = next_position_++;
+    // Counted, never refused: what was accepted before stays (a lower limit stops new ones).
+    spec_bytes_total_ += static_cast<int64_t>(entry->spec.ByteSizeLong());
     study_order_.push_back(entry.get());
     if (!entry->terminal()) dispatchable_.push_back(entry.get());
     studies_[study.spec().name()] = std::move(entry);
@@ -219,21 +222,8 @@ absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spe
     return absl::AlreadyExistsError(absl::StrCat(
         "study \"", spec.name(), "\" exists with a different spec; choose another name"));
   }
-  if (absl::Status health = store_->health(); !health.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("the database refuses writes, so no study is accepted: ", health.message()));
-  }
-  if (static_cast<int>(studies_.size()) >= options_.max_studies) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the scheduler holds ", studies_.size(), " studies, its limit (--max_studies); "
-        "ask its operator to raise the limit"));
-  }
-  auto entry = std::make_unique<StudyEntry>();
-  entry->space = study::ToSearchSpace(spec);
-  entry->early_stopping = study::ToEarlyStoppingRule(spec);
-  entry->front.emplace(spec);
-  ASSIGN_OR_RETURN(entry->optimizer,
-                   options_.optimizer_factory(entry->space, study::ToOptimizerConfig(spec)));
+  RETURN_IF_ERROR(CheckRoomForStudyLocked(spec));
+  ASSIGN_OR_RETURN(std::unique_ptr<StudyEntry> entry, NewStudyEntryLocked(spec));
   // Checked before anything is created; added before its first trial is suggested.
   CheckedTrials warm;
   if (!spec.warm_start_study().empty()) {
@@ -244,6 +234,7 @@ absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spe
   entry->order = next_study_order_++;
   entry->head = next_position_++;
   WriteSequence stored = store_->PutStudy(BuildStudyLocked(*entry));
+  spec_bytes_total_ += static_cast<int64_t>(entry->spec.ByteSizeLong());
   StudyEntry& created = *entry;
   study_order_.push_back(entry.get());
   dispatchable_.push_back(entry.get());
@@ -260,6 +251,39 @@ absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spe
   DispatchLocked();
   reply = BuildStudyLocked(created);
   return stored;
+}
+
+absl::Status SchedulerCore::CheckRoomForStudyLocked(const v1::StudySpec& spec) const {
+  if (absl::Status health = store_->health(); !health.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("the database refuses writes, so no study is accepted: ", health.message()));
+  }
+  if (static_cast<int>(studies_.size()) >= options_.max_studies) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the scheduler holds ", studies_.size(), " studies, its limit (--max_studies); "
+        "delete finished studies (export them first to keep them) or ask its operator to "
+        "raise the limit"));
+  }
+  const int64_t bytes = static_cast<int64_t>(spec.ByteSizeLong());
+  if (spec_bytes_total_ + bytes > options_.max_spec_bytes_total) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the scheduler holds ", spec_bytes_total_, " bytes of study specs and this one has ",
+        bytes, ", past its limit (--max_spec_bytes_total=", options_.max_spec_bytes_total,
+        "); delete finished studies (export them first to keep them), make the spec smaller, "
+        "or ask its operator to raise the limit"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<SchedulerCore::StudyEntry>> SchedulerCore::NewStudyEntryLocked(
+    const v1::StudySpec& spec) {
+  auto entry = std::make_unique<StudyEntry>();
+  entry->space = study::ToSearchSpace(spec);
+  entry->early_stopping = study::ToEarlyStoppingRule(spec);
+  entry->front.emplace(spec);
+  ASSIGN_OR_RETURN(entry->optimizer,
+                   options_.optimizer_factory(entry->space, study::ToOptimizerConfig(spec)));
+  return entry;
 }
 
 absl::StatusOr<const SchedulerCore::StudyEntry*> SchedulerCore::FindStudyLocked(
@@ -298,17 +322,21 @@ absl::StatusOr<ListPage<v1::Study>> SchedulerCore::ListStudies(
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultStudyPageSize, kMaxStudyPageSize));
   ASSIGN_OR_RETURN(const uint64_t after, PagePosition(page_token, "studies", ""));
   absl::MutexLock lock(&mutex_);
+  // Pages are built one at a time, under the lock, so what the budget has now is this page's.
+  ASSIGN_OR_RETURN(const size_t available, reply_budget_.Available());
+  const size_t max_bytes = std::min(kMaxPageBytes, available);
   ListPage<v1::Study> page;
   auto it = std::upper_bound(study_order_.begin(), study_order_.end(), after,
                              [](uint64_t order, const StudyEntry* s) { return order < s->order; });
   size_t bytes = 0;
   for (; it != study_order_.end(); ++it) {
-    if (static_cast<int>(page.items.size()) >= size || bytes >= kMaxPageBytes) {
+    if (static_cast<int>(page.items.size()) >= size || bytes >= max_bytes) {
       page.next_page_token = PageToken("studies", "", page.items.empty() ? after : (*(it - 1))->order);
       break;
     }
     bytes += page.items.emplace_back(BuildStudyLocked(**it)).ByteSizeLong();
   }
+  page.lease = reply_budget_.Take(bytes);
   return page;
 }
 
@@ -345,6 +373,7 @@ absl::Status SchedulerCore::DeleteStudy(absl::string_view name, bool force) {
     }
     EndWatchesLocked(study, absl::NotFoundError(absl::StrCat("study \"", name, "\" was deleted")));
     for (uint64_t id : study.trial_ids) trials_.erase(id);
+    spec_bytes_total_ -= static_cast<int64_t>(study.spec.ByteSizeLong());
     study_order_.erase(std::find(study_order_.begin(), study_order_.end(), &study));
     stored = store_->DeleteStudy(study.spec.name());
     auto owned = studies_.extract(study.spec.name());
@@ -371,10 +400,14 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
   // the same name.
   const std::string filter = absl::StrCat(name, "|", only, "|", study->order);
   ASSIGN_OR_RETURN(const uint64_t start, PagePosition(page_token, "trials", filter));
+  // Pages are built one at a time, under the lock, so what the budget has now is this page's:
+  // many callers cannot each hold a large page (a short page's token goes on from its end).
+  ASSIGN_OR_RETURN(const size_t available, reply_budget_.Available());
+  const size_t max_bytes = std::min(kMaxPageBytes, available);
   ListPage<v1::Trial> page;
   size_t bytes = 0;
   for (size_t number = start; number < study->trial_ids.size(); ++number) {
-    if (static_cast<int>(page.items.size()) >= size || bytes >= kMaxPageBytes) {
+    if (static_cast<int>(page.items.size()) >= size || bytes >= max_bytes) {
       page.next_page_token = PageToken("trials", filter, number);
       break;
     }
@@ -383,6 +416,7 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
       bytes += page.items.emplace_back(FullTrialLocked(trial)).ByteSizeLong();
     }
   }
+  page.lease = reply_budget_.Take(bytes);
   return page;
 }
 

@@ -31,6 +31,7 @@
 #include "services/common/work_queue.h"
 #include "services/optimizer/optimizer.h"
 #include "services/study/early_stopping.h"
+#include "services/scheduler/reply_budget.h"
 #include "services/scheduler/scheduler_observer.h"
 #include "services/study/spec_validation.h"
 #include "services/scheduler/study_store.h"
@@ -81,6 +82,11 @@ struct WatchRead {
 // stays current without a summary per trial.
 inline constexpr absl::Duration kWatchSummaryInterval = absl::Milliseconds(100);
 
+// The default of --max_spec_bytes_total: 128 MiB of specs cost about 400 MB of memory, a tenth
+// of a 4 GB board; a spec is at most --max_message_bytes (4 MiB), so at least 32 of the
+// largest fit, and thousands of ordinary ones (a few KiB each).
+inline constexpr int64_t kDefaultMaxSpecBytesTotal = int64_t{128} << 20;
+
 using OptimizerFactory = std::function<absl::StatusOr<std::unique_ptr<optimizer::Optimizer>>(
     const optimizer::SearchSpace&, const optimizer::OptimizerConfig&)>;
 
@@ -100,6 +106,11 @@ struct SchedulerOptions {
   WatchJournalLimits watch_journal;
   // Studies kept at once (finished ones count until deleted); more are RESOURCE_EXHAUSTED.
   int max_studies = 10'000;
+  // The specs of all studies kept, in bytes (each is held in memory, about three times over,
+  // for the study's life): past it CreateStudy and ImportStudy are RESOURCE_EXHAUSTED.
+  int64_t max_spec_bytes_total = kDefaultMaxSpecBytesTotal;
+  // Reply pages built and not yet sent, across all callers (ReplyBudget).
+  size_t max_reply_bytes_in_flight = kDefaultMaxReplyBytesInFlight;
   study::SpecLimits spec_limits;
   // This instance's epoch (Welcome.epoch); 0 draws a random one, as every start should.
   uint64_t epoch = 0;
@@ -139,11 +150,19 @@ inline constexpr int kMaxStudyPageSize = 1'000;
 inline constexpr int kDefaultTrialPageSize = 1'000;
 inline constexpr int kMaxTrialPageSize = 10'000;
 inline constexpr size_t kMaxPageBytes = 32 << 20;
+// ListTrials with intermediate values (an export): at most this many trials a page, as each
+// may carry up to kMaxIntermediateValuesPerAttempt values per attempt.
+inline constexpr int kMaxCurvePageSize = 100;
+
+// ImportStudy: what one export may hold, beyond the request's size (--max_message_bytes).
+inline constexpr int kMaxImportedAttemptsPerTrial = 1'000;
 
 template <typename Item>
 struct ListPage {
   std::vector<Item> items;
   std::string next_page_token;  // Empty on the last page.
+  // The page's share of the reply budget: hold it until the reply is written.
+  ReplyBudget::Lease lease;
 };
 
 // One connected worker, for metrics and status.
@@ -213,6 +232,17 @@ class SchedulerCore {
   absl::StatusOr<v1::Trial> EnqueueTrial(const v1::EnqueueTrialRequest& request);
   absl::StatusOr<v1::AddTrialsResponse> AddTrials(const v1::AddTrialsRequest& request);
 
+  // --- Backups (study_import.cc) ---
+  // Restores an export as a new study, all or nothing, answered once it is stored: the
+  // trials keep numbers, states, attempts, times and curves and get new ids; pending and
+  // running ones become pending. The same study again answers it as it is; a study of that
+  // name with another spec is ALREADY_EXISTS, with other trials FAILED_PRECONDITION.
+  absl::StatusOr<v1::Study> ImportStudy(const v1::StudyExport& exported);
+  // The stored intermediate values of `trials` (all of one study), every attempt's, in trial
+  // and step order; their bytes are added to `lease` (RESOURCE_EXHAUSTED past the budget).
+  absl::StatusOr<std::vector<v1::TrialCurve>> TrialCurves(const std::vector<v1::Trial>& trials,
+                                                          ReplyBudget::Lease& lease);
+
   // --- Workers ---
   // Registers a worker's stream; answers Welcome and starts assigning. Returns the session id
   // the other worker calls name. `peer_names`: the names of the worker's verified certificate
@@ -256,6 +286,7 @@ class SchedulerCore {
   absl::Status store_health() const { return store_->health(); }
   int64_t store_bytes() const { return store_->size_bytes(); }
   int connected_workers() const;
+  const ReplyBudget& reply_budget() const { return reply_budget_; }
 
  private:
   struct StudyEntry;
@@ -303,6 +334,12 @@ class SchedulerCore {
 
   // CreateStudy's work under the lock: the reply, and the write to wait for.
   absl::StatusOr<WriteSequence> CreateStudyLocked(v1::StudySpec spec, v1::Study& reply)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether another study of this (normalised) spec fits: --max_studies, --max_spec_bytes_total.
+  absl::Status CheckRoomForStudyLocked(const v1::StudySpec& spec) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The new study's entry: search space, rule, front and optimiser (no trials yet).
+  absl::StatusOr<std::unique_ptr<StudyEntry>> NewStudyEntryLocked(const v1::StudySpec& spec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Whether the study could give a trial now to a worker that can run it.
   bool HasTrialToGive(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -478,6 +515,9 @@ class SchedulerCore {
   // Sessions dispatch has tried (a cost counter, for tests and benchmarks).
   uint64_t sessions_tried_ ABSL_GUARDED_BY(mutex_) = 0;
   uint64_t next_study_order_ ABSL_GUARDED_BY(mutex_) = 1;
+  // The bytes of the kept studies' specs (--max_spec_bytes_total).
+  int64_t spec_bytes_total_ ABSL_GUARDED_BY(mutex_) = 0;
+  mutable ReplyBudget reply_budget_;  // Its own lock; taken under mutex_ by the page builders.
   // Deleted while a suggestion for them was being computed: freed when it returns.
   std::vector<std::unique_ptr<StudyEntry>> deleted_studies_ ABSL_GUARDED_BY(mutex_);
   absl::node_hash_map<uint64_t, TrialEntry> trials_ ABSL_GUARDED_BY(mutex_);

@@ -544,6 +544,68 @@ WriteSequence SqliteStudyStore::PutIntermediateValue(const std::string& study, u
   return queued_.last = next_sequence_++;
 }
 
+WriteSequence SqliteStudyStore::PutImportedStudy(
+    const v1::Study& study, const std::vector<v1::Trial>& trials,
+    const std::vector<StoredIntermediateValue>& values) {
+  std::string study_bytes = study.SerializeAsString();
+  std::vector<Batch::TrialRow> rows;
+  rows.reserve(trials.size());
+  for (const v1::Trial& trial : trials) {
+    rows.push_back({trial.study(), trial.number(), trial.SerializeAsString()});
+  }
+  // One lock hold: the writer takes the whole import into one batch, one transaction.
+  absl::MutexLock lock(&mutex_);
+  queued_.studies[study.spec().name()] = std::move(study_bytes);
+  for (size_t i = 0; i < trials.size(); ++i) {
+    queued_.trials[trials[i].id()] = std::move(rows[i]);
+    queued_.next_trial_id = std::max(queued_.next_trial_id, trials[i].id() + 1);
+  }
+  for (const StoredIntermediateValue& value : values) {
+    if (std::isnan(value.value)) continue;  // As PutIntermediateValue.
+    queued_.intermediate_values.push_back(
+        {study.spec().name(), value.trial_id, value.attempt, value.step, value.value});
+  }
+  return queued_.last = next_sequence_++;
+}
+
+absl::StatusOr<std::vector<StoredIntermediateValue>> SqliteStudyStore::ReadIntermediateValues(
+    const std::vector<uint64_t>& trial_ids) const {
+  // Only the writer's connection sees an in-memory database: a scheduler without a file
+  // (tests, demos) exports no curves.
+  if (options_.path == ":memory:") return std::vector<StoredIntermediateValue>();
+  sqlite3* reader = nullptr;
+  int code = sqlite3_open_v2(options_.path.c_str(), &reader,
+                             SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+                             nullptr);
+  // Closed on every path; the statement is finalised first (declared after).
+  std::unique_ptr<sqlite3, int (*)(sqlite3*)> owned(reader, sqlite3_close);
+  if (code != SQLITE_OK) return StoreError(reader, code, "cannot read", options_.path, true);
+  sqlite3_busy_timeout(reader, 5000);
+  Statement statement(reader,
+                      "SELECT attempt, step, value FROM intermediate_values WHERE trial_id = ?1 "
+                      "ORDER BY attempt, step");
+  if (!statement.ok()) {
+    return StoreError(reader, sqlite3_extended_errcode(reader), "cannot read", options_.path, true);
+  }
+  std::vector<StoredIntermediateValue> values;
+  // One snapshot for every trial of the call.
+  if ((code = sqlite3_exec(reader, "BEGIN", nullptr, nullptr, nullptr)) != SQLITE_OK) {
+    return StoreError(reader, code, "cannot read", options_.path, true);
+  }
+  for (uint64_t id : trial_ids) {
+    sqlite3_reset(statement.get());
+    statement.Bind(1, static_cast<int64_t>(id));
+    while ((code = sqlite3_step(statement.get())) == SQLITE_ROW) {
+      values.push_back({id, sqlite3_column_int(statement.get(), 0),
+                        sqlite3_column_int64(statement.get(), 1),
+                        sqlite3_column_double(statement.get(), 2)});
+    }
+    if (code != SQLITE_DONE) return StoreError(reader, code, "cannot read", options_.path, true);
+  }
+  sqlite3_exec(reader, "COMMIT", nullptr, nullptr, nullptr);
+  return values;
+}
+
 WriteSequence SqliteStudyStore::DeleteStudy(const std::string& study) {
   absl::MutexLock lock(&mutex_);
   queued_.Delete(study);

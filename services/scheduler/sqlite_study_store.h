@@ -60,6 +60,12 @@ class SqliteStudyStore : public StudyStore {
   WriteSequence PutTrial(const v1::Trial& trial) override;
   WriteSequence PutIntermediateValue(const std::string& study, uint64_t trial_id, int attempt,
                                      int64_t step, double value) override;
+  WriteSequence PutImportedStudy(const v1::Study& study, const std::vector<v1::Trial>& trials,
+                                 const std::vector<StoredIntermediateValue>& values) override;
+  // Through a read-only connection of its own (WAL readers never wait for the writer); none
+  // for ":memory:", which no other connection can see.
+  absl::StatusOr<std::vector<StoredIntermediateValue>> ReadIntermediateValues(
+      const std::vector<uint64_t>& trial_ids) const override;
   WriteSequence DeleteStudy(const std::string& study) override;
   WriteSequence last_sequence() const override;
   absl::Status Sync(WriteSequence sequence) override;

@@ -29,6 +29,37 @@ grpc::ServerUnaryReactor* Authorized(grpc::CallbackServerContext* context, T* re
                response);
 }
 
+// A reply that holds its page's share of the reply budget until gRPC is done with it; the
+// response's messages are freed then too, not whenever the call object goes.
+template <typename Response>
+class LeasedReplyReactor : public grpc::ServerUnaryReactor {
+ public:
+  LeasedReplyReactor(Response* response, ReplyBudget::Lease lease)
+      : response_(response), lease_(std::move(lease)) {}
+  void OnDone() override {
+    Response().Swap(response_);  // The temporary frees the page's messages.
+    delete this;                 // And the lease goes back to the budget.
+  }
+
+ private:
+  Response* const response_;
+  ReplyBudget::Lease lease_;
+};
+
+// Like Authorized, for a page: `compute` returns the response and its lease.
+template <typename Response, typename Compute>
+grpc::ServerUnaryReactor* AuthorizedPage(grpc::CallbackServerContext* context,
+                                         Response* response, Compute compute) {
+  const absl::Status allowed = CheckRole(context->auth_context().get(), kUserRole);
+  if (!allowed.ok()) return Reply(context, absl::StatusOr<Response>(allowed), response);
+  ReplyBudget::Lease lease;
+  absl::StatusOr<Response> result = compute(lease);
+  auto* reactor = new LeasedReplyReactor<Response>(response, std::move(lease));
+  if (result.ok()) *response = *std::move(result);
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
 }  // namespace
 
 grpc::ServerUnaryReactor* StudyServiceImpl::CreateStudy(grpc::CallbackServerContext* context,
@@ -46,9 +77,11 @@ grpc::ServerUnaryReactor* StudyServiceImpl::GetStudy(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* StudyServiceImpl::ListStudies(grpc::CallbackServerContext* context,
                                                         const v1::ListStudiesRequest* request,
                                                         v1::ListStudiesResponse* response) {
-  return Authorized(context, response, [&]() -> absl::StatusOr<v1::ListStudiesResponse> {
+  return AuthorizedPage(context, response,
+                        [&](ReplyBudget::Lease& lease) -> absl::StatusOr<v1::ListStudiesResponse> {
     ASSIGN_OR_RETURN(ListPage<v1::Study> page,
                      core_->ListStudies(request->page_size(), request->page_token()));
+    lease = std::move(page.lease);
     v1::ListStudiesResponse out;
     for (v1::Study& study : page.items) *out.add_studies() = std::move(study);
     out.set_next_page_token(std::move(page.next_page_token));
@@ -84,11 +117,23 @@ grpc::ServerUnaryReactor* StudyServiceImpl::StopStudy(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* StudyServiceImpl::ListTrials(grpc::CallbackServerContext* context,
                                                        const v1::ListTrialsRequest* request,
                                                        v1::ListTrialsResponse* response) {
-  return Authorized(context, response, [&]() -> absl::StatusOr<v1::ListTrialsResponse> {
+  return AuthorizedPage(context, response,
+                        [&](ReplyBudget::Lease& lease) -> absl::StatusOr<v1::ListTrialsResponse> {
+    // With curves a page is short: each trial may carry thousands of values.
+    const int page_size = request->intermediate_values()
+                              ? (request->page_size() == 0
+                                     ? kMaxCurvePageSize
+                                     : std::min(request->page_size(), kMaxCurvePageSize))
+                              : request->page_size();
     ASSIGN_OR_RETURN(ListPage<v1::Trial> page,
-                     core_->ListTrials(request->study(), request->state(), request->page_size(),
+                     core_->ListTrials(request->study(), request->state(), page_size,
                                        request->page_token()));
+    lease = std::move(page.lease);
     v1::ListTrialsResponse out;
+    if (request->intermediate_values() && !page.items.empty()) {
+      ASSIGN_OR_RETURN(std::vector<v1::TrialCurve> curves, core_->TrialCurves(page.items, lease));
+      for (v1::TrialCurve& curve : curves) *out.add_curves() = std::move(curve);
+    }
     for (v1::Trial& trial : page.items) *out.add_trials() = std::move(trial);
     out.set_next_page_token(std::move(page.next_page_token));
     return out;
@@ -149,6 +194,12 @@ grpc::ServerUnaryReactor* StudyServiceImpl::EnqueueTrial(grpc::CallbackServerCon
                                                          const v1::EnqueueTrialRequest* request,
                                                          v1::Trial* response) {
   return Authorized(context, response, [&] { return core_->EnqueueTrial(*request); });
+}
+
+grpc::ServerUnaryReactor* StudyServiceImpl::ImportStudy(grpc::CallbackServerContext* context,
+                                                        const v1::StudyExport* request,
+                                                        v1::Study* response) {
+  return Authorized(context, response, [&] { return core_->ImportStudy(*request); });
 }
 
 grpc::ServerUnaryReactor* StudyServiceImpl::AddTrials(grpc::CallbackServerContext* context,

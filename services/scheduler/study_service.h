@@ -58,6 +58,9 @@ class StudyServiceImpl
   grpc::ServerUnaryReactor* AddTrials(grpc::CallbackServerContext* context,
                                       const v1::AddTrialsRequest* request,
                                       v1::AddTrialsResponse* response) override;
+  grpc::ServerUnaryReactor* ImportStudy(grpc::CallbackServerContext* context,
+                                        const v1::StudyExport* request,
+                                        v1::Study* response) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchStudy(grpc::CallbackServerContext* context,
                                                          const grpc::ByteBuffer* request) override;
 

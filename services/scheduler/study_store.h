@@ -52,6 +52,15 @@ class StudyStore {
   // A NaN value is not kept (nothing was measured); ±infinity is.
   virtual WriteSequence PutIntermediateValue(const std::string& study, uint64_t trial_id,
                                              int attempt, int64_t step, double value) = 0;
+  // A study restored from a backup (ImportStudy) with its trials and their intermediate
+  // values, queued as one write: a commit holds all of it or none of it.
+  virtual WriteSequence PutImportedStudy(const v1::Study& study,
+                                         const std::vector<v1::Trial>& trials,
+                                         const std::vector<StoredIntermediateValue>& values) = 0;
+  // The committed intermediate values of these trials, by trial, attempt and step (an export
+  // reads them). Any thread, while writes go on.
+  virtual absl::StatusOr<std::vector<StoredIntermediateValue>> ReadIntermediateValues(
+      const std::vector<uint64_t>& trial_ids) const = 0;
   // The study, its trials and their intermediate values.
   virtual WriteSequence DeleteStudy(const std::string& study) = 0;
   // The latest sequence handed out.

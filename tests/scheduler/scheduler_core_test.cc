@@ -703,6 +703,14 @@ class HeldStore : public StudyStore {
                                      int64_t step, double value) override {
     return real_->PutIntermediateValue(study, trial_id, attempt, step, value);
   }
+  WriteSequence PutImportedStudy(const v1::Study& study, const std::vector<v1::Trial>& trials,
+                                 const std::vector<StoredIntermediateValue>& values) override {
+    return real_->PutImportedStudy(study, trials, values);
+  }
+  absl::StatusOr<std::vector<StoredIntermediateValue>> ReadIntermediateValues(
+      const std::vector<uint64_t>& trial_ids) const override {
+    return real_->ReadIntermediateValues(trial_ids);
+  }
   WriteSequence DeleteStudy(const std::string& study) override { return real_->DeleteStudy(study); }
   WriteSequence last_sequence() const override { return real_->last_sequence(); }
   absl::Status Sync(WriteSequence sequence) override { return real_->Sync(sequence); }

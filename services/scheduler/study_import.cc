@@ -1,0 +1,382 @@
+// Backups: ImportStudy restores a `dhpt export` (StudyExport) as a study of this scheduler, and
+// TrialCurves reads the intermediate values an export carries.
+//
+// An export is user input: every field is checked before anything changes, ids are this
+// scheduler's (an export's are ignored), a completed trial's objective is recomputed from its
+// metrics, and a trial that was pending or running is pending again. The study then stands as
+// a restarted scheduler would rebuild it from its own database (Recover): the same history
+// for its optimiser, the same curves for its early-stopping rule.
+
+#include <cmath>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "google/protobuf/util/time_util.h"
+#include "services/common/logging.h"
+#include "services/common/param_values.h"
+#include "services/common/status_macros.h"
+#include "services/scheduler/scheduler_core.h"
+#include "services/scheduler/scheduler_core_internal.h"
+#include "services/study/spec_translation.h"
+#include "services/study/spec_validation.h"
+#include "services/study/trial_outcome.h"
+
+namespace dhpt::scheduler {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+// A study's own reason for its state (a terminal one: "all 20 trials finished").
+constexpr size_t kMaxStateReasonBytes = 4096;
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+// Text the scheduler wrote for workers and clients: bounded, no control bytes (a forged one
+// could fake log lines or grow memory).
+absl::Status CheckText(const std::string& text, size_t limit, const std::string& field) {
+  if (text.size() > limit) return Invalid(field, absl::StrCat("longer than ", limit, " bytes"));
+  for (unsigned char c : text) {
+    if (c < 0x20 || c == 0x7f) return Invalid(field, "control characters");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTime(const google::protobuf::Timestamp& time, const std::string& field) {
+  if (time.seconds() < TimeUtil::kTimestampMinSeconds ||
+      time.seconds() > TimeUtil::kTimestampMaxSeconds || time.nanos() < 0 ||
+      time.nanos() > 999'999'999) {
+    return Invalid(field, "not a valid time");
+  }
+  return absl::OkStatus();
+}
+
+// One trial of the export as it will stand here, with its point; its id is given later.
+struct ImportedTrial {
+  v1::Trial trial;
+  optimizer::Point point;
+};
+
+absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
+                                         const optimizer::SearchSpace& space,
+                                         const v1::Trial& in, const std::string& at) {
+  ImportedTrial out;
+  v1::Trial& t = out.trial;
+  if (!in.study().empty() && in.study() != spec.name()) {
+    return Invalid(at + ".study", absl::StrCat("\"", in.study(), "\" is not the exported study"));
+  }
+  google::protobuf::Map<std::string, google::protobuf::Value> values;
+  for (const auto& [name, value] : in.params()) values[name] = ParameterValueAsJson(value);
+  ASSIGN_OR_RETURN(out.point, study::PointFromValues(space, values, at + ".params"));
+  if (static_cast<int>(in.params().size()) != static_cast<int>(space.parameters().size())) {
+    return Invalid(at + ".params", "names a parameter the study does not have");
+  }
+  t.set_study(spec.name());
+  t.set_number(in.number());
+  *t.mutable_params() = study::ToParamMap(space, out.point);
+  t.set_origin(in.origin());
+  if (!v1::Trial::Origin_IsValid(in.origin())) return Invalid(at + ".origin", "unknown origin");
+
+  // Attempts: who was given each; only this scheduler's epochs count for results, and the
+  // trial's id is new, so no worker can report on an imported attempt.
+  if (in.attempts_size() > kMaxImportedAttemptsPerTrial) {
+    return Invalid(at + ".attempts", absl::StrCat("more than ", kMaxImportedAttemptsPerTrial));
+  }
+  if (in.attempt() < 0 || in.attempt() > in.attempts_size()) {
+    return Invalid(at + ".attempt", "must be between 0 and the number of attempts listed");
+  }
+  if (in.lost_attempts() < 0 || in.lost_attempts() > in.attempt()) {
+    return Invalid(at + ".lost_attempts", "must be between 0 and attempt");
+  }
+  for (int i = 0; i < in.attempts_size(); ++i) {
+    const v1::Trial::Attempt& attempt = in.attempts(i);
+    const std::string field = absl::StrCat(at, ".attempts[", i, "]");
+    RETURN_IF_ERROR(CheckText(attempt.worker_id(), kMaxWorkerIdBytes, field + ".worker_id"));
+    RETURN_IF_ERROR(CheckText(attempt.client_id(), kMaxClientIdBytes, field + ".client_id"));
+  }
+  t.set_attempt(in.attempt());
+  t.set_lost_attempts(in.lost_attempts());
+  *t.mutable_attempts() = in.attempts();
+  RETURN_IF_ERROR(CheckText(in.worker_id(), kMaxWorkerIdBytes, at + ".worker_id"));
+  RETURN_IF_ERROR(CheckText(in.client_id(), kMaxClientIdBytes, at + ".client_id"));
+  RETURN_IF_ERROR(CheckText(in.node_name(), kMaxWorkerTextBytes, at + ".node_name"));
+  RETURN_IF_ERROR(CheckText(in.device(), kMaxWorkerTextBytes, at + ".device"));
+  // An error the scheduler wrote may quote the worker's (cut to kMaxWorkerErrorBytes).
+  RETURN_IF_ERROR(CheckText(in.error(), 2 * kMaxWorkerErrorBytes, at + ".error"));
+  t.set_worker_id(in.worker_id());
+  t.set_client_id(in.client_id());
+  t.set_node_name(in.node_name());
+  t.set_device(in.device());
+  t.set_error(in.error());
+  using TimeField = std::pair<const google::protobuf::Timestamp*, const char*>;
+  for (const auto& [time, name] :
+       {TimeField{&in.create_time(), ".create_time"}, TimeField{&in.start_time(), ".start_time"},
+        TimeField{&in.end_time(), ".end_time"}}) {
+    RETURN_IF_ERROR(CheckTime(*time, at + name));
+  }
+  if (in.has_create_time()) *t.mutable_create_time() = in.create_time();
+  if (in.has_start_time()) *t.mutable_start_time() = in.start_time();
+  if (in.has_end_time()) *t.mutable_end_time() = in.end_time();
+
+  if (in.metrics_size() > kMaxResultMetrics + 1) {  // The pruned step may come on top.
+    return Invalid(at + ".metrics", absl::StrCat("more than ", kMaxResultMetrics, " metrics"));
+  }
+  for (const auto& [metric, value] : in.metrics()) {
+    if (metric.empty() || metric.size() > kMaxMetricNameBytes || std::isnan(value)) {
+      return Invalid(at + ".metrics",
+                     absl::StrCat("names of 1-", kMaxMetricNameBytes, " bytes with values"));
+    }
+  }
+  switch (in.state()) {
+    case v1::Trial::COMPLETED: {
+      // The objective is recomputed from the metrics, never taken from the export.
+      v1::TrialResult result;
+      result.set_state(v1::Trial::COMPLETED);
+      *result.mutable_metrics() = in.metrics();
+      if (std::optional<std::string> missing = study::MissingMetric(spec, result)) {
+        return Invalid(at + ".metrics", *missing);
+      }
+      result.set_device(in.device());
+      study::RecordResult(spec, result, t);
+      break;
+    }
+    case v1::Trial::FAILED:
+    case v1::Trial::CANCELLED:
+    case v1::Trial::PRUNED:
+      t.set_state(in.state());
+      *t.mutable_metrics() = in.metrics();
+      break;
+    case v1::Trial::PENDING:
+    case v1::Trial::RUNNING:
+      // Its worker or client belonged to the exporting scheduler: it waits for one here.
+      t.set_state(v1::Trial::PENDING);
+      *t.mutable_metrics() = in.metrics();
+      break;
+    default:
+      return Invalid(at + ".state", "COMPLETED, FAILED, CANCELLED, PRUNED, PENDING or RUNNING");
+  }
+  if (in.origin() == v1::Trial::ADDED &&
+      (in.state() != v1::Trial::COMPLETED && in.state() != v1::Trial::FAILED)) {
+    return Invalid(at + ".state", "an ADDED trial is COMPLETED or FAILED");
+  }
+  return out;
+}
+
+// The export's curves by trial number and attempt, checked against the trials.
+using CurveKey = std::pair<int64_t, int>;
+absl::StatusOr<std::map<CurveKey, const v1::TrialCurve*>> CheckCurves(
+    const v1::StudyExport& exported, const std::vector<ImportedTrial>& trials) {
+  std::map<CurveKey, const v1::TrialCurve*> curves;
+  for (int i = 0; i < exported.curves_size(); ++i) {
+    const v1::TrialCurve& curve = exported.curves(i);
+    const std::string at = absl::StrCat("curves[", i, "]");
+    if (curve.number() < 0 || curve.number() >= static_cast<int64_t>(trials.size())) {
+      return Invalid(at + ".number", "names no trial of the export");
+    }
+    const v1::Trial& trial = trials[curve.number()].trial;
+    if (curve.attempt() < 1 || curve.attempt() > trial.attempts_size()) {
+      return Invalid(at + ".attempt", "names no attempt of its trial");
+    }
+    if (!curves.emplace(CurveKey{curve.number(), curve.attempt()}, &curve).second) {
+      return Invalid(at, "a second curve for the same trial and attempt");
+    }
+    if (curve.steps_size() != curve.values_size()) {
+      return Invalid(at, "steps and values differ in number");
+    }
+    if (curve.steps_size() > kMaxIntermediateValuesPerAttempt) {
+      return Invalid(at, absl::StrCat("more than ", kMaxIntermediateValuesPerAttempt,
+                                      " values for one attempt"));
+    }
+    for (int j = 0; j < curve.steps_size(); ++j) {
+      if (curve.steps(j) < 0 || (j > 0 && curve.steps(j) <= curve.steps(j - 1))) {
+        return Invalid(at + ".steps", "must be non-negative and increasing");
+      }
+      if (std::isnan(curve.values(j))) return Invalid(at + ".values", "NaN is not a value");
+    }
+  }
+  return curves;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& exported) {
+  if (!exported.has_study() || !exported.study().has_spec()) {
+    return Invalid("study.spec", "is required (the file dhpt export wrote)");
+  }
+  absl::StatusOr<v1::StudySpec> normalized =
+      study::NormalizeStudySpec(exported.study().spec(), options_.spec_limits);
+  if (!normalized.ok()) {
+    return absl::Status(normalized.status().code(),
+                        absl::StrCat("study.spec: ", normalized.status().message()));
+  }
+  const v1::StudySpec& spec = *normalized;
+  const v1::Study& in = exported.study();
+  const bool ended = in.state() == v1::Study::COMPLETED || in.state() == v1::Study::STOPPED ||
+                     in.state() == v1::Study::FAILED;
+  if (!v1::Study::State_IsValid(in.state())) return Invalid("study.state", "unknown state");
+  RETURN_IF_ERROR(CheckText(in.state_reason(), kMaxStateReasonBytes, "study.state_reason"));
+  RETURN_IF_ERROR(CheckTime(in.create_time(), "study.create_time"));
+  RETURN_IF_ERROR(CheckTime(in.end_time(), "study.end_time"));
+
+  // Trials in number order, each number once: 0, 1, 2, ... as the study created them.
+  const optimizer::SearchSpace space = study::ToSearchSpace(spec);
+  std::vector<ImportedTrial> trials(exported.trials_size());
+  std::vector<bool> seen(exported.trials_size(), false);
+  int added = 0;
+  for (int i = 0; i < exported.trials_size(); ++i) {
+    const std::string at = absl::StrCat("trials[", i, "]");
+    const int64_t number = exported.trials(i).number();
+    if (number < 0 || number >= exported.trials_size() || seen[number]) {
+      return Invalid(at + ".number", absl::StrCat(
+          "trial numbers must be 0 to ", exported.trials_size() - 1, ", each once; the export "
+          "is incomplete or edited"));
+    }
+    seen[number] = true;
+    ASSIGN_OR_RETURN(trials[number], CheckTrial(spec, space, exported.trials(i), at));
+    if (exported.trials(i).origin() == v1::Trial::ADDED) ++added;
+  }
+  if (exported.trials_size() - added > spec.max_trials()) {
+    return Invalid("trials", absl::StrCat("more trials than the spec's max_trials (",
+                                          spec.max_trials(), ")"));
+  }
+  if (added > kMaxAddedTrialsPerStudy) {
+    return Invalid("trials", absl::StrCat("more than ", kMaxAddedTrialsPerStudy, " ADDED trials"));
+  }
+  ASSIGN_OR_RETURN(auto curves, CheckCurves(exported, trials));
+
+  WriteSequence stored = 0;
+  v1::Study reply;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (shutting_down_) return absl::UnavailableError("the scheduler is shutting down");
+    if (auto it = studies_.find(spec.name()); it != studies_.end()) {
+      const StudyEntry& existing = *it->second;
+      if (!google::protobuf::util::MessageDifferencer::Equals(existing.spec, spec)) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "study \"", spec.name(), "\" exists with a different spec; nothing was imported. "
+            "Delete it first (dhpt delete), or import into another scheduler"));
+      }
+      // The same import again (a reply that was lost): the same points in the same order.
+      bool same = existing.created() == static_cast<int>(trials.size());
+      for (size_t n = 0; same && n < trials.size(); ++n) {
+        same = existing.space.Key(existing.history[n].point) == space.Key(trials[n].point);
+      }
+      if (!same) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "study \"", spec.name(), "\" exists with ", existing.created(),
+            " trials that are not the export's ", trials.size(), "; nothing was imported. "
+            "Delete it first (dhpt delete), or import into another scheduler"));
+      }
+      reply = BuildStudyLocked(existing);
+      stored = store_->last_sequence();
+    } else {
+      RETURN_IF_ERROR(CheckRoomForStudyLocked(spec));
+      ASSIGN_OR_RETURN(std::unique_ptr<StudyEntry> owned, NewStudyEntryLocked(spec));
+      StudyEntry& study = *owned;
+      study.spec = spec;
+      study.state = ended ? in.state()
+                          : (in.state() == v1::Study::RUNNING ? v1::Study::RUNNING
+                                                              : v1::Study::PENDING);
+      // A study not ended has no reason of its own: the exporter's was what it waited for.
+      if (ended) study.state_reason = in.state_reason();
+      study.create_time = in.has_create_time() ? in.create_time() : ToTimestamp(options_.clock());
+      if (ended) study.end_time = in.end_time();
+      study.order = next_study_order_++;
+      study.head = next_position_++;
+
+      std::vector<v1::Trial> rows;
+      std::vector<StoredIntermediateValue> values;
+      rows.reserve(trials.size());
+      for (ImportedTrial& imported : trials) {
+        const uint64_t id = next_trial_id_++;  // Never an id the export names.
+        TrialEntry& entry = trials_[id];
+        entry.trial = std::move(imported.trial);
+        entry.trial.set_id(id);
+        entry.study = &study;
+        entry.position = study.head = next_position_++;
+        study.keys.insert(study.space.Key(imported.point));
+        study.trial_ids.push_back(id);
+        study.history.push_back({std::move(imported.point), optimizer::TrialStatus::kRunning, {}});
+        const v1::Trial& t = entry.trial;
+        for (int attempt = 1; attempt <= t.attempts_size(); ++attempt) {
+          auto curve = curves.find({t.number(), attempt});
+          if (curve == curves.end()) continue;
+          const v1::TrialCurve& c = *curve->second;
+          for (int j = 0; j < c.steps_size(); ++j) {
+            values.push_back({id, attempt, c.steps(j), c.values(j)});
+          }
+          // Early stopping judges by each trial's latest attempt, as Recover rebuilds it.
+          if (attempt == t.attempt() &&
+              !std::holds_alternative<std::monostate>(study.early_stopping)) {
+            for (int j = 0; j < c.steps_size(); ++j) {
+              entry.curve.values.push_back({c.steps(j), c.values(j)});
+            }
+            if (c.steps_size() > 0) entry.last_step = c.steps(c.steps_size() - 1);
+            entry.stored_values = c.steps_size();
+          }
+        }
+        rows.push_back(t);
+        if (TrialTerminal(t.state())) {
+          RecordTrialEndLocked(entry);
+          CompactLocked(entry);
+        } else {
+          entry.pending_since = options_.clock();
+          study.pending.push_back(id);
+        }
+      }
+      spec_bytes_total_ += static_cast<int64_t>(study.spec.ByteSizeLong());
+      study_order_.push_back(&study);
+      if (!study.terminal()) dispatchable_.push_back(&study);
+      studies_[spec.name()] = std::move(owned);
+      // One write: a crash before its commit leaves nothing of the study, after it all of it.
+      store_->PutImportedStudy(BuildStudyLocked(study), rows, values);
+      DHPT_LOG_INFO("study %s imported: %d trials, %d intermediate values", spec.name(),
+                    static_cast<int>(rows.size()), static_cast<int>(values.size()));
+      CheckStudyEndLocked(study);
+      DispatchLocked();
+      reply = BuildStudyLocked(study);
+      stored = store_->last_sequence();
+    }
+  }
+  // Acknowledged only once it would survive a crash.
+  if (absl::Status status = store_->Sync(stored); !status.ok()) {
+    return absl::UnavailableError(absl::StrCat("the study is imported but ", status.message(),
+                                               "; import it again to check"));
+  }
+  return reply;
+}
+
+absl::StatusOr<std::vector<v1::TrialCurve>> SchedulerCore::TrialCurves(
+    const std::vector<v1::Trial>& trials, ReplyBudget::Lease& lease) {
+  std::vector<uint64_t> ids;
+  std::map<uint64_t, int64_t> numbers;
+  for (const v1::Trial& trial : trials) {
+    ids.push_back(trial.id());
+    numbers[trial.id()] = trial.number();
+  }
+  // Values are queued before they are committed: read them once they are.
+  if (absl::Status synced = store_->Sync(store_->last_sequence()); !synced.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("intermediate values cannot be read now: ", synced.message()));
+  }
+  ASSIGN_OR_RETURN(std::vector<StoredIntermediateValue> values,
+                   store_->ReadIntermediateValues(ids));
+  std::vector<v1::TrialCurve> curves;
+  for (const StoredIntermediateValue& value : values) {
+    if (curves.empty() || curves.back().number() != numbers[value.trial_id] ||
+        curves.back().attempt() != value.attempt) {
+      curves.emplace_back().set_number(numbers[value.trial_id]);
+      curves.back().set_attempt(value.attempt);
+    }
+    curves.back().add_steps(value.step);
+    curves.back().add_values(value.value);
+  }
+  size_t bytes = 0;
+  for (const v1::TrialCurve& curve : curves) bytes += curve.ByteSizeLong();
+  RETURN_IF_ERROR(reply_budget_.Grow(lease, bytes));
+  return curves;
+}
+
+}  // namespace dhpt::scheduler

@@ -1,0 +1,224 @@
+// Backups and memory limits on the real core and store: an imported study that had not ended
+// goes on exactly as the same study resumed by a restart; the specs' total and the pages in
+// flight are bounded, with reasons.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/text_format.h"
+#include "services/scheduler/scheduler_core.h"
+#include "tests/scheduler/core_test_util.h"
+#include "tests/scheduler/temp_database.h"
+
+namespace dhpt::scheduler {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::StudySpec External(const std::string& name, int max_trials) {
+  v1::StudySpec spec;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(model { kind: EXTERNAL }
+           objective { metric: "loss" goal: MINIMIZE }
+           algorithm { name: TPE seed: 11 }
+           parameters { name: "x" double_range { min: -5 max: 5 } }
+           parameters { name: "k" categorical { values: [ "a", "b", "c" ] } })pb",
+      &spec));
+  spec.set_name(name);
+  spec.set_max_trials(max_trials);
+  spec.set_parallel_trials(20);
+  return spec;
+}
+
+std::vector<v1::Trial> Ask(SchedulerCore& core, const std::string& study, int count) {
+  absl::StatusOr<v1::SuggestTrialsResponse> response = core.SuggestTrials(study, count, "c");
+  EXPECT_TRUE(response.ok()) << response.status();
+  if (!response.ok()) return {};
+  return {response->trials().begin(), response->trials().end()};
+}
+
+void Tell(SchedulerCore& core, const std::string& study, int64_t number, double loss) {
+  v1::CompleteTrialRequest request;
+  request.set_study(study);
+  request.set_trial(number);
+  request.set_client_id("c");
+  (*request.mutable_metrics())["loss"] = loss;
+  ASSERT_TRUE(core.CompleteTrial(request).ok());
+}
+
+v1::StudyExport ExportOf(SchedulerCore& core, const std::string& study) {
+  v1::StudyExport exported;
+  *exported.mutable_study() = *core.GetStudy(study);
+  for (const v1::Trial& trial : AllTrials(core, study)) *exported.add_trials() = trial;
+  return exported;
+}
+
+TEST(StudyImportTest, AnImportedRunningStudyGoesOnAsTheResumedStudyWould) {
+  testing::TempDatabase source;
+  v1::StudyExport exported;
+  {
+    SchedulerCore core(source.get(), SchedulerOptions());
+    ASSERT_TRUE(core.Recover().ok());
+    ASSERT_TRUE(core.CreateStudy(External("s", 30)).ok());
+    // TPE past its 10 start-up trials: the next points depend on the whole history.
+    for (int round = 0; round < 12; ++round) {
+      for (const v1::Trial& trial : Ask(core, "s", 1)) {
+        Tell(core, "s", trial.number(), std::abs(trial.params().at("x").double_value() - 1));
+      }
+    }
+    ASSERT_EQ(Ask(core, "s", 2).size(), 2u);  // Trials 12 and 13 stay running.
+    exported = ExportOf(core, "s");
+  }
+  source.Reopen();
+  SchedulerCore resumed(source.get(), SchedulerOptions());
+  ASSERT_TRUE(resumed.Recover().ok());
+
+  testing::TempDatabase target;
+  SchedulerCore imported(target.get(), SchedulerOptions());
+  ASSERT_TRUE(imported.Recover().ok());
+  absl::StatusOr<v1::Study> study = imported.ImportStudy(exported);
+  ASSERT_TRUE(study.ok()) << study.status();
+  EXPECT_EQ(study->trials_completed(), 12);
+  EXPECT_EQ(study->trials_pending(), 30 - 12);  // The two running ones wait again.
+  EXPECT_EQ(study->best_trial().number(), resumed.GetStudy("s")->best_trial().number());
+  // The same export again (a lost reply retried) is answered with the study as it is.
+  absl::StatusOr<v1::Study> retried = imported.ImportStudy(exported);
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_EQ(retried->trials_completed(), 12);
+
+  // Both give the two unfinished trials first, then the same new suggestions.
+  const std::vector<v1::Trial> next_resumed = Ask(resumed, "s", 5);
+  const std::vector<v1::Trial> next_imported = Ask(imported, "s", 5);
+  ASSERT_EQ(next_resumed.size(), 5u);
+  ASSERT_EQ(next_imported.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(next_resumed[i].number(), next_imported[i].number());
+    EXPECT_EQ(next_resumed[i].params().at("x").double_value(),
+              next_imported[i].params().at("x").double_value())
+        << "trial " << next_resumed[i].number();
+    EXPECT_EQ(next_resumed[i].params().at("k").string_value(),
+              next_imported[i].params().at("k").string_value());
+  }
+  // Numbers go on from the export's, with ids of this scheduler.
+  EXPECT_EQ(next_imported[2].number(), 14);
+
+  // Once it has gone on, the export is no longer the same study: refused, nothing changes.
+  absl::StatusOr<v1::Study> again = imported.ImportStudy(exported);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again.status().message(), HasSubstr("nothing was imported"));
+  EXPECT_EQ(imported.GetStudy("s")->trials_running(), 5);
+}
+
+TEST(StudyImportTest, ForgedExportsAreRefusedWhole) {
+  testing::TempDatabase db;
+  SchedulerCore core(db.get(), SchedulerOptions());
+  ASSERT_TRUE(core.Recover().ok());
+  ASSERT_TRUE(core.CreateStudy(External("s", 10)).ok());
+  for (const v1::Trial& trial : Ask(core, "s", 3)) Tell(core, "s", trial.number(), 0.5);
+  const v1::StudyExport good = ExportOf(core, "s");
+  ASSERT_TRUE(core.DeleteStudy("s", true).ok());
+
+  struct Case {
+    std::function<void(v1::StudyExport&)> forge;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {[](v1::StudyExport& e) { e.mutable_trials(2)->set_number(0); }, "trials[2].number"},
+      {[](v1::StudyExport& e) { e.mutable_trials(0)->mutable_params()->erase("x"); },
+       "params.x: is missing"},
+      {[](v1::StudyExport& e) { (*e.mutable_trials(1)->mutable_params())["x"].set_double_value(99); },
+       "outside"},
+      {[](v1::StudyExport& e) { e.mutable_trials(0)->mutable_metrics()->erase("loss"); },
+       "trials[0].metrics"},
+      {[](v1::StudyExport& e) { e.mutable_trials(0)->set_worker_id("a\nforged log line"); },
+       "control characters"},
+      {[](v1::StudyExport& e) { e.mutable_trials(0)->set_attempt(5); }, "trials[0].attempt"},
+      {[](v1::StudyExport& e) {
+         v1::TrialCurve& curve = *e.add_curves();
+         curve.set_number(1);
+         curve.set_attempt(1);
+         curve.add_steps(2);
+         curve.add_steps(1);
+         curve.add_values(0);
+         curve.add_values(0);
+       },
+       "increasing"},
+      {[](v1::StudyExport& e) { e.mutable_study()->mutable_spec()->set_max_trials(2); },
+       "max_trials"},
+  };
+  for (const Case& c : cases) {
+    v1::StudyExport forged = good;
+    c.forge(forged);
+    absl::StatusOr<v1::Study> refused = core.ImportStudy(forged);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_THAT(refused.status().message(), HasSubstr(c.message));
+    EXPECT_EQ(core.GetStudy("s").status().code(), absl::StatusCode::kNotFound);
+  }
+  // An objective forged to look best is recomputed from the metrics.
+  v1::StudyExport lying = good;
+  lying.mutable_trials(0)->set_objective_value(-1e9);
+  absl::StatusOr<v1::Study> study = core.ImportStudy(lying);
+  ASSERT_TRUE(study.ok()) << study.status();
+  EXPECT_EQ(study->best_trial().objective_value(), 0.5);
+}
+
+TEST(StudyImportTest, TheSpecsTotalIsCapped) {
+  testing::TempDatabase db;
+  SchedulerOptions options;
+  const int64_t one = static_cast<int64_t>(
+      (*study::NormalizeStudySpec(External("a", 10))).ByteSizeLong());
+  options.max_spec_bytes_total = 2 * one + one / 2;
+  SchedulerCore core(db.get(), options);
+  ASSERT_TRUE(core.Recover().ok());
+  ASSERT_TRUE(core.CreateStudy(External("a", 10)).ok());
+  ASSERT_TRUE(core.CreateStudy(External("b", 10)).ok());
+  absl::StatusOr<v1::Study> refused = core.CreateStudy(External("c", 10));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("--max_spec_bytes_total"));
+  // An import counts too; a deleted study frees its share.
+  v1::StudyExport exported = ExportOf(core, "a");
+  exported.mutable_study()->mutable_spec()->set_name("c");
+  EXPECT_EQ(core.ImportStudy(exported).status().code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(core.DeleteStudy("a", true).ok());
+  EXPECT_TRUE(core.ImportStudy(exported).ok());
+}
+
+TEST(StudyImportTest, PagesInFlightShareABudget) {
+  testing::TempDatabase db;
+  SchedulerOptions options;
+  options.max_reply_bytes_in_flight = 1 << 20;
+  SchedulerCore core(db.get(), options);
+  ASSERT_TRUE(core.Recover().ok());
+  ASSERT_TRUE(core.CreateStudy(External("s", 10)).ok());
+  v1::AddTrialsRequest request;
+  request.set_study("s");
+  for (int i = 0; i < 5'000; ++i) {
+    v1::AddedTrial& added = *request.add_trials();
+    (*added.mutable_params())["x"].set_number_value(i / 1000.0);
+    (*added.mutable_params())["k"].set_string_value("a");
+    (*added.mutable_metrics())["loss"] = i;
+    for (int m = 1; m < 20; ++m) (*added.mutable_metrics())[absl::StrCat("metric_", m)] = i;
+  }
+  ASSERT_TRUE(core.AddTrials(request).ok());
+
+  // The first caller's page is cut to the budget; while it is held, nobody gets another.
+  absl::StatusOr<ListPage<v1::Trial>> held = core.ListTrials("s", {}, 10'000, "");
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_LT(held->items.size(), 5'000u);
+  EXPECT_FALSE(held->next_page_token.empty());
+  EXPECT_LE(core.reply_budget().in_use(), (1u << 20) + 1024);
+  absl::StatusOr<ListPage<v1::Trial>> refused = core.ListTrials("s", {}, 10'000, "");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("--max_reply_bytes_in_flight"));
+  // Sent: the next caller goes on where the page ended.
+  const std::string token = held->next_page_token;
+  held->lease.Reset();
+  EXPECT_EQ(core.reply_budget().in_use(), 0u);
+  absl::StatusOr<ListPage<v1::Trial>> next = core.ListTrials("s", {}, 10'000, token);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->items.front().number(), held->items.back().number() + 1);
+}
+
+}  // namespace
+}  // namespace dhpt::scheduler
