@@ -5,7 +5,6 @@
 
 #include <sys/resource.h>
 
-#include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -22,20 +21,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The address space the process has mapped now (VmSize), which RLIMIT_AS caps.
-int64_t MappedBytes(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    absl::string_view text(line);
-    int64_t kib = 0;
-    if (absl::ConsumePrefix(&text, "VmSize:") &&
-        absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(text), " kB"), &kib)) {
-      return kib << 10;
-    }
-  }
-  return 0;
-}
+// The address space the process has mapped now, which RLIMIT_AS caps.
+int64_t MappedBytes(pid_t pid) { return ProcStatusBytes(pid, "VmSize"); }
 
 // Caps the process at what it maps now plus `headroom`.
 void CapMemory(pid_t pid, int64_t headroom) {

@@ -132,19 +132,21 @@ std::pair<absl::Duration, int> SchedulerProcess::Terminate(absl::Duration limit)
   return {absl::Now() - start, status};
 }
 
-int64_t SchedulerProcess::resident_bytes() const {
-  std::ifstream status(absl::StrCat("/proc/", pid_, "/status"));
+int64_t ProcStatusBytes(pid_t pid, absl::string_view field) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
   std::string line;
   while (std::getline(status, line)) {
     absl::string_view text(line);
     int64_t kib = 0;
-    if (absl::ConsumePrefix(&text, "VmRSS:") &&
+    if (absl::ConsumePrefix(&text, field) && absl::ConsumePrefix(&text, ":") &&
         absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(text), " kB"), &kib)) {
       return kib << 10;
     }
   }
   return 0;
 }
+
+int64_t SchedulerProcess::resident_bytes() const { return ProcStatusBytes(pid_, "VmRSS"); }
 
 InProcessWorker::InProcessWorker(const std::string& address, const std::string& id, int slots)
     : runner_(TestRunnerOptions()) {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "services/cli/study_client.h"
 #include "services/scheduler/scheduler_server.h"
@@ -28,6 +29,9 @@ std::pair<int, std::string> RunCommandLine(const std::string& command);
 
 // A study spec from YAML (as `dhpt submit` reads it); a parse error fails the test.
 v1::StudySpec Spec(const std::string& yaml);
+
+// A size from /proc/PID/status (`field` such as VmRSS or VmSize), in bytes; 0 when unreadable.
+int64_t ProcStatusBytes(pid_t pid, absl::string_view field);
 
 // Polls `condition` until it holds or `timeout` passes; returns whether it held.
 bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout = absl::Seconds(60));
