@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../build"
 runs=${1:-20}
-tests=${2:-'^(HardeningTest|DurabilityTest|FaultsTest|StudyFlowTest|ApiTest|SecurityTest|ReflectionTest|EarlyStoppingFlowTest|SchedulerCoreTest|MultiObjectiveTest|ParetoFrontTest|ClientTrialsTest|WarmStartTest|WatchTest|WatchJournalTest|UserCodeTest|ExamplesTest|WorkerShutdownTest|Command[A-Za-z]*Test)\.'}
+tests=${2:-'^(HardeningTest|DurabilityTest|FaultsTest|StudyFlowTest|ApiTest|SecurityTest|ReflectionTest|EarlyStoppingFlowTest|SchedulerCoreTest|MultiObjectiveTest|ParetoFrontTest|ClientTrialsTest|WarmStartTest|WatchTest|WatchJournalTest|UserCodeTest|ExamplesTest|WorkerShutdownTest|StorageFaultsTest|OptimizerLimitsTest|BackupTest|StudyImportTest|Command[A-Za-z]*Test)\.'}
 (while :; do :; done) &
 busy=$!
 trap 'kill $busy' EXIT
