@@ -214,5 +214,24 @@ TEST(StorageFaultsTest, DatabaseFilesThatCouldLoseWritesAreRefusedAtStart) {
   EXPECT_THAT(output, Not(HasSubstr("table meta already exists")));
 }
 
+// A read-only file in a writable directory: the file is what to fix, and the error says so.
+TEST(StorageFaultsTest, AReadOnlyFileInAWritableDirectoryNamesTheFile) {
+  if (geteuid() != 0) GTEST_SKIP() << "runs the scheduler as nobody, which needs root";
+  TempDirectory directory;
+  std::filesystem::permissions(directory.path(), std::filesystem::perms::all);
+  const std::string db = directory.path() + "/read-only.db";
+  std::ofstream(db).close();
+  ASSERT_EQ(chown(db.c_str(), 65534, 65534), 0);
+  std::filesystem::permissions(db, std::filesystem::perms::owner_read |
+                                       std::filesystem::perms::group_read |
+                                       std::filesystem::perms::others_read);
+  auto [code, output] = RunCommandLine(absl::StrCat(
+      "setpriv --reuid=65534 --regid=65534 --clear-groups timeout 30 " DHPT_BIN_DIR
+      "/dhpt-scheduler --listen=127.0.0.1:0 --db=", db));
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_THAT(output, HasSubstr("the file exists but is read-only for the scheduler"));
+  EXPECT_THAT(output, Not(HasSubstr("directory must exist")));
+}
+
 }  // namespace
 }  // namespace dhpt::testing
