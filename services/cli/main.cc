@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "google/protobuf/util/json_util.h"
 #include "services/cli/ask_tell.h"
+#include "services/cli/cli_json.h"
 #include "services/cli/compare_command.h"
 #include "services/cli/compare_report.h"
 #include "services/cli/demo_studies.h"
@@ -457,7 +458,7 @@ int RunAskTell(StudyClient& client, const std::string& name, const std::vector<s
     absl::StatusOr<v1::SuggestTrialsResponse> response = client.SuggestTrials(request);
     if (!response.ok()) return Fail(response.status());
     if (absl::GetFlag(FLAGS_json)) {
-      std::cout << ToJson(*response);
+      std::cout << CliJson(*response);
     } else {
       for (const v1::Trial& trial : response->trials()) std::cout << AskLine(trial) << "\n";
     }
@@ -525,7 +526,7 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     if (json) {
       v1::ListStudiesResponse response;
       for (const v1::Study& s : *studies) *response.add_studies() = s;
-      std::cout << ToJson(response);
+      std::cout << CliJson(response);
     } else {
       std::cout << StudiesTable(*studies);
     }
@@ -537,7 +538,7 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     if (json) {
       v1::ListWorkersResponse response;
       for (const v1::Worker& w : *workers) *response.add_workers() = w;
-      std::cout << ToJson(response);
+      std::cout << CliJson(response);
     } else {
       std::cout << WorkersTable(*workers);
     }
@@ -595,7 +596,7 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     if (json) {
       v1::ListTrialsResponse response;
       for (const v1::Trial& t : *trials) *response.add_trials() = t;
-      std::cout << ToJson(response);
+      std::cout << CliJson(response);
     } else {
       std::cout << TrialsTable(study->spec(), *trials);
     }
@@ -606,7 +607,7 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     if (!study.ok()) return Fail(study.status());
     absl::StatusOr<v1::Trial> best = client.GetBestTrial(arg);
     if (!best.ok()) return Fail(best.status());
-    std::cout << (json ? ToJson(*best) : StudySummary(*study));
+    std::cout << (json ? CliJson(*best) : StudySummary(*study));
     return 0;
   }
   if (name == "pareto") {
@@ -614,7 +615,7 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     if (!study.ok()) return Fail(study.status());
     absl::StatusOr<v1::GetParetoFrontResponse> front = client.GetParetoFront(arg);
     if (!front.ok()) return Fail(front.status());
-    std::cout << (json ? ToJson(*front) : ParetoTable(*study, *front));
+    std::cout << (json ? CliJson(*front) : ParetoTable(*study, *front));
     if (absl::GetFlag(FLAGS_plot).empty()) return 0;
     absl::StatusOr<std::vector<v1::Trial>> trials = client.ListTrials(arg);
     if (!trials.ok()) return Fail(trials.status());
