@@ -319,6 +319,17 @@ TEST(CliTest, CtrlCStopsEveryProcessOfLocal) {
   EXPECT_THAT(logged, HasSubstr("received Terminated; shutting down"));
 }
 
+// `dhpt local --help` lists every flag dhpt local takes (--log was missing).
+TEST(CliTest, LocalHelpListsEveryLocalFlag) {
+  auto [code, output] = RunCli("local --help");
+  EXPECT_EQ(code, 0);
+  for (const char* flag : {"--study=", "--demo=", "--workers=", "--gpu-workers=", "--slots=",
+                           "--threads-per-trial=", "--data-root=", "--early-stopping=",
+                           "--command=", "--labels=", "--plot=", "--log="}) {
+    EXPECT_THAT(output, HasSubstr(flag)) << output;
+  }
+}
+
 TEST(CliTest, EveryCommandHasHelpAndBadInputIsExplained) {
   for (const char* command : {"local", "submit", "watch", "trials", "best", "studies", "stop"}) {
     auto [code, output] = RunCli(absl::StrCat(command, " --help"));
