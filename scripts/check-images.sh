@@ -145,7 +145,7 @@ run_study() {
   name=$(sed -n 's/^name: //p' "$2")
   "$cli" submit "$2" --watch --scheduler="$1" | tail -4 | tee "$out"
   grep -q "$3 completed, 0 failed" "$out" || {
-    "$cli" trials "$name" --json --scheduler="$1" | grep '"error"' >&2 || true
+    "$cli" trials "$name" --json --scheduler="$1" | grep '"error": "[^"]' >&2 || true
     echo "check-images: study $name did not complete ($3 trials)" >&2
     return 1
   }

@@ -5,14 +5,18 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <map>
 #include <cstring>
 #include <filesystem>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "services/scheduler/placement.h"
 
 namespace dhpt::cli {
 namespace {
@@ -69,6 +73,8 @@ absl::StatusOr<LocalClusterOptions> ResolveLocalCluster(const v1::StudySpec& spe
   options.gpu_workers = request.gpu_workers >= 0 ? request.gpu_workers : autoencoder ? 1 : 0;
   options.slots = request.slots;
   options.data_roots = LocalDataRoots(request);
+  options.commands = request.commands;
+  options.labels = request.labels;
   if (autoencoder && options.gpu_workers < 1) {
     return absl::InvalidArgumentError(
         "an AUTOENCODER study runs only on GPU workers: give --gpu-workers=1 or more");
@@ -82,6 +88,49 @@ absl::StatusOr<LocalClusterOptions> ResolveLocalCluster(const v1::StudySpec& spe
                                   ? request.threads_per_trial
                                   : std::max(1, cores / (workers * options.slots));
   return options;
+}
+
+absl::Status CheckLocalWorkersCanRun(const v1::StudySpec& spec,
+                                     const std::vector<v1::WorkerCapabilities>& workers) {
+  std::vector<const v1::WorkerCapabilities*> connected;
+  for (const v1::WorkerCapabilities& worker : workers) {
+    if (scheduler::CanRun(spec, worker)) return absl::OkStatus();
+    connected.push_back(&worker);
+  }
+  // EXTERNAL studies are run by the user's client, never by these workers.
+  if (spec.model().kind() == v1::Model::EXTERNAL) return absl::OkStatus();
+  std::vector<std::string> fixes;
+  if (spec.model().kind() == v1::Model::COMMAND &&
+      std::none_of(workers.begin(), workers.end(), [&](const v1::WorkerCapabilities& w) {
+        return scheduler::HasCommand(spec, w);
+      })) {
+    fixes.push_back(absl::StrCat(
+        "give dhpt local --command=", spec.model().command(), "=PATH (quoted when the program "
+        "takes arguments: --command='", spec.model().command(), "=/usr/bin/python3 train.py')"));
+  }
+  if (std::none_of(workers.begin(), workers.end(), [&](const v1::WorkerCapabilities& w) {
+        return scheduler::MatchesSelector(spec, w);
+      })) {
+    const std::map<std::string, std::string> sorted(spec.worker_selector().begin(),
+                                                    spec.worker_selector().end());
+    fixes.push_back(absl::StrCat("give dhpt local --labels=",
+                                 absl::StrJoin(sorted, ",", absl::PairFormatter("=")),
+                                 " for its worker_selector"));
+  }
+  if (scheduler::NeedsGpu(spec) &&
+      std::none_of(workers.begin(), workers.end(), [](const v1::WorkerCapabilities& w) {
+        return w.device_kind() == v1::WorkerCapabilities::CUDA;
+      })) {
+    fixes.push_back(
+        "this machine has no CUDA device: set allow_cpu_fallback: true in the study to train on "
+        "the CPU, or run it where a CUDA GPU is");
+  }
+  if (fixes.empty()) {
+    fixes.push_back("give --workers or --gpu-workers the kind of worker that runs it");
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "none of the workers dhpt local started can run study \"", spec.name(), "\", which "
+      "would be ", scheduler::WaitingForWorker(spec, connected), ": ", absl::StrJoin(fixes, "; ")));
 }
 
 std::string ExecutableDir() {
@@ -139,6 +188,9 @@ absl::StatusOr<LocalCluster> LocalCluster::Start(const LocalClusterOptions& opti
           absl::StrCat("--threads_per_trial=", options.threads_per_trial),
           absl::StrCat("--worker_id=", id)};
       for (std::string& flag : DataRootFlags(options.data_roots)) args.push_back(std::move(flag));
+      // One argument each, never split by a shell: "NAME=PATH ARG" arrives whole.
+      for (const std::string& command : options.commands) args.push_back("--command=" + command);
+      if (!options.labels.empty()) args.push_back("--labels=" + options.labels);
       absl::StatusOr<std::unique_ptr<ChildProcess>> worker =
           ChildProcess::Start(id, args, -1, log_fd, options.sampler);
       if (!worker.ok()) {
@@ -159,6 +211,13 @@ LocalCluster::LocalCluster(LocalCluster&& other) noexcept
 }
 
 LocalCluster::~LocalCluster() { Stop(); }
+
+std::string LocalCluster::ExitedChild() {
+  for (auto& child : children_) {
+    if (child->Poll()) return child->name();
+  }
+  return "";
+}
 
 std::vector<double> LocalCluster::CpuSecondsSoFar() const {
   std::vector<double> seconds;

@@ -23,6 +23,10 @@ struct LocalClusterOptions {
   int threads_per_trial = 1;
   // Each worker's --data_root: the directories its CSV datasets may be read from.
   std::vector<std::string> data_roots;
+  // Each worker's --command registrations (NAME=PATH [ARG ...]) and --labels (k=v,...): a
+  // local run of one's own program, or of a study with a worker_selector.
+  std::vector<std::string> commands;
+  std::string labels;
   std::string log_file;  // The children's stderr; empty: inherit.
   PeakRssSampler* sampler = nullptr;  // Watches the children's memory when set.
 };
@@ -35,6 +39,8 @@ struct LocalClusterRequest {
   int threads_per_trial = 0;
   // Where the workers may read CSV datasets (--data_root); empty: the current directory.
   std::vector<std::string> data_roots;
+  std::vector<std::string> commands;  // Passed on to every worker as --command.
+  std::string labels;                 // Passed on to every worker as --labels.
 };
 
 // The request's data roots as absolute paths, the current directory when it names none: a
@@ -52,6 +58,17 @@ std::vector<std::string> DataRootFlags(const std::vector<std::string>& roots);
 absl::StatusOr<LocalClusterOptions> ResolveLocalCluster(const v1::StudySpec& spec,
                                                         const LocalClusterRequest& request);
 
+// How long `dhpt local` waits for the workers it started to connect before it checks that
+// they can run the study.
+inline constexpr absl::Duration kLocalWorkersConnectTimeout = absl::Seconds(30);
+
+// Whether one of the workers a local cluster started (all of them, connected) can run `spec`.
+// A study that none can run would wait for ever: FAILED_PRECONDITION instead, with what the
+// scheduler would say it waits for and what to give `dhpt local` (--command, --labels) or
+// change in the study (allow_cpu_fallback where this machine has no CUDA device).
+absl::Status CheckLocalWorkersCanRun(const v1::StudySpec& spec,
+                                     const std::vector<v1::WorkerCapabilities>& workers);
+
 class LocalCluster {
  public:
   static absl::StatusOr<LocalCluster> Start(const LocalClusterOptions& options);
@@ -60,6 +77,8 @@ class LocalCluster {
 
   // "127.0.0.1:PORT".
   const std::string& scheduler_address() const { return address_; }
+  // The name of a child that has exited ("local-cpu-1"), or "" while all run.
+  std::string ExitedChild();
   // Each child's CPU seconds so far, in the order Stop() reports them.
   std::vector<double> CpuSecondsSoFar() const;
   // SIGTERM to every child, then SIGKILL to any still alive after `grace`. Returns what each

@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "google/protobuf/util/json_util.h"
 #include "services/cli/ask_tell.h"
+#include "services/cli/cli_json.h"
 #include "services/cli/compare_command.h"
 #include "services/cli/compare_report.h"
 #include "services/cli/demo_studies.h"
@@ -55,6 +56,13 @@ ABSL_FLAG(std::vector<std::string>, data_root, {},
           "local, compare: directories the workers may read CSV datasets from (the workers' "
           "--data_root), comma separated; default: the current directory");
 ABSL_FLAG(std::string, log, "", "local: file for the services' logs (default: a temp file)");
+ABSL_FLAG(std::vector<std::string>, command, {},
+          "local: register a program for COMMAND studies with every worker it starts, as "
+          "dhpt-cpu-worker --command takes it: NAME=PATH [ARG ...], quoted when it has "
+          "arguments; repeat the flag for more");
+ABSL_FLAG(std::string, labels, "",
+          "local: labels its workers announce, KEY=VALUE separated by commas, for a study with a "
+          "worker_selector");
 ABSL_FLAG(bool, json, false, "trials, best, pareto, studies, workers: print JSON instead of a table");
 ABSL_FLAG(std::string, matrix, "", "compare: a file of studies x algorithms to compare, cell by cell");
 ABSL_FLAG(std::string, out, "",
@@ -87,14 +95,20 @@ const std::map<std::string, Command>& Commands() {
       {"local",
        {"dhpt local [--study=FILE | --demo=NAME] [--workers=N] [--gpu-workers=M] [--slots=N]\n"
         "           [--threads-per-trial=N] [--data-root=DIR,...] [--early-stopping=off|median|asha]\n"
-        "           [--plot=DIR]",
+        "           [--command='NAME=PATH [ARG...]']... [--labels=KEY=VALUE,...] [--plot=DIR]\n"
+        "           [--log=FILE]",
         "Starts a scheduler, N CPU workers and M GPU workers on this machine, runs the study (the "
         "demo\nXGBoost study when none is given), shows live progress, prints the results, and "
         "stops every\nprocess it started (Ctrl-C included). AUTOENCODER studies get one GPU worker "
         "and no CPU\nworkers unless told otherwise. Demos: xgboost, random-forest, autoencoder, "
         "branin,\nxgboost-edge (r2 against inference time and model size, within a latency and size "
         "budget;\n--plot=DIR draws its front).\nWorkers read CSV datasets only under --data-root (default: the current "
-        "directory)."}},
+        "directory).\n--command registers your own program with every worker, for a COMMAND study (quote it: "
+        "--command='gbr=/usr/bin/python3\ntrain.py'); --labels gives the workers labels for a study's "
+        "worker_selector. A study that none\nof the workers started can run (no such command, no "
+        "matching labels, no CUDA device for an\nAUTOENCODER without allow_cpu_fallback) is refused "
+        "with what to change, rather than left waiting.\nThe services' logs go to --log (default "
+        "/tmp/dhpt-local-PID.log)."}},
       {"compare",
        {"dhpt compare [--study=FILE | --demo=NAME] [--workers=N] [--gpu-workers=M] [--slots=N]\n"
         "             [--threads-per-trial=N] [--data-root=DIR,...] [--scheduler=HOST:PORT]\n"
@@ -290,12 +304,46 @@ bool WithInterrupts(const std::function<void()>& on_signal, const std::function<
   return interrupted;
 }
 
+// Every --command of the command line (absl keeps only the last one), set by main.
+std::vector<std::string>& CommandFlagValues() {
+  static auto* const values = new std::vector<std::string>();
+  return *values;
+}
+
 LocalClusterRequest LocalClusterFlags() {
   return {.cpu_workers = absl::GetFlag(FLAGS_workers),
           .gpu_workers = absl::GetFlag(FLAGS_gpu_workers),
           .slots = absl::GetFlag(FLAGS_slots),
           .threads_per_trial = absl::GetFlag(FLAGS_threads_per_trial),
-          .data_roots = absl::GetFlag(FLAGS_data_root)};
+          .data_roots = absl::GetFlag(FLAGS_data_root),
+          .commands = CommandFlagValues().empty() ? absl::GetFlag(FLAGS_command)
+                                                  : CommandFlagValues(),
+          .labels = absl::GetFlag(FLAGS_labels)};
+}
+
+// Waits until every worker of the local cluster is connected, then refuses a study none of
+// them can run: it would wait for ever.
+absl::Status CheckLocalWorkers(LocalCluster& cluster, StudyClient& client, int workers,
+                               const v1::StudySpec& spec, const std::string& log_file) {
+  const absl::Time deadline = absl::Now() + kLocalWorkersConnectTimeout;
+  while (true) {
+    if (std::string exited = cluster.ExitedChild(); !exited.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(exited, " exited at start: see its message in ", log_file));
+    }
+    ASSIGN_OR_RETURN(std::vector<v1::Worker> connected, client.ListWorkers());
+    if (static_cast<int>(connected.size()) >= workers) {
+      std::vector<v1::WorkerCapabilities> capabilities;
+      for (const v1::Worker& worker : connected) capabilities.push_back(worker.capabilities());
+      return CheckLocalWorkersCanRun(spec, capabilities);
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          connected.size(), " of ", workers, " workers connected in ",
+          absl::FormatDuration(kLocalWorkersConnectTimeout), ": see ", log_file));
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
 }
 
 // The study of --study or --demo, with --early_stopping applied.
@@ -334,6 +382,11 @@ int RunLocal() {
   auto client = std::make_unique<StudyClient>(cluster->scheduler_address());
   int exit_code = 0;
   const bool interrupted = WithInterrupts([&] { client->Cancel(); }, [&] {
+    if (absl::Status usable = CheckLocalWorkers(*cluster, *client, workers, *spec, options.log_file);
+        !usable.ok()) {
+      exit_code = Fail(usable);
+      return;
+    }
     absl::StatusOr<v1::Study> created = client->CreateStudy(*spec);
     if (!created.ok()) {
       exit_code = Fail(created.status());
@@ -457,7 +510,7 @@ int RunAskTell(StudyClient& client, const std::string& name, const std::vector<s
     absl::StatusOr<v1::SuggestTrialsResponse> response = client.SuggestTrials(request);
     if (!response.ok()) return Fail(response.status());
     if (absl::GetFlag(FLAGS_json)) {
-      std::cout << ToJson(*response);
+      std::cout << CliJson(*response);
     } else {
       for (const v1::Trial& trial : response->trials()) std::cout << AskLine(trial) << "\n";
     }
@@ -525,7 +578,7 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     if (json) {
       v1::ListStudiesResponse response;
       for (const v1::Study& s : *studies) *response.add_studies() = s;
-      std::cout << ToJson(response);
+      std::cout << CliJson(response);
     } else {
       std::cout << StudiesTable(*studies);
     }
@@ -537,7 +590,7 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     if (json) {
       v1::ListWorkersResponse response;
       for (const v1::Worker& w : *workers) *response.add_workers() = w;
-      std::cout << ToJson(response);
+      std::cout << CliJson(response);
     } else {
       std::cout << WorkersTable(*workers);
     }
@@ -595,7 +648,7 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     if (json) {
       v1::ListTrialsResponse response;
       for (const v1::Trial& t : *trials) *response.add_trials() = t;
-      std::cout << ToJson(response);
+      std::cout << CliJson(response);
     } else {
       std::cout << TrialsTable(study->spec(), *trials);
     }
@@ -606,7 +659,7 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     if (!study.ok()) return Fail(study.status());
     absl::StatusOr<v1::Trial> best = client.GetBestTrial(arg);
     if (!best.ok()) return Fail(best.status());
-    std::cout << (json ? ToJson(*best) : StudySummary(*study));
+    std::cout << (json ? CliJson(*best) : StudySummary(*study));
     return 0;
   }
   if (name == "pareto") {
@@ -614,7 +667,7 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     if (!study.ok()) return Fail(study.status());
     absl::StatusOr<v1::GetParetoFrontResponse> front = client.GetParetoFront(arg);
     if (!front.ok()) return Fail(front.status());
-    std::cout << (json ? ToJson(*front) : ParetoTable(*study, *front));
+    std::cout << (json ? CliJson(*front) : ParetoTable(*study, *front));
     if (absl::GetFlag(FLAGS_plot).empty()) return 0;
     absl::StatusOr<std::vector<v1::Trial>> trials = client.ListTrials(arg);
     if (!trials.ok()) return Fail(trials.status());
@@ -703,6 +756,7 @@ int main(int argc, char** argv) {
   }
   dhpt::ApplyEnvironmentToFlags({"scheduler", "client"});
   dhpt::ApplyEnvironmentToFlags(dhpt::ClientSecurityFlagNames());
+  dhpt::cli::CommandFlagValues() = dhpt::RepeatedFlagValues(argc, argv, "command");
   std::vector<char*> positional = dhpt::ParseCommandLineWithDashes(argc, argv);
   std::vector<std::string> args;
   for (size_t i = 2; i < positional.size(); ++i) args.push_back(positional[i]);

@@ -117,13 +117,39 @@ std::string ParetoPlotScript(const v1::StudySpec& spec, const std::string& termi
         "set title \"%s: %s against %s\"\nset xlabel \"%s\"\nset ylabel \"%s\"\n"
         "plot 'data/trials.dat' using %d:%d with points pt 7 ps 0.5 lc rgb '#9e9e9e' title 'completed', \\\n"
         "     'data/infeasible.dat' using %d:%d with points pt 2 ps 0.7 lc rgb '#e57373' title 'infeasible', \\\n"
-        "     'data/front.dat' using %d:%d with points pt 7 ps 1.0 lc rgb '#1565c0' title 'Pareto front'\n",
+        "     'data/front.dat' using %d:%d with %s lc rgb '#1565c0' title 'Pareto front'\n",
         GnuplotEscape(spec.name()), GnuplotEscape(objectives[j].metric()),
         GnuplotEscape(objectives[i].metric()), GnuplotEscape(objectives[i].metric()),
-        GnuplotEscape(objectives[j].metric()), i + 1, j + 1, i + 1, j + 1, i + 1, j + 1);
+        GnuplotEscape(objectives[j].metric()), i + 1, j + 1, i + 1, j + 1, i + 1, j + 1,
+        // The front file is in order of the first objective: with two objectives a line
+        // through it traces the front; with more it would zigzag.
+        pairs.size() == 1 ? "linespoints pt 7 ps 1.2 lw 2" : "points pt 7 ps 1.2");
   }
   if (pairs.size() > 1) script += "unset multiplot\n";
   return script;
+}
+
+std::vector<std::pair<double, double>> ParetoAxisRanges(
+    int objectives, const std::vector<const v1::Trial*>& completed) {
+  // Every completed trial is in the picture (framing the front alone hid most of them); the
+  // front stands out by its colour and line instead. A trial without every objective value
+  // leaves the axes to gnuplot.
+  const bool whole = std::all_of(completed.begin(), completed.end(), [&](const v1::Trial* t) {
+    return t->objective_values_size() == objectives;
+  });
+  std::vector<std::pair<double, double>> ranges;
+  for (int i = 0; i < objectives && whole && !completed.empty(); ++i) {
+    double low = completed[0]->objective_values(i), high = low;
+    for (const v1::Trial* trial : completed) {
+      low = std::min(low, trial->objective_values(i));
+      high = std::max(high, trial->objective_values(i));
+    }
+    // A twentieth of the spread around the points, so that none sits on the frame.
+    const double margin = high > low ? (high - low) * 0.05 : std::max(std::abs(low) * 0.1, 1e-9);
+    // Sizes and latencies are never negative: an axis of them starts at 0 at the lowest.
+    ranges.emplace_back(low >= 0 ? std::max(0.0, low - margin) : low - margin, high + margin);
+  }
+  return ranges;
 }
 
 absl::StatusOr<std::vector<std::string>> DrawParetoPlot(const v1::Study& study,
@@ -166,23 +192,10 @@ absl::StatusOr<std::vector<std::string>> DrawParetoPlot(const v1::Study& study,
                                 Rows(spec, infeasible, "infeasible completed trials")));
   RETURN_IF_ERROR(WriteTextFile((root / "data" / "front.dat").string(),
                                 Rows(spec, on_front, "the Pareto front")));
-  // The axes frame the front with a tenth of its spread around it: trials far from it (an r2
-  // of -4) would otherwise squeeze the front into a corner.
-  std::vector<std::pair<double, double>> ranges;
-  const int m = static_cast<int>(Objectives(spec).size());
-  const bool complete = std::all_of(on_front.begin(), on_front.end(), [&](const v1::Trial* t) {
-    return t->objective_values_size() == m;
-  });
-  for (int i = 0; i < m && complete && !on_front.empty(); ++i) {
-    double low = on_front[0]->objective_values(i), high = low;
-    for (const v1::Trial* trial : on_front) {
-      low = std::min(low, trial->objective_values(i));
-      high = std::max(high, trial->objective_values(i));
-    }
-    const double margin = high > low ? (high - low) * 0.1 : std::max(std::abs(low) * 0.1, 1e-9);
-    // Sizes and latencies are never negative: an axis of them starts at 0 at the lowest.
-    ranges.emplace_back(low >= 0 ? std::max(0.0, low - margin) : low - margin, high + margin);
-  }
+  std::vector<const v1::Trial*> completed = feasible;
+  completed.insert(completed.end(), infeasible.begin(), infeasible.end());
+  const std::vector<std::pair<double, double>> ranges =
+      ParetoAxisRanges(static_cast<int>(Objectives(spec).size()), completed);
   std::vector<std::string> files;
   for (const std::string terminal : {"svg", "pngcairo"}) {
     const std::string script = terminal == "svg" ? "pareto-svg.gp" : "pareto-png.gp";

@@ -23,6 +23,11 @@ std::string ParetoTable(const v1::Study& study, const v1::GetParetoFrontResponse
 std::string ParetoPlotScript(const v1::StudySpec& spec, const std::string& terminal,
                              const std::vector<std::pair<double, double>>& ranges = {});
 
+// Each objective's axis range for a plot of these completed trials: all of them inside, with a
+// small margin; empty when a trial lacks an objective value. Exposed for tests.
+std::vector<std::pair<double, double>> ParetoAxisRanges(int objectives,
+                                                         const std::vector<const v1::Trial*>& completed);
+
 // Writes the data (all completed trials, the infeasible ones, the front) and the scripts into
 // `dir` and runs gnuplot; returns the plot files (pareto.svg, pareto.png) relative to `dir`.
 absl::StatusOr<std::vector<std::string>> DrawParetoPlot(const v1::Study& study,

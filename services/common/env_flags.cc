@@ -1,5 +1,6 @@
 #include "services/common/env_flags.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -8,6 +9,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 
 namespace dhpt {
 
@@ -44,6 +46,30 @@ std::vector<char*> ParseCommandLineWithDashes(int argc, char** argv) {
   static std::vector<char*>* pointers = new std::vector<char*>();
   for (std::string& argument : *rewritten) pointers->push_back(argument.data());
   return absl::ParseCommandLine(argc, pointers->data());
+}
+
+std::vector<std::string> RepeatedFlagValues(int argc, char** argv, absl::string_view name) {
+  std::vector<std::string> values;
+  for (int i = 1; i < argc; ++i) {
+    const std::string argument = argv[i];
+    if (argument == "--") break;
+    const size_t start = argument.rfind("--", 0) == 0 ? 2 : argument.rfind("-", 0) == 0 ? 1 : 0;
+    if (start == 0) continue;
+    const size_t equals = std::min(argument.find('='), argument.size());
+    std::string flag = argument.substr(start, equals - start);
+    std::replace(flag.begin(), flag.end(), '-', '_');
+    if (flag != name) continue;
+    std::string value;
+    if (equals < argument.size()) {
+      value = argument.substr(equals + 1);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    }
+    for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+      values.emplace_back(part);
+    }
+  }
+  return values;
 }
 
 }  // namespace dhpt

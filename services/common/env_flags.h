@@ -1,5 +1,6 @@
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -16,5 +17,10 @@ void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names);
 // --require_gpu), as Kubernetes manifests and the issue tracker write them. Arguments after a
 // bare "--" are left alone. Returns the positional arguments, as absl::ParseCommandLine does.
 std::vector<char*> ParseCommandLineWithDashes(int argc, char** argv);
+
+// Every value of a repeatable --NAME=VALUE (or --NAME VALUE, dashes or underscores) flag in
+// order, comma-separated ones split: absl keeps only the last occurrence. Empty when the
+// command line does not name the flag.
+std::vector<std::string> RepeatedFlagValues(int argc, char** argv, absl::string_view name);
 
 }  // namespace dhpt

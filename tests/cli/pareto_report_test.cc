@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -95,6 +96,66 @@ TEST(ParetoReportTest, DrawsThePlotWithGnuplot) {
   std::ifstream infeasible(std::filesystem::path(directory.path()) / "data" / "infeasible.dat");
   std::string all((std::istreambuf_iterator<char>(infeasible)), std::istreambuf_iterator<char>());
   EXPECT_THAT(all, HasSubstr("0.97 9 3\n"));
+}
+
+// The script gnuplot draws from frames every completed trial, the one far from the front too.
+TEST(ParetoReportTest, ThePlotFramesTrialsFarFromTheFront) {
+  if (!std::filesystem::exists("/usr/bin/gnuplot")) {
+    GTEST_SKIP() << "gnuplot-nox is not installed (scripts/install-deps.sh installs it)";
+  }
+  testing::TempDirectory directory;
+  std::vector<v1::Trial> trials = {Trial(0, 0.91, 12.5, 250000), Trial(1, 0.95, 40, 900000),
+                                   Trial(2, -4.0, 300, 100000)};
+  v1::GetParetoFrontResponse front;
+  *front.add_trials() = trials[0];
+  *front.add_trials() = trials[1];
+  ASSERT_TRUE(DrawParetoPlot(EdgeStudy(2), trials, front, directory.path()).ok());
+  std::ifstream file(std::filesystem::path(directory.path()) / "pareto-svg.gp");
+  const std::string script((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  double x_low = 0, x_high = 0, y_low = 0, y_high = 0;
+  const size_t at = script.find("set xrange [");
+  ASSERT_NE(at, std::string::npos) << script;
+  ASSERT_EQ(std::sscanf(script.c_str() + at, "set xrange [%lf:%lf]\nset yrange [%lf:%lf]", &x_low,
+                        &x_high, &y_low, &y_high), 4) << script;
+  for (const v1::Trial& trial : trials) {
+    EXPECT_LT(x_low, trial.objective_values(0)) << script;
+    EXPECT_GT(x_high, trial.objective_values(0)) << script;
+    EXPECT_LT(y_low, trial.objective_values(1)) << script;
+    EXPECT_GT(y_high, trial.objective_values(1)) << script;
+  }
+  EXPECT_THAT(script, HasSubstr("'data/front.dat' using 1:2 with linespoints"));
+}
+
+// The axes used to frame the front only, so trials far from it (an r2 of -4, a slow model)
+// fell outside the picture: 5 of ZDT1's 60 were visible.
+TEST(ParetoReportTest, TheAxesShowEveryCompletedTrial) {
+  const std::vector<v1::Trial> trials = {Trial(0, 0.91, 12.5, 250000), Trial(1, 0.95, 40, 900000),
+                                         Trial(2, -4.0, 30, 100000), Trial(3, 0.5, 900, 100000),
+                                         Trial(4, 0.97, 9, 9e6, true)};
+  std::vector<const v1::Trial*> completed;
+  for (const v1::Trial& trial : trials) completed.push_back(&trial);
+  const std::vector<std::pair<double, double>> ranges = ParetoAxisRanges(2, completed);
+  ASSERT_EQ(ranges.size(), 2u);
+  for (const v1::Trial& trial : trials) {
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_LT(ranges[i].first, trial.objective_values(i)) << "trial " << trial.number();
+      EXPECT_GT(ranges[i].second, trial.objective_values(i)) << "trial " << trial.number();
+    }
+  }
+  EXPECT_GE(ranges[1].first, 0.0);  // Latencies are never negative.
+  // A trial without every objective value leaves the axes to gnuplot.
+  v1::Trial partial = Trial(5, 0.9, 10, 1);
+  partial.clear_objective_values();
+  completed.push_back(&partial);
+  EXPECT_TRUE(ParetoAxisRanges(2, completed).empty());
+}
+
+// The front is drawn over the other trials and, with two objectives, joined by a line.
+TEST(ParetoReportTest, TheFrontIsHighlighted) {
+  const std::string two = ParetoPlotScript(EdgeStudy(2).spec(), "svg");
+  EXPECT_THAT(two, HasSubstr("'data/front.dat' using 1:2 with linespoints"));
+  const std::string three = ParetoPlotScript(EdgeStudy(3).spec(), "svg");
+  EXPECT_THAT(three, HasSubstr("'data/front.dat' using 2:3 with points"));
 }
 
 TEST(ParetoReportTest, NothingToDrawAndUnusableFoldersAreClearErrors) {

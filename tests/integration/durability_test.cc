@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "dhpt/v1/worker_service.grpc.pb.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "services/cli/study_file.h"
 #include "services/common/benchmark_functions.h"
@@ -417,9 +418,18 @@ parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_ran
   auto [code, output] = RunBinary("dhpt", absl::StrCat("trials long --json ", flags));
   ASSERT_EQ(code, 0) << output.substr(0, 500);
   EXPECT_EQ(std::count(output.begin(), output.end(), '\n') > 2500, true);
-  v1::ListTrialsResponse listed;
+  // --json is plain JSON (numbers, plain parameter values), read here as a script would.
+  google::protobuf::Struct listed;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(output, &listed).ok());
-  EXPECT_EQ(listed.trials_size(), 2500);  // More than one page (1,000).
+  const auto& listed_trials = listed.fields().at("trials").list_value();
+  ASSERT_EQ(listed_trials.values_size(), 2500);  // More than one page (1,000).
+  // Trial 0 has its number, 64-bit integers are numbers and parameters plain values.
+  const auto& first = listed_trials.values(0).struct_value().fields();
+  ASSERT_TRUE(first.contains("number")) << output.substr(0, 500);
+  EXPECT_EQ(first.at("number").number_value(), 0);
+  EXPECT_EQ(first.at("id").kind_case(), google::protobuf::Value::kNumberValue);
+  EXPECT_EQ(first.at("params").struct_value().fields().at("x1").kind_case(),
+            google::protobuf::Value::kNumberValue);
 
   std::tie(code, output) = RunBinary("dhpt", absl::StrCat("export long ", flags));
   ASSERT_EQ(code, 0);

@@ -16,6 +16,7 @@ namespace dhpt::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(StudyFlowTest, RandomXgboostStudyCompletesEveryTrialWithGoodR2) {
   TestCluster cluster(2);
@@ -223,6 +224,73 @@ allow_cpu_fallback: true
   EXPECT_THAT(refused, HasSubstr("give --gpu-workers=1 or more"));
 }
 
+// dhpt local runs one's own program: --command (one argument with a space in it, as the worker
+// takes it) and --labels reach every worker it starts. Before, a COMMAND study or one with a
+// worker_selector waited for ever, its hint naming a flag dhpt local refused.
+TEST(CliTest, LocalRunsOwnCommandOnLabelledWorkers) {
+  const std::string path = ::testing::TempDir() + "/local-command.yaml";
+  std::ofstream(path) << R"(
+name: local-quadratic
+model: {kind: COMMAND, command: quad}
+objective: {metric: loss, goal: MINIMIZE}
+parameters:
+  - {name: x, double_range: {min: -5, max: 5}}
+  - {name: y, double_range: {min: -5, max: 5}}
+worker_selector: {board: pi4}
+max_trials: 4
+)";
+  const std::string script = DHPT_SOURCE_DIR "/examples/commands/quadratic.sh";
+  auto [code, output] = RunCli(absl::StrCat("local --workers=1 --study=", path,
+                                            " --command='quad=/bin/sh ", script,
+                                            "' --labels=board=pi4,room=lab"));
+  EXPECT_EQ(code, 0) << output;
+  EXPECT_THAT(output, HasSubstr("study local-quadratic: COMPLETED"));
+  EXPECT_THAT(output, HasSubstr("4 completed"));
+}
+
+// A study that none of its workers can run is refused with what to give dhpt local, at once.
+TEST(CliTest, LocalRefusesAStudyItsWorkersCannotRun) {
+  const std::string path = ::testing::TempDir() + "/local-unrunnable.yaml";
+  std::ofstream(path) << R"(
+name: local-unrunnable
+model: {kind: COMMAND, command: quad}
+objective: {metric: loss, goal: MINIMIZE}
+parameters: [{name: x, double_range: {min: -5, max: 5}}]
+worker_selector: {board: pi4}
+max_trials: 2
+)";
+  auto [code, output] = RunCli("local --workers=1 --study=" + path);
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_THAT(output, HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_THAT(output, HasSubstr("give dhpt local --command=quad=PATH"));
+  EXPECT_THAT(output, HasSubstr("give dhpt local --labels=board=pi4"));
+  EXPECT_THAT(output, Not(HasSubstr("COMPLETED")));
+  const std::string address = AddressFrom(output);
+  ASSERT_FALSE(address.empty()) << output;
+  EXPECT_EQ(ProcessesMentioning(address), 0);
+}
+
+// An AutoEncoder study that needs CUDA, on a machine without a CUDA device, ends with the reason
+// instead of waiting for a CUDA worker that dhpt local will never start.
+TEST(CliTest, LocalSaysWhenAnAutoencoderNeedsCudaThatIsNotHere) {
+  if (std::filesystem::exists("/dev/nvidia0") || std::filesystem::exists("/dev/nvhost-gpu")) {
+    GTEST_SKIP() << "this machine has a CUDA device";
+  }
+  const std::string path = ::testing::TempDir() + "/local-ae-cuda.yaml";
+  std::ofstream(path) << R"(
+name: local-ae-cuda
+model: {kind: AUTOENCODER, fixed: {epochs: 3}}
+dataset: {sensors: {samples: 800, seed: 4}}
+parameters:
+  - {name: bottleneck, int_range: {min: 3, max: 6}}
+max_trials: 3
+)";
+  auto [code, output] = RunCli("local --study=" + path);
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_THAT(output, HasSubstr("waiting for a CUDA worker"));
+  EXPECT_THAT(output, HasSubstr("this machine has no CUDA device: set allow_cpu_fallback: true"));
+}
+
 TEST(CliTest, CtrlCStopsEveryProcessOfLocal) {
   const std::string log = ::testing::TempDir() + "/ctrl-c.log";
   const std::string out = ::testing::TempDir() + "/ctrl-c.out";
@@ -249,6 +317,17 @@ TEST(CliTest, CtrlCStopsEveryProcessOfLocal) {
   std::ifstream in(log);
   std::string logged((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_THAT(logged, HasSubstr("received Terminated; shutting down"));
+}
+
+// `dhpt local --help` lists every flag dhpt local takes (--log was missing).
+TEST(CliTest, LocalHelpListsEveryLocalFlag) {
+  auto [code, output] = RunCli("local --help");
+  EXPECT_EQ(code, 0);
+  for (const char* flag : {"--study=", "--demo=", "--workers=", "--gpu-workers=", "--slots=",
+                           "--threads-per-trial=", "--data-root=", "--early-stopping=",
+                           "--command=", "--labels=", "--plot=", "--log="}) {
+    EXPECT_THAT(output, HasSubstr(flag)) << output;
+  }
 }
 
 TEST(CliTest, EveryCommandHasHelpAndBadInputIsExplained) {
