@@ -48,7 +48,9 @@ absl::StatusOr<google::protobuf::Map<std::string, double>> ParseMetricWords(
     // Decimal only (no hex, no "nan"): what a program printing a metric writes.
     double value = 0;
     const char* end = pair.second.data() + pair.second.size();
-    if (pair.second.empty() || std::from_chars(pair.second.data(), end, value).ptr != end ||
+    const std::from_chars_result parsed = std::from_chars(pair.second.data(), end, value);
+    // Out of range (1e999) leaves `value` untouched: refused, never stored as 0.
+    if (pair.second.empty() || parsed.ptr != end || parsed.ec != std::errc() ||
         !std::isfinite(value)) {
       return absl::InvalidArgumentError(
           absl::StrCat("metric ", pair.first, ": \"", pair.second,

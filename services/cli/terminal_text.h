@@ -1,31 +1,33 @@
 #pragma once
 
 // Text that users and workers wrote (categorical values, errors, names) reaches other users'
-// terminals through the CLI. A control character in it could move the cursor, rewrite a line
-// or recolour the screen, and a newline would break a one-line protocol such as `dhpt ask`'s:
-// every such character is shown escaped (\x1b, \u0085), everything else as it is.
+// terminals through the CLI: every character services/common/unsafe_text.h names is shown
+// escaped (\x1b, \u0085, \u202e), everything else as it is.
 
 #include <string>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "services/common/unsafe_text.h"
 
 namespace dhpt::cli {
 
 inline std::string TerminalText(absl::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto byte = static_cast<unsigned char>(text[i]);
-    if (byte < 0x20 || byte == 0x7f) {
-      absl::StrAppendFormat(&out, "\\x%02x", byte);
-    } else if (byte == 0xc2 && i + 1 < text.size() &&
-               static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
-      // U+0080..U+009F, the C1 controls (CSI among them), in UTF-8.
-      absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(text[++i]));
+  for (size_t i = 0; i < text.size();) {
+    const size_t unsafe = UnsafeCharacterBytes(text, i);
+    if (unsafe == 0) {
+      out += text[i++];
+    } else if (unsafe == 1) {
+      absl::StrAppendFormat(&out, "\\x%02x", static_cast<unsigned char>(text[i++]));
     } else {
-      out += text[i];
+      // The code point, from its two or three UTF-8 bytes.
+      const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[i + k]) & 0x3f; };
+      const unsigned code = unsafe == 2 ? ((text[i] & 0x1f) << 6) | byte(1)
+                                        : ((text[i] & 0x0f) << 12) | (byte(1) << 6) | byte(2);
+      absl::StrAppendFormat(&out, "\\u%04x", code);
+      i += unsafe;
     }
   }
   return out;

@@ -909,7 +909,23 @@ int SchedulerCore::ExpireLeases() {
   }
   const int clients = ExpireClientLeasesLocked();
   if (!expired.empty()) DispatchLocked();
+  RefuseUnstorableAnswersLocked();
   return static_cast<int>(expired.size()) + clients;
+}
+
+void SchedulerCore::RefuseUnstorableAnswersLocked() {
+  if (answers_after_store_.empty()) return;
+  const absl::Status health = store_->health();
+  if (health.ok()) return;
+  // Their leases could not be stored: the clients hear so within a sweep rather than at their
+  // deadline, and not which trials (a crash could still make them other points). The leases
+  // stay theirs: the same client asking once writes succeed gets its trials back.
+  for (PendingAnswer& answer : answers_after_store_) {
+    answer.done(absl::UnavailableError(absl::StrCat(
+        "the database refuses writes, so the trials leased to you are not stored: ",
+        health.message(), "; ask again with the same client_id once it accepts writes")));
+  }
+  answers_after_store_.clear();
 }
 
 int SchedulerCore::ExpireTrials() {

@@ -388,6 +388,8 @@ class SchedulerCore {
                                         const std::string& client_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   int ExpireClientLeasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // SuggestTrials answers waiting for a commit that fails: answered UNAVAILABLE (each sweep).
+  void RefuseUnstorableAnswersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Warm starts: results checked against a study's space, then added to it (a point it has
   // already is skipped).
   using CheckedTrials = std::vector<std::pair<optimizer::Point, v1::TrialResult>>;

@@ -64,7 +64,9 @@ absl::Status StoreError(sqlite3* db, int code, absl::string_view doing, const st
                 "move it aside to start with an empty one (docs/storage.md)"));
     case SQLITE_FULL:
       return absl::UnavailableError(absl::StrCat(
-          what, "; free disk space or raise --max_db_bytes (nothing stored is lost)"));
+          what, FileSystemIsFull(path) ? "; the file system holding it is full: free disk space"
+                                       : "; free disk space or raise --max_db_bytes",
+          " (nothing stored is lost)"));
     case SQLITE_READONLY:
     case SQLITE_PERM:
     case SQLITE_CANTOPEN:

@@ -13,6 +13,7 @@
 #include "services/common/enum_values.h"
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
+#include "services/common/unsafe_text.h"
 #include "services/study/spec_errors.h"
 #include "services/optimizer/bayesian_optimization.h"
 #include "services/optimizer/optimizer.h"
@@ -22,30 +23,19 @@
 namespace dhpt::study {
 namespace {
 
-// Where `text` holds its first control character (C0, DEL, or C1 in UTF-8): such text would
-// reach other users' terminals and break one-line protocols (dhpt ask).
-std::optional<size_t> ControlCharacterAt(absl::string_view text) {
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto byte = static_cast<unsigned char>(text[i]);
-    if (byte < 0x20 || byte == 0x7f) return i;
-    if (byte == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) <= 0x9f &&
-        static_cast<unsigned char>(text[i + 1]) >= 0x80) {
-      return i;
-    }
-  }
-  return std::nullopt;
-}
-
 // The text a spec may carry in values, keys and paths: bounded, with no control characters.
 absl::Status CheckLength(absl::string_view field, absl::string_view text) {
   if (text.size() > kMaxStringBytes) {
     return Invalid(field, absl::StrCat("is ", text.size(), " bytes, more than the limit of ",
                                        kMaxStringBytes));
   }
-  if (std::optional<size_t> at = ControlCharacterAt(text)) {
+  for (size_t at = 0; at < text.size(); ++at) {
     // Not quoted back: the error would carry the character to the caller's terminal.
-    return Invalid(field, absl::StrCat("holds a control character (a newline, a tab, an escape "
-                                       "code) at byte ", *at, "; use printable text"));
+    if (UnsafeCharacterBytes(text, at) > 0) {
+      return Invalid(field, absl::StrCat("holds a control or invisible character (a newline, a "
+                                         "tab, an escape code, a direction override) at byte ",
+                                         at, "; use printable text"));
+    }
   }
   return absl::OkStatus();
 }

@@ -31,7 +31,9 @@ TEST(AskTellTest, MetricWordsAreDecimalNumbersGivenOnce) {
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_EQ(metrics->at("loss"), 0.25);
   EXPECT_EQ(metrics->at("acc"), 0.001);
-  for (const char* bad : {"loss", "=1", "loss=", "loss=0x10", "loss=nan", "loss=inf", "loss=1.5x"}) {
+  // Out of range is refused too (it was stored as 0, and became the best trial).
+  for (const char* bad : {"loss", "=1", "loss=", "loss=0x10", "loss=nan", "loss=inf", "loss=1.5x",
+                          "loss=1e999", "loss=-1e400", "loss=1.8e308"}) {
     EXPECT_EQ(ParseMetricWords({bad}).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
   absl::StatusOr<google::protobuf::Map<std::string, double>> twice =

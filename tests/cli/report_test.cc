@@ -41,7 +41,7 @@ TEST(ReportTest, ControlCharactersInWhatOthersWroteAreShownEscaped) {
   v1::Trial trial;
   trial.set_number(1);
   trial.set_state(v1::Trial::COMPLETED);
-  (*trial.mutable_params())["x1"].set_string_value("\x1b]0;title\x07v\xc2\x9b");
+  (*trial.mutable_params())["x1"].set_string_value("\x1b]0;title\x07v\xc2\x9b\xe2\x80\xae");
   (*trial.mutable_params())["x2"].set_double_value(2);
   trial.set_objective_value(0.5);
   trial.set_worker_id("w\n1");
@@ -53,7 +53,7 @@ TEST(ReportTest, ControlCharactersInWhatOthersWroteAreShownEscaped) {
     EXPECT_TRUE(c >= 0x20 || c == '\n') << "byte " << int(c) << " at " << i << ":\n" << shown;
     EXPECT_FALSE(c == 0xc2 && i + 1 < shown.size() && (shown[i + 1] & 0xe0) == 0x80);
   }
-  EXPECT_THAT(shown, HasSubstr("\\x1b]0;title\\x07v\\u009b"));
+  EXPECT_THAT(shown, HasSubstr("\\x1b]0;title\\x07v\\u009b\\u202e"));
   EXPECT_THAT(shown, HasSubstr("done\\x0d\\x1b[2Kfaked"));
   EXPECT_THAT(shown, HasSubstr("w\\x0a1"));
 }

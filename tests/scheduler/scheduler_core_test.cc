@@ -826,6 +826,27 @@ TEST(SchedulerCoreDurabilityTest, AskAndTellLeasesAreAnsweredOnlyOnceStored) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->trials(0).number(), answer->trials(0).number());
   store.Release();
+
+  // The disk fills while a new lease is being stored: the caller hears UNAVAILABLE at the next
+  // sweep (not at its deadline), and gets the trial once writes succeed.
+  store.Hold();
+  absl::Notification refused;
+  absl::StatusOr<v1::SuggestTrialsResponse> unstored;
+  core.SuggestTrials("ext", 1, "b", [&](absl::StatusOr<v1::SuggestTrialsResponse> response) {
+    unstored = std::move(response);
+    refused.Notify();
+  });
+  store.SetHealth(absl::UnavailableError("database or disk is full"));
+  core.ExpireLeases();
+  ASSERT_TRUE(refused.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(unstored.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(unstored.status().message()), HasSubstr("same client_id"));
+  store.SetHealth(absl::OkStatus());
+  store.Release();
+  absl::StatusOr<v1::SuggestTrialsResponse> held = core.SuggestTrials("ext", 1, "b");
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_EQ(held->trials_size(), 1);
+  EXPECT_NE(held->trials(0).number(), answer->trials(0).number());
 }
 
 TEST_F(SchedulerCoreTest, AWorkerHoldingManyUnacknowledgedResultsMayReconnect) {

@@ -387,16 +387,22 @@ TEST(SpecValidationTest, RefusesWhatAHostileSpecSlippedPast) {
   }, "trial_timeout");
   ExpectRejected([](v1::StudySpec& s) {
     s.mutable_parameters(2)->mutable_categorical()->add_values("\x1b[2J\x1b[Hwiped");
-  }, "parameters[2]", "control character");
+  }, "parameters[2]", "control or invisible character");
   ExpectRejected([](v1::StudySpec& s) {
     s.mutable_parameters(2)->mutable_categorical()->add_values("two\nlines");
   }, "parameters[2]", "at byte 3");
   ExpectRejected([](v1::StudySpec& s) {
     s.mutable_parameters(2)->mutable_categorical()->add_values("c1 \xc2\x9b" "31m");  // CSI
-  }, "parameters[2]", "control character");
+  }, "parameters[2]", "control or invisible character");
+  ExpectRejected([](v1::StudySpec& s) {  // U+202E: what follows reads right to left.
+    s.mutable_parameters(2)->mutable_categorical()->add_values("gbtree\xe2\x80\xaetrad");
+  }, "parameters[2]", "direction override");
+  ExpectRejected([](v1::StudySpec& s) {  // U+200B, a zero-width space: two values alike.
+    s.mutable_parameters(2)->mutable_categorical()->add_values("gb\xe2\x80\x8btree");
+  }, "parameters[2]", "invisible");
   ExpectRejected([](v1::StudySpec& s) {
     (*s.mutable_model()->mutable_fixed())["objective"].set_string_value("reg:\rsquarederror");
-  }, "model.fixed.objective", "control character");
+  }, "model.fixed.objective", "control or invisible character");
 }
 
 TEST(SpecValidationTest, AControlCharacterIsNeverQuotedBack) {
