@@ -25,6 +25,7 @@
 #include "services/cli/compare_command.h"
 #include "services/cli/compare_report.h"
 #include "services/cli/demo_studies.h"
+#include "services/cli/extend_command.h"
 #include "services/cli/local_cluster.h"
 #include "services/cli/pareto_report.h"
 #include "services/cli/report.h"
@@ -170,6 +171,7 @@ const std::map<std::string, Command>& Commands() {
       {"stop",
        {"dhpt stop STUDY [--scheduler=HOST:PORT]",
         "Stops the study: no new trials, running ones are cancelled."}},
+      {"extend", {kExtendUsage, kExtendHelp}},
       {"delete",
        {"dhpt delete STUDY [--force] [--scheduler=HOST:PORT]",
         "Deletes the study and all its trials from the scheduler and its database. A running "
@@ -680,6 +682,7 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     std::cout << ProgressLine(*study) << "\n";
     return 0;
   }
+  if (name == "extend") return RunExtend(client, arg);
   if (name == "delete") {
     if (absl::Status deleted = client.DeleteStudy(arg, absl::GetFlag(FLAGS_force));
         !deleted.ok()) {

@@ -140,6 +140,12 @@ absl::StatusOr<v1::Study> StudyClient::StopStudy(const std::string& name) {
   });
 }
 
+absl::StatusOr<v1::Study> StudyClient::UpdateStudy(const v1::UpdateStudyRequest& request) {
+  return Unary<v1::Study>(NewContext(), [&](grpc::ClientContext* c, v1::Study* r) {
+    return stub_->UpdateStudy(c, request, r);
+  });
+}
+
 absl::StatusOr<std::vector<v1::Trial>> StudyClient::ListTrials(const std::string& study) {
   v1::ListTrialsRequest request;
   request.set_study(study);

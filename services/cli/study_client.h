@@ -29,6 +29,7 @@ class StudyClient {
   absl::StatusOr<std::vector<v1::Study>> ListStudies();
   absl::StatusOr<std::vector<v1::Worker>> ListWorkers();
   absl::StatusOr<v1::Study> StopStudy(const std::string& name);
+  absl::StatusOr<v1::Study> UpdateStudy(const v1::UpdateStudyRequest& request);
   absl::Status DeleteStudy(const std::string& name, bool force);
   // Every trial of the study in number order (all pages).
   absl::StatusOr<std::vector<v1::Trial>> ListTrials(const std::string& study);

@@ -425,14 +425,16 @@ void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
 void SchedulerCore::CheckStudyEndLocked(StudyEntry& study) {
   if (study.terminal()) return;
   const int finished = study.completed + study.failed + study.pruned;
+  // Cancelled trials (a stop's, in a study reopened since) used their share of max_trials.
+  const bool budget_spent = finished + study.cancelled >= study.spec.max_trials();
   if (study.spec.has_max_failed_trials() && study.failed > study.spec.max_failed_trials()) {
     EndStudyLocked(study, v1::Study::FAILED,
                    absl::StrCat(study.failed, " trials failed, more than max_failed_trials (",
                                 study.spec.max_failed_trials(), ")"));
-  } else if (finished >= study.spec.max_trials() ||
+  } else if (budget_spent ||
              (study.exhausted && study.pending.empty() && study.running == 0)) {
     const std::string how =
-        finished >= study.spec.max_trials() ? absl::StrCat("all ", finished, " trials finished")
+        budget_spent ? absl::StrCat("all ", finished, " trials finished")
         : !study.optimizer_error.empty()
             ? absl::StrCat(study.optimizer_error, " (after ", finished, " trials)")
             : absl::StrCat("search space exhausted after ", finished, " trials");

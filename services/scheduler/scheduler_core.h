@@ -191,6 +191,12 @@ class SchedulerCore {
   // Connected workers with their capabilities and running trials.
   std::vector<v1::Worker> ListWorkers() const;
   absl::StatusOr<v1::Study> StopStudy(absl::string_view name);
+  // Changes the fields update_mask names (max_trials, parallel_trials, max_failed_trials,
+  // trial_timeout), checked as CreateStudy checks them; reopens a COMPLETED or STOPPED study
+  // that the change gives room for more trials (a FAILED one only when it failed for
+  // max_failed_trials and the change raises it). Returns once the change is stored
+  // (update_study.cc).
+  absl::StatusOr<v1::Study> UpdateStudy(const v1::UpdateStudyRequest& request);
   // One page of the study's trials in number order; `only` filters by state unless unset.
   absl::StatusOr<ListPage<v1::Trial>> ListTrials(absl::string_view study, v1::Trial::State only,
                                                  int page_size,
@@ -332,6 +338,10 @@ class SchedulerCore {
     }
   };
 
+  // Whether `spec` may replace the study's (the UpdateStudy rules), and whether the study,
+  // ended now, is to be reopened.
+  absl::StatusOr<bool> CheckUpdateLocked(const StudyEntry& study, const v1::StudySpec& spec) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // CreateStudy's work under the lock: the reply, and the write to wait for.
   absl::StatusOr<WriteSequence> CreateStudyLocked(v1::StudySpec spec, v1::Study& reply)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

@@ -114,6 +114,12 @@ grpc::ServerUnaryReactor* StudyServiceImpl::StopStudy(grpc::CallbackServerContex
   return Authorized(context, response, [&] { return core_->StopStudy(request->name()); });
 }
 
+grpc::ServerUnaryReactor* StudyServiceImpl::UpdateStudy(grpc::CallbackServerContext* context,
+                                                        const v1::UpdateStudyRequest* request,
+                                                        v1::Study* response) {
+  return Authorized(context, response, [&] { return core_->UpdateStudy(*request); });
+}
+
 grpc::ServerUnaryReactor* StudyServiceImpl::ListTrials(grpc::CallbackServerContext* context,
                                                        const v1::ListTrialsRequest* request,
                                                        v1::ListTrialsResponse* response) {

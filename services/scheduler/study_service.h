@@ -34,6 +34,9 @@ class StudyServiceImpl
   grpc::ServerUnaryReactor* DeleteStudy(grpc::CallbackServerContext* context,
                                         const v1::DeleteStudyRequest* request,
                                         google::protobuf::Empty* response) override;
+  grpc::ServerUnaryReactor* UpdateStudy(grpc::CallbackServerContext* context,
+                                        const v1::UpdateStudyRequest* request,
+                                        v1::Study* response) override;
   grpc::ServerUnaryReactor* ListTrials(grpc::CallbackServerContext* context,
                                        const v1::ListTrialsRequest* request,
                                        v1::ListTrialsResponse* response) override;

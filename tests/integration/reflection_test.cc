@@ -243,6 +243,26 @@ TEST_F(ReflectionTest, AskAndTellWorkFromJsonThroughReflection) {
   EXPECT_THAT(*enqueued, ::testing::HasSubstr(R"("origin":"ENQUEUED")"));
 }
 
+// docs/api.md's UpdateStudy with grpcurl: the field mask as proto JSON writes it (one string,
+// camelCase paths), its descriptor delivered by reflection as an import.
+TEST_F(ReflectionTest, UpdateStudyTakesItsFieldMaskFromJson) {
+  ReflectionClient reflection(channel_);
+  ASSERT_TRUE(reflection.ready());
+  DescriptorPool pool;
+  ASSERT_TRUE(reflection.Resolve("dhpt.v1.StudyService", pool).ok());
+  const std::string service = "dhpt.v1.StudyService";
+  ASSERT_TRUE(CallJson(pool, service, "CreateStudy", R"({"name": "xgb-friedman",
+      "model": {"kind": "EXTERNAL"}, "objective": {"metric": "loss", "goal": "MINIMIZE"},
+      "parameters": [{"name": "x", "doubleRange": {"min": 0, "max": 1}}], "maxTrials": 20})")
+                  .ok());
+  absl::StatusOr<std::string> updated = CallJson(
+      pool, service, "UpdateStudy",
+      R"({"name": "xgb-friedman", "spec": {"maxTrials": 40, "parallelTrials": 4}, "updateMask": "maxTrials,parallelTrials"})");
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_THAT(*updated, ::testing::HasSubstr(R"("maxTrials":40)"));
+  EXPECT_THAT(*updated, ::testing::HasSubstr(R"("parallelTrials":4)"));
+}
+
 TEST_F(ReflectionTest, UnknownSymbolIsNotFound) {
   ReflectionClient reflection(channel_);
   ASSERT_TRUE(reflection.ready());

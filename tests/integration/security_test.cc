@@ -163,6 +163,17 @@ TEST_F(SecurityTest, TlsAndATokenGuardEveryCall) {
           .ListStudies();
   EXPECT_EQ(as_worker.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(as_worker.status().message(), HasSubstr("worker's token"));
+  // Nor changes one (UpdateStudy, as CreateStudy, is for users).
+  v1::UpdateStudyRequest update;
+  update.set_name("secure");
+  update.mutable_spec()->set_max_trials(10);
+  update.mutable_update_mask()->add_paths("max_trials");
+  EXPECT_EQ(cli::StudyClient(address, Security({.tls_ca_file = File("ca.crt"),
+                                                .token_file = File("worker-token")}))
+                .UpdateStudy(update)
+                .status()
+                .code(),
+            absl::StatusCode::kPermissionDenied);
 
   // Workers: only the one with the workers' token gets in; the users' token is not enough.
   StartWorker(address, "good",

@@ -1,0 +1,84 @@
+#include "services/cli/extend_command.h"
+
+#include <iostream>
+#include <optional>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "services/cli/report.h"
+#include "services/cli/study_client.h"
+#include "services/cli/terminal_text.h"
+
+ABSL_FLAG(std::optional<int>, max_trials, std::nullopt,
+          "extend: the study's new max_trials (the trials it has made count towards it)");
+ABSL_FLAG(std::optional<int>, parallel_trials, std::nullopt,
+          "extend: the study's new parallel_trials (0: no limit)");
+ABSL_FLAG(std::optional<std::string>, max_failed_trials, std::nullopt,
+          "extend: the study's new max_failed_trials, or none for no limit");
+ABSL_FLAG(std::optional<std::string>, trial_timeout, std::nullopt,
+          "extend: the study's new trial_timeout (600s, 10m, 1h30m), or none");
+
+namespace dhpt::cli {
+
+absl::StatusOr<v1::UpdateStudyRequest> ExtendRequestFromFlags(const std::string& study) {
+  v1::UpdateStudyRequest request;
+  request.set_name(study);
+  v1::StudySpec& spec = *request.mutable_spec();
+  auto& paths = *request.mutable_update_mask()->mutable_paths();
+  if (std::optional<int> n = absl::GetFlag(FLAGS_max_trials)) {
+    spec.set_max_trials(*n);
+    paths.Add("max_trials");
+  }
+  if (std::optional<int> n = absl::GetFlag(FLAGS_parallel_trials)) {
+    spec.set_parallel_trials(*n);
+    paths.Add("parallel_trials");
+  }
+  if (std::optional<std::string> text = absl::GetFlag(FLAGS_max_failed_trials)) {
+    int n = 0;
+    if (*text != "none") {
+      if (!absl::SimpleAtoi(*text, &n)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--max_failed_trials: \"", *text, "\" is neither a number nor none"));
+      }
+      spec.set_max_failed_trials(n);
+    }
+    paths.Add("max_failed_trials");
+  }
+  if (std::optional<std::string> text = absl::GetFlag(FLAGS_trial_timeout)) {
+    absl::Duration timeout;
+    if (*text != "none") {
+      if (!absl::ParseDuration(*text, &timeout) || timeout <= absl::ZeroDuration() ||
+          timeout == absl::InfiniteDuration()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--trial_timeout: \"", *text, "\" is not a duration such as 600s, 10m or 1h30m"));
+      }
+      const int64_t seconds = absl::IDivDuration(timeout, absl::Seconds(1), &timeout);
+      spec.mutable_trial_timeout()->set_seconds(seconds);
+      spec.mutable_trial_timeout()->set_nanos(
+          static_cast<int32_t>(absl::ToInt64Nanoseconds(timeout)));
+    }
+    paths.Add("trial_timeout");
+  }
+  if (paths.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("nothing to change: give at least one flag; usage: ", kExtendUsage));
+  }
+  return request;
+}
+
+int RunExtend(StudyClient& client, const std::string& study) {
+  absl::StatusOr<v1::UpdateStudyRequest> request = ExtendRequestFromFlags(study);
+  absl::StatusOr<v1::Study> updated =
+      request.ok() ? client.UpdateStudy(*request) : absl::StatusOr<v1::Study>(request.status());
+  if (!updated.ok()) {
+    std::cerr << "dhpt: " << TerminalText(updated.status().message()) << " ["
+              << absl::StatusCodeToString(updated.status().code()) << "]\n";
+    return 1;
+  }
+  std::cout << ProgressLine(*updated) << "\n";
+  return 0;
+}
+
+}  // namespace dhpt::cli
