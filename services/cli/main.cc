@@ -573,6 +573,13 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     const std::string from = absl::GetFlag(FLAGS_warm_start);
     if (!from.empty()) spec->set_warm_start_study(from);
     absl::StatusOr<v1::Study> study = client.CreateStudy(*spec);
+    // The scheduler names the first error only; say when the file has more.
+    if (const size_t errors = absl::IsInvalidArgument(study.status()) ? StudyFileErrors(arg).size() : 0;
+        errors > 1) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(study.status().message(), " (and ",
+                                                          errors - 1, " more: dhpt validate ",
+                                                          arg, " lists them)")));
+    }
     if (!study.ok()) return Fail(study.status());
     if (!from.empty()) {
       std::cout << "warm start: learnt from " << study->trials_added()

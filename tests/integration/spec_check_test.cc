@@ -62,6 +62,24 @@ max_trials: 5
                                 "created"));
 }
 
+TEST(SpecCheckTest, SubmitOfABadFileNamesTheFirstErrorAndHowToSeeThemAll) {
+  TestCluster cluster(0);
+  const std::string bad = WriteFile("spec-check-submit.yaml", R"(
+name: xgb-bad
+model: {kind: XGBOOST}
+dataset: {friedman1: {samples: 500, features: 10}}
+parameters:
+  - {name: colsample_bynode, double_range: {min: 0.5, max: 1.5}}
+max_trials: 0
+)");
+  auto [code, output] =
+      RunBinary("dhpt", "submit " + bad + " --scheduler=" + cluster.address());
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_THAT(output, HasSubstr("max_trials: must be between 1 and 1000000 (and 1 more: dhpt "
+                                "validate " + bad + " lists them) [INVALID_ARGUMENT]"));
+  EXPECT_FALSE(cluster.client().GetStudy("xgb-bad").ok());
+}
+
 TEST(SpecCheckTest, ACsvPathRelativeToTheWorkersDataRootIsRead) {
   TestCluster cluster(0);
   // A real dhpt-cpu-worker with --data_root=tests/data, started from this test's directory,
