@@ -122,6 +122,14 @@ const HyperparameterRange* FindHyperparameterRange(v1::Model::Kind kind, absl::s
   }
 }
 
+const std::vector<absl::string_view>* HyperparameterChoices(v1::Model::Kind kind,
+                                                            absl::string_view name) {
+  static const std::vector<absl::string_view> kActivations = {"relu", "leaky_relu", "elu",
+                                                              "gelu", "silu",       "tanh"};
+  if (kind == v1::Model::AUTOENCODER && name == "activation") return &kActivations;
+  return nullptr;
+}
+
 std::string DescribeRange(const HyperparameterRange& range) {
   const std::string high = std::isinf(range.max) ? "inf)" : absl::StrCat(range.max,
                                                                           range.max_open ? ")" : "]");

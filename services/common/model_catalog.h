@@ -37,6 +37,11 @@ std::string DescribeRange(const HyperparameterRange& range);
 // INVALID_ARGUMENT "NAME must be in (0, 1], got 1.5" (or "a whole number in") unless `value`
 // is in `range`.
 absl::Status CheckHyperparameterValue(const HyperparameterRange& range, double value);
+// The values a string hyperparameter may take (the AutoEncoder's activation); nullptr where
+// any string goes to the trainer as is (XGBoost checks its own).
+const std::vector<absl::string_view>* HyperparameterChoices(v1::Model::Kind kind,
+                                                            absl::string_view name);
+
 // An AutoEncoder compresses its input to `bottleneck` values, so the bottleneck must be below
 // the data's channels (feature columns); the worker and validation both use this rule.
 absl::Status CheckAutoencoderBottleneck(int64_t bottleneck, int64_t channels);

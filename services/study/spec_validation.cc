@@ -777,7 +777,28 @@ void ValidateHyperparameterRanges(const v1::StudySpec& spec, bool dataset_ok,
       check(field + ".discrete.values", p.name(), values, whole);
     }
   }
+  auto check_choices = [&](const std::string& field, absl::string_view name,
+                           const std::vector<std::string>& values) {
+    const std::vector<absl::string_view>* choices = HyperparameterChoices(kind, name);
+    if (choices == nullptr) return;
+    for (const std::string& value : values) {
+      if (std::find(choices->begin(), choices->end(), value) == choices->end()) {
+        errors.push_back(Invalid(field, absl::StrCat(Quote(value), " is not one of ", name, "'s values: ",
+                                                     absl::StrJoin(*choices, ", "))));
+        return;
+      }
+    }
+  };
+  for (int i = 0; i < spec.parameters_size(); ++i) {
+    const v1::Parameter& p = spec.parameters(i);
+    if (!p.has_categorical()) continue;
+    check_choices(absl::StrCat("parameters[", i, "].categorical.values"), p.name(),
+                  {p.categorical().values().begin(), p.categorical().values().end()});
+  }
   for (const auto& [name, value] : spec.model().fixed()) {
+    if (value.kind_case() == google::protobuf::Value::kStringValue) {
+      check_choices(absl::StrCat("model.fixed.", name), name, {value.string_value()});
+    }
     if (value.kind_case() != google::protobuf::Value::kNumberValue) continue;
     const double number = value.number_value();
     check(absl::StrCat("model.fixed.", name), name, {number}, number == std::floor(number));

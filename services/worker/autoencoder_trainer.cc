@@ -19,8 +19,6 @@
 namespace dhpt::worker {
 namespace {
 
-constexpr std::array<const char*, 6> kActivations = {"relu", "leaky_relu", "elu",
-                                                     "gelu", "silu",       "tanh"};
 
 // On standardised features, predicting the mean scores a loss of about 1. A loss this many
 // times worse is a diverged run; reporting its astronomically negative R² as a result would
@@ -297,10 +295,12 @@ absl::StatusOr<AutoencoderConfig> ParseAutoencoderConfig(const Hyperparameters& 
   RETURN_IF_ERROR(Read(params, "batch_size", config.batch_size));
   RETURN_IF_ERROR(Read(params, "seed", config.seed));
   if (auto it = params.find("activation"); it != params.end()) {
+    const std::vector<absl::string_view>& activations =
+        *HyperparameterChoices(v1::Model::AUTOENCODER, "activation");
     const std::string& name = it->second.string_value();
     if (it->second.kind_case() != v1::ParameterValue::kStringValue ||
-        std::find(kActivations.begin(), kActivations.end(), name) == kActivations.end()) {
-      return Invalid("activation", absl::StrCat("must be one of ", absl::StrJoin(kActivations, ", ")));
+        std::find(activations.begin(), activations.end(), name) == activations.end()) {
+      return Invalid("activation", absl::StrCat("must be one of ", absl::StrJoin(activations, ", ")));
     }
     config.activation = name;
   }

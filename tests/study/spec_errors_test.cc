@@ -111,6 +111,10 @@ TEST(SpecErrorsTest, ModelRangesComeFromTheCatalogue) {
             "accepted");
   EXPECT_EQ(error_of(autoencoder + R"pb(parameters { name: "dropout" double_range { min: 0 max: 1 } })pb"),
             "parameters[0].double_range: dropout must be in [0, 1), got 1");
+  EXPECT_EQ(error_of(autoencoder + R"pb(parameters { name: "activation"
+                                        categorical { values: [ "relu", "sigmoidish" ] } })pb"),
+            "parameters[0].categorical.values: \"sigmoidish\" is not one of activation's values: "
+            "relu, leaky_relu, elu, gelu, silu, tanh");
 }
 
 TEST(SpecErrorsTest, ARangeOfOneValueIsThatFixedValue) {
