@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "services/common/param_values.h"
 #include "tests/integration/test_cluster.h"
 
 namespace dhpt::testing::spec_check_test {
@@ -78,6 +80,33 @@ max_trials: 0
   EXPECT_THAT(output, HasSubstr("max_trials: must be between 1 and 1000000 (and 1 more: dhpt "
                                 "validate " + bad + " lists them) [INVALID_ARGUMENT]"));
   EXPECT_FALSE(cluster.client().GetStudy("xgb-bad").ok());
+}
+
+TEST(SpecCheckTest, EveryAlgorithmRunsARangeOfOneValueAsThatValue) {
+  TestCluster cluster(1);
+  for (const char* algorithm : {"RANDOM", "GRID", "TPE", "BAYESIAN", "HILL_CLIMBING"}) {
+    const std::string name = absl::AsciiStrToLower(absl::StrCat("fixed-", algorithm));
+    const std::string grid = std::string(algorithm) == "GRID" ? "" : "max_trials: 14\n";
+    ASSERT_TRUE(cluster.client()
+                    .CreateStudy(Spec(absl::StrCat("name: ", name, R"(
+model: {kind: FUNCTION, function: branin}
+algorithm: {name: )", algorithm, R"(, seed: 3}
+parameters:
+  - {name: x1, double_range: {min: -5, max: 10}}
+  - {name: x2, int_range: {min: 3, max: 3}}
+)", grid)))
+                    .ok())
+        << algorithm;
+    const v1::Study study = cluster.WaitForEnd(name);
+    EXPECT_EQ(study.state(), v1::Study::COMPLETED) << algorithm << ": " << study.state_reason();
+    absl::StatusOr<std::vector<v1::Trial>> trials = cluster.client().ListTrials(name);
+    ASSERT_TRUE(trials.ok());
+    EXPECT_EQ(trials->size(), std::string(algorithm) == "GRID" ? 5u : 14u) << algorithm;
+    for (const v1::Trial& trial : *trials) {
+      EXPECT_EQ(trial.state(), v1::Trial::COMPLETED) << algorithm;
+      EXPECT_EQ(AsNumber(trial.params().at("x2")), 3.0) << algorithm;
+    }
+  }
 }
 
 TEST(SpecCheckTest, ACsvPathRelativeToTheWorkersDataRootIsRead) {
