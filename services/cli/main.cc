@@ -31,6 +31,7 @@
 #include "services/cli/report.h"
 #include "services/cli/study_client.h"
 #include "services/cli/study_file.h"
+#include "services/cli/validate_command.h"
 #include "services/cli/terminal_text.h"
 #include "services/common/client_security_flags.h"
 #include "services/common/env_flags.h"
@@ -80,6 +81,9 @@ ABSL_FLAG(std::string, client, "",
 ABSL_FLAG(int, count, 1, "ask: trials to ask for at once");
 ABSL_FLAG(std::string, infeasible, "",
           "tell: the trial could not be evaluated, for this reason (instead of metrics)");
+ABSL_FLAG(bool, dry_run, false,
+          "submit: check the study file (every error at once, as dhpt validate) and create "
+          "nothing");
 ABSL_FLAG(std::string, warm_start, "",
           "submit: first add the completed trials of this earlier study (same parameters)");
 
@@ -131,12 +135,18 @@ const std::map<std::string, Command>& Commands() {
         "Lists the workers connected to the scheduler: device, models, slots, running trials, "
         "node."}},
       {"submit",
-       {"dhpt submit FILE [--watch] [--warm-start=STUDY] [--scheduler=HOST:PORT]",
+       {"dhpt submit FILE [--watch] [--warm-start=STUDY] [--dry-run] [--scheduler=HOST:PORT]",
         "Submits the study in FILE (YAML or JSON, as for grpcurl). Submitting the same spec "
         "again is\nharmless; a different spec under the same name is refused. --warm-start "
         "first adds the\ncompleted trials of an earlier study with the same parameters, for the "
         "algorithm to learn\nfrom (they do not count towards max_trials; run twice, it adds "
-        "nothing more)."}},
+        "nothing more).\n--dry-run checks the file as dhpt validate does and submits nothing."}},
+      {"validate",
+       {"dhpt validate FILE",
+        "Checks the study in FILE as the scheduler would and lists every error at once "
+        "(each model's\nhyperparameter ranges included, from the catalogue the workers train "
+        "by), without a\nscheduler and without creating anything. Exit status 0: valid; 1: "
+        "errors. The same as\ndhpt submit FILE --dry-run."}},
       {"ask",
        {"dhpt ask STUDY [--count=N] [--client=ID] [--json] [--scheduler=HOST:PORT]",
         "Asks an EXTERNAL study for trials to evaluate and prints one line per trial: its number, "
@@ -569,6 +579,13 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
   };
   if (name == "local") return RunLocal();
   if (name == "compare") return RunCompare();
+  if (name == "validate" || (name == "submit" && absl::GetFlag(FLAGS_dry_run))) {
+    if (args.size() != 1) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("expected one study file; usage: ", Commands().at(name).usage)));
+    }
+    return RunValidate(args[0], std::cout, std::cerr);
+  }
   const std::string scheduler = absl::GetFlag(FLAGS_scheduler);
   absl::StatusOr<ChannelSecurity> security = MakeChannelSecurity(ClientSecurityFromFlags());
   if (!security.ok()) return Fail(security.status());
@@ -611,6 +628,13 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     const std::string from = absl::GetFlag(FLAGS_warm_start);
     if (!from.empty()) spec->set_warm_start_study(from);
     absl::StatusOr<v1::Study> study = client.CreateStudy(*spec);
+    // The scheduler names the first error only; say when the file has more.
+    if (const size_t errors = absl::IsInvalidArgument(study.status()) ? StudyFileErrors(arg).size() : 0;
+        errors > 1) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(study.status().message(), " (and ",
+                                                          errors - 1, " more: dhpt validate ",
+                                                          arg, " lists them)")));
+    }
     if (!study.ok()) return Fail(study.status());
     if (!from.empty()) {
       std::cout << "warm start: learnt from " << study->trials_added()

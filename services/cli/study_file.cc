@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "google/protobuf/util/json_util.h"
 #include "services/common/status_macros.h"
 
@@ -112,11 +114,32 @@ absl::Status AppendJson(const YAML::Node& node, int depth, std::string& out) {
   return absl::OkStatus();
 }
 
-}  // namespace
+// The spec's durations as people write them ("10m", "1h30m", "1.5h", "600s"), in the form the
+// proto JSON mapping reads ("600s"); grpcurl, which reads that mapping itself, wants the latter.
+absl::Status NormalizeDurations(YAML::Node& root) {
+  if (!root.IsMap()) return absl::OkStatus();
+  for (const char* field : {"trial_timeout"}) {
+    YAML::Node value = root[field];
+    if (!value.IsScalar()) continue;
+    absl::Duration duration;
+    if (!absl::ParseDuration(value.Scalar(), &duration) || duration < absl::ZeroDuration() ||
+        duration == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "not a study spec: ", field, ": \"", value.Scalar().substr(0, 64),
+          "\" is not a duration; write it as 600s, 10m or 1h30m"));
+    }
+    const int64_t seconds = absl::ToInt64Seconds(duration);
+    const int64_t nanos = absl::ToInt64Nanoseconds(duration - absl::Seconds(seconds));
+    root[field] = nanos == 0 ? absl::StrCat(seconds, "s")
+                             : absl::StrFormat("%d.%09ds", seconds, nanos);
+  }
+  return absl::OkStatus();
+}
 
-absl::StatusOr<std::string> YamlToJson(const std::string& yaml) {
+absl::StatusOr<std::string> YamlToJson(const std::string& yaml, bool study_spec) {
   try {
     YAML::Node root = YAML::Load(yaml);
+    if (study_spec) RETURN_IF_ERROR(NormalizeDurations(root));
     std::string json;
     RETURN_IF_ERROR(AppendJson(root, 0, json));
     return json;
@@ -125,9 +148,15 @@ absl::StatusOr<std::string> YamlToJson(const std::string& yaml) {
   }
 }
 
+}  // namespace
+
+absl::StatusOr<std::string> YamlToJson(const std::string& yaml) { return YamlToJson(yaml, false); }
+
+namespace {
+
 absl::Status ParseYamlMessage(const std::string& text, absl::string_view what,
-                              google::protobuf::Message& message) {
-  ASSIGN_OR_RETURN(std::string json, YamlToJson(text));
+                              google::protobuf::Message& message, bool study_spec) {
+  ASSIGN_OR_RETURN(std::string json, YamlToJson(text, study_spec));
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
   auto status = google::protobuf::util::JsonStringToMessage(json, &message, options);
@@ -139,9 +168,16 @@ absl::Status ParseYamlMessage(const std::string& text, absl::string_view what,
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status ParseYamlMessage(const std::string& text, absl::string_view what,
+                              google::protobuf::Message& message) {
+  return ParseYamlMessage(text, what, message, false);
+}
+
 absl::StatusOr<v1::StudySpec> ParseStudySpec(const std::string& text) {
   v1::StudySpec spec;
-  RETURN_IF_ERROR(ParseYamlMessage(text, "study spec", spec));
+  RETURN_IF_ERROR(ParseYamlMessage(text, "study spec", spec, true));
   return spec;
 }
 

@@ -3,9 +3,12 @@
 // What each model kind accepts and reports: the hyperparameters a study may tune or fix, and
 // the metrics a trial of that kind reports (so an objective can be checked before any trial).
 
-#include "absl/strings/string_view.h"
 #include <optional>
+#include <string>
 #include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 #include "dhpt/v1/common.pb.h"
 
@@ -14,6 +17,39 @@ namespace dhpt {
 // Hyperparameter names the model's trainer understands (aliases included).
 const std::vector<absl::string_view>& KnownHyperparameters(v1::Model::Kind kind);
 bool IsKnownHyperparameter(v1::Model::Kind kind, absl::string_view name);
+
+// The values a numeric hyperparameter may take: what its trainer accepts (XGBoost's own
+// bounds, the AutoEncoder's in services/worker/autoencoder_trainer.h). Spec validation refuses
+// a range or fixed value outside it and the workers' trainers check against the same entry,
+// so a study is never accepted only to fail every trial.
+struct HyperparameterRange {
+  absl::string_view name;
+  double min = 0;
+  double max = 0;  // Infinity: no upper bound.
+  bool min_open = false;  // (min, ...: min itself is refused.
+  bool max_open = false;  // ..., max): max itself is refused.
+  bool whole = false;     // Whole numbers only (a count, a depth, a seed).
+};
+// nullptr for a name with no numeric range (strings such as booster, aliases included).
+const HyperparameterRange* FindHyperparameterRange(v1::Model::Kind kind, absl::string_view name);
+// "(0, 1]", "[1, 100000]", "[0, inf)".
+std::string DescribeRange(const HyperparameterRange& range);
+// INVALID_ARGUMENT "NAME must be in (0, 1], got 1.5" (or "a whole number in") unless `value`
+// is in `range`.
+absl::Status CheckHyperparameterValue(const HyperparameterRange& range, double value);
+// The values a string hyperparameter may take (the AutoEncoder's activation); nullptr where
+// any string goes to the trainer as is (XGBoost checks its own).
+const std::vector<absl::string_view>* HyperparameterChoices(v1::Model::Kind kind,
+                                                            absl::string_view name);
+
+// An AutoEncoder compresses its input to `bottleneck` values, so the bottleneck must be below
+// the data's channels (feature columns); the worker and validation both use this rule.
+absl::Status CheckAutoencoderBottleneck(int64_t bottleneck, int64_t channels);
+
+// The goal of a metric whose direction is known, for an objective that leaves it out: r2
+// MAXIMIZE; mse, val_loss, value, loss and the measurements (time, memory, energy) MINIMIZE.
+// GOAL_UNSPECIFIED for any other (a user code's accuracy could go either way).
+v1::Objective::Goal ImpliedGoal(absl::string_view metric);
 
 // COMMAND and EXTERNAL: the user's own code, whose hyperparameters and metrics DHPT does not
 // know in advance. Their names need only be safe as `--name=value` arguments and metric names

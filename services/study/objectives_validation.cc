@@ -42,7 +42,10 @@ absl::Status CheckObjective(const v1::StudySpec& spec, const v1::Objective& obje
                             const std::string& field) {
   RETURN_IF_ERROR(CheckMetric(spec, field + ".metric", objective.metric()));
   if (objective.goal() == v1::Objective::GOAL_UNSPECIFIED) {
-    return Invalid(field + ".goal", "is required: MINIMIZE or MAXIMIZE");
+    return Invalid(field + ".goal", absl::StrCat("is required for ", Quote(objective.metric()),
+                                                 ": MINIMIZE or MAXIMIZE (left out, it is "
+                                                 "implied only for r2, mse, val_loss, value, "
+                                                 "loss and the measured costs)"));
   }
   if (objective.has_reference() &&
       !(std::abs(objective.reference()) <= kMaxReferenceMagnitude)) {
@@ -121,6 +124,9 @@ absl::Status ValidateObjectives(v1::StudySpec& spec) {
                                                        : v1::Objective::MAXIMIZE);
       }
     }
+    if (objective.goal() == v1::Objective::GOAL_UNSPECIFIED) {
+      objective.set_goal(ImpliedGoal(objective.metric()));
+    }
     if (objective.has_reference()) {
       return Invalid("objective.reference",
                      "is the hypervolume's reference point, for studies with several objectives");
@@ -130,6 +136,10 @@ absl::Status ValidateObjectives(v1::StudySpec& spec) {
   absl::flat_hash_set<std::string> seen;
   for (int i = 0; i < spec.objectives_size(); ++i) {
     const std::string field = absl::StrCat("objectives[", i, "]");
+    v1::Objective& objective = *spec.mutable_objectives(i);
+    if (objective.goal() == v1::Objective::GOAL_UNSPECIFIED) {
+      objective.set_goal(ImpliedGoal(objective.metric()));
+    }
     RETURN_IF_ERROR(CheckObjective(spec, spec.objectives(i), field));
     if (!seen.insert(spec.objectives(i).metric()).second) {
       return Invalid(field + ".metric",

@@ -1,5 +1,6 @@
 #include "services/study/spec_validation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <regex>
@@ -310,53 +311,88 @@ absl::Status ValidateParameter(const v1::Parameter& p, const std::string& field)
   return Invalid(field, "needs a domain: double_range, int_range, categorical or discrete");
 }
 
-absl::Status ValidateParameters(const v1::StudySpec& spec) {
-  if (spec.parameters().empty()) return Invalid("parameters", "must not be empty");
-  absl::flat_hash_set<std::string> names;
+absl::Status ValidateParameterName(const v1::StudySpec& spec, const v1::Parameter& p, int i,
+                                   const std::string& field,
+                                   absl::flat_hash_set<std::string>& names, bool model_ok) {
   const v1::Model::Kind kind = spec.model().kind();
-  for (int i = 0; i < spec.parameters_size(); ++i) {
-    const v1::Parameter& p = spec.parameters(i);
-    const std::string field = absl::StrCat("parameters[", i, "]");
-    if (p.name().empty()) return Invalid(field + ".name", "is required");
-    if (p.name().size() > 128) return Invalid(field + ".name", "is longer than 128 bytes");
-    if (!names.insert(p.name()).second) {
-      return Invalid(field + ".name", absl::StrCat(Quote(p.name()), " is defined twice"));
+  if (p.name().empty()) return Invalid(field + ".name", "is required");
+  if (p.name().size() > 128) return Invalid(field + ".name", "is longer than 128 bytes");
+  if (!names.insert(p.name()).second) {
+    return Invalid(field + ".name", absl::StrCat(Quote(p.name()), " is defined twice"));
+  }
+  if (!model_ok) return absl::OkStatus();  // Its names depend on the model, which is wrong.
+  if (kind == v1::Model::FUNCTION) {
+    const std::string expected = absl::StrCat("x", i + 1);
+    if (p.name() != expected) {
+      return Invalid(field + ".name", absl::StrCat("FUNCTION parameters are x1..xd in order; "
+                                                   "expected \"", expected, "\", got \"",
+                                                   p.name(), "\""));
     }
-    if (kind == v1::Model::FUNCTION) {
-      const std::string expected = absl::StrCat("x", i + 1);
-      if (p.name() != expected) {
-        return Invalid(field + ".name", absl::StrCat("FUNCTION parameters are x1..xd in order; "
-                                                     "expected \"", expected, "\", got \"",
-                                                     p.name(), "\""));
-      }
-      if (p.domain_case() != v1::Parameter::kDoubleRange &&
-          p.domain_case() != v1::Parameter::kIntRange &&
-          p.domain_case() != v1::Parameter::kDiscrete) {
-        return Invalid(field, "FUNCTION parameters must be numeric");
-      }
-    } else if (IsUserCode(kind)) {
-      if (!IsUserCodeName(p.name())) {
-        return Invalid(field + ".name",
-                       absl::StrCat(Quote(p.name()), ": your code gets each parameter as "
-                                    "--name=value, so names are 1-64 letters, digits, '.', '_' "
-                                    "or '-', not starting with '-' or '.'"));
-      }
-      if (spec.model().fixed().contains(p.name())) {
-        return Invalid(field + ".name",
-                       absl::StrCat("\"", p.name(), "\" is also in model.fixed; tune it or fix it"));
-      }
-    } else if (!IsKnownHyperparameter(kind, p.name())) {
+    if (p.domain_case() != v1::Parameter::kDoubleRange &&
+        p.domain_case() != v1::Parameter::kIntRange &&
+        p.domain_case() != v1::Parameter::kDiscrete) {
+      return Invalid(field, "FUNCTION parameters must be numeric");
+    }
+  } else if (IsUserCode(kind)) {
+    if (!IsUserCodeName(p.name())) {
       return Invalid(field + ".name",
-                     absl::StrCat(Quote(p.name()), " is not a hyperparameter of ",
-                                  v1::Model::Kind_Name(kind), "; known: ",
-                                  absl::StrJoin(KnownHyperparameters(kind), ", ")));
-    } else if (spec.model().fixed().contains(p.name())) {
+                     absl::StrCat(Quote(p.name()), ": your code gets each parameter as "
+                                  "--name=value, so names are 1-64 letters, digits, '.', '_' "
+                                  "or '-', not starting with '-' or '.'"));
+    }
+    if (spec.model().fixed().contains(p.name())) {
       return Invalid(field + ".name",
                      absl::StrCat("\"", p.name(), "\" is also in model.fixed; tune it or fix it"));
     }
-    RETURN_IF_ERROR(ValidateParameter(p, field));
+  } else if (!IsKnownHyperparameter(kind, p.name())) {
+    return Invalid(field + ".name",
+                   absl::StrCat(Quote(p.name()), " is not a hyperparameter of ",
+                                v1::Model::Kind_Name(kind), "; known: ",
+                                absl::StrJoin(KnownHyperparameters(kind), ", ")));
+  } else if (spec.model().fixed().contains(p.name())) {
+    return Invalid(field + ".name",
+                   absl::StrCat("\"", p.name(), "\" is also in model.fixed; tune it or fix it"));
   }
   return absl::OkStatus();
+}
+
+// A range whose min equals its max is that one value, as Optuna takes it: it becomes a discrete
+// parameter of one value, which every optimiser suggests as is (and the study shows as such).
+void FixSingleValueRange(v1::Parameter& p) {
+  double value = 0;
+  constexpr int64_t kExact = int64_t{1} << 53;  // Whole numbers a double holds exactly.
+  if (p.has_int_range() && p.int_range().min() == p.int_range().max() &&
+      std::abs(p.int_range().min()) <= kExact) {
+    value = static_cast<double>(p.int_range().min());
+  } else if (p.has_double_range() && p.double_range().min() == p.double_range().max() &&
+             std::isfinite(p.double_range().min())) {
+    value = p.double_range().min();
+  } else {
+    return;
+  }
+  p.mutable_discrete()->add_values(value);  // Clears the range: one domain per parameter.
+}
+
+// Checks each parameter; its errors (one per parameter) go to `errors`. False if any.
+bool ValidateParameters(v1::StudySpec& spec, bool model_ok, std::vector<absl::Status>& errors) {
+  if (spec.parameters().empty()) {
+    errors.push_back(Invalid("parameters", "must not be empty"));
+    return false;
+  }
+  const size_t before = errors.size();
+  absl::flat_hash_set<std::string> names;
+  for (int i = 0; i < spec.parameters_size(); ++i) {
+    FixSingleValueRange(*spec.mutable_parameters(i));
+    const v1::Parameter& p = spec.parameters(i);
+    const std::string field = absl::StrCat("parameters[", i, "]");
+    if (absl::Status status = ValidateParameterName(spec, p, i, field, names, model_ok);
+        !status.ok()) {
+      errors.push_back(std::move(status));
+    } else if (absl::Status domain = ValidateParameter(p, field); !domain.ok()) {
+      errors.push_back(std::move(domain));
+    }
+  }
+  return errors.size() == before;
 }
 
 // Range checks for settings; a value of 0 (unset) takes the default.
@@ -469,7 +505,9 @@ absl::Status ValidateHillClimbing(v1::Algorithm& algorithm) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateBudget(v1::StudySpec& spec, const SpecLimits& limits) {
+// The algorithm and its settings; a GRID's size (which needs valid parameters) and, unless
+// given, its max_trials.
+absl::Status ValidateAlgorithm(v1::StudySpec& spec) {
   v1::Algorithm& algorithm = *spec.mutable_algorithm();
   switch (algorithm.name()) {
     case v1::Algorithm::NAME_UNSPECIFIED:
@@ -509,26 +547,38 @@ absl::Status ValidateBudget(v1::StudySpec& spec, const SpecLimits& limits) {
     }
     if (spec.max_trials() == 0) spec.set_max_trials(static_cast<int32_t>(*size));
   }
-  if (spec.max_trials() <= 0 || spec.max_trials() > limits.max_trials) {
-    return Invalid("max_trials", absl::StrCat("must be between 1 and ", limits.max_trials));
+  return absl::OkStatus();
+}
+
+// Trial counts, attempts and the timeout. `grid_sized`: false when a GRID's size is unknown
+// (its parameters are wrong), so that its max_trials is not blamed for a default it lacks.
+void ValidateTrialLimits(v1::StudySpec& spec, const SpecLimits& limits, bool grid_sized,
+                         std::vector<absl::Status>& errors) {
+  const bool unsized_grid = spec.algorithm().name() == v1::Algorithm::GRID && !grid_sized &&
+                            spec.max_trials() == 0;
+  if (!unsized_grid && (spec.max_trials() <= 0 || spec.max_trials() > limits.max_trials)) {
+    errors.push_back(
+        Invalid("max_trials", absl::StrCat("must be between 1 and ", limits.max_trials)));
   }
-  if (spec.parallel_trials() < 0) return Invalid("parallel_trials", "must be >= 0 (0: no limit)");
+  if (spec.parallel_trials() < 0) {
+    errors.push_back(Invalid("parallel_trials", "must be >= 0 (0: no limit)"));
+  }
   if (spec.has_max_failed_trials() && spec.max_failed_trials() < 0) {
-    return Invalid("max_failed_trials", "must be >= 0");
+    errors.push_back(Invalid("max_failed_trials", "must be >= 0"));
   }
   if (spec.max_attempts() == 0) spec.set_max_attempts(kDefaultMaxAttempts);
   if (spec.max_attempts() < 1 || spec.max_attempts() > 100) {
-    return Invalid("max_attempts", "must be between 1 and 100");
+    errors.push_back(Invalid("max_attempts", "must be between 1 and 100"));
   }
   if (spec.has_trial_timeout()) {
     const google::protobuf::Duration& timeout = spec.trial_timeout();
     if (timeout.seconds() < 1 || timeout.seconds() >= kMaxTrialTimeoutSeconds ||
         timeout.nanos() < 0 || timeout.nanos() > 999'999'999) {
-      return Invalid("trial_timeout", absl::StrCat("must be between 1s and ",
-                                                   kMaxTrialTimeoutSeconds, "s, e.g. \"600s\""));
+      errors.push_back(Invalid("trial_timeout",
+                               absl::StrCat("must be between 1s and ", kMaxTrialTimeoutSeconds,
+                                            "s, e.g. \"600s\" (or 10m, 1h30m in a dhpt file)")));
     }
   }
-  return absl::OkStatus();
 }
 
 // Fills the rule's defaults and checks its ranges.
@@ -654,30 +704,139 @@ absl::Status ValidateCommandParams(const v1::StudySpec& spec) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::StudySpec> NormalizeStudySpec(v1::StudySpec spec, const SpecLimits& limits) {
-  RETURN_IF_ERROR(CheckEnumValues(spec, ""));
-  RETURN_IF_ERROR(ValidateName(spec.name()));
+namespace {
+
+// The columns an AutoEncoder of this data set sees; 0 when only the worker knows (CSV).
+int64_t KnownChannels(const v1::Dataset& dataset) {
+  if (dataset.has_sensors()) return dataset.sensors().channels();
+  if (dataset.has_friedman1()) return dataset.friedman1().features();
+  return 0;
+}
+
+// Every value a tuned or fixed hyperparameter can take lies in the range its trainer accepts
+// (services/common/model_catalog.h, which the trainers read too): one error per field.
+// A parameter with an error of its own (its domain) is left out; `dataset_ok`: whether the data
+// set's channels can be trusted for the bottleneck rule.
+void ValidateHyperparameterRanges(const v1::StudySpec& spec, bool dataset_ok,
+                                  std::vector<absl::Status>& errors) {
+  const v1::Model::Kind kind = spec.model().kind();
+  const int64_t channels =
+      kind == v1::Model::AUTOENCODER && dataset_ok ? KnownChannels(spec.dataset()) : 0;
+  // The values to check: a range's ends (the values between are within them) or each choice.
+  auto check = [&](const std::string& field, absl::string_view name,
+                   const std::vector<double>& values, bool whole_only) {
+    const HyperparameterRange* range = FindHyperparameterRange(kind, name);
+    if (range == nullptr) return;
+    if (range->whole && !whole_only) {
+      errors.push_back(Invalid(field, absl::StrCat(name, " takes whole numbers in ",
+                                                   DescribeRange(*range), ": use int_range")));
+      return;
+    }
+    for (double value : values) {
+      if (absl::Status status = CheckHyperparameterValue(*range, value); !status.ok()) {
+        errors.push_back(Invalid(field, status.message()));
+        return;
+      }
+      if (name == "bottleneck" && channels > 0) {
+        if (absl::Status status = CheckAutoencoderBottleneck(static_cast<int64_t>(value), channels);
+            !status.ok()) {
+          errors.push_back(Invalid(field, status.message()));
+          return;
+        }
+      }
+    }
+  };
+  for (int i = 0; i < spec.parameters_size(); ++i) {
+    const v1::Parameter& p = spec.parameters(i);
+    const std::string field = absl::StrCat("parameters[", i, "]");
+    if (!ValidateParameter(p, field).ok()) continue;
+    if (p.has_int_range()) {
+      check(field + ".int_range", p.name(),
+            {static_cast<double>(p.int_range().min()), static_cast<double>(p.int_range().max())},
+            true);
+    } else if (p.has_double_range()) {
+      const v1::DoubleRange& r = p.double_range();
+      // A step from a whole min makes whole numbers only.
+      const bool whole = r.step() > 0 && r.step() == std::floor(r.step()) &&
+                         r.min() == std::floor(r.min());
+      check(field + ".double_range", p.name(), {r.min(), r.max()}, whole);
+    } else if (p.has_discrete()) {
+      const std::vector<double> values(p.discrete().values().begin(), p.discrete().values().end());
+      const bool whole = std::all_of(values.begin(), values.end(),
+                                     [](double v) { return v == std::floor(v); });
+      check(field + ".discrete.values", p.name(), values, whole);
+    }
+  }
+  auto check_choices = [&](const std::string& field, absl::string_view name,
+                           const std::vector<std::string>& values) {
+    const std::vector<absl::string_view>* choices = HyperparameterChoices(kind, name);
+    if (choices == nullptr) return;
+    for (const std::string& value : values) {
+      if (std::find(choices->begin(), choices->end(), value) == choices->end()) {
+        errors.push_back(Invalid(field, absl::StrCat(Quote(value), " is not one of ", name, "'s values: ",
+                                                     absl::StrJoin(*choices, ", "))));
+        return;
+      }
+    }
+  };
+  for (int i = 0; i < spec.parameters_size(); ++i) {
+    const v1::Parameter& p = spec.parameters(i);
+    if (!p.has_categorical()) continue;
+    check_choices(absl::StrCat("parameters[", i, "].categorical.values"), p.name(),
+                  {p.categorical().values().begin(), p.categorical().values().end()});
+  }
+  for (const auto& [name, value] : spec.model().fixed()) {
+    if (value.kind_case() == google::protobuf::Value::kStringValue) {
+      check_choices(absl::StrCat("model.fixed.", name), name, {value.string_value()});
+    }
+    if (value.kind_case() != google::protobuf::Value::kNumberValue) continue;
+    const double number = value.number_value();
+    check(absl::StrCat("model.fixed.", name), name, {number}, number == std::floor(number));
+  }
+}
+
+}  // namespace
+
+std::vector<absl::Status> StudySpecErrors(v1::StudySpec& spec, const SpecLimits& limits) {
+  std::vector<absl::Status> errors;
+  // Each section is checked when what it reads is sound, so that no error is only the echo of
+  // another (the parameters of an unknown model kind, the size of a grid of bad ranges).
+  auto add = [&errors](absl::Status status) {
+    if (!status.ok()) errors.push_back(std::move(status));
+    return status.ok();
+  };
+  if (!add(CheckEnumValues(spec, ""))) return errors;  // Unknown enum numbers: nothing reads.
+  add(ValidateName(spec.name()));
   if (!spec.warm_start_study().empty()) {
-    RETURN_IF_ERROR(ValidateName(spec.warm_start_study(), "warm_start_study"));
-    if (spec.warm_start_study() == spec.name()) {
-      return Invalid("warm_start_study", "names the study itself; name an earlier study");
+    if (add(ValidateName(spec.warm_start_study(), "warm_start_study")) &&
+        spec.warm_start_study() == spec.name()) {
+      add(Invalid("warm_start_study", "names the study itself; name an earlier study"));
     }
   }
   if (spec.parameters_size() > limits.max_parameters) {
-    return Invalid("parameters", absl::StrCat("has ", spec.parameters_size(),
-                                              " entries, more than the limit of ",
-                                              limits.max_parameters,
-                                              " (dhpt-scheduler --max_parameters)"));
+    add(Invalid("parameters", absl::StrCat("has ", spec.parameters_size(),
+                                           " entries, more than the limit of ",
+                                           limits.max_parameters,
+                                           " (dhpt-scheduler --max_parameters)")));
+    return errors;  // Too many to look at each.
   }
-  RETURN_IF_ERROR(ValidateModel(spec));
-  RETURN_IF_ERROR(ValidateDataset(spec, limits));
-  RETURN_IF_ERROR(ValidateParameters(spec));
-  RETURN_IF_ERROR(ValidateObjectives(spec));
-  RETURN_IF_ERROR(ValidateConstraints(spec));
-  RETURN_IF_ERROR(ValidateWorkerSelector(spec));
-  RETURN_IF_ERROR(ValidateBudget(spec, limits));
-  RETURN_IF_ERROR(ValidateEarlyStopping(spec));
-  RETURN_IF_ERROR(ValidateCommandParams(spec));
+  const bool model_ok = add(ValidateModel(spec));
+  const bool dataset_ok = add(ValidateDataset(spec, limits));
+  const bool parameters_ok = ValidateParameters(spec, model_ok, errors) && model_ok;
+  const bool objectives_ok = model_ok && add(ValidateObjectives(spec));
+  if (objectives_ok) add(ValidateConstraints(spec));
+  add(ValidateWorkerSelector(spec));
+  const bool algorithm_ok = parameters_ok && objectives_ok && add(ValidateAlgorithm(spec));
+  ValidateTrialLimits(spec, limits, algorithm_ok, errors);
+  if (objectives_ok) add(ValidateEarlyStopping(spec));
+  if (parameters_ok) add(ValidateCommandParams(spec));
+  if (model_ok) ValidateHyperparameterRanges(spec, dataset_ok, errors);
+  return errors;
+}
+
+absl::StatusOr<v1::StudySpec> NormalizeStudySpec(v1::StudySpec spec, const SpecLimits& limits) {
+  std::vector<absl::Status> errors = StudySpecErrors(spec, limits);
+  if (!errors.empty()) return errors.front();
   return spec;
 }
 

@@ -3,6 +3,8 @@
 // Validation of user study specs. Every rule of DESIGN.md §3 answers INVALID_ARGUMENT naming
 // the field ("parameters[1].double_range: ...") so a user can fix the spec without guessing.
 
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "dhpt/v1/common.pb.h"
 
@@ -38,7 +40,13 @@ struct SpecLimits {
 int64_t EstimatedDatasetBytes(const v1::Dataset& dataset);
 
 // Checks `spec` and returns it with every default filled in (objective, algorithm, grid
-// points, max_trials of a grid, attempts, validation fraction).
+// points, max_trials of a grid, attempts, validation fraction); the first error otherwise.
 absl::StatusOr<v1::StudySpec> NormalizeStudySpec(v1::StudySpec spec, const SpecLimits& limits = {});
+
+// Every error of `spec` at once (`dhpt validate`), one per field, in the order of the spec's
+// sections; empty exactly when NormalizeStudySpec accepts it, whose first error is the first
+// here. Fills the defaults into `spec` as it goes. A section whose input is already wrong is
+// left out (the parameters of an unknown model kind), so no error is the echo of another.
+std::vector<absl::Status> StudySpecErrors(v1::StudySpec& spec, const SpecLimits& limits = {});
 
 }  // namespace dhpt::study

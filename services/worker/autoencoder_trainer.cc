@@ -12,14 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "services/common/param_values.h"
+#include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
 #include "services/worker/inference_benchmark.h"
 
 namespace dhpt::worker {
 namespace {
 
-constexpr std::array<const char*, 6> kActivations = {"relu", "leaky_relu", "elu",
-                                                     "gelu", "silu",       "tanh"};
 
 // On standardised features, predicting the mean scores a loss of about 1. A loss this many
 // times worse is a diverged run; reporting its astronomically negative R² as a result would
@@ -35,32 +34,19 @@ absl::StatusOr<double> Number(const std::string& name, const v1::ParameterValue&
   return Invalid(name, absl::StrCat("must be a number, got \"", value.string_value(), "\""));
 }
 
-absl::Status ReadInt(const Hyperparameters& params, const std::string& name, int64_t min,
-                     int64_t max, auto& out) {
+// Reads `name` within its range in the catalogue that spec validation also uses
+// (services/common/model_catalog.h), so what a study may set is what this trainer runs.
+absl::Status Read(const Hyperparameters& params, const std::string& name, auto& out) {
   auto it = params.find(name);
   if (it == params.end()) return absl::OkStatus();
   ASSIGN_OR_RETURN(double value, Number(name, it->second));
-  if (value != std::floor(value) || value < static_cast<double>(min) ||
-      value > static_cast<double>(max)) {
-    return Invalid(name, absl::StrCat("must be a whole number in [", min, ", ", max, "], got ", value));
+  const HyperparameterRange* range = FindHyperparameterRange(v1::Model::AUTOENCODER, name);
+  if (range != nullptr) {
+    if (absl::Status status = CheckHyperparameterValue(*range, value); !status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("AutoEncoder hyperparameter ", status.message()));
+    }
   }
   out = static_cast<std::remove_reference_t<decltype(out)>>(value);
-  return absl::OkStatus();
-}
-
-// Within [min, max], or [min, max) when `max_open`.
-absl::Status ReadDouble(const Hyperparameters& params, const std::string& name, double min,
-                        double max, bool min_open, bool max_open, double& out) {
-  auto it = params.find(name);
-  if (it == params.end()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(double value, Number(name, it->second));
-  const bool low_ok = min_open ? value > min : value >= min;
-  const bool high_ok = max_open ? value < max : value <= max;
-  if (!std::isfinite(value) || !low_ok || !high_ok) {
-    return Invalid(name, absl::StrCat("must be in ", min_open ? "(" : "[", min, ", ", max,
-                                      max_open ? ")" : "]", ", got ", value));
-  }
-  out = value;
   return absl::OkStatus();
 }
 
@@ -195,9 +181,9 @@ absl::StatusOr<TrainerMetrics> TrainOnDevice(const SplitDataset& data,
   if (data.train.cols < 2) {
     return absl::InvalidArgumentError("an AutoEncoder needs at least 2 feature columns");
   }
-  if (config.bottleneck >= data.train.cols) {
-    return Invalid("bottleneck", absl::StrCat(config.bottleneck, " must be smaller than the ",
-                                              data.train.cols, " features, or nothing is compressed"));
+  if (absl::Status status = CheckAutoencoderBottleneck(config.bottleneck, data.train.cols);
+      !status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("AutoEncoder hyperparameter ", status.message()));
   }
   SetTrialThreads(context.threads);
   at::Generator generator = at::detail::createCPUGenerator(static_cast<uint64_t>(config.seed));
@@ -292,30 +278,29 @@ absl::StatusOr<DevicePreference> ParseDevicePreference(const std::string& text) 
 std::string LibtorchVersion() { return TORCH_VERSION; }
 
 absl::StatusOr<AutoencoderConfig> ParseAutoencoderConfig(const Hyperparameters& params) {
-  static const absl::flat_hash_set<std::string> kKnown = {
-      "hidden_layers", "hidden_width", "width_decay", "bottleneck", "activation",
-      "learning_rate", "weight_decay", "dropout",     "epochs",     "batch_size", "seed"};
   for (const auto& [name, value] : params) {
-    if (!kKnown.contains(name)) {
+    if (!IsKnownHyperparameter(v1::Model::AUTOENCODER, name)) {
       return absl::InvalidArgumentError(absl::StrCat("\"", name, "\" is not an AutoEncoder hyperparameter"));
     }
   }
   AutoencoderConfig config;
-  RETURN_IF_ERROR(ReadInt(params, "hidden_layers", 1, 8, config.hidden_layers));
-  RETURN_IF_ERROR(ReadInt(params, "hidden_width", 1, 4096, config.hidden_width));
-  RETURN_IF_ERROR(ReadDouble(params, "width_decay", 0, 1, true, false, config.width_decay));
-  RETURN_IF_ERROR(ReadInt(params, "bottleneck", 1, 4096, config.bottleneck));
-  RETURN_IF_ERROR(ReadDouble(params, "learning_rate", 0, 10, true, false, config.learning_rate));
-  RETURN_IF_ERROR(ReadDouble(params, "weight_decay", 0, 10, false, false, config.weight_decay));
-  RETURN_IF_ERROR(ReadDouble(params, "dropout", 0, 1, false, true, config.dropout));
-  RETURN_IF_ERROR(ReadInt(params, "epochs", 1, 100000, config.epochs));
-  RETURN_IF_ERROR(ReadInt(params, "batch_size", 1, 1 << 20, config.batch_size));
-  RETURN_IF_ERROR(ReadInt(params, "seed", 0, int64_t{1} << 53, config.seed));
+  RETURN_IF_ERROR(Read(params, "hidden_layers", config.hidden_layers));
+  RETURN_IF_ERROR(Read(params, "hidden_width", config.hidden_width));
+  RETURN_IF_ERROR(Read(params, "width_decay", config.width_decay));
+  RETURN_IF_ERROR(Read(params, "bottleneck", config.bottleneck));
+  RETURN_IF_ERROR(Read(params, "learning_rate", config.learning_rate));
+  RETURN_IF_ERROR(Read(params, "weight_decay", config.weight_decay));
+  RETURN_IF_ERROR(Read(params, "dropout", config.dropout));
+  RETURN_IF_ERROR(Read(params, "epochs", config.epochs));
+  RETURN_IF_ERROR(Read(params, "batch_size", config.batch_size));
+  RETURN_IF_ERROR(Read(params, "seed", config.seed));
   if (auto it = params.find("activation"); it != params.end()) {
+    const std::vector<absl::string_view>& activations =
+        *HyperparameterChoices(v1::Model::AUTOENCODER, "activation");
     const std::string& name = it->second.string_value();
     if (it->second.kind_case() != v1::ParameterValue::kStringValue ||
-        std::find(kActivations.begin(), kActivations.end(), name) == kActivations.end()) {
-      return Invalid("activation", absl::StrCat("must be one of ", absl::StrJoin(kActivations, ", ")));
+        std::find(activations.begin(), activations.end(), name) == activations.end()) {
+      return Invalid("activation", absl::StrCat("must be one of ", absl::StrJoin(activations, ", ")));
     }
     config.activation = name;
   }

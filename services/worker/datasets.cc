@@ -145,9 +145,28 @@ DataFile::~DataFile() {
   if (fd_ >= 0) close(fd_);
 }
 
+namespace {
+
+// A relative CSV path is relative to the data roots, not to wherever the worker was started:
+// the first root that holds it, or the first root when none does (its error then says
+// which roots were looked in).
+std::string UnderDataRoot(const std::string& path, const std::vector<std::string>& resolved_roots) {
+  if (path.empty() || path[0] == '/' || resolved_roots.empty()) return path;
+  for (const std::string& root : resolved_roots) {
+    const std::string candidate = (std::filesystem::path(root) / path).string();
+    struct stat info {};
+    if (lstat(candidate.c_str(), &info) == 0) return candidate;
+  }
+  return (std::filesystem::path(resolved_roots.front()) / path).string();
+}
+
+}  // namespace
+
 absl::StatusOr<DataFile> OpenDataFile(const std::string& path,
                                       const std::vector<std::string>& resolved_roots,
                                       int64_t max_file_bytes) {
+  // Errors name `path` as the study gave it.
+  const std::string located = UnderDataRoot(path, resolved_roots);
   if (resolved_roots.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot read ", path,
@@ -170,12 +189,12 @@ absl::StatusOr<DataFile> OpenDataFile(const std::string& path,
   // realpath() resolves "..", "." and every symlink, so what is compared is where the file
   // really is.
   char buffer[PATH_MAX];
-  if (realpath(path.c_str(), buffer) == nullptr) {
+  if (realpath(located.c_str(), buffer) == nullptr) {
     const int error = errno;
     // Said only of paths under a root, so a study cannot probe which files exist elsewhere.
     std::error_code ignored;
     const std::string lexical =
-        std::filesystem::absolute(path, ignored).lexically_normal().string();
+        std::filesystem::absolute(located, ignored).lexically_normal().string();
     if (!inside_roots(lexical)) return outside;
     return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(error),
                                             " (this worker's data roots: ", roots, ")"));

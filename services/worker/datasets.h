@@ -91,9 +91,10 @@ class DataFile {
   int64_t size_;
 };
 
-// Opens `path` when realpath(path) lies inside one of `resolved_roots` (already realpath-ed),
-// is a regular file (FIFOs, devices and directories are refused without blocking on them) and
-// has at most `max_file_bytes`. The file is read through the returned descriptor, so it cannot
+// Opens `path` when realpath(path) lies inside one of `resolved_roots` (already realpath-ed; a
+// relative `path` is relative to the roots, the first that holds it, never to the worker's
+// working directory), is a regular file (FIFOs, devices and directories are refused without
+// blocking on them) and has at most `max_file_bytes`. The file is read through the returned descriptor, so it cannot
 // be swapped for another between the checks and the read. Errors name the path and the roots
 // and say how to fix the request, never what the file holds.
 absl::StatusOr<DataFile> OpenDataFile(const std::string& path,

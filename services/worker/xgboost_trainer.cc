@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
 #include "services/worker/xgboost_forest.h"
 
@@ -44,13 +45,23 @@ absl::StatusOr<DMatrix> MakeDMatrix(const Dataset& data, int threads) {
   return matrix;
 }
 
-absl::StatusOr<int> ParseCount(absl::string_view name, const std::string& value) {
+// A numeric hyperparameter checked against the catalogue that spec validation uses, so a
+// value the scheduler accepts is one this trainer runs (services/common/model_catalog.h).
+absl::StatusOr<double> CheckedNumber(v1::Model::Kind kind, const std::string& name,
+                                     const std::string& value) {
+  const HyperparameterRange* range = FindHyperparameterRange(kind, name);
   double parsed = 0;
-  if (!absl::SimpleAtod(value, &parsed) || parsed < 1 || parsed > 100000 ||
-      parsed != std::floor(parsed)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " must be a whole number from 1 to 100000, got ", value));
+  if (range == nullptr) return parsed;
+  if (!absl::SimpleAtod(value, &parsed)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " must be a number, got \"", value, "\""));
   }
+  RETURN_IF_ERROR(CheckHyperparameterValue(*range, parsed));
+  return parsed;
+}
+
+absl::StatusOr<int> ParseCount(v1::Model::Kind kind, const std::string& name,
+                               const std::string& value) {
+  ASSIGN_OR_RETURN(double parsed, CheckedNumber(kind, name, value));
   return static_cast<int>(parsed);
 }
 
@@ -108,7 +119,9 @@ absl::StatusOr<Booster> MakeBooster(const XgboostRequest& request, DMatrixHandle
     // As XGBoost's own XGBRFRegressor: a forest averages unshrunk trees, so almost no L2.
     RETURN_IF_ERROR(set("lambda", "1e-5"));
   }
+  const v1::Model::Kind kind = forest_trees > 0 ? v1::Model::RANDOM_FOREST : v1::Model::XGBOOST;
   for (const auto& [name, value] : request.params) {
+    RETURN_IF_ERROR(CheckedNumber(kind, name, value).status());
     const bool counts = forest_trees > 0 ? (name == "n_estimators" || name == "num_parallel_tree")
                                          : (name == "n_estimators" || name == "num_boost_round");
     if (counts || (forest_trees > 0 && name == "seed")) continue;  // Taken by the caller.
@@ -153,7 +166,7 @@ absl::StatusOr<RegressionScores> TrainBoosted(const SplitDataset& data,
   int rounds = kDefaultBoostRounds;
   for (const auto& [name, value] : request.params) {
     if (name == "n_estimators" || name == "num_boost_round") {
-      ASSIGN_OR_RETURN(rounds, ParseCount(name, value));
+      ASSIGN_OR_RETURN(rounds, ParseCount(v1::Model::XGBOOST, name, value));
     }
   }
   ASSIGN_OR_RETURN(Booster booster, MakeBooster(request, train, validation, 0, 0));
@@ -193,14 +206,9 @@ absl::StatusOr<RegressionScores> TrainForest(const SplitDataset& data,
   uint64_t seed = 0;
   for (const auto& [name, value] : request.params) {
     if (name == "n_estimators" || name == "num_parallel_tree") {
-      ASSIGN_OR_RETURN(trees, ParseCount(name, value));
+      ASSIGN_OR_RETURN(trees, ParseCount(v1::Model::RANDOM_FOREST, name, value));
     } else if (name == "seed") {
-      double parsed = 0;
-      if (!absl::SimpleAtod(value, &parsed) || parsed < 0 || parsed != std::floor(parsed) ||
-          parsed > 2147483647) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("seed must be a whole number from 0 to 2147483647, got ", value));
-      }
+      ASSIGN_OR_RETURN(double parsed, CheckedNumber(v1::Model::RANDOM_FOREST, name, value));
       seed = static_cast<uint64_t>(parsed);
     }
   }

@@ -121,6 +121,23 @@ TEST(AutoencoderTrainerTest, BadHyperparametersAreInvalidArgumentsThatNameThem) 
   }
 }
 
+// The same ranges and words as spec validation's, from services/common/model_catalog.h.
+TEST(AutoencoderTrainerTest, RangesAreTheCataloguesThatValidationUses) {
+  const SplitDataset data = SensorSplit(200);
+  auto trainer = CpuTrainer();
+  const std::vector<std::pair<Hyperparameters, std::string>> cases = {
+      {{{"dropout", Double(1)}}, "AutoEncoder hyperparameter dropout must be in [0, 1), got 1"},
+      {{{"hidden_layers", Int(9)}},
+       "AutoEncoder hyperparameter hidden_layers must be a whole number in [1, 8], got 9"},
+      {{{"bottleneck", Int(32)}},
+       "AutoEncoder hyperparameter bottleneck 32 must be smaller than the data's 32 channels "
+       "(feature columns), or nothing is compressed"},
+  };
+  for (const auto& [params, message] : cases) {
+    EXPECT_EQ(trainer->Train(data, params, {}).status().message(), message);
+  }
+}
+
 TEST(AutoencoderTrainerTest, DivergenceFailsWithAHint) {
   const SplitDataset data = SensorSplit(400);
   absl::StatusOr<TrainerMetrics> metrics = CpuTrainer()->Train(

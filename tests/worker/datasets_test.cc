@@ -206,6 +206,27 @@ TEST_F(DataRootTest, RefusesPathsOutsideTheRoots) {
   EXPECT_EQ(Open(dir_ / "root/missing.csv").code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(DataRootTest, ARelativePathIsRelativeToTheDataRootsNotTheWorkingDirectory) {
+  // The worker runs elsewhere: from outside/, "data.csv" would be outside/data.csv.
+  const std::filesystem::path here = std::filesystem::current_path();
+  std::filesystem::current_path(dir_ / "outside");
+  EXPECT_TRUE(Open("data.csv").ok());
+  std::filesystem::create_directory(dir_ / "root/sub");
+  std::ofstream(dir_ / "root/sub/more.csv") << "x,y\n1,2\n";
+  EXPECT_TRUE(Open("sub/more.csv").ok());
+  EXPECT_TRUE(Open("./sub/../data.csv").ok());
+  // The second root is searched when the first lacks the file.
+  std::ofstream(dir_ / "root2/only.csv") << "x,y\n1,2\n";
+  roots_ = *ResolveDataRoots({(dir_ / "root").string(), (dir_ / "root2").string()});
+  EXPECT_TRUE(Open("only.csv").ok());
+  // Relative paths still cannot leave the roots, and a missing one names the path as given.
+  EXPECT_EQ(Open("../outside/data.csv").code(), absl::StatusCode::kFailedPrecondition);
+  const absl::Status missing = Open("missing.csv");
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(Message(missing), HasSubstr("cannot read missing.csv: "));
+  std::filesystem::current_path(here);
+}
+
 TEST_F(DataRootTest, WithoutRootsNoFileIsRead) {
   absl::Status status = OpenDataFile((dir_ / "root/data.csv").string(), {}, 1 << 20).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);

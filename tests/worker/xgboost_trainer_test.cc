@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <thread>
 
+#include "absl/strings/numbers.h"
+#include "services/common/model_catalog.h"
+
 namespace dhpt::worker {
 namespace {
 
@@ -128,6 +131,29 @@ TEST(XgboostTrainerTest, BadParametersAreErrorsNotCrashes) {
   request.random_forest = true;
   request.params = {{"seed", "-1"}};
   EXPECT_FALSE(TrainXgboost(data, request).ok());
+}
+
+// The trainer checks the ranges spec validation checks, from the same catalogue
+// (services/common/model_catalog.h), in the same words.
+TEST(XgboostTrainerTest, RangesAreTheCataloguesThatValidationUses) {
+  SplitDataset data = Friedman(200);
+  XgboostRequest request;
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"colsample_bynode", "1.5"}, {"subsample", "0"}, {"max_bin", "1"}, {"max_depth", "2.5"}};
+  for (const auto& [name, value] : refused) {
+    request.params = {{name, value}};
+    absl::StatusOr<XgboostResult> result = TrainXgboost(data, request);
+    ASSERT_FALSE(result.ok()) << name;
+    double number = 0;
+    ASSERT_TRUE(absl::SimpleAtod(value, &number));
+    const HyperparameterRange* range = FindHyperparameterRange(v1::Model::XGBOOST, name);
+    ASSERT_NE(range, nullptr) << name;
+    EXPECT_EQ(result.status().message(), CheckHyperparameterValue(*range, number).message());
+  }
+  request.random_forest = true;
+  request.params = {{"n_estimators", "0"}};
+  EXPECT_EQ(TrainXgboost(data, request).status().message(),
+            "n_estimators must be a whole number in [1, 100000], got 0");
 }
 
 // Deployment costs of a completed trial: a model with more trees is larger, and no figure is
