@@ -194,7 +194,7 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   ApplyEnvironmentToFlags(CommandFlagNames());
   ApplyEnvironmentToFlags(ClientSecurityFlagNames());
   for (absl::string_view flag : kind.own_flags) ApplyEnvironmentToFlags({flag});
-  ParseCommandLineWithDashes(argc, argv);
+  ParseFlagsOnly(kind.binary, argc, argv);
 
   const int slots = absl::GetFlag(FLAGS_slots);
   if (slots < 1 || slots > 1024) {
