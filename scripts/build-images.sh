@@ -5,7 +5,23 @@
 #   DHPT_BUILDER=podman scripts/build-images.sh  # podman, a local manifest list per image
 #   DHPT_IMAGES="scheduler cpu-worker" DHPT_REGISTRY=registry.local:5000/dhpt DHPT_TAG=dev ...
 #   DHPT_CUDA=1 / DHPT_JETSON=1                  # also the CUDA (amd64) / Jetson (arm64) GPU worker
+#   scripts/build-images.sh --archive=DIR        # no registry: one image archive per image and
+#                                                # architecture, for `sudo k3s ctr images import`
+# --archive builds each platform into the local image store (docker buildx --load, podman
+# build) instead of pushing, then saves it as DIR/COMPONENT-TAG-ARCH.tar (docker save, podman
+# save --format docker-archive), named as the chart names it (ghcr.io/dhpt/scheduler:TAG by
+# default), so the chart finds it with image.pullPolicy IfNotPresent or Never. See
+# docs/deployment.md#k3s-without-a-registry.
 set -euo pipefail
+archive=""
+for arg; do
+  case $arg in
+    --archive=?*) archive=${arg#--archive=} ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "build-images: unknown argument \"$arg\" (--archive=DIR, --help; the rest is DHPT_* variables)" >&2; exit 2 ;;
+  esac
+done
+[[ -n $archive ]] && archive=$(mkdir -p "$archive" && cd "$archive" && pwd)
 cd "$(dirname "$0")/.."
 registry=${DHPT_REGISTRY:-ghcr.io/dhpt}
 tag=${DHPT_TAG:-$(sed -n 's/^project(dhpt VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)}
@@ -22,6 +38,11 @@ build_platform=linux/$(dpkg --print-architecture 2>/dev/null || uname -m | sed '
 build() {  # FILE TARGET IMAGE PLATFORMS [BUILD ARGS...]
   local file=$1 target=$2 image=$3 platforms=$4
   shift 4
+  if [[ -n $archive ]]; then
+    local platform
+    for platform in ${platforms//,/ }; do save "$file" "$target" "$image" "$platform" "$@"; done
+    return
+  fi
   echo "build-images: $image ($platforms)"
   if [[ $builder == docker ]]; then
     docker buildx build --platform "$platforms" -f "$file" ${target:+--target "$target"} \
@@ -31,6 +52,24 @@ build() {  # FILE TARGET IMAGE PLATFORMS [BUILD ARGS...]
     podman build --isolation=chroot -f "$file" ${target:+--target "$target"} \
       --platform "$platforms" --build-arg BUILDPLATFORM="$build_platform" \
       --build-arg VERSION="$tag" "$@" --manifest "$image" .
+  fi
+}
+
+save() {  # FILE TARGET IMAGE PLATFORM [BUILD ARGS...]: one platform, into $archive
+  local file=$1 target=$2 image=$3 platform=$4
+  shift 4
+  local name=${image##*/}
+  local out="$archive/${name%%:*}-${name#*:}-${platform#linux/}.tar"
+  echo "build-images: $image ($platform) -> $out"
+  if [[ $builder == docker ]]; then
+    docker buildx build --platform "$platform" -f "$file" ${target:+--target "$target"} \
+      --build-arg VERSION="$tag" "$@" -t "$image" --load .
+    docker save -o "$out" "$image"
+  else
+    podman build --isolation=chroot -f "$file" ${target:+--target "$target"} \
+      --platform "$platform" --build-arg BUILDPLATFORM="$build_platform" \
+      --build-arg VERSION="$tag" "$@" -t "$image" .
+    podman save --format docker-archive -o "$out" "$image"
   fi
 }
 

@@ -5,7 +5,7 @@ DHPT runs it with the trial's parameters as --name=value arguments (they are als
 file named by $DHPT_PARAMS_FILE). It prints a JSON line with the validation r2 every 10 trees,
 which early stopping judges, and `r2=...` and `mse=...` at the end: the trial's result.
 Register it on a worker with:
-  dhpt-cpu-worker --command=gbr=/usr/bin/python3 /path/to/examples/commands/sklearn_gbr.py
+  dhpt-cpu-worker --command='gbr=/usr/bin/python3 /path/to/examples/commands/sklearn_gbr.py'
 """
 import json
 import os

@@ -787,5 +787,13 @@ int main(int argc, char** argv) {
   std::vector<char*> positional = dhpt::ParseCommandLineWithDashes(argc, argv);
   std::vector<std::string> args;
   for (size_t i = 2; i < positional.size(); ++i) args.push_back(positional[i]);
+  // Commands of flags only refuse words rather than drop them: a word is most often a flag's
+  // value that the shell split at a space.
+  if ((command == "local" || command == "compare" || command == "studies" ||
+       command == "workers") && !args.empty()) {
+    std::cerr << dhpt::StrayArgumentMessage("dhpt " + command, argc, argv, args[0])
+              << "\nusage: " << Commands().at(command).usage << "\n";
+    return 2;
+  }
   return dhpt::cli::RunCommand(command, args);
 }

@@ -8,6 +8,9 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 
@@ -70,6 +73,34 @@ std::vector<std::string> RepeatedFlagValues(int argc, char** argv, absl::string_
     }
   }
   return values;
+}
+
+std::string StrayArgumentMessage(absl::string_view program, int argc, char** argv,
+                                 absl::string_view stray) {
+  std::string message = absl::StrCat(program, ": unexpected argument \"", stray,
+                                      "\"; this command takes flags only (--name=value)");
+  int at = 1;
+  while (at < argc && argv[at] != stray) ++at;
+  const absl::string_view before = at > 1 && at < argc ? argv[at - 1] : "";
+  const size_t equals = before.find('=');
+  if (!absl::StartsWith(before, "-") || equals == absl::string_view::npos) {
+    return absl::StrCat(message,
+                        ". A flag value with spaces must be quoted as one argument, e.g. "
+                        "--command='gbr=/usr/bin/python3 /opt/train/sklearn_gbr.py'");
+  }
+  // The words the shell split off: from `stray` up to the next flag.
+  std::vector<absl::string_view> words = {before.substr(equals + 1)};
+  for (int i = at; i < argc && !absl::StartsWith(argv[i], "-"); ++i) words.push_back(argv[i]);
+  return absl::StrCat(message, ". If \"", stray, "\" belongs to ", before.substr(0, equals),
+                      ", quote the whole value as one argument: ", before.substr(0, equals + 1),
+                      "'", absl::StrJoin(words, " "), "'");
+}
+
+void ParseFlagsOnly(absl::string_view program, int argc, char** argv) {
+  const std::vector<char*> positional = ParseCommandLineWithDashes(argc, argv);
+  if (positional.size() <= 1) return;  // [0] is the program itself
+  std::fprintf(stderr, "%s\n", StrayArgumentMessage(program, argc, argv, positional[1]).c_str());
+  std::exit(2);
 }
 
 }  // namespace dhpt

@@ -23,4 +23,16 @@ std::vector<char*> ParseCommandLineWithDashes(int argc, char** argv);
 // command line does not name the flag.
 std::vector<std::string> RepeatedFlagValues(int argc, char** argv, absl::string_view name);
 
+// What to tell the user when `stray` (a positional argument of argv) was not expected. The
+// usual cause is a flag value with a space that the shell split in two
+// (--command=gbr=/usr/bin/python3 /opt/train/gbr.py), so when a --flag=value comes just before
+// it, the message shows that flag quoted with the words that follow it.
+std::string StrayArgumentMessage(absl::string_view program, int argc, char** argv,
+                                 absl::string_view stray);
+
+// ParseCommandLineWithDashes for the services, which take flags only: any positional argument
+// (a value split by the shell would be silently dropped otherwise) ends the process with exit
+// status 2 and StrayArgumentMessage.
+void ParseFlagsOnly(absl::string_view program, int argc, char** argv);
+
 }  // namespace dhpt

@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
                                  "max_studies", "max_parameters", "max_dataset_bytes",
                                  "max_message_bytes", "max_spec_bytes_total",
                                  "max_reply_bytes_in_flight", "watch_journal_events"});
-  dhpt::ParseCommandLineWithDashes(argc, argv);
+  dhpt::ParseFlagsOnly("dhpt-scheduler", argc, argv);
   dhpt::BlockTerminationSignals();
   RaiseDescriptorLimit();
 

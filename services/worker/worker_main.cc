@@ -126,33 +126,6 @@ int RunSequentialStudy(const std::string& path, TrialRunner& runner, SequentialO
   return cancelled ? 1 : 0;
 }
 
-// Every value of a repeated --NAME=VALUE (or --NAME VALUE) flag, comma-separated ones split:
-// absl keeps only the last occurrence, and operators repeat --data_root. Empty when the command
-// line does not name the flag (then the environment or the default holds).
-std::vector<std::string> RepeatedFlagValues(int argc, char** argv, const std::string& name) {
-  std::vector<std::string> values;
-  for (int i = 1; i < argc; ++i) {
-    std::string argument = argv[i];
-    if (argument == "--") break;
-    const size_t start = argument.rfind("--", 0) == 0 ? 2 : argument.rfind("-", 0) == 0 ? 1 : 0;
-    if (start == 0) continue;
-    const size_t equals = std::min(argument.find('='), argument.size());
-    std::string flag = argument.substr(start, equals - start);
-    std::replace(flag.begin(), flag.end(), '-', '_');
-    if (flag != name) continue;
-    std::string value;
-    if (equals < argument.size()) {
-      value = argument.substr(equals + 1);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    }
-    for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
-      values.emplace_back(part);
-    }
-  }
-  return values;
-}
-
 // The dataset flags, checked: a data root that is not a directory stops the worker at start.
 absl::StatusOr<DatasetOptions> DatasetOptionsFromFlags(int argc, char** argv) {
   DatasetOptions options;
@@ -194,7 +167,7 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   ApplyEnvironmentToFlags(CommandFlagNames());
   ApplyEnvironmentToFlags(ClientSecurityFlagNames());
   for (absl::string_view flag : kind.own_flags) ApplyEnvironmentToFlags({flag});
-  ParseCommandLineWithDashes(argc, argv);
+  ParseFlagsOnly(kind.binary, argc, argv);
 
   const int slots = absl::GetFlag(FLAGS_slots);
   if (slots < 1 || slots > 1024) {

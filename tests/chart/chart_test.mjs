@@ -117,6 +117,16 @@ test("overrides of the label key, values, replicas and GPU resources take effect
   assert.equal(find(objects, "NetworkPolicy", "-scheduler").spec.ingress[1].from[0].namespaceSelector.matchLabels["kubernetes.io/metadata.name"], "monitoring");
 });
 
+test("imported image archives: every container names the archive's image and never pulls", () => {
+  // scripts/build-images.sh --archive saves ghcr.io/dhpt/COMPONENT:TAG (tests/scripts/build_images_test.sh).
+  const objects = render(["-f", path.join(chart, "ci", "k3s-archive-values.yaml")]);
+  for (const component of ["scheduler", "cpu-worker", "gpu-worker"]) {
+    const c = container(find(objects, "Deployment", `-${component}`));
+    assert.equal(c.image, `ghcr.io/dhpt/${component}:0.1.0`, component);
+    assert.equal(c.imagePullPolicy, "Never", component);
+  }
+});
+
 test("worker labels reach --labels, sorted, so that studies can select boards", () => {
   const objects = render(["--set", "cpuWorker.labels.board=pi4", "--set", "cpuWorker.labels.site=lab",
                           "--set", "gpuWorker.labels.board=orin-nano"]);

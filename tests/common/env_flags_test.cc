@@ -1,5 +1,6 @@
 #include "services/common/env_flags.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -25,6 +26,28 @@ TEST(EnvFlagsTest, UnparsableValueExits) {
   EXPECT_EXIT(ApplyEnvironmentToFlags({"test_slot_count"}), testing::ExitedWithCode(2),
               "invalid DHPT_TEST_SLOT_COUNT=many");
   unsetenv("DHPT_TEST_SLOT_COUNT");
+}
+
+TEST(EnvFlagsTest, StrayArgumentAfterAFlagValueShowsThatValueQuoted) {
+  const char* args[] = {"dhpt-cpu-worker", "--command=gbr=/usr/bin/python3", "/opt/gbr.py",
+                        "--slots=2"};
+  EXPECT_EQ(StrayArgumentMessage("dhpt-cpu-worker", 4, const_cast<char**>(args), "/opt/gbr.py"),
+            "dhpt-cpu-worker: unexpected argument \"/opt/gbr.py\"; this command takes flags "
+            "only (--name=value). If \"/opt/gbr.py\" belongs to --command, quote the whole "
+            "value as one argument: --command='gbr=/usr/bin/python3 /opt/gbr.py'");
+}
+
+TEST(EnvFlagsTest, StrayArgumentAloneShowsHowToQuoteInGeneral) {
+  const char* args[] = {"dhpt-scheduler", "extra"};
+  EXPECT_THAT(StrayArgumentMessage("dhpt-scheduler", 2, const_cast<char**>(args), "extra"),
+              ::testing::HasSubstr("unexpected argument \"extra\"; this command takes flags only"
+                                   " (--name=value). A flag value with spaces must be quoted"));
+}
+
+TEST(EnvFlagsTest, ParseFlagsOnlyExitsOnAPositionalArgument) {
+  const char* args[] = {"dhpt-cpu-worker", "--test_listen_address=a", "b"};
+  EXPECT_EXIT(ParseFlagsOnly("dhpt-cpu-worker", 3, const_cast<char**>(args)),
+              ::testing::ExitedWithCode(2), "--test_listen_address='a b'");
 }
 
 }  // namespace

@@ -87,5 +87,44 @@ TEST(ExamplesTest, TheAskTellLoopDrivesItsStudyToTheEnd) {
   EXPECT_LT(study.best_trial().objective_value(), 1.0);
 }
 
+// The line docs/user-code.md once showed unquoted: the shell split it, the worker registered
+// "gbr=/usr/bin/python3" and dropped the script. Every binary now refuses a stray word (exit 2)
+// and shows the value quoted; the dhpt commands of flags only too. (timeout: a binary that took
+// the words would run on, waiting for its scheduler.)
+TEST(ExamplesTest, EveryBinaryRefusesStrayArgumentsShowingHowToQuote) {
+  const std::string bin = DHPT_BIN_DIR;
+  const std::string script = (kExamples / "commands/sklearn_gbr.py").string();
+  std::vector<std::string> workers = {"dhpt-cpu-worker"};
+  if (fs::exists(fs::path(bin) / "dhpt-gpu-worker")) workers.push_back("dhpt-gpu-worker");
+  for (const std::string& binary : workers) {
+    SCOPED_TRACE(binary);
+    const auto [status, output] = RunCommandLine(
+        absl::StrCat("timeout 20 ", bin, "/", binary,
+                     " --scheduler=127.0.0.1:1 --command=gbr=/usr/bin/python3 ", script,
+                     " --command_env=DATA_DIR"));
+    EXPECT_EQ(status, 2) << output;
+    EXPECT_THAT(output, ::testing::HasSubstr(absl::StrCat(
+                            "unexpected argument \"", script, "\"")));
+    EXPECT_THAT(output, ::testing::HasSubstr(absl::StrCat(
+                            "--command='gbr=/usr/bin/python3 ", script, "'")));
+  }
+  {
+    const auto [status, output] = RunCommandLine(absl::StrCat(
+        "timeout 20 ", bin, "/dhpt-scheduler --listen=127.0.0.1:0 --db=:memory: extra"));
+    EXPECT_EQ(status, 2) << output;
+    EXPECT_THAT(output, ::testing::HasSubstr("--db=':memory: extra'"));
+  }
+  for (const std::string command : {"studies extra", "workers extra", "local --data-root=a b"}) {
+    SCOPED_TRACE(command);
+    const auto [status, output] =
+        RunCommandLine(absl::StrCat("timeout 20 ", bin, "/dhpt ", command));
+    EXPECT_EQ(status, 2) << output;
+    EXPECT_THAT(output, ::testing::HasSubstr("unexpected argument"));
+  }
+  const auto [status, output] =
+      RunCommandLine(absl::StrCat("timeout 20 ", bin, "/dhpt local --data-root=a b"));
+  EXPECT_THAT(output, ::testing::HasSubstr("--data-root='a b'"));
+}
+
 }  // namespace
 }  // namespace dhpt::testing
