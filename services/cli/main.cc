@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -33,6 +34,7 @@
 #include "services/cli/study_file.h"
 #include "services/cli/validate_command.h"
 #include "services/cli/terminal_text.h"
+#include "services/cli/trial_view.h"
 #include "services/common/client_security_flags.h"
 #include "services/common/env_flags.h"
 #include "services/common/status_macros.h"
@@ -164,10 +166,17 @@ const std::map<std::string, Command>& Commands() {
         "parameter,\nby name). It counts towards max_trials."}},
       {"watch",
        {"dhpt watch STUDY [--scheduler=HOST:PORT]",
-        "Shows a live progress line until the study ends, then its summary."}},
+        "Shows a live progress line until the study ends, then its summary; a line for each "
+        "trial that\nfails, with its reason."}},
       {"trials",
        {"dhpt trials STUDY [--json] [--scheduler=HOST:PORT]",
-        "Lists the study's trials with parameters and measurements."}},
+        "Lists the study's trials with parameters and measurements, and why the failed ones "
+        "failed\n(cut to fit; dhpt trial STUDY NUMBER shows the whole error)."}},
+      {"trial",
+       {"dhpt trial STUDY NUMBER [--json] [--scheduler=HOST:PORT]",
+        "Shows one trial in full: state, parameters, objective and every measurement, each "
+        "attempt and\nwhere it ran, times, the last values of its progress curve, and the whole "
+        "error of a failed\ntrial (a command's stderr tail included)."}},
       {"best",
        {"dhpt best STUDY [--json] [--scheduler=HOST:PORT]", "Shows the best completed trial."}},
       {"pareto",
@@ -228,8 +237,12 @@ int Fail(const absl::Status& status) {
 // per change of the counts otherwise.
 class ProgressPrinter {
  public:
-  ProgressPrinter() : tty_(isatty(STDOUT_FILENO)) {}
+  explicit ProgressPrinter(std::string study) : study_(std::move(study)), tty_(isatty(STDOUT_FILENO)) {}
   void OnEvent(const v1::StudyEvent& event) {
+    if (event.has_trial()) {
+      OnTrial(event.trial());
+      return;
+    }
     if (!event.has_study()) return;
     std::string line = ProgressLine(event.study());
     if (line == last_) return;
@@ -247,17 +260,31 @@ class ProgressPrinter {
   }
 
  private:
+  // A failed trial gets a line of its own, once (a resumed watch may send it again), above the
+  // progress line.
+  void OnTrial(const v1::Trial& trial) {
+    if (trial.state() != v1::Trial::FAILED || !failed_.insert(trial.number()).second) return;
+    const std::string line = FailedTrialLine(study_, trial);
+    if (tty_) {
+      std::cout << "\r\033[K" << line << "\n" << last_ << std::flush;
+    } else {
+      std::cout << line << std::endl;
+    }
+  }
+
+  const std::string study_;
+  std::set<int64_t> failed_;
   const bool tty_;
   bool printed_ = false;
   std::string last_;
 };
 
-// Summaries only: the scheduler sends a fresh one at most ten times a second while trials
-// change, so a progress line costs it no per-trial events; a dropped stream resumes.
+// The study's summaries (a fresh one at most ten times a second while trials change) and its
+// trials' events, for the failures' reasons; a dropped stream resumes.
 absl::Status WatchToEnd(StudyClient& client, const std::string& name) {
-  ProgressPrinter printer;
+  ProgressPrinter printer(name);
   absl::Status status = client.Watch(
-      name, [&](const v1::StudyEvent& event) { printer.OnEvent(event); }, /*summaries_only=*/true);
+      name, [&](const v1::StudyEvent& event) { printer.OnEvent(event); }, /*summaries_only=*/false);
   printer.Finish();
   return status;
 }
@@ -569,6 +596,32 @@ int RunAskTell(StudyClient& client, const std::string& name, const std::vector<s
   return 0;
 }
 
+// dhpt trial STUDY NUMBER. The trial and its curves come from the study's export (the one
+// call that returns curves).
+int RunTrialCommand(StudyClient& client, const std::vector<std::string>& args, bool json) {
+  int64_t number = -1;
+  if (args.size() != 2 || !absl::SimpleAtoi(args[1], &number) || number < 0) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "expected a study and a trial number (dhpt trials STUDY lists them); usage: ",
+        Commands().at("trial").usage)));
+  }
+  absl::StatusOr<v1::StudyExport> exported = client.ExportStudy(args[0]);
+  if (!exported.ok()) return Fail(exported.status());
+  for (const v1::Trial& trial : exported->trials()) {
+    if (trial.number() != number) continue;
+    if (json) {
+      std::cout << ToJson(trial);
+      return 0;
+    }
+    const std::vector<v1::TrialCurve> curves(exported->curves().begin(), exported->curves().end());
+    std::cout << TrialView(exported->study().spec(), trial, curves);
+    return 0;
+  }
+  return Fail(absl::NotFoundError(absl::StrCat("study ", args[0], " has no trial ", number, " (it has ",
+                                               exported->trials_size(), "; dhpt trials ", args[0],
+                                               " lists them)")));
+}
+
 int RunCommand(const std::string& name, const std::vector<std::string>& args) {
   auto need_one = [&](const char* what) -> absl::Status {
     if (args.size() != 1) {
@@ -616,6 +669,7 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     return 0;
   }
   if (name == "ask" || name == "tell" || name == "enqueue") return RunAskTell(client, name, args);
+  if (name == "trial") return RunTrialCommand(client, args, json);
   if (absl::Status status = need_one(name == "submit" || name == "import" ? "one study file" : "one study name");
       !status.ok()) {
     return Fail(status);

@@ -32,7 +32,54 @@ std::string Labels(const v1::WorkerCapabilities& caps) {
   return absl::StrJoin(sorted, ",", absl::PairFormatter("="));
 }
 
+// Whether byte `i` of `text` starts a UTF-8 character (so a cut there splits none).
+bool CharacterStart(absl::string_view text, size_t i) {
+  return i >= text.size() || (static_cast<unsigned char>(text[i]) & 0xc0) != 0x80;
+}
+
+// The trial's error, for states where it says why the trial did not (yet) succeed.
+const std::string& ShownError(const v1::Trial& trial) {
+  static const std::string* const kNone = new std::string;
+  return trial.state() == v1::Trial::COMPLETED ? *kNone : trial.error();
+}
+
 }  // namespace
+
+std::string ShortReason(absl::string_view error, size_t width) {
+  std::string flat;
+  for (char c : error) {
+    const bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
+    if (!space) {
+      flat += c;
+    } else if (!flat.empty() && flat.back() != ' ') {
+      flat += ' ';
+    }
+  }
+  while (!flat.empty() && flat.back() == ' ') flat.pop_back();
+  constexpr absl::string_view kGap = " ... ";
+  if (flat.size() <= width) return flat;
+  if (width < kGap.size() + 2) {  // No room for both ends.
+    while (width > 0 && !CharacterStart(flat, width)) --width;
+    return flat.substr(0, width);
+  }
+  size_t head = (width - kGap.size()) / 2;
+  size_t tail = flat.size() - (width - kGap.size() - head);
+  while (head > 0 && !CharacterStart(flat, head)) --head;
+  while (tail < flat.size() && !CharacterStart(flat, tail)) ++tail;
+  while (head > 0 && flat[head - 1] == ' ') --head;  // The gap has its own spaces.
+  while (tail < flat.size() && flat[tail] == ' ') ++tail;
+  return absl::StrCat(absl::string_view(flat).substr(0, head), kGap,
+                      absl::string_view(flat).substr(tail));
+}
+
+std::string FailedTrialLine(const std::string& study, const v1::Trial& trial) {
+  const std::string where = trial.worker_id().empty()
+                                ? (trial.client_id().empty() ? "" : " by client " + trial.client_id())
+                                : " on " + trial.worker_id();
+  return TerminalText(absl::StrCat("trial ", trial.number(), " ", v1::Trial::State_Name(trial.state()),
+                                   where, ": ", ShortReason(trial.error(), kFailureLineReasonWidth),
+                                   " (dhpt trial ", study, " ", trial.number(), " shows all)"));
+}
 
 std::string ProgressLine(const v1::Study& study) {
   const v1::StudySpec& spec = study.spec();
@@ -73,6 +120,9 @@ std::string TrialsTable(const v1::StudySpec& spec, const std::vector<v1::Trial>&
   header.push_back(objective);
   header.insert(header.end(), extra.begin(), extra.end());
   header.insert(header.end(), {"wall s", "cpu s", "cpu util", "peak MiB", "worker"});
+  const bool reasons = std::any_of(trials.begin(), trials.end(),
+                                   [](const v1::Trial& t) { return !ShownError(t).empty(); });
+  if (reasons) header.push_back("reason");
   TextTable table(header);
   for (const v1::Trial& trial : trials) {
     std::string state = trial.infeasible() ? "infeasible" : ShortState(trial.state());
@@ -101,6 +151,7 @@ std::string TrialsTable(const v1::StudySpec& spec, const std::vector<v1::Trial>&
     auto rss = trial.metrics().find(std::string(kMetricPeakRssBytes));
     row.push_back(rss == trial.metrics().end() ? "" : absl::StrFormat("%.0f", rss->second / (1 << 20)));
     row.push_back(trial.worker_id().empty() ? trial.client_id() : trial.worker_id());
+    if (reasons) row.push_back(ShortReason(ShownError(trial), kReasonColumnWidth));
     table.Add(std::move(row));
   }
   return table.Render();

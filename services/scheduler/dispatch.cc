@@ -400,6 +400,9 @@ void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
     case v1::Trial::FAILED:
       ++study.failed;
       record.status = optimizer::TrialStatus::kFailed;
+      if (study.first_errors.size() < static_cast<size_t>(FailFastTrials(study.spec))) {
+        study.first_errors.push_back({trial.trial.number(), trial.trial.error()});
+      }
       break;
     case v1::Trial::CANCELLED:
       ++study.cancelled;
@@ -422,12 +425,38 @@ void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
   }
 }
 
+namespace {
+
+// Why the study should fail fast, if it should: its first FailFastTrials() finished trials all
+// failed, with one and the same error.
+// (`succeeded`: some trial completed or was pruned.)
+std::optional<std::string> FailFastReason(const v1::StudySpec& spec, bool succeeded,
+                                          const std::vector<FirstError>& first_errors) {
+  const int limit = FailFastTrials(spec);
+  if (limit == 0 || succeeded || first_errors.size() < static_cast<size_t>(limit)) {
+    return std::nullopt;
+  }
+  for (const FirstError& failed : first_errors) {
+    if (failed.error != first_errors.front().error) return std::nullopt;
+  }
+  return absl::StrCat("fail fast: the first ", limit,
+                      " trials all failed with the same error; fix its cause and run the study "
+                      "again, or set fail_fast_trials: 0 to spend the budget regardless (dhpt "
+                      "trial ", spec.name(), " ", first_errors.front().number,
+                      " shows a trial in full). The error: ", first_errors.front().error);
+}
+
+}  // namespace
+
 void SchedulerCore::CheckStudyEndLocked(StudyEntry& study) {
   if (study.terminal()) return;
   const int finished = study.completed + study.failed + study.pruned;
   // Cancelled trials (a stop's, in a study reopened since) used their share of max_trials.
   const bool budget_spent = finished + study.cancelled >= study.spec.max_trials();
-  if (study.spec.has_max_failed_trials() && study.failed > study.spec.max_failed_trials()) {
+  if (std::optional<std::string> reason =
+          FailFastReason(study.spec, study.completed + study.pruned > 0, study.first_errors)) {
+    EndStudyLocked(study, v1::Study::FAILED, *std::move(reason));
+  } else if (study.spec.has_max_failed_trials() && study.failed > study.spec.max_failed_trials()) {
     EndStudyLocked(study, v1::Study::FAILED,
                    absl::StrCat(study.failed, " trials failed, more than max_failed_trials (",
                                 study.spec.max_failed_trials(), ")"));
@@ -443,7 +472,8 @@ void SchedulerCore::CheckStudyEndLocked(StudyEntry& study) {
     } else if (study.completed == 0 && finished > 0) {
       // Nothing to show for it: not a success, whatever max_failed_trials allowed.
       EndStudyLocked(study, v1::Study::FAILED,
-                     absl::StrCat(how, ", and every one failed; see the trials' errors"));
+                     absl::StrCat(how, ", and every one failed; dhpt trials ", study.spec.name(),
+                                  " shows why"));
     } else {
       EndStudyLocked(study, v1::Study::COMPLETED, how);
     }

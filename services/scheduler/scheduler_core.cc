@@ -185,6 +185,7 @@ absl::Status SchedulerCore::Recover() {
         curve.push_back({value.step, value.value});
         it->second.last_step = value.step;  // A reclaimed attempt goes on from there.
         ++it->second.stored_values;
+        if (it->second.stored_values >= 2) study->progress_reported = true;
       }
     }
   }
@@ -745,6 +746,9 @@ void SchedulerCore::RecordProgressLocked(TrialEntry& trial, int64_t step, double
   if (!study::IsJudgedReport(trial.last_step, step, value)) return;
   trial.last_step = step;
   ++trial.stored_values;
+  // One value is the final one (a program that prints its objective only at exit); progress
+  // is a second.
+  if (trial.stored_values >= 2) trial.study->progress_reported = true;
   store_->PutIntermediateValue(trial.study->spec.name(), trial.trial.id(), trial.trial.attempt(),
                                step, value);
   if (!std::holds_alternative<std::monostate>(trial.study->early_stopping)) {
@@ -1089,6 +1093,23 @@ v1::Study SchedulerCore::BuildStudyLocked(const StudyEntry& study) const {
       servable = servable || CanRun(study.spec, worker.capabilities);
     }
     if (!servable) out.set_state_reason(WaitingForWorker(study.spec, connected));
+  }
+  // Early stopping judges intermediate values: with none from the first completed trials, it
+  // will never stop one, and the user should know the rule is idle rather than wait for it.
+  if (!study.terminal() && !study.progress_reported &&
+      study.completed >= kCompletedTrialsBeforeIdleRuleNotice &&
+      !std::holds_alternative<std::monostate>(study.early_stopping)) {
+    std::string notice = absl::StrCat(
+        "early stopping is idle: none of the first ", study.completed,
+        " completed trials reported progress (more than one intermediate value), so none can "
+        "be pruned");
+    if (study.spec.model().kind() == v1::Model::COMMAND) {
+      absl::StrAppend(&notice, "; the command must print its objective metric (",
+                      study.spec.objective().metric(),
+                      "=VALUE, with step=N) as it trains, not only at exit");
+    }
+    out.set_state_reason(out.state_reason().empty() ? notice
+                                                    : absl::StrCat(out.state_reason(), "; ", notice));
   }
   return out;
 }

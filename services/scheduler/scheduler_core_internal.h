@@ -18,6 +18,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "services/scheduler/pareto_front.h"
 #include "services/scheduler/scheduler_core.h"
+#include "services/study/spec_validation.h"
 
 namespace dhpt::scheduler {
 
@@ -39,6 +40,12 @@ struct SchedulerCore::WatchState {
   uint64_t position = 0;
   bool summaries_only = false;
   bool waiting = false;  // A read found nothing: OnEventsReady is due.
+};
+
+// A failed trial of a study's first ones, for fail fast.
+struct FirstError {
+  int64_t number;
+  std::string error;
 };
 
 struct SchedulerCore::StudyEntry {
@@ -96,6 +103,12 @@ struct SchedulerCore::StudyEntry {
   // ServeSuggestWaitersLocked is running for this study (taking a trial can end the study,
   // which serves the waiters again from inside).
   bool serving_waiters = false;
+  // The errors of its first failed trials, up to FailFastTrials(spec), in the order they
+  // ended: the same error every time ends the study (fail fast).
+  std::vector<FirstError> first_errors;
+  // Some trial reported progress (a second intermediate value): early stopping has a curve to
+  // judge.
+  bool progress_reported = false;
   uint64_t order = 0;    // Creation order, for ListStudies pages.
   bool deleted = false;  // Deleted while a suggestion was computed for it.
 
@@ -114,6 +127,16 @@ inline absl::Time FromTimestamp(const google::protobuf::Timestamp& t) {
 
 inline google::protobuf::Timestamp ToTimestamp(absl::Time t) {
   return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
+}
+
+// Completed trials without progress after which an early-stopping study says its rule is idle.
+inline constexpr int kCompletedTrialsBeforeIdleRuleNotice = 3;
+
+// The failed trials, all alike, that end a study before any succeeds; 0 = never. EXTERNAL
+// studies' trials fail as their clients say (infeasible points), not from a broken setup.
+inline int FailFastTrials(const v1::StudySpec& spec) {
+  if (spec.model().kind() == v1::Model::EXTERNAL) return 0;
+  return spec.has_fail_fast_trials() ? spec.fail_fast_trials() : study::kDefaultFailFastTrials;
 }
 
 // The spec's limit on one attempt, if it sets one.

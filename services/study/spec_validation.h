@@ -27,6 +27,9 @@ inline constexpr int64_t kMaxTrialTimeoutSeconds = 7 * 24 * 3600;
 inline constexpr int64_t kMaxGridPoints = 100'000;
 inline constexpr int kDefaultGridPoints = 5;
 inline constexpr int kDefaultMaxAttempts = 3;
+// A study whose first this-many finished trials all failed with the same error ends FAILED with
+// it (StudySpec.fail_fast_trials): five alike are a broken setup, not bad luck of the draw.
+inline constexpr int kDefaultFailFastTrials = 5;
 inline constexpr double kDefaultValidationFraction = 0.2;
 
 struct SpecLimits {

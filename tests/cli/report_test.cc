@@ -3,12 +3,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_split.h"
 #include "services/cli/demo_studies.h"
+#include "services/cli/trial_view.h"
 
 namespace dhpt::cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(ReportTest, TableHasAColumnPerParameterAndMeasurement) {
   v1::StudySpec spec = *DemoStudy("branin");
@@ -94,6 +97,98 @@ TEST(ReportTest, ProgressAndSummaryShowTheBest) {
   (*study.mutable_best_trial()->mutable_params())["x1"].set_double_value(3.1);
   EXPECT_THAT(ProgressLine(study), HasSubstr("6/200 done (1 failed)  2 running  best value 0.4"));
   EXPECT_THAT(StudySummary(study), HasSubstr("x1=3.1"));
+}
+
+
+// Why trials failed, wherever they are shown (issue 27).
+
+v1::Trial FailedTrial(int number, const std::string& error) {
+  v1::Trial trial;
+  trial.set_number(number);
+  trial.set_state(v1::Trial::FAILED);
+  (*trial.mutable_params())["x1"].set_double_value(1.5);
+  (*trial.mutable_params())["x2"].set_double_value(2.25);
+  trial.set_worker_id("w1");
+  trial.set_error(error);
+  return trial;
+}
+
+TEST(ReportTest, FailedTrialsShowTheirReasonCutToFit) {
+  const v1::StudySpec spec = *DemoStudy("branin");
+  v1::Trial ok;
+  ok.set_number(0);
+  ok.set_state(v1::Trial::COMPLETED);
+  ok.set_objective_value(1);
+  // Without a failure, no reason column.
+  EXPECT_THAT(TrialsTable(spec, {ok}), Not(HasSubstr("reason")));
+  const std::string long_error =
+      "command gbr exited with status 1; stderr ends:\nTraceback (most recent call last):\n" +
+      std::string(200, 'x') + "\nValueError: colsample_bynode must be in (0, 1]\n";
+  const std::string table =
+      TrialsTable(spec, {ok, FailedTrial(1, "command gbr was killed by signal SIGKILL"),
+                         FailedTrial(2, long_error)});
+  EXPECT_THAT(table, HasSubstr("reason"));
+  EXPECT_THAT(table, HasSubstr("command gbr was killed by signal SIGKILL"));
+  // The long one keeps its start and its end on one line of the column's width.
+  const std::string cut = ShortReason(long_error, kReasonColumnWidth);
+  EXPECT_EQ(cut.size(), kReasonColumnWidth) << cut;
+  EXPECT_THAT(cut, ::testing::StartsWith("command gbr exited with "));
+  EXPECT_THAT(cut, ::testing::EndsWith("must be in (0, 1]"));
+  EXPECT_THAT(cut, HasSubstr(" ... "));
+  EXPECT_THAT(table, HasSubstr(cut));
+  for (absl::string_view line : absl::StrSplit(table, '\n')) {
+    EXPECT_LE(line.size(), 160u) << line;
+  }
+  // A cut never splits a character.
+  EXPECT_EQ(ShortReason("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 10),
+            "\xc3\xa9 ... \xc3\xa9");
+}
+
+TEST(ReportTest, AFailedTrialsLineNamesItsReasonAndTheCommandThatShowsAll) {
+  const std::string line = FailedTrialLine("gbr", FailedTrial(3, "command gbr exited with status 2; "
+                                                                "stderr ends:\nno such file\x1b[2K"));
+  EXPECT_EQ(line,
+            "trial 3 FAILED on w1: command gbr exited with status 2; stderr ends: no such "
+            "file\\x1b[2K (dhpt trial gbr 3 shows all)");
+}
+
+TEST(ReportTest, TheTrialViewShowsEverythingAboutOneTrial) {
+  const v1::StudySpec spec = *DemoStudy("branin");
+  v1::Trial trial = FailedTrial(4, "command gbr exited with status 1; stderr ends:\nline one\n"
+                                   "ValueError: bad\x1b]0;x");
+  trial.add_attempts()->set_worker_id("w0");
+  trial.add_attempts()->set_worker_id("w1");
+  trial.set_lost_attempts(1);
+  trial.set_node_name("pi4-a");
+  trial.set_device("cpu");
+  (*trial.mutable_metrics())["wall_seconds"] = 2.5;
+  v1::TrialCurve first, second;
+  first.set_number(4);
+  first.set_attempt(1);
+  first.add_steps(1);
+  first.add_values(99);
+  second.set_number(4);
+  second.set_attempt(2);
+  for (int step = 1; step <= 7; ++step) {
+    second.add_steps(step);
+    second.add_values(step / 10.0);
+  }
+  v1::TrialCurve other;  // Another trial's.
+  other.set_number(5);
+  other.set_attempt(3);
+  other.add_steps(1);
+  other.add_values(-1);
+  const std::string view = TrialView(spec, trial, {first, second, other});
+  EXPECT_THAT(view, HasSubstr("trial 4 of demo-branin: FAILED"));
+  EXPECT_THAT(view, HasSubstr("parameters: x1=1.5, x2=2.25"));
+  EXPECT_THAT(view, HasSubstr("wall_seconds = 2.5"));
+  EXPECT_THAT(view, HasSubstr("attempts: 2 (1 lost)\n    1: worker w0\n    2: worker w1, node pi4-a, "
+                              "device cpu\n"));
+  EXPECT_THAT(view, HasSubstr("progress (attempt 2, the last 5 of 7 values, step: value): 3: 0.3, "
+                              "4: 0.4, 5: 0.5, 6: 0.6, 7: 0.7\n"));
+  EXPECT_THAT(view, HasSubstr("  error:\n    command gbr exited with status 1; stderr ends:\n"
+                              "    line one\n    ValueError: bad\\x1b]0;x\n"));
+  EXPECT_THAT(view, Not(HasSubstr("99")));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "services/cli/report.h"
 #include "tests/integration/test_cluster.h"
 
 namespace dhpt::testing {
@@ -207,6 +208,118 @@ parameters:
   EXPECT_THAT(output, HasSubstr("is outside [0, 1]"));
   EXPECT_THAT(output, HasSubstr("the same parameters"));
   EXPECT_EQ(cluster.client().GetStudy("third").status().code(), absl::StatusCode::kNotFound);
+}
+
+// A setup error, as a newcomer makes one: every trial fails alike. The study fails fast with
+// the error, and every view of the trials says why: the watch's lines, the trials table's
+// reason column, and `dhpt trial` with the whole stderr tail.
+TEST(UserCodeTest, ACommandThatAlwaysFailsFailsFastAndEveryViewSaysWhy) {
+  TempDirectory dir;
+  const std::string script = WriteScript(dir.path(), "broken.sh", R"(
+echo "loading /data/missing.csv" >&2
+echo "FileNotFoundError: /data/missing.csv" >&2
+exit 3
+)");
+  TestCluster cluster(0);
+  ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"(
+name: broken
+model: {kind: COMMAND, command: broken}
+objective: {metric: loss, goal: MINIMIZE}
+parameters: [{name: x, double_range: {min: -1, max: 1}}]
+max_trials: 40
+parallel_trials: 2
+)")).ok());
+  // The watch starts before any trial can run (no worker yet), so it sees every failure.
+  const std::string watched = dir.path() + "/watch.out";
+  RunCommandLine(absl::StrCat(DHPT_BIN_DIR "/dhpt watch broken --scheduler=", cluster.address(),
+                              " > ", watched, " 2>&1 &"));
+  auto watch_output = [&] {
+    std::ifstream file(watched);
+    return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  };
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(watch_output(), "broken PENDING"); }))
+      << watch_output();
+  cluster.SpawnWorkerProcess("w", 2, "dhpt-cpu-worker", {"--command=broken=" + script});
+  const v1::Study study = cluster.WaitForEnd("broken");
+  EXPECT_EQ(study.state(), v1::Study::FAILED);
+  EXPECT_EQ(study.trials_failed(), 5);
+  EXPECT_THAT(study.state_reason(), HasSubstr("fail fast: the first 5 trials all failed with the "
+                                              "same error"));
+  EXPECT_THAT(study.state_reason(), HasSubstr("FileNotFoundError: /data/missing.csv"));
+
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(watch_output(), "study broken: FAILED"); }))
+      << watch_output();
+  const std::string watch = watch_output();
+  int failure_lines = 0;
+  for (size_t at = 0; (at = watch.find(" FAILED on w: command broken exited with status 3; stderr "
+                                       "ends: loading /data/missing.csv FileNotFoundError: "
+                                       "/data/missing.csv (dhpt trial broken ", at)) != std::string::npos;
+       ++at) {
+    ++failure_lines;
+  }
+  EXPECT_EQ(failure_lines, 5) << watch;
+
+  auto [status, trials] = RunBinary("dhpt", "trials broken --scheduler=" + cluster.address());
+  ASSERT_EQ(status, 0) << trials;
+  EXPECT_THAT(trials, HasSubstr("reason"));
+  const std::vector<v1::Trial> listed = *cluster.client().ListTrials("broken");
+  for (const v1::Trial& trial : listed) {
+    EXPECT_THAT(trials, HasSubstr(cli::ShortReason(trial.error(), cli::kReasonColumnWidth)));
+  }
+
+  const int64_t first_failed = [&] {
+    for (const v1::Trial& trial : listed) {
+      if (trial.state() == v1::Trial::FAILED) return trial.number();
+    }
+    return int64_t{-1};
+  }();
+  auto [shown, view] = RunBinary(
+      "dhpt", absl::StrCat("trial broken ", first_failed, " --scheduler=", cluster.address()));
+  ASSERT_EQ(shown, 0) << view;
+  EXPECT_THAT(view, HasSubstr(absl::StrCat("trial ", first_failed, " of broken: FAILED")));
+  EXPECT_THAT(view, HasSubstr("    1: worker w, node "));
+  // The whole error (the scheduler keeps a worker's text on one line).
+  EXPECT_THAT(view, HasSubstr("  error:\n    command broken exited with status 3; stderr ends: "
+                              "loading /data/missing.csv FileNotFoundError: /data/missing.csv"));
+  std::tie(shown, view) = RunBinary("dhpt", "trial broken 99 --scheduler=" + cluster.address());
+  EXPECT_EQ(shown, 1);
+  EXPECT_THAT(view, HasSubstr("study broken has no trial 99"));
+}
+
+// Early stopping over a program that prints its objective only at exit: the study says, while
+// it runs, that its rule has nothing to judge.
+TEST(UserCodeTest, EarlyStoppingOverAProgramThatReportsOnlyAtExitSaysSo) {
+  TempDirectory dir;
+  // The fourth trial on waits for the test's go, so the study is still running when looked at;
+  // each loss is better than the last, so none is pruned at its one report.
+  const std::string script = WriteScript(dir.path(), "at-exit.sh", absl::StrCat(R"(
+n=$(( $(cat )", dir.path(), R"(/count 2>/dev/null || echo 0) + 1 ))
+echo $n > )", dir.path(), R"(/count
+if [ $n -gt 3 ]; then while [ ! -e )", dir.path(), R"(/go ]; do sleep 0.05; done; fi
+echo loss=0.$((10 - n))
+)"));
+  TestCluster cluster(0);
+  cluster.SpawnWorkerProcess("w", 1, "dhpt-cpu-worker", {"--command=at-exit=" + script});
+  ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"(
+name: at-exit
+model: {kind: COMMAND, command: at-exit}
+objective: {metric: loss, goal: MINIMIZE}
+early_stopping: {median: {n_startup_trials: 1}}
+parameters: [{name: x, double_range: {min: -1, max: 1}}]
+max_trials: 5
+parallel_trials: 1
+)")).ok());
+  EXPECT_TRUE(WaitFor([&] {
+    return absl::StrContains(cluster.client().GetStudy("at-exit")->state_reason(),
+                             "early stopping is idle: none of the first 3 completed trials "
+                             "reported progress");
+  })) << cluster.client().GetStudy("at-exit")->DebugString()
+     << cluster.client().ExportStudy("at-exit")->DebugString();
+  EXPECT_THAT(cluster.client().GetStudy("at-exit")->state_reason(),
+              HasSubstr("the command must print its objective metric (loss=VALUE, with step=N) "
+                        "as it trains"));
+  std::ofstream(dir.path() + "/go") << "";
+  EXPECT_EQ(cluster.WaitForEnd("at-exit").state(), v1::Study::COMPLETED);
 }
 
 }  // namespace

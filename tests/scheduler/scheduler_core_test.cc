@@ -33,6 +33,7 @@ namespace dhpt::scheduler {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 v1::TrialResult Completed(const v1::Assign& assign, double value,
                           const std::string& metric = "value") {
@@ -1257,6 +1258,115 @@ TEST(SchedulerCoreSuggestionTest, SlowSuggestionsDoNotHoldUpOtherStudies) {
   release.Notify();
   ASSERT_TRUE(testing_util::WaitUntil([&] { return core.GetStudy("slow")->trials_running() == 1; }));
   EXPECT_EQ(channel.Assigns().back().study(), "slow");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fail fast and an idle early-stopping rule (issue 27).
+
+class FailFastTest : public SchedulerCoreTest {
+ protected:
+  // Fails the trial `channel` was given last, with `error`.
+  void Fail(uint64_t session, RecordingChannel& channel, const std::string& error) {
+    v1::TrialResult result = Completed(channel.Assigns().back(), 0);
+    result.set_state(v1::Trial::FAILED);
+    result.set_error(error);
+    core_->HandleResult(session, result);
+  }
+  void Restart() {
+    core_.reset();
+    db_.Reopen();
+    core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
+    ASSERT_TRUE(core_->Recover().ok());
+  }
+};
+
+TEST_F(FailFastTest, FirstTrialsFailingAlikeEndTheStudyWithTheirErrorEvenAcrossARestart) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 40)).ok());
+  {
+    RecordingChannel& channel = NewChannel();
+    const uint64_t session = Connect(channel, Hello("w", 1));
+    for (int i = 0; i < study::kDefaultFailFastTrials - 1; ++i) {
+      Fail(session, channel, "command gbr exited with status 2; stderr ends:\nno such file");
+    }
+    EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::RUNNING);
+  }
+  Restart();  // The failures so far come back from the database and still count.
+  RecordingChannel& channel = NewChannel();
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  Fail(session, channel, "command gbr exited with status 2; stderr ends:\nno such file");
+  const v1::Study study = *core_->GetStudy("s");
+  EXPECT_EQ(study.state(), v1::Study::FAILED);
+  EXPECT_EQ(study.trials_failed(), study::kDefaultFailFastTrials);
+  EXPECT_THAT(study.state_reason(), HasSubstr("the first 5 trials all failed with the same error"));
+  EXPECT_THAT(study.state_reason(), HasSubstr("set fail_fast_trials: 0"));
+  EXPECT_THAT(study.state_reason(), HasSubstr("dhpt trial s 0"));
+  EXPECT_THAT(study.state_reason(), HasSubstr("exited with status 2; stderr ends: no such file"));
+  EXPECT_EQ(channel.Assigns().size(), 1u);  // Nothing more was started.
+}
+
+TEST_F(FailFastTest, DifferentErrorsASuccessOrFailFastOffLetTheStudyGoOn) {
+  // Five failures, not all alike.
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("differ", 8)).ok());
+  RecordingChannel& channel = NewChannel();
+  uint64_t session = Connect(channel, Hello("w", 1));
+  for (int i = 0; i < 6; ++i) Fail(session, channel, i == 3 ? "out of memory" : "diverged");
+  EXPECT_EQ(core_->GetStudy("differ")->state(), v1::Study::RUNNING);
+  ASSERT_TRUE(core_->StopStudy("differ").ok());
+
+  // A completed trial first: the setup works, later failures are the points' own.
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("success", 8)).ok());
+  core_->HandleResult(session, Completed(channel.Assigns().back(), 1));
+  for (int i = 0; i < 6; ++i) Fail(session, channel, "diverged");
+  EXPECT_EQ(core_->GetStudy("success")->state(), v1::Study::RUNNING);
+  ASSERT_TRUE(core_->StopStudy("success").ok());
+
+  // Turned off in the spec: the budget is spent, and only then does the study fail.
+  v1::StudySpec off = FunctionStudy("off", 7);
+  off.set_fail_fast_trials(0);
+  ASSERT_TRUE(core_->CreateStudy(off).ok());
+  for (int i = 0; i < 6; ++i) Fail(session, channel, "diverged");
+  EXPECT_EQ(core_->GetStudy("off")->state(), v1::Study::RUNNING);
+  Fail(session, channel, "diverged");
+  EXPECT_EQ(core_->GetStudy("off")->state(), v1::Study::FAILED);
+  EXPECT_THAT(core_->GetStudy("off")->state_reason(), HasSubstr("every one failed"));
+
+  // A smaller count in the spec.
+  v1::StudySpec two = FunctionStudy("two", 7);
+  two.set_fail_fast_trials(2);
+  ASSERT_TRUE(core_->CreateStudy(two).ok());
+  Fail(session, channel, "diverged");
+  Fail(session, channel, "diverged");
+  EXPECT_THAT(core_->GetStudy("two")->state_reason(), HasSubstr("the first 2 trials all failed"));
+}
+
+TEST_F(FailFastTest, AnEarlyStoppingStudyWhoseTrialsReportNoProgressSaysItsRuleIsIdle) {
+  v1::StudySpec spec = PrunableStudy("s", 10);
+  spec.mutable_early_stopping()->mutable_median()->set_n_startup_trials(1);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  {
+    RecordingChannel& channel = NewChannel();
+    const uint64_t session = Connect(channel, Hello("w", 1, {v1::Model::XGBOOST}));
+    // Each trial reports its objective once, at its end, as a program printing it only at exit.
+    for (int i = 0; i < 3; ++i) {  // kCompletedTrialsBeforeIdleRuleNotice
+      EXPECT_THAT(core_->GetStudy("s")->state_reason(), Not(HasSubstr("idle")));
+      const v1::Assign assign = channel.Assigns().back();
+      core_->HandleProgress(session, Progress(assign, 1, 0.5));
+      core_->HandleResult(session, Completed(assign, 0.5, "r2"));
+    }
+  }
+  const std::string notice = "early stopping is idle: none of the first 3 completed trials "
+                             "reported progress (more than one intermediate value)";
+  EXPECT_THAT(core_->GetStudy("s")->state_reason(), HasSubstr(notice));
+  Restart();
+  EXPECT_THAT(core_->GetStudy("s")->state_reason(), HasSubstr(notice));
+  // Progress from one trial, and the rule has a curve to judge: the notice goes.
+  RecordingChannel& channel = NewChannel();
+  const uint64_t session = Connect(channel, Hello("w", 1, {v1::Model::XGBOOST}));
+  core_->HandleProgress(session, Progress(channel.Assigns().back(), 1, 0.5));
+  core_->HandleProgress(session, Progress(channel.Assigns().back(), 2, 0.4));
+  EXPECT_THAT(core_->GetStudy("s")->state_reason(), Not(HasSubstr("idle")));
+  Restart();
+  EXPECT_THAT(core_->GetStudy("s")->state_reason(), Not(HasSubstr("idle")));
 }
 
 }  // namespace

@@ -91,6 +91,7 @@ TEST(SpecValidationTest, RejectsEachInvalidField) {
   ExpectRejected([](auto& s) { s.set_max_trials(0); }, "max_trials");
   ExpectRejected([](auto& s) { s.set_parallel_trials(-1); }, "parallel_trials");
   ExpectRejected([](auto& s) { s.set_max_failed_trials(-1); }, "max_failed_trials");
+  ExpectRejected([](auto& s) { s.set_fail_fast_trials(-1); }, "fail_fast_trials");
   ExpectRejected([](auto& s) { s.mutable_algorithm()->mutable_tpe()->set_n_ei_candidates(-1); },
                  "algorithm.tpe", "only for TPE");
   ExpectRejected(
