@@ -567,7 +567,7 @@ void ValidateTrialLimits(v1::StudySpec& spec, const SpecLimits& limits, bool gri
     errors.push_back(Invalid("max_failed_trials", "must be >= 0"));
   }
   if (spec.has_fail_fast_trials() && spec.fail_fast_trials() < 0) {
-    return Invalid("fail_fast_trials", "must be >= 0 (0: never fail fast)");
+    errors.push_back(Invalid("fail_fast_trials", "must be >= 0 (0: never fail fast)"));
   }
   if (spec.max_attempts() == 0) spec.set_max_attempts(kDefaultMaxAttempts);
   if (spec.max_attempts() < 1 || spec.max_attempts() > 100) {
