@@ -13,14 +13,9 @@
 #include "google/protobuf/util/json_util.h"
 
 namespace dhpt::cli {
-namespace {
 
-using google::protobuf::FieldDescriptor;
-using google::protobuf::Message;
-using google::protobuf::Reflection;
-
-void AppendString(absl::string_view text, std::string& out) {
-  out += '"';
+std::string JsonString(absl::string_view text) {
+  std::string out = "\"";
   for (const char c : text) {
     switch (c) {
       case '"': out += "\\\""; break;
@@ -36,8 +31,16 @@ void AppendString(absl::string_view text, std::string& out) {
         }
     }
   }
-  out += '"';
+  return out + "\"";
 }
+
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+void AppendString(absl::string_view text, std::string& out) { out += JsonString(text); }
 
 // The shortest text that reads back as the same double; JSON has no NaN or infinity.
 void AppendDouble(double value, std::string& out) {

@@ -25,7 +25,7 @@ namespace dhpt::study {
 namespace {
 
 // The text a spec may carry in values, keys and paths: bounded, with no control characters.
-absl::Status CheckLength(absl::string_view field, absl::string_view text) {
+absl::Status CheckText(absl::string_view field, absl::string_view text) {
   if (text.size() > kMaxStringBytes) {
     return Invalid(field, absl::StrCat("is ", text.size(), " bytes, more than the limit of ",
                                        kMaxStringBytes));
@@ -124,7 +124,7 @@ absl::Status ValidateModel(v1::StudySpec& spec) {
                                                kMaxFixedHyperparameters));
   }
   for (const auto& [key, value] : model.fixed()) {
-    RETURN_IF_ERROR(CheckLength("model.fixed", key));
+    RETURN_IF_ERROR(CheckText("model.fixed", key));
     const std::string field = absl::StrCat("model.fixed.", key);
     if (model.kind() == v1::Model::FUNCTION) {
       // One knob: how long each trial takes, to stand in for a costly objective (tests of
@@ -156,7 +156,7 @@ absl::Status ValidateModel(v1::StudySpec& spec) {
       return Invalid(field, "must be a finite number");
     }
     if (kind == google::protobuf::Value::kStringValue) {
-      RETURN_IF_ERROR(CheckLength(field, value.string_value()));
+      RETURN_IF_ERROR(CheckText(field, value.string_value()));
       // A command line cannot carry a NUL: the argument would be cut short.
       if (value.string_value().find('\0') != std::string::npos) {
         return Invalid(field, "must not contain a NUL byte");
@@ -212,8 +212,8 @@ absl::Status ValidateDataset(v1::StudySpec& spec, const SpecLimits& limits) {
     }
     case v1::Dataset::kCsv:
       if (dataset.csv().path().empty()) return Invalid("dataset.csv.path", "is required");
-      RETURN_IF_ERROR(CheckLength("dataset.csv.path", dataset.csv().path()));
-      RETURN_IF_ERROR(CheckLength("dataset.csv.target", dataset.csv().target()));
+      RETURN_IF_ERROR(CheckText("dataset.csv.path", dataset.csv().path()));
+      RETURN_IF_ERROR(CheckText("dataset.csv.target", dataset.csv().target()));
       if (dataset.csv().target().empty() && spec.model().kind() != v1::Model::AUTOENCODER) {
         return Invalid("dataset.csv.target", "is required: the column the model predicts");
       }
@@ -287,7 +287,7 @@ absl::Status ValidateParameter(const v1::Parameter& p, const std::string& field)
       for (const std::string& v : p.categorical().values()) {
         if (v.empty()) return Invalid(f, "values must not be empty strings");
         if (v.find('\0') != std::string::npos) return Invalid(f, "values must not contain a NUL byte");
-        RETURN_IF_ERROR(CheckLength(f, v));
+        RETURN_IF_ERROR(CheckText(f, v));
         if (!seen.insert(v).second) return Invalid(f, absl::StrCat(Quote(v), " appears twice"));
       }
       return absl::OkStatus();
