@@ -9,7 +9,6 @@
 
 #include <string>
 
-#include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
 
 namespace dhpt::cli {
@@ -17,8 +16,5 @@ namespace dhpt::cli {
 // `message` as a pretty-printed JSON object (two-space indents), fields in declaration order,
 // map keys sorted, with a final newline.
 std::string CliJson(const google::protobuf::Message& message);
-
-// `text` as a quoted JSON string, escaped (the one escaper the CLI's JSON writers use).
-std::string JsonString(absl::string_view text);
 
 }  // namespace dhpt::cli

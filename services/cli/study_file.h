@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "dhpt/v1/common.pb.h"
 #include "google/protobuf/message.h"
 
@@ -29,5 +30,9 @@ absl::Status OverrideEarlyStopping(absl::string_view rule, v1::StudySpec& spec);
 // The YAML document as JSON text: quoted scalars stay strings; plain ones become numbers,
 // booleans or null where they read as such.
 absl::StatusOr<std::string> YamlToJson(const std::string& yaml);
+
+// `text` as a quoted JSON string, escaped: the one escaper of the CLI's JSON writers (study
+// files read as YAML, and --json).
+std::string JsonString(absl::string_view text);
 
 }  // namespace dhpt::cli
