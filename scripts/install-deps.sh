@@ -22,6 +22,7 @@ test_packages=(
   prometheus                      # the real Prometheus of the metrics test (promtool too)
   unzip                           # helm comes zipped inside an npm package (tests/chart)
   gnuplot-nox                     # dhpt compare's plots (SVG and PNG)
+  chromium                        # the browser tests (tests/browser) open pages in it
   python3                         # the child-process test's CPU burner
   python3-sklearn                 # examples/commands/sklearn_gbr.py, run by the examples test
   openssl                         # the TLS tests make their certificates
