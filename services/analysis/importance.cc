@@ -76,7 +76,17 @@ absl::StatusOr<Rows> CollectRows(const StudyData& study, const ImportanceOptions
 // A Parzen estimate on the grid of a numeric parameter's unit coordinates: Gaussian kernels of
 // Scott's bandwidth around the samples (binned first, so the cost is O(n + grid^2)), plus a
 // uniform prior of the weight of one sample, as Optuna's _ScottParzenEstimator does.
-std::vector<double> NumericDensity(const std::vector<double>& samples) {
+// The gap between neighbouring values of a parameter on a lattice (ints, steps) in unit
+// coordinates; 0 for a continuous range.
+double LatticeSpacing(const optimizer::ParameterSpec& param) {
+  double step = param.step;
+  if (param.kind == optimizer::ParameterKind::kInt) step = std::max(1.0, step);
+  if (step <= 0 || param.max <= param.min) return 0;
+  const double values = std::floor((param.max - param.min) / step + 1e-9) + 1;
+  return values > 1 ? 1.0 / (values - 1) : 0;
+}
+
+std::vector<double> NumericDensity(const std::vector<double>& samples, double min_bandwidth) {
   constexpr int kGrid = kPedAnovaGridPoints;
   std::vector<double> counts(kGrid, 0.0);
   double mean = 0;
@@ -89,8 +99,11 @@ std::vector<double> NumericDensity(const std::vector<double>& samples) {
   double variance = 0;
   for (double u : samples) variance += (u - mean) * (u - mean);
   const double sigma = std::sqrt(variance / std::max(1.0, n - 1));
-  // Never narrower than one grid cell: a bandwidth of 0 would make a point mass.
-  const double bandwidth = std::max(1.059 * sigma * std::pow(n, -0.2), 1.0 / kGrid);
+  // Never narrower than one grid cell (a bandwidth of 0 would make a point mass), nor than the
+  // gap between a lattice's values: else a few best trials on a coarse lattice (6 dropout
+  // steps) make peaks that look like importance.
+  const double bandwidth =
+      std::max({1.059 * sigma * std::pow(n, -0.2), 1.0 / kGrid, min_bandwidth});
   std::vector<double> density(kGrid, 1.0 / kGrid);  // The prior's share.
   for (int g = 0; g < kGrid; ++g) {
     const double at = (g + 0.5) / kGrid;
@@ -146,7 +159,8 @@ std::vector<double> PedAnova(const StudyData& study, const std::vector<int>& cho
         IsChoice(param)
             ? PearsonDivergence(ChoiceDensity(best, ChoiceCount(param)),
                                 ChoiceDensity(all, ChoiceCount(param)))
-            : PearsonDivergence(NumericDensity(best), NumericDensity(all)));
+            : PearsonDivergence(NumericDensity(best, LatticeSpacing(param)),
+                                NumericDensity(all, LatticeSpacing(param))));
   }
   return importances;
 }

@@ -152,7 +152,8 @@ StudyData StudyDataFromProto(const v1::StudySpec& spec, const std::vector<v1::Tr
     data.infeasible = trial.infeasible();
     data.start_seconds = seconds(trial.has_start_time(), trial.start_time());
     data.end_seconds = seconds(trial.has_end_time(), trial.end_time());
-    data.worker = trial.worker_id();
+    // Ask-and-tell trials ran on a client rather than a worker: the timeline shows it instead.
+    data.worker = trial.worker_id().empty() ? trial.client_id() : trial.worker_id();
     data.error = trial.error();
     if (auto it = last_curve.find(trial.number()); it != last_curve.end()) {
       data.steps.assign(it->second->steps().begin(), it->second->steps().end());
