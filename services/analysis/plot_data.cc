@@ -538,8 +538,24 @@ absl::StatusOr<PlotData> Pareto(const StudyData& study, const PlotOptions& optio
     plot.empty_reason = "no feasible completed trial yet";
     return plot;
   }
-  std::vector<int> front_rows = optimizer::ParetoFrontIndices(values, {!ox.maximize, !oy.maximize});
-  std::vector<size_t> front(front_rows.begin(), front_rows.end());
+  // The front of the two objectives drawn: a sweep in order of the first loss, keeping each
+  // point that beats every earlier one on the second (O(n log n); duplicates all kept).
+  std::vector<size_t> order(values.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto loss = [&](size_t i, int o) {
+    const bool maximize = o == 0 ? ox.maximize : oy.maximize;
+    return maximize ? -values[i][o] : values[i][o];
+  };
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::make_pair(loss(a, 0), loss(a, 1)) < std::make_pair(loss(b, 0), loss(b, 1));
+  });
+  std::vector<size_t> front;
+  for (size_t i : order) {
+    if (front.empty() || loss(i, 1) < loss(front.back(), 1) ||
+        (loss(i, 0) == loss(front.back(), 0) && loss(i, 1) == loss(front.back(), 1))) {
+      front.push_back(i);
+    }
+  }
   PlotSeries others, members;
   others.name = "trial";
   members.name = "Pareto front";
@@ -555,6 +571,13 @@ absl::StatusOr<PlotData> Pareto(const StudyData& study, const PlotOptions& optio
     others.trials.push_back(feasible[i]->number);
   }
   std::sort(front.begin(), front.end(), [&](size_t a, size_t b) { return values[a][0] < values[b][0]; });
+  // A front of more points than a series holds is thinned evenly along it, ends kept.
+  if (front.size() > static_cast<size_t>(options.max_points)) {
+    std::vector<size_t> thinned;
+    for (size_t i : Downsample(front.size(), options.max_points)) thinned.push_back(front[i]);
+    front = std::move(thinned);
+    plot.downsampled = true;
+  }
   for (size_t f : front) {
     members.x.push_back(values[f][0]);
     members.y.push_back(values[f][1]);
@@ -598,32 +621,53 @@ absl::StatusOr<PlotData> HypervolumeHistory(const StudyData& study, const PlotOp
     }
   }
   // The front is kept as trials come; the hypervolume is computed at the kept points only.
-  const std::vector<size_t> kept = Downsample(losses.size(), options.max_points, {losses.size() - 1});
+  const std::vector<size_t> kept =
+      Downsample(losses.size(), std::min(options.max_points, kMaxHypervolumePoints),
+                 {losses.size() - 1});
   plot.downsampled = kept.size() < losses.size();
-  std::vector<std::vector<double>> front;
   PlotSeries series;
   series.name = "hypervolume";
   series.line = true;
-  size_t next = 0;
-  for (size_t i = 0; i < losses.size(); ++i) {
-    const std::vector<double>& point = losses[i];
-    bool dominated = false;
+  // Two objectives: the front is a staircase (first loss ascending, second descending), so a
+  // new point costs O(log n) and the area a sweep; more objectives use the general check.
+  std::map<double, double> staircase;
+  std::vector<std::vector<double>> front;
+  auto add = [&](const std::vector<double>& point) {
+    if (d == 2) {
+      auto it = staircase.upper_bound(point[0]);
+      if (it != staircase.begin() && std::prev(it)->second <= point[1]) return;  // Dominated.
+      it = staircase.lower_bound(point[0]);
+      while (it != staircase.end() && it->second >= point[1]) it = staircase.erase(it);
+      staircase[point[0]] = point[1];
+      return;
+    }
     for (const std::vector<double>& member : front) {
-      if (optimizer::Dominates(member, point) || member == point) {
-        dominated = true;
-        break;
+      if (optimizer::Dominates(member, point) || member == point) return;
+    }
+    std::erase_if(front, [&](const std::vector<double>& member) {
+      return optimizer::Dominates(point, member);
+    });
+    front.push_back(point);
+  };
+  auto volume = [&]() {
+    if (d != 2) return optimizer::Hypervolume(front, reference);
+    double area = 0, previous_y = reference[1];
+    for (const auto& [x, y] : staircase) {
+      if (x >= reference[0]) break;
+      if (y < previous_y) {
+        area += (reference[0] - x) * (previous_y - y);
+        previous_y = y;
       }
     }
-    if (!dominated) {
-      std::erase_if(front, [&](const std::vector<double>& member) {
-        return optimizer::Dominates(point, member);
-      });
-      front.push_back(point);
-    }
+    return area;
+  };
+  size_t next = 0;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    add(losses[i]);
     if (next < kept.size() && kept[next] == i) {
       ++next;
       series.x.push_back(static_cast<double>(feasible[i]->number));
-      series.y.push_back(optimizer::Hypervolume(front, reference));
+      series.y.push_back(volume());
       series.trials.push_back(feasible[i]->number);
     }
   }

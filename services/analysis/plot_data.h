@@ -21,6 +21,9 @@ inline constexpr int kMaxPointsPerSeries = 2'000;
 // Curves (intermediate values, parallel-coordinates lines) a plot keeps at most: the best
 // trials' first, then evenly over the rest.
 inline constexpr int kMaxCurvesPerPlot = 300;
+// Points of the hypervolume history: each is a hypervolume of the front so far, which with three
+// objectives or more costs far more than a point of another series.
+inline constexpr int kMaxHypervolumePoints = 200;
 // Cells per side of the contour plot's grid.
 inline constexpr int kContourGridCells = 24;
 
