@@ -371,7 +371,9 @@ PlotData Intermediate(const StudyData& study, int max_curves, int max_points) {
     marks.y.push_back(trial->step_values.back());
     marks.trials.push_back(trial->number);
   }
-  const int per_curve = std::max(2, max_points);
+  // A tenth of a series' points per curve, so that all curves together stay near one series'
+  // worth times kMaxCurvesPerPlot / 10.
+  const int per_curve = std::max(20, max_points / 10);
   for (size_t c : kept) {
     const TrialData* trial = curves[c];
     PlotSeries& series = panel.series.emplace_back();

@@ -1,6 +1,7 @@
 #include "services/cli/insight_command.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <optional>
