@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
 
 #include <gmock/gmock.h>
@@ -19,6 +20,7 @@
 #include "services/analysis/plot_data.h"
 #include "services/cli/study_client.h"
 #include "services/cli/study_file.h"
+#include "services/scheduler/scheduler_metrics.h"
 #include "tests/integration/test_cluster.h"
 #include "tests/scheduler/temp_database.h"
 
@@ -382,6 +384,63 @@ max_trials: 100000
   ASSERT_EQ(code, 0) << output;
   const std::string data = Read(out + "/data/history.dat");
   EXPECT_LT(std::count(data.begin(), data.end(), '\n'), analysis::kMaxPointsPerSeries + 200);
+}
+
+// The gauge keeps its label set small: a study of 7 parameters exports its 5 most important.
+TEST(InsightMetricsTest, TheImportanceGaugeExportsEachStudysTopParameters) {
+  TestCluster cluster(/*workers=*/0);
+  ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"(
+name: wide
+model: {kind: EXTERNAL}
+objective: {metric: loss, goal: MINIMIZE}
+parameters:
+  - {name: p0, double_range: {min: 0, max: 1}}
+  - {name: p1, double_range: {min: 0, max: 1}}
+  - {name: p2, double_range: {min: 0, max: 1}}
+  - {name: p3, double_range: {min: 0, max: 1}}
+  - {name: p4, double_range: {min: 0, max: 1}}
+  - {name: p5, double_range: {min: 0, max: 1}}
+  - {name: p6, double_range: {min: 0, max: 1}}
+max_trials: 10
+)")).ok());
+  v1::AddTrialsRequest add;
+  add.set_study("wide");
+  std::mt19937_64 generator(3);
+  for (int t = 0; t < 200; ++t) {
+    v1::AddedTrial& trial = *add.add_trials();
+    double loss = 0;
+    for (int p = 0; p < 7; ++p) {
+      const double x = std::uniform_real_distribution<double>(0, 1)(generator);
+      (*trial.mutable_params())[absl::StrCat("p", p)].set_number_value(x);
+      loss += (p == 0 ? 10 : 1) * x;
+    }
+    (*trial.mutable_metrics())["loss"] = loss;
+  }
+  ASSERT_TRUE(cluster.client().AddTrials(add).ok());
+  scheduler::SchedulerStateCollector collector(&cluster.core());
+  int series = 0;
+  std::string top;
+  double top_share = -1;
+  for (const prometheus::MetricFamily& family : collector.Collect()) {
+    if (family.name != "dhpt_study_param_importance") continue;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      std::string study, param;
+      for (const prometheus::ClientMetric::Label& label : metric.label) {
+        if (label.name == "study") study = label.value;
+        if (label.name == "param") param = label.value;
+      }
+      ASSERT_EQ(study, "wide");
+      ++series;
+      EXPECT_GE(metric.gauge.value, 0);
+      EXPECT_LE(metric.gauge.value, 1);
+      if (metric.gauge.value > top_share) {
+        top_share = metric.gauge.value;
+        top = param;
+      }
+    }
+  }
+  EXPECT_EQ(series, scheduler::kMaxImportanceParamsPerStudy);
+  EXPECT_EQ(top, "p0");
 }
 
 }  // namespace
