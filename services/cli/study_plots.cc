@@ -181,7 +181,7 @@ std::string StudyPlotScript(const PlotData& plot, const std::string& name,
   const int columns = plot.kind == PlotKind::kSlice ? std::min(panels, 3) : 1;
   const int rows = (panels + columns - 1) / std::max(columns, 1);
   const int height = plot.kind == PlotKind::kSlice ? std::max(560, 330 * rows)
-                     : plot.kind == PlotKind::kImportance
+                     : plot.kind == PlotKind::kImportance && !plot.panels.empty()
                          ? std::max(400, 120 + 36 * static_cast<int>(plot.panels[0].y.categories.size()))
                          : 560;
   std::string gp = absl::StrFormat(

@@ -297,6 +297,13 @@ max_trials: 10
                                              directory_->path(), "/empty"));
   EXPECT_EQ(code, 0) << output;  // A plot that says why it is empty.
   EXPECT_THAT(Read(directory_->path() + "/empty/history-svg.gp"), HasSubstr("no completed trial yet"));
+  // The report of an empty study says why each part is empty.
+  std::tie(code, output) = Dhpt(absl::StrCat("report insight-empty --out=", directory_->path(),
+                                             "/empty-report"));
+  ASSERT_EQ(code, 0) << output;
+  const std::string empty_report = Read(directory_->path() + "/empty-report/report.html");
+  EXPECT_THAT(empty_report, HasSubstr("importance needs at least 2"));
+  EXPECT_THAT(empty_report, HasSubstr("id='plot-timeline'"));
   v1::AddTrialsRequest add;
   add.set_study("insight-empty");
   for (double x : {0.25, 0.75, 0.5}) {
