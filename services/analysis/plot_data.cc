@@ -88,6 +88,12 @@ PlotAxis ParamAxis(const optimizer::ParameterSpec& param) {
   return axis;
 }
 
+std::vector<double> SortedValues(const optimizer::ParameterSpec& param) {
+  std::vector<double> sorted = param.discrete_values;
+  std::sort(sorted.begin(), sorted.end());
+  return sorted;
+}
+
 absl::StatusOr<std::vector<int>> ChosenParams(const StudyData& study,
                                               const std::vector<std::string>& names) {
   std::vector<int> chosen;
@@ -289,6 +295,12 @@ absl::StatusOr<PlotData> Contour(const StudyData& study, const ObjectiveInfo& ob
     if (param.kind == optimizer::ParameterKind::kCategorical) {
       return std::min(cells - 1, static_cast<int>(raw));  // Few choices: one cell each.
     }
+    if (param.kind == optimizer::ParameterKind::kDiscrete) {
+      // A cell per value, at the value (unevenly spaced values would miss an even grid).
+      const std::vector<double> sorted = SortedValues(param);
+      const auto it = std::lower_bound(sorted.begin(), sorted.end(), raw - 1e-12 * std::abs(raw));
+      return std::min(cells - 1, static_cast<int>(it - sorted.begin()));
+    }
     return std::min(cells - 1, static_cast<int>(UnitCoordinate(param, raw) * cells));
   };
   for (size_t i = 0; i < values.size(); ++i) {
@@ -310,6 +322,7 @@ absl::StatusOr<PlotData> Contour(const StudyData& study, const ObjectiveInfo& ob
   auto centre = [&](int p, int c) {
     const optimizer::ParameterSpec& param = study.params[p];
     if (param.kind == optimizer::ParameterKind::kCategorical) return static_cast<double>(c);
+    if (param.kind == optimizer::ParameterKind::kDiscrete) return SortedValues(param)[c];
     const PlotAxis axis = ParamAxis(param);
     const double u = (c + 0.5) / cells;
     if (axis.log) return std::exp(std::log(axis.min) + u * (std::log(axis.max) - std::log(axis.min)));

@@ -116,6 +116,38 @@ TEST(PlotDataTest, LogAndCategoricalAxesAndTheBestSoFarSteps) {
   EXPECT_EQ(intermediate->panels[0].series.back().x.size(), 100u);  // Every pruned trial.
 }
 
+TEST(PlotDataTest, ContourCellsOfADiscreteParameterSitAtItsValues) {
+  StudyData study;
+  study.name = "discrete";
+  optimizer::ParameterSpec batch;
+  batch.name = "batch";
+  batch.kind = optimizer::ParameterKind::kDiscrete;
+  batch.discrete_values = {100, 1, 10};
+  optimizer::ParameterSpec x;
+  x.name = "x";
+  x.max = 1;
+  study.params = {batch, x};
+  study.objectives = {{"loss", false}};
+  for (int t = 0; t < 30; ++t) {
+    TrialData trial;
+    trial.number = t;
+    trial.state = TrialState::kCompleted;
+    trial.params = {std::vector<double>{1, 10, 100}[t % 3], (t % 10) / 10.0};
+    trial.values = {trial.params[0] + trial.params[1]};
+    study.trials.push_back(std::move(trial));
+  }
+  absl::StatusOr<PlotData> contour = MakePlot(study, PlotKind::kContour, {});
+  ASSERT_TRUE(contour.ok()) << contour.status();
+  const PlotSeries& cells = contour->panels[0].series[0];
+  ASSERT_FALSE(cells.x.empty());
+  for (size_t i = 0; i < cells.x.size(); ++i) {
+    EXPECT_TRUE(cells.x[i] == 1 || cells.x[i] == 10 || cells.x[i] == 100) << cells.x[i];
+    // Each cell's mean is of trials with that batch value.
+    EXPECT_GE(cells.z[i], cells.x[i]);
+    EXPECT_LT(cells.z[i], cells.x[i] + 1);
+  }
+}
+
 TEST(PlotDataTest, PlotsAStudyCannotHaveAreRefusedClearly) {
   StudyData study = LargeStudy(10);
   PlotOptions options;
