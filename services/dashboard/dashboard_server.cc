@@ -1,0 +1,390 @@
+#include "services/dashboard/dashboard_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <deque>
+#include <list>
+#include <map>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "services/cli/study_client.h"
+#include "services/common/logging.h"
+#include "services/dashboard/assets.h"
+#include "services/dashboard/page_data.h"
+
+namespace dhpt::dashboard {
+namespace {
+
+constexpr char kJson[] = "application/json; charset=utf-8";
+// Pages of trials streamed past a table, a history or a trial look-up: the scheduler's largest.
+constexpr int kScanPageSize = 10000;
+// A trial looked up by number: pages this large are skipped through without curves, and the
+// one holding it is asked for again with them (its earlier trials' curves come too).
+constexpr int kTrialSeekPageSize = 2000;
+
+int HttpStatus(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kNotFound: return 404;
+    case absl::StatusCode::kInvalidArgument: return 400;
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated: return 403;
+    case absl::StatusCode::kFailedPrecondition: return 409;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kDeadlineExceeded: return 503;
+    default: return 502;
+  }
+}
+
+void Fail(httplib::Response& res, const absl::Status& status) {
+  res.status = HttpStatus(status);
+  res.set_content(ErrorJson(status.message()), kJson);
+}
+
+std::map<std::string, std::string> Params(const httplib::Request& req) {
+  std::map<std::string, std::string> values;
+  for (const auto& [key, value] : req.params) values.emplace(key, value);
+  return values;
+}
+
+}  // namespace
+
+// One browser's event stream (outside the anonymous namespace, since State holds them): a thread watching the study pushes events here; the HTTP
+// thread writes them out, or a keepalive comment when there is nothing to say.
+class EventStream {
+ public:
+  EventStream(const DashboardOptions& options, std::string study, uint64_t after)
+      : client_(options.scheduler, options.security), study_(std::move(study)),
+        keepalive_(options.keepalive) {
+    thread_ = std::thread([this, after] {
+      absl::Status status = client_.Watch(
+          study_, [this](const v1::StudyEvent& event) { Push(event); },
+          /*summaries_only=*/false, after);
+      absl::MutexLock lock(&mutex_);
+      finished_ = true;
+      end_ = std::move(status);
+    });
+  }
+  ~EventStream() {
+    client_.Cancel();
+    thread_.join();
+  }
+  void Cancel() { client_.Cancel(); }
+
+  // Writes events until the browser leaves, the study ends or the watch fails.
+  void Run(httplib::DataSink& sink) {
+    const std::string hello = "retry: 1000\n\n";  // Reconnect after a second if cut.
+    if (!sink.write(hello.data(), hello.size())) return;
+    while (true) {
+      std::deque<std::string> batch;
+      bool finished = false, overflowed = false;
+      absl::Status end;
+      {
+        absl::MutexLock lock(&mutex_);
+        mutex_.AwaitWithTimeout(absl::Condition(this, &EventStream::Ready), keepalive_);
+        batch.swap(queue_);
+        finished = finished_;
+        overflowed = overflowed_;
+        end = end_;
+      }
+      std::string out;
+      for (const std::string& event : batch) out += event;
+      if (batch.empty() && !finished && !overflowed) out = ": keepalive\n\n";
+      if (finished && !overflowed) {
+        // OK: the study ended (the page stops listening); otherwise the page says why.
+        absl::StrAppend(&out, "event: ", end.ok() ? "end" : "failure", "\ndata: ",
+                        ErrorJson(end.message()), "\n\n");
+      }
+      if (!sink.write(out.data(), out.size())) return;
+      if (finished || overflowed) return;
+    }
+  }
+
+ private:
+  bool Ready() const { return !queue_.empty() || finished_ || overflowed_; }
+  void Push(const v1::StudyEvent& event) {
+    absl::MutexLock lock(&mutex_);
+    if (overflowed_) return;  // The browser resumes after the last event it was sent.
+    if (queue_.size() >= kMaxQueuedEvents) {
+      overflowed_ = true;
+      client_.Cancel();
+      return;
+    }
+    queue_.push_back(absl::StrCat("id: ", event.position(), "\ndata: ", EventJson(event), "\n\n"));
+  }
+
+  cli::StudyClient client_;
+  const std::string study_;
+  const absl::Duration keepalive_;
+  absl::Mutex mutex_;
+  std::deque<std::string> queue_ ABSL_GUARDED_BY(mutex_);
+  bool finished_ ABSL_GUARDED_BY(mutex_) = false;
+  bool overflowed_ ABSL_GUARDED_BY(mutex_) = false;
+  absl::Status end_ ABSL_GUARDED_BY(mutex_);
+  std::thread thread_;
+};
+
+struct DashboardServer::State {
+  explicit State(const DashboardOptions& options)
+      : options(options), client(options.scheduler, options.security) {}
+
+  void Routes();
+  void ServeAsset(const std::string& path, httplib::Response& res) const;
+  void Events(const httplib::Request& req, httplib::Response& res);
+  void History(const std::string& study, httplib::Response& res);
+  void Trials(const httplib::Request& req, httplib::Response& res);
+  void Trial(const std::string& study, const std::string& number, httplib::Response& res);
+
+  const DashboardOptions options;
+  cli::StudyClient client;  // Unary calls only (a Watch would need its own).
+  httplib::Server server;
+  int port = 0;
+  std::thread thread;
+  std::atomic<int> streams{0};
+  absl::Mutex mutex;
+  bool stopping ABSL_GUARDED_BY(mutex) = false;
+  std::list<EventStream*> open_streams ABSL_GUARDED_BY(mutex);
+};
+
+void DashboardServer::State::ServeAsset(const std::string& path, httplib::Response& res) const {
+  const Asset* asset = FindAsset(path);
+  if (asset == nullptr) {
+    res.status = 404;
+    res.set_content("not found", "text/plain");
+    return;
+  }
+  res.set_content(std::string(asset->data), std::string(asset->content_type));
+}
+
+void DashboardServer::State::Routes() {
+  // The pages' own scripts and styles only: a name or error a study wrote that slipped into the
+  // page as markup still could not run a script.
+  server.set_default_headers(
+      {{"Content-Security-Policy",
+        "default-src 'self'; img-src 'self' data:; object-src 'none'; frame-ancestors 'none'; "
+        "base-uri 'none'; form-action 'none'"},
+       {"X-Content-Type-Options", "nosniff"},
+       {"Referrer-Policy", "no-referrer"},
+       {"Cache-Control", "no-store"}});
+  // Every page is the one script-driven page; it reads its path and query (shareable links).
+  for (const char* page : {"/", "/study", "/trial", "/workers"}) {
+    server.Get(page, [this](const httplib::Request&, httplib::Response& res) {
+      ServeAsset("index.html", res);
+    });
+  }
+  server.Get(R"(/assets/([a-z0-9_.-]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    ServeAsset(req.matches[1], res);
+  });
+  server.Get("/api/studies", [this](const httplib::Request&, httplib::Response& res) {
+    absl::StatusOr<std::vector<v1::Study>> studies = client.ListStudies();
+    if (!studies.ok()) return Fail(res, studies.status());
+    res.set_content(StudiesJson(*studies), kJson);
+  });
+  server.Get("/api/study", [this](const httplib::Request& req, httplib::Response& res) {
+    absl::StatusOr<v1::Study> study = client.GetStudy(req.get_param_value("name"));
+    if (!study.ok()) return Fail(res, study.status());
+    res.set_content(StudyJson(*study, options.allow_stop), kJson);
+  });
+  server.Get("/api/history", [this](const httplib::Request& req, httplib::Response& res) {
+    History(req.get_param_value("study"), res);
+  });
+  server.Get("/api/trials", [this](const httplib::Request& req, httplib::Response& res) {
+    Trials(req, res);
+  });
+  server.Get("/api/trial", [this](const httplib::Request& req, httplib::Response& res) {
+    Trial(req.get_param_value("study"), req.get_param_value("number"), res);
+  });
+  server.Get("/api/workers", [this](const httplib::Request&, httplib::Response& res) {
+    absl::StatusOr<std::vector<v1::Worker>> workers = client.ListWorkers();
+    if (!workers.ok()) return Fail(res, workers.status());
+    res.set_content(WorkersJson(*workers), kJson);
+  });
+  server.Get("/api/events", [this](const httplib::Request& req, httplib::Response& res) {
+    Events(req, res);
+  });
+  server.Post("/api/stop", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!options.allow_stop) {
+      return Fail(res, absl::PermissionDeniedError(
+                           "this dashboard is read-only; start it with --allow_stop to stop studies"));
+    }
+    // A form on another site cannot set this header (a cross-site request with it needs a CORS
+    // preflight this server never answers), so only the page's own button can stop a study.
+    if (req.get_header_value("X-DHPT-Confirm") != "stop") {
+      return Fail(res, absl::PermissionDeniedError("stop: the request must come from the page"));
+    }
+    const std::string name = req.get_param_value("study");
+    absl::StatusOr<v1::Study> study = client.StopStudy(name);
+    if (!study.ok()) return Fail(res, study.status());
+    DHPT_LOG_INFO("stopped study %s from the dashboard", name);
+    res.set_content(StudyJson(*study, options.allow_stop), kJson);
+  });
+}
+
+void DashboardServer::State::History(const std::string& study, httplib::Response& res) {
+  absl::StatusOr<v1::Study> found = client.GetStudy(study);
+  if (!found.ok()) return Fail(res, found.status());
+  const v1::StudySpec& spec = found->spec();
+  const v1::Objective& objective = spec.objectives_size() > 0 ? spec.objectives(0) : spec.objective();
+  HistorySeries series(objective.goal() == v1::Objective::MAXIMIZE);
+  v1::ListTrialsRequest request;
+  request.set_study(study);
+  request.set_state(v1::Trial::COMPLETED);
+  request.set_page_size(kScanPageSize);
+  absl::Status status = client.EachTrialPage(request, [&](v1::ListTrialsResponse& page) {
+    for (const v1::Trial& trial : page.trials()) series.Add(trial);
+    return true;
+  });
+  if (!status.ok()) return Fail(res, status);
+  res.set_content(series.Json(), kJson);
+}
+
+void DashboardServer::State::Trials(const httplib::Request& req, httplib::Response& res) {
+  absl::StatusOr<TableQuery> query = ParseTableQuery(Params(req));
+  if (!query.ok()) return Fail(res, query.status());
+  TrialTable table(*query);
+  v1::ListTrialsRequest request;
+  request.set_study(req.get_param_value("study"));
+  request.set_state(query->state);
+  // Number order needs only the rows up to the page; any other order sees every trial.
+  request.set_page_size(query->NumberOrder()
+                            ? std::min(kScanPageSize, (query->page + 1) * query->page_size)
+                            : kScanPageSize);
+  absl::Status status = client.EachTrialPage(request, [&](v1::ListTrialsResponse& page) {
+    for (const v1::Trial& trial : page.trials()) table.Add(trial);
+    return !table.Done();
+  });
+  if (!status.ok()) return Fail(res, status);
+  res.set_content(table.Json(), kJson);
+}
+
+void DashboardServer::State::Trial(const std::string& study, const std::string& number_text,
+                                   httplib::Response& res) {
+  int64_t number = 0;
+  if (!absl::SimpleAtoi(number_text, &number) || number < 0) {
+    return Fail(res, absl::InvalidArgumentError("number: a trial number from 0"));
+  }
+  // Trials are listed in number order: skip pages until the one that holds it, then ask for
+  // that page again, up to the trial, with the curves.
+  v1::ListTrialsRequest request;
+  request.set_study(study);
+  request.set_page_size(kTrialSeekPageSize);
+  std::string token;
+  int index = -1;
+  absl::Status status = client.EachTrialPage(request, [&](v1::ListTrialsResponse& page) {
+    for (int i = 0; i < page.trials_size(); ++i) {
+      if (page.trials(i).number() == number) {
+        index = i;
+        return false;
+      }
+    }
+    token = page.next_page_token();
+    return true;
+  });
+  if (!status.ok()) return Fail(res, status);
+  if (index < 0) {
+    return Fail(res, absl::NotFoundError(absl::StrCat("study ", study, " has no trial ", number)));
+  }
+  request.set_page_token(token);
+  request.set_page_size(index + 1);
+  request.set_intermediate_values(true);
+  v1::Trial trial;
+  std::vector<v1::TrialCurve> curves;
+  status = client.EachTrialPage(request, [&](v1::ListTrialsResponse& page) {
+    for (const v1::Trial& t : page.trials()) {
+      if (t.number() == number) trial = t;
+    }
+    for (const v1::TrialCurve& curve : page.curves()) {
+      if (curve.number() == number) curves.push_back(curve);
+    }
+    return false;
+  });
+  if (!status.ok()) return Fail(res, status);
+  if (trial.number() != number) {
+    return Fail(res, absl::UnavailableError("the study changed while the trial was looked up; reload"));
+  }
+  res.set_content(TrialJson(trial, curves), kJson);
+}
+
+void DashboardServer::State::Events(const httplib::Request& req, httplib::Response& res) {
+  const std::string study = req.get_param_value("study");
+  uint64_t after = 0;
+  // EventSource sends the id of the last event it got when it reconnects: resume from there.
+  const std::string last = req.get_header_value("Last-Event-ID");
+  if (!last.empty() && !absl::SimpleAtoi(last, &after)) {
+    return Fail(res, absl::InvalidArgumentError("Last-Event-ID: not an event id of this stream"));
+  }
+  if (streams.fetch_add(1) >= options.max_event_streams) {
+    streams.fetch_sub(1);
+    return Fail(res, absl::UnavailableError(absl::StrCat(
+                         "the dashboard already serves ", options.max_event_streams,
+                         " live pages (--max_event_streams); close one or try again later")));
+  }
+  res.set_header("X-Accel-Buffering", "no");  // A proxy in front must not hold events back.
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, study, after](size_t, httplib::DataSink& sink) {
+        auto stream = std::make_unique<EventStream>(options, study, after);
+        std::list<EventStream*>::iterator it;
+        {
+          absl::MutexLock lock(&mutex);
+          if (stopping) stream->Cancel();
+          it = open_streams.insert(open_streams.end(), stream.get());
+        }
+        stream->Run(sink);
+        {
+          absl::MutexLock lock(&mutex);
+          open_streams.erase(it);
+        }
+        stream.reset();
+        sink.done();
+        return true;
+      },
+      [this](bool) { streams.fetch_sub(1); });
+}
+
+absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
+    const DashboardOptions& options, const std::string& host, int port) {
+  auto state = std::make_unique<State>(options);
+  // One thread per open event stream, and a few for everything else.
+  const size_t threads = static_cast<size_t>(options.max_event_streams) + 8;
+  state->server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  state->Routes();
+  if (port == 0) {
+    state->port = state->server.bind_to_any_port(host);
+  } else if (state->server.bind_to_port(host, port)) {
+    state->port = port;
+  } else {
+    state->port = -1;
+  }
+  if (state->port < 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port,
+                                               " (in use, or not an address of this machine)"));
+  }
+  State* raw = state.get();
+  state->thread = std::thread([raw] { raw->server.listen_after_bind(); });
+  return std::unique_ptr<DashboardServer>(new DashboardServer(std::move(state)));
+}
+
+DashboardServer::DashboardServer(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+DashboardServer::~DashboardServer() { Stop(); }
+
+int DashboardServer::port() const { return state_->port; }
+
+void DashboardServer::Stop() {
+  {
+    absl::MutexLock lock(&state_->mutex);
+    state_->stopping = true;
+    for (EventStream* stream : state_->open_streams) stream->Cancel();
+  }
+  state_->server.stop();
+  if (state_->thread.joinable()) state_->thread.join();
+}
+
+}  // namespace dhpt::dashboard
