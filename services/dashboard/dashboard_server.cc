@@ -27,6 +27,8 @@ constexpr int kScanPageSize = 10000;
 // A trial looked up by number: pages this large are skipped through without curves, and the
 // one holding it is asked for again with them (its earlier trials' curves come too).
 constexpr int kTrialSeekPageSize = 2000;
+// How long Stop waits for the open event streams to end their answers.
+constexpr absl::Duration kStopGrace = absl::Seconds(2);
 
 int HttpStatus(const absl::Status& status) {
   switch (status.code()) {
@@ -45,6 +47,11 @@ int HttpStatus(const absl::Status& status) {
 void Fail(httplib::Response& res, const absl::Status& status) {
   res.status = HttpStatus(status);
   res.set_content(ErrorJson(status.message()), kJson);
+}
+
+bool Permanent(const absl::Status& status) {
+  return absl::IsNotFound(status) || absl::IsInvalidArgument(status) ||
+         absl::IsPermissionDenied(status) || absl::IsUnauthenticated(status);
 }
 
 std::map<std::string, std::string> Params(const httplib::Request& req) {
@@ -96,8 +103,11 @@ class EventStream {
       std::string out;
       for (const std::string& event : batch) out += event;
       if (batch.empty() && !finished && !overflowed) out = ": keepalive\n\n";
-      if (finished && !overflowed) {
-        // OK: the study ended (the page stops listening); otherwise the page says why.
+      if (finished && !overflowed && (end.ok() || Permanent(end))) {
+        // The study ended (the page stops listening), or watching it cannot work (the page
+        // says why). Anything else (the dashboard stopping, a scheduler away for longer than
+        // the client waits) just closes the stream: the browser reconnects with the last
+        // event's id and the watch resumes from there.
         absl::StrAppend(&out, "event: ", end.ok() ? "end" : "failure", "\ndata: ",
                         ErrorJson(end.message()), "\n\n");
       }
@@ -382,6 +392,13 @@ void DashboardServer::Stop() {
     absl::MutexLock lock(&state_->mutex);
     state_->stopping = true;
     for (EventStream* stream : state_->open_streams) stream->Cancel();
+    // Each stream ends its answer properly before the sockets close, so a browser sees a
+    // stream that ended (and reconnects quietly), not a broken one.
+    state_->mutex.AwaitWithTimeout(
+        absl::Condition(
+            +[](std::list<EventStream*>* streams) { return streams->empty(); },
+            &state_->open_streams),
+        kStopGrace);
   }
   state_->server.stop();
   if (state_->thread.joinable()) state_->thread.join();
