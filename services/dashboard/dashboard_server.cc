@@ -111,7 +111,8 @@ class EventStream {
         absl::StrAppend(&out, "event: ", end.ok() ? "end" : "failure", "\ndata: ",
                         ErrorJson(end.message()), "\n\n");
       }
-      if (!sink.write(out.data(), out.size())) return;
+      // (An empty write would be the chunked answer's end marker, written twice with done.)
+      if (!out.empty() && !sink.write(out.data(), out.size())) return;
       if (finished || overflowed) return;
     }
   }
@@ -329,6 +330,17 @@ void DashboardServer::State::Events(const httplib::Request& req, httplib::Respon
   if (!last.empty() && !absl::SimpleAtoi(last, &after)) {
     return Fail(res, absl::InvalidArgumentError("Last-Event-ID: not an event id of this stream"));
   }
+  {
+    // A browser reconnecting over a kept-alive connection while the dashboard stops: a whole,
+    // empty stream (it reconnects a second later, to whichever dashboard then listens), not
+    // one cut off when the process exits.
+    absl::MutexLock lock(&mutex);
+    if (stopping) {
+      res.set_header("Connection", "close");
+      res.set_content("retry: 1000\n\n", "text/event-stream");
+      return;
+    }
+  }
   if (streams.fetch_add(1) >= options.max_event_streams) {
     streams.fetch_sub(1);
     return Fail(res, absl::UnavailableError(absl::StrCat(
@@ -347,12 +359,13 @@ void DashboardServer::State::Events(const httplib::Request& req, httplib::Respon
           it = open_streams.insert(open_streams.end(), stream.get());
         }
         stream->Run(sink);
+        // The answer's end is written before Stop may close the sockets (it waits for this).
+        sink.done();
         {
           absl::MutexLock lock(&mutex);
           open_streams.erase(it);
         }
-        stream.reset();
-        sink.done();
+        stream.reset();  // Ends its watch (if still on) and joins its thread.
         return true;
       },
       [this](bool) { streams.fetch_sub(1); });

@@ -440,7 +440,7 @@ async function workersPage() {
   document.title = 'Workers · DHPT';
   const body = el('tbody');
   main.replaceChildren(el('h1', {text: 'Workers and boards'}), el('div', {class: 'panel'}, el('table', {id: 'workers'},
-    el('thead', {}, el('tr', {}, ...['Worker', 'Node', 'Labels', 'Device', 'Arch', 'Slots', 'Running', 'Busy', 'Version']
+    el('thead', {}, el('tr', {}, ...['Worker', 'Node', 'Labels', 'Device', 'Arch', 'Slots', 'Running (trial ids)', 'Busy slots', 'Version']
       .map((h) => el('th', {text: h})))), body)));
   const load = async () => {
     try {
