@@ -301,22 +301,28 @@ void DashboardServer::State::Trial(const std::string& study, const std::string& 
   if (index < 0) {
     return Fail(res, absl::NotFoundError(absl::StrCat("study ", study, " has no trial ", number)));
   }
+  // Pages with curves are short (the scheduler's kMaxCurvePageSize, 100 trials): follow them
+  // from the page that holds the trial up to it.
   request.set_page_token(token);
   request.set_page_size(index + 1);
   request.set_intermediate_values(true);
   v1::Trial trial;
+  bool found = false;
   std::vector<v1::TrialCurve> curves;
   status = client.EachTrialPage(request, [&](v1::ListTrialsResponse& page) {
     for (const v1::Trial& t : page.trials()) {
-      if (t.number() == number) trial = t;
+      if (t.number() == number) {
+        trial = t;
+        found = true;
+      }
     }
     for (const v1::TrialCurve& curve : page.curves()) {
       if (curve.number() == number) curves.push_back(curve);
     }
-    return false;
+    return !found && page.trials_size() > 0 && page.trials(page.trials_size() - 1).number() < number;
   });
   if (!status.ok()) return Fail(res, status);
-  if (trial.number() != number) {
+  if (!found) {
     return Fail(res, absl::UnavailableError("the study changed while the trial was looked up; reload"));
   }
   res.set_content(TrialJson(trial, curves), kJson);
