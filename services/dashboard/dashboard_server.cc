@@ -2,7 +2,9 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
+#include <optional>
 #include <deque>
 #include <list>
 #include <map>
@@ -27,6 +29,11 @@ constexpr int kScanPageSize = 10000;
 // A trial looked up by number: pages this large are skipped through without curves, and the
 // one holding it is asked for again with them (its earlier trials' curves come too).
 constexpr int kTrialSeekPageSize = 2000;
+// The history is read in pages this small, so that what is read again each time (the page of
+// the first unfinished trial onwards, at least the last page) stays small.
+constexpr int kHistoryPageSize = 1000;
+// Studies whose history is kept between page loads (two series of kHistoryBuckets each).
+constexpr size_t kHistoryCacheStudies = 64;
 // How long Stop waits for the open event streams to end their answers.
 constexpr absl::Duration kStopGrace = absl::Seconds(2);
 
@@ -149,6 +156,9 @@ struct DashboardServer::State {
   void ServeAsset(const std::string& path, httplib::Response& res) const;
   void Events(const httplib::Request& req, httplib::Response& res);
   void History(const std::string& study, httplib::Response& res);
+  absl::StatusOr<HistorySeries> HistoryOf(const std::string& study);
+  // Reads the newest studies' histories once at start, so their pages open at once.
+  void WarmUp();
   void Trials(const httplib::Request& req, httplib::Response& res);
   void Trial(const std::string& study, const std::string& number, httplib::Response& res);
 
@@ -161,6 +171,18 @@ struct DashboardServer::State {
   absl::Mutex mutex;
   bool stopping ABSL_GUARDED_BY(mutex) = false;
   std::list<EventStream*> open_streams ABSL_GUARDED_BY(mutex);
+  std::thread warm_up;
+
+  // Each study's history up to where it still changes (see HistoryOf).
+  struct CachedHistory {
+    std::string key;           // The study's create time.
+    HistorySeries prefix;      // The trials before resume_token's page.
+    std::string resume_token;  // Where the next read starts ("" = the first page).
+    uint64_t used = 0;
+  };
+  absl::Mutex history_mutex;
+  std::map<std::string, CachedHistory> history_cache ABSL_GUARDED_BY(history_mutex);
+  uint64_t history_uses ABSL_GUARDED_BY(history_mutex) = 0;
 };
 
 void DashboardServer::State::ServeAsset(const std::string& path, httplib::Response& res) const {
@@ -237,22 +259,86 @@ void DashboardServer::State::Routes() {
   });
 }
 
-void DashboardServer::State::History(const std::string& study, httplib::Response& res) {
+absl::StatusOr<HistorySeries> DashboardServer::State::HistoryOf(const std::string& study) {
   absl::StatusOr<v1::Study> found = client.GetStudy(study);
-  if (!found.ok()) return Fail(res, found.status());
+  if (!found.ok()) return found.status();
   const v1::StudySpec& spec = found->spec();
   const v1::Objective& objective = spec.objectives_size() > 0 ? spec.objectives(0) : spec.objective();
+  // A study deleted and made again under its name is another study.
+  const std::string key = absl::StrCat(found->create_time().seconds(), ".", found->create_time().nanos());
+  // Trials finish once: the ones before the first page that held an unfinished trial (or the
+  // last page) never change, so the series up to there is kept and only the rest is read
+  // again. A study of 100,000 trials is read whole once, then only from where it still moves.
   HistorySeries series(objective.goal() == v1::Objective::MAXIMIZE);
   v1::ListTrialsRequest request;
   request.set_study(study);
-  request.set_state(v1::Trial::COMPLETED);
-  request.set_page_size(kScanPageSize);
+  request.set_page_size(kHistoryPageSize);
+  {
+    absl::MutexLock lock(&history_mutex);
+    auto it = history_cache.find(study);
+    if (it != history_cache.end() && it->second.key == key) {
+      series = it->second.prefix;
+      request.set_page_token(it->second.resume_token);
+    }
+  }
+  std::optional<HistorySeries> prefix;
+  std::string resume_token, last_page_token = request.page_token();
+  HistorySeries before_last_page = series;
+  const auto unfinished = [](const v1::Trial& trial) {
+    return trial.state() == v1::Trial::PENDING || trial.state() == v1::Trial::RUNNING;
+  };
+  std::string page_token = request.page_token();
   absl::Status status = client.EachTrialPage(request, [&](v1::ListTrialsResponse& page) {
+    if (!prefix && std::any_of(page.trials().begin(), page.trials().end(), unfinished)) {
+      prefix = series;
+      resume_token = page_token;
+    }
+    last_page_token = page_token;
+    before_last_page = series;
     for (const v1::Trial& trial : page.trials()) series.Add(trial);
+    page_token = page.next_page_token();
     return true;
   });
-  if (!status.ok()) return Fail(res, status);
-  res.set_content(series.Json(), kJson);
+  if (!status.ok()) return status;
+  if (!prefix) {
+    prefix = std::move(before_last_page);
+    resume_token = last_page_token;
+  }
+  absl::MutexLock lock(&history_mutex);
+  history_cache.insert_or_assign(
+      study, CachedHistory{key, *std::move(prefix), resume_token, ++history_uses});
+  // Bounded: the studies looked at longest ago are read whole again if they come back.
+  while (history_cache.size() > kHistoryCacheStudies) {
+    auto oldest = history_cache.begin();
+    for (auto it = history_cache.begin(); it != history_cache.end(); ++it) {
+      if (it->second.used < oldest->second.used) oldest = it;
+    }
+    history_cache.erase(oldest);
+  }
+  return series;
+}
+
+void DashboardServer::State::History(const std::string& study, httplib::Response& res) {
+  absl::StatusOr<HistorySeries> series = HistoryOf(study);
+  if (!series.ok()) return Fail(res, series.status());
+  res.set_content(series->Json(), kJson);
+}
+
+void DashboardServer::State::WarmUp() {
+  absl::StatusOr<std::vector<v1::Study>> studies = client.ListStudies();
+  if (!studies.ok()) return;  // The pages will say why when they are opened.
+  // The newest studies first: those are the ones people open.
+  std::sort(studies->begin(), studies->end(), [](const v1::Study& a, const v1::Study& b) {
+    return a.create_time().seconds() > b.create_time().seconds();
+  });
+  if (studies->size() > kHistoryCacheStudies) studies->resize(kHistoryCacheStudies);
+  for (const v1::Study& study : *studies) {
+    {
+      absl::MutexLock lock(&mutex);
+      if (stopping) return;
+    }
+    (void)HistoryOf(study.spec().name());
+  }
 }
 
 void DashboardServer::State::Trials(const httplib::Request& req, httplib::Response& res) {
@@ -397,6 +483,7 @@ absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
   }
   State* raw = state.get();
   state->thread = std::thread([raw] { raw->server.listen_after_bind(); });
+  state->warm_up = std::thread([raw] { raw->WarmUp(); });
   return std::unique_ptr<DashboardServer>(new DashboardServer(std::move(state)));
 }
 
@@ -421,6 +508,7 @@ void DashboardServer::Stop() {
   }
   state_->server.stop();
   if (state_->thread.joinable()) state_->thread.join();
+  if (state_->warm_up.joinable()) state_->warm_up.join();
 }
 
 }  // namespace dhpt::dashboard

@@ -64,8 +64,8 @@ class HistorySeries {
   };
   void Halve();
 
-  const bool maximize_;
-  const int max_buckets_;
+  bool maximize_;
+  int max_buckets_;
   int64_t width_ = 1;
   std::vector<Bucket> buckets_;
 };

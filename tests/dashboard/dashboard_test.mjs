@@ -244,6 +244,37 @@ test('a page whose dashboard restarts gets the events it missed, without reloadi
   await page.close();
 });
 
+test('a history read again from where the study still moves equals one read whole', async () => {
+  // 2,500 trials (pages of 1,000 for the history), trial 1,500 still pending: a first read keeps
+  // the first page and reads from the second on the next time.
+  const name = 'resumed-history';
+  const trials = [];
+  for (let i = 0; i < 2500; ++i) {
+    const trial = {study: name, number: String(i), state: i === 1500 ? 'PENDING' : 'COMPLETED',
+                   params: {x: {doubleValue: (i % 97) / 10}}};
+    if (i !== 1500) Object.assign(trial, {metrics: {loss: 50 + (i * 37) % 101}, objectiveValue: 50 + (i * 37) % 101,
+                                         attempt: 1, attempts: [{clientId: 'test'}], clientId: 'test'});
+    trials.push(trial);
+  }
+  writeFileSync(join(dir, 'resumed.json'), JSON.stringify({
+    study: {spec: {name, model: {kind: 'EXTERNAL'}, objective: {metric: 'loss', goal: 'MINIMIZE'},
+                   algorithm: {name: 'RANDOM', seed: 1}, maxTrials: 2500,
+                   parameters: [{name: 'x', doubleRange: {min: 0, max: 10}}]}, state: 'RUNNING'},
+    trials}));
+  await dhpt('import', join(dir, 'resumed.json'));
+  const history = async (base) => (await fetch(`${base}/api/history?study=${name}`)).json();
+  const before = await history(dashboard);
+  assert.equal(before.points.reduce((sum, p) => sum + p[5], 0), 2499);
+  const asked = (await dhpt('ask', name, '--client=test')).stdout.split(' ')[0];
+  assert.equal(asked, '1500');
+  await dhpt('tell', name, '1500', 'loss=-1', '--client=test');
+  const after = await history(dashboard);  // The first page from before, the rest read again.
+  assert.equal(after.points.reduce((sum, p) => sum + p[5], 0), 2500);
+  assert.equal(after.points[after.points.length - 1][4], -1);
+  const fresh = await history(stoppable);  // Never read this study before: read whole.
+  assert.deepEqual(after, fresh);
+});
+
 test('stopping a study: refused by a read-only dashboard, asked first on one that may', async () => {
   const refused = await fetch(`${dashboard}/api/stop?study=branin-on-board`, {method: 'POST', headers: {'X-DHPT-Confirm': 'stop'}});
   assert.equal(refused.status, 403);
