@@ -29,7 +29,8 @@ test_packages=(
   openssl                         # the TLS tests make their certificates
   clang libclang-rt-14-dev        # scripts/fuzz.sh: libFuzzer and the sanitizers' runtimes
 )
-bench_packages=(python3-optuna python3-torch python3-xgboost)  # run with /usr/bin/python3
+bench_packages=(python3-optuna python3-torch python3-xgboost
+  python3-scipy python3-sklearn)  # run with /usr/bin/python3; these two: Optuna's fANOVA (importance peer)
 
 packages=("${main_packages[@]}")
 case ${1:-} in

@@ -27,6 +27,7 @@
 #include "services/cli/compare_report.h"
 #include "services/cli/demo_studies.h"
 #include "services/cli/extend_command.h"
+#include "services/cli/insight_command.h"
 #include "services/cli/local_cluster.h"
 #include "services/cli/pareto_report.h"
 #include "services/cli/report.h"
@@ -73,7 +74,17 @@ ABSL_FLAG(bool, json, false, "trials, best, pareto, studies, workers: print JSON
 ABSL_FLAG(std::string, matrix, "", "compare: a file of studies x algorithms to compare, cell by cell");
 ABSL_FLAG(std::string, out, "",
           "compare: the folder for report.md, report.json and the plots (default "
-          "compare-<study> or compare-<matrix file name>)");
+          "compare-<study> or compare-<matrix file name>); plot, report: the folder for the "
+          "plots and report.html (default plots-<study>, report-<study>)");
+ABSL_FLAG(std::string, evaluator, "ped-anova",
+          "importance, plot, report: how parameter importance is computed (ped-anova or fanova)");
+ABSL_FLAG(std::string, kind, "all",
+          "plot: history, history-time, importance, parallel, slice, contour, intermediate, edf, "
+          "timeline, pareto, hypervolume, or all");
+ABSL_FLAG(std::vector<std::string>, params, {},
+          "importance, plot: only these parameters (contour: exactly two)");
+ABSL_FLAG(int, objective, 0,
+          "importance, plot: which objective of a multi-objective study (0 is the first)");
 ABSL_FLAG(bool, watch, false, "submit: watch the study until it ends");
 ABSL_FLAG(std::string, plot, "",
           "pareto, local, submit --watch: draw a multi-objective study's front into this folder "
@@ -188,6 +199,25 @@ const std::map<std::string, Command>& Commands() {
         "trials,\ntheir objectives, constrained metrics and parameters, and the front's "
         "hypervolume. --plot=DIR\nalso draws DIR/pareto.svg and .png (gnuplot): every completed "
         "trial, the infeasible ones and\nthe front, one panel per pair of objectives."}},
+      {"importance",
+       {"dhpt importance STUDY [--evaluator=ped-anova|fanova] [--objective=N] [--params=a,b]\n"
+        "                [--json] [--scheduler=HOST:PORT]",
+        "Shows which hyperparameters mattered: each parameter's share of how the objective "
+        "varied over\nthe completed trials, as a table with bars. PED-ANOVA (the default) "
+        "compares where the best\n10% of trials lie with where all lie; fANOVA fits a random "
+        "forest and measures each\nparameter's main effect (docs/importance.md)."}},
+      {"plot",
+       {"dhpt plot STUDY [--kind=KIND|all] [--out=DIR] [--params=a,b] [--objective=N]\n"
+        "          [--evaluator=ped-anova|fanova] [--scheduler=HOST:PORT]",
+        "Draws the study's plots as SVG and PNG (gnuplot) into DIR (default plots-STUDY): "
+        "history,\nhistory-time, importance, parallel, slice, contour (two parameters: --params, "
+        "else the two\nmost important), intermediate, edf, timeline, and for several objectives "
+        "pareto and\nhypervolume. The data and gnuplot scripts stay next to them."}},
+      {"report",
+       {"dhpt report STUDY [--out=DIR] [--evaluator=ped-anova|fanova] [--scheduler=HOST:PORT]",
+        "Writes DIR/report.html (default report-STUDY): one self-contained page with the "
+        "study's summary,\nbest trial, parameter importance, every plot (inline SVG) and the "
+        "trial table with each\nfailed trial's reason. It needs no network to open."}},
       {"studies",
        {"dhpt studies [--json] [--scheduler=HOST:PORT]", "Lists the scheduler's studies."}},
       {"stop",
@@ -759,6 +789,34 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     absl::StatusOr<std::vector<v1::Trial>> trials = client.ListTrials(arg);
     if (!trials.ok()) return Fail(trials.status());
     if (absl::Status drawn = DrawPlotIfAsked(*study, *trials, *front); !drawn.ok()) return Fail(drawn);
+    return 0;
+  }
+  if (name == "importance" || name == "plot" || name == "report") {
+    InsightOptions options;
+    options.evaluator = absl::GetFlag(FLAGS_evaluator);
+    options.kind = absl::GetFlag(FLAGS_kind);
+    options.params = absl::GetFlag(FLAGS_params);
+    options.objective = absl::GetFlag(FLAGS_objective);
+    options.out = absl::GetFlag(FLAGS_out);
+    if (options.out.empty()) options.out = absl::StrCat(name == "plot" ? "plots-" : "report-", arg);
+    if (name == "importance") {
+      absl::StatusOr<v1::GetParamImportancesRequest> request = ImportanceRequest(arg, options);
+      if (!request.ok()) return Fail(request.status());
+      absl::StatusOr<v1::GetParamImportancesResponse> response =
+          client.GetParamImportances(*request);
+      if (!response.ok()) return Fail(response.status());
+      std::cout << (json ? CliJson(*response) : ImportanceTable(*response));
+      return 0;
+    }
+    if (name == "plot") {
+      absl::StatusOr<std::vector<std::string>> files = DrawInsightPlots(client, arg, options);
+      if (!files.ok()) return Fail(files.status());
+      std::cout << "plots: " << absl::StrJoin(*files, ", ") << " in " << options.out << "\n";
+      return 0;
+    }
+    absl::StatusOr<std::string> report = WriteStudyReport(client, arg, options);
+    if (!report.ok()) return Fail(report.status());
+    std::cout << "report: " << *report << "\n";
     return 0;
   }
   if (name == "stop") {

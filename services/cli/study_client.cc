@@ -225,6 +225,14 @@ absl::StatusOr<v1::GetParetoFrontResponse> StudyClient::GetParetoFront(const std
   return front;
 }
 
+absl::StatusOr<v1::GetParamImportancesResponse> StudyClient::GetParamImportances(
+    const v1::GetParamImportancesRequest& request) {
+  return Unary<v1::GetParamImportancesResponse>(
+      NewContext(), [&](grpc::ClientContext* c, v1::GetParamImportancesResponse* r) {
+        return stub_->GetParamImportances(c, request, r);
+      });
+}
+
 absl::StatusOr<v1::SuggestTrialsResponse> StudyClient::SuggestTrials(
     const v1::SuggestTrialsRequest& request) {
   // A Bayesian suggestion for a long history takes a while on a small board.

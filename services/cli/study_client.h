@@ -47,6 +47,8 @@ class StudyClient {
   absl::StatusOr<v1::Trial> GetBestTrial(const std::string& study);
   // The whole front (all pages), with its hypervolume as of the last page.
   absl::StatusOr<v1::GetParetoFrontResponse> GetParetoFront(const std::string& study);
+  absl::StatusOr<v1::GetParamImportancesResponse> GetParamImportances(
+      const v1::GetParamImportancesRequest& request);
   // Ask and tell. SuggestTrials may wait for a model-based suggestion: its deadline is longer.
   absl::StatusOr<v1::SuggestTrialsResponse> SuggestTrials(const v1::SuggestTrialsRequest& request);
   absl::StatusOr<v1::ReportProgressResponse> ReportProgress(

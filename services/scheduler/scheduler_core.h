@@ -207,6 +207,11 @@ class SchedulerCore {
   absl::StatusOr<v1::GetParetoFrontResponse> GetParetoFront(absl::string_view study,
                                                             int page_size = 0,
                                                             absl::string_view page_token = "") const;
+  // Each parameter's importance over the study's completed trials (services/analysis/
+  // importance.h). The trials are copied under the lock, at most the evaluator's limit of them
+  // (a seeded subsample of a larger study), and evaluated off it (param_importances.cc).
+  absl::StatusOr<v1::GetParamImportancesResponse> GetParamImportances(
+      const v1::GetParamImportancesRequest& request) const;
   // Registers `watcher` for the study's events (read with ReadWatch); returns its id. The core
   // forgets it when ReadWatch reports the end, at Unwatch, or before calling OnEnd.
   absl::StatusOr<uint64_t> Watch(absl::string_view study, const WatchOptions& options,

@@ -195,6 +195,39 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
   }
   for (const auto& [state, count] : by_state) AddGauge(studies_by_state, {{"state", state}}, count);
 
+  auto importance = GaugeFamily(
+      "dhpt_study_param_importance",
+      "Each study's most important parameters for its (first) objective by PED-ANOVA, a share "
+      "of 0 to 1 (at most 5 per study; recomputed when the study's completed trials change).");
+  {
+    absl::MutexLock lock(&mutex_);
+    std::map<std::string, CachedImportance> kept;
+    for (const v1::Study& study : studies) {
+      const std::string& name = study.spec().name();
+      CachedImportance cached = importances_.contains(name) ? importances_[name] : CachedImportance();
+      if (cached.completed != study.trials_completed()) {
+        cached.completed = study.trials_completed();
+        cached.top.clear();
+        v1::GetParamImportancesRequest request;
+        request.set_study(name);
+        // Too few trials, or none varied: no gauge until there is something to say.
+        if (absl::StatusOr<v1::GetParamImportancesResponse> response =
+                core_->GetParamImportances(request);
+            response.ok()) {
+          for (const v1::ParamImportance& p : response->importances()) {
+            if (static_cast<int>(cached.top.size()) >= kMaxImportanceParamsPerStudy) break;
+            cached.top.emplace_back(p.name(), p.importance());
+          }
+        }
+      }
+      for (const auto& [param, share] : cached.top) {
+        AddGauge(importance, {{"study", name}, {"param", param}}, share);
+      }
+      kept[name] = std::move(cached);
+    }
+    importances_ = std::move(kept);  // Deleted studies' entries go.
+  }
+
   auto workers = GaugeFamily("dhpt_workers_connected", "Connected workers by device kind.");
   auto slots = GaugeFamily("dhpt_worker_slots", "Trial slots of the connected workers by device kind and state.");
   std::map<std::string, std::array<int, 3>> by_kind = {{"cpu", {}}, {"cuda", {}}};  // workers, busy, free
@@ -214,8 +247,8 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
   AddGauge(store_bytes, {}, static_cast<double>(core_->store_bytes()));
   auto store_writable = GaugeFamily("dhpt_store_writable", "1 while the database accepts writes; 0 while they fail (disk full, read-only): nothing new is acknowledged.");
   AddGauge(store_writable, {}, core_->store_health().ok() ? 1 : 0);
-  return {studies_by_state, trials, max_trials, best, front_size, hypervolume, workers, slots,
-          store_bytes, store_writable};
+  return {studies_by_state, trials, max_trials, best, front_size, hypervolume, importance,
+          workers, slots, store_bytes, store_writable};
 }
 
 }  // namespace dhpt::scheduler

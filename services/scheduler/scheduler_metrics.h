@@ -13,6 +13,7 @@
 #include <string>
 #include <tuple>
 
+#include "absl/synchronization/mutex.h"
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -68,6 +69,10 @@ class SchedulerMetrics : public SchedulerObserver {
   std::map<v1::Algorithm::Name, prometheus::Histogram*> suggestions_;
 };
 
+// dhpt_study_param_importance: each study's most important parameters (PED-ANOVA, the first
+// objective), at most this many per study so the label set stays small.
+inline constexpr int kMaxImportanceParamsPerStudy = 5;
+
 // Gauges of the scheduler's state, computed from the core when Prometheus scrapes.
 class SchedulerStateCollector : public prometheus::Collectable {
  public:
@@ -75,7 +80,14 @@ class SchedulerStateCollector : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
+  // A study's importances as of its count of completed trials: recomputed only when it grows.
+  struct CachedImportance {
+    int completed = -1;
+    std::vector<std::pair<std::string, double>> top;
+  };
   const SchedulerCore* const core_;
+  mutable absl::Mutex mutex_;
+  mutable std::map<std::string, CachedImportance> importances_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace dhpt::scheduler

@@ -120,6 +120,12 @@ grpc::ServerUnaryReactor* StudyServiceImpl::UpdateStudy(grpc::CallbackServerCont
   return Authorized(context, response, [&] { return core_->UpdateStudy(*request); });
 }
 
+grpc::ServerUnaryReactor* StudyServiceImpl::GetParamImportances(
+    grpc::CallbackServerContext* context, const v1::GetParamImportancesRequest* request,
+    v1::GetParamImportancesResponse* response) {
+  return Authorized(context, response, [&] { return core_->GetParamImportances(*request); });
+}
+
 grpc::ServerUnaryReactor* StudyServiceImpl::ListTrials(grpc::CallbackServerContext* context,
                                                        const v1::ListTrialsRequest* request,
                                                        v1::ListTrialsResponse* response) {

@@ -34,6 +34,9 @@ class StudyServiceImpl
   grpc::ServerUnaryReactor* DeleteStudy(grpc::CallbackServerContext* context,
                                         const v1::DeleteStudyRequest* request,
                                         google::protobuf::Empty* response) override;
+  grpc::ServerUnaryReactor* GetParamImportances(
+      grpc::CallbackServerContext* context, const v1::GetParamImportancesRequest* request,
+      v1::GetParamImportancesResponse* response) override;
   grpc::ServerUnaryReactor* UpdateStudy(grpc::CallbackServerContext* context,
                                         const v1::UpdateStudyRequest* request,
                                         v1::Study* response) override;
