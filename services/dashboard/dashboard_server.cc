@@ -14,7 +14,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "services/analysis/plot_data.h"
+#include "services/analysis/study_data.h"
 #include "services/cli/study_client.h"
 #include "services/common/logging.h"
 #include "services/dashboard/assets.h"
@@ -34,6 +37,9 @@ constexpr int kTrialSeekPageSize = 2000;
 constexpr int kHistoryPageSize = 1000;
 // Studies whose history is kept between page loads (two series of kHistoryBuckets each).
 constexpr size_t kHistoryCacheStudies = 64;
+// Studies up to this many trials get their intermediate values read for the plots (100 trials
+// a page, so at most 100 pages).
+constexpr int64_t kMaxPlotCurveTrials = 10000;
 // How long Stop waits for the open event streams to end their answers.
 constexpr absl::Duration kStopGrace = absl::Seconds(2);
 
@@ -157,6 +163,9 @@ struct DashboardServer::State {
   void Events(const httplib::Request& req, httplib::Response& res);
   void History(const std::string& study, httplib::Response& res);
   absl::StatusOr<HistorySeries> HistoryOf(const std::string& study);
+  // The study-insight plots (services/analysis): importance, parallel coordinates, slice,
+  // contour, intermediate values, EDF, timeline, and Pareto front and hypervolume.
+  void Plots(const std::string& study, httplib::Response& res);
   // Reads the newest studies' histories once at start, so their pages open at once.
   void WarmUp();
   void Trials(const httplib::Request& req, httplib::Response& res);
@@ -226,6 +235,9 @@ void DashboardServer::State::Routes() {
   });
   server.Get("/api/history", [this](const httplib::Request& req, httplib::Response& res) {
     History(req.get_param_value("study"), res);
+  });
+  server.Get("/api/plots", [this](const httplib::Request& req, httplib::Response& res) {
+    Plots(req.get_param_value("study"), res);
   });
   server.Get("/api/trials", [this](const httplib::Request& req, httplib::Response& res) {
     Trials(req, res);
@@ -316,6 +328,95 @@ absl::StatusOr<HistorySeries> DashboardServer::State::HistoryOf(const std::strin
     history_cache.erase(oldest);
   }
   return series;
+}
+
+void DashboardServer::State::Plots(const std::string& study, httplib::Response& res) {
+  absl::StatusOr<v1::Study> found = client.GetStudy(study);
+  if (!found.ok()) return Fail(res, found.status());
+  const v1::StudySpec& spec = found->spec();
+  const int64_t trials = int64_t{found->trials_pending()} + found->trials_running() +
+                         found->trials_completed() + found->trials_failed() +
+                         found->trials_cancelled() + found->trials_pruned() + found->trials_added();
+  // The analyses read the study in their own compact form, built page by page (never every
+  // Trial message at once). Intermediate values come in pages of 100 trials: read for studies
+  // up to kMaxPlotCurveTrials only.
+  const bool curves = trials <= kMaxPlotCurveTrials;
+  analysis::StudyData data;
+  std::optional<v1::Trial> anchor;  // Times are seconds since the earliest trial's creation.
+  v1::ListTrialsRequest request;
+  request.set_study(study);
+  request.set_page_size(kScanPageSize);
+  request.set_intermediate_values(curves);
+  absl::Status status = client.EachTrialPage(request, [&](v1::ListTrialsResponse& page) {
+    if (page.trials_size() == 0) return true;
+    std::vector<v1::Trial> page_trials;
+    page_trials.reserve(page.trials_size() + 1);
+    if (!anchor) anchor = page.trials(0);
+    const bool first = data.trials.empty();
+    if (!first) page_trials.push_back(*anchor);  // The same time origin on every page.
+    page_trials.insert(page_trials.end(), page.trials().begin(), page.trials().end());
+    analysis::StudyData part = analysis::StudyDataFromProto(
+        spec, page_trials, std::vector<v1::TrialCurve>(page.curves().begin(), page.curves().end()));
+    if (first) {
+      data = std::move(part);
+    } else {
+      data.trials.insert(data.trials.end(), std::make_move_iterator(part.trials.begin() + 1),
+                         std::make_move_iterator(part.trials.end()));
+    }
+    return true;
+  });
+  if (!status.ok()) return Fail(res, status);
+  if (data.trials.empty()) data = analysis::StudyDataFromProto(spec, {});
+  std::optional<analysis::ImportanceResult> importance;
+  std::string importance_error;
+  v1::GetParamImportancesRequest importance_request;
+  importance_request.set_study(study);
+  absl::StatusOr<v1::GetParamImportancesResponse> answer = client.GetParamImportances(importance_request);
+  if (answer.ok()) {
+    importance.emplace();
+    importance->objective = answer->objective_metric();
+    importance->trials_considered = answer->trials_considered();
+    importance->trials_used = answer->trials_used();
+    importance->evaluator = answer->evaluator() == v1::GetParamImportancesRequest::FANOVA
+                                ? analysis::Evaluator::kFanova
+                                : analysis::Evaluator::kPedAnova;
+    for (const v1::ParamImportance& p : answer->importances()) {
+      importance->importances.push_back({p.name(), p.importance(), p.constant()});
+    }
+  } else {
+    importance_error = std::string(answer.status().message());
+  }
+  std::vector<std::string> plots;
+  for (analysis::PlotKind kind : analysis::AllPlotKinds()) {
+    const bool several = data.objectives.size() >= 2;
+    // The page draws its own history (live); Pareto plots need two objectives, a contour two
+    // parameters.
+    if (kind == analysis::PlotKind::kHistory) continue;
+    if ((kind == analysis::PlotKind::kParetoFront || kind == analysis::PlotKind::kHypervolume) &&
+        !several) {
+      continue;
+    }
+    if (kind == analysis::PlotKind::kContour && data.params.size() < 2) continue;
+    analysis::PlotOptions plot_options;
+    plot_options.importance = importance ? &*importance : nullptr;
+    absl::StatusOr<analysis::PlotData> plot;
+    if (kind == analysis::PlotKind::kImportance && !importance) {
+      plot = analysis::PlotData();
+      plot->kind = kind;
+      plot->title = "importance of each parameter";
+      plot->empty_reason = importance_error;
+    } else {
+      plot = analysis::MakePlot(data, kind, plot_options);
+    }
+    if (!plot.ok()) continue;  // A plot this study cannot have (see MakePlot).
+    if (kind == analysis::PlotKind::kIntermediate && !curves && plot->empty_reason.empty()) {
+      plot->empty_reason = absl::StrCat("intermediate values are drawn for studies of up to ",
+                                        kMaxPlotCurveTrials, " trials");
+      plot->panels.clear();
+    }
+    plots.push_back(PlotJson(*plot));
+  }
+  res.set_content(absl::StrCat("{\"plots\":[", absl::StrJoin(plots, ","), "]}"), kJson);
 }
 
 void DashboardServer::State::History(const std::string& study, httplib::Response& res) {

@@ -112,6 +112,47 @@ std::string ErrorJson(absl::string_view message) {
   return absl::StrCat("{\"error\":", JsonString(message), "}");
 }
 
+namespace {
+
+std::string Numbers(const std::vector<double>& values) {
+  std::vector<std::string> items;
+  items.reserve(values.size());
+  for (double value : values) items.push_back(Number(value));
+  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+}
+
+std::string AxisJson(const analysis::PlotAxis& axis) {
+  std::vector<std::string> categories;
+  for (const std::string& category : axis.categories) categories.push_back(JsonString(category));
+  return absl::StrCat("{\"label\":", JsonString(axis.label), ",\"log\":", axis.log ? "true" : "false",
+                      ",\"categories\":[", absl::StrJoin(categories, ","), "],\"min\":",
+                      Number(axis.min), ",\"max\":", Number(axis.max), "}");
+}
+
+}  // namespace
+
+std::string PlotJson(const analysis::PlotData& plot) {
+  std::vector<std::string> axes, panels;
+  for (const analysis::PlotAxis& axis : plot.axes) axes.push_back(AxisJson(axis));
+  for (const analysis::PlotPanel& panel : plot.panels) {
+    std::vector<std::string> series;
+    for (const analysis::PlotSeries& s : panel.series) {
+      series.push_back(absl::StrCat(
+          "{\"name\":", JsonString(s.name), ",\"line\":", s.line ? "true" : "false",
+          ",\"x\":", Numbers(s.x), ",\"y\":", Numbers(s.y), ",\"z\":", Numbers(s.z),
+          ",\"trials\":[", absl::StrJoin(s.trials, ","), "]}"));
+    }
+    panels.push_back(absl::StrCat("{\"title\":", JsonString(panel.title), ",\"x\":", AxisJson(panel.x),
+                                  ",\"y\":", AxisJson(panel.y), ",\"z\":", AxisJson(panel.z),
+                                  ",\"series\":[", absl::StrJoin(series, ","), "]}"));
+  }
+  return absl::StrCat("{\"kind\":", JsonString(analysis::PlotKindName(plot.kind)),
+                      ",\"title\":", JsonString(plot.title), ",\"points_total\":", plot.points_total,
+                      ",\"downsampled\":", plot.downsampled ? "true" : "false",
+                      ",\"empty_reason\":", JsonString(plot.empty_reason), ",\"axes\":[",
+                      absl::StrJoin(axes, ","), "],\"panels\":[", absl::StrJoin(panels, ","), "]}");
+}
+
 std::string EventJson(const v1::StudyEvent& event) {
   std::string out = absl::StrCat("{\"position\":", event.position());
   if (event.has_study()) absl::StrAppend(&out, ",\"study\":", Compact(event.study()));

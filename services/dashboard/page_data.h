@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "dhpt/v1/study_service.pb.h"
+#include "services/analysis/plot_data.h"
 
 namespace dhpt::dashboard {
 
@@ -40,6 +41,11 @@ std::string StudyJson(const v1::Study& study, bool allow_stop);
 std::string TrialJson(const v1::Trial& trial, const std::vector<v1::TrialCurve>& curves);
 // {"error": message}, for any answer that failed.
 std::string ErrorJson(absl::string_view message);
+// One plot of the study-insight plots (services/analysis, issue 29) for the page to draw:
+// {"kind", "title", "points_total", "downsampled", "empty_reason", "axes": [axis...],
+//  "panels": [{"title", "x", "y", "z": axis, "series": [{"name", "line", "x", "y", "z",
+//  "trials"}]}]}, an axis being {"label", "log", "categories", "min", "max"}.
+std::string PlotJson(const analysis::PlotData& plot);
 // One event of a study's watch, for the browser's event stream:
 // {"position": N, "study": {...}} or {"position": N, "trial": {...}}.
 std::string EventJson(const v1::StudyEvent& event);

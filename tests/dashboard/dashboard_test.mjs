@@ -140,6 +140,14 @@ test('a study page shows its numbers, plot and table, with user text as text', a
   assert.ok(HTML_VALUES.some((v) => shown.has(v)));
   assert.ok(shown.has(`infeasible: ${HTML_ERROR}`));
   assert.equal(await page.$$eval('#trials img, #trials script, #trials b', (n) => n.length), 0);
+  // The study-insight plots (services/analysis): each one this study can have, drawn, the
+  // categorical values on their axes as text.
+  await page.waitForSelector('#plots[data-ready]', {timeout: 20000});
+  assert.deepEqual(await page.$$eval('#plots .plot-box', (boxes) => boxes.map((b) => b.dataset.kind)),
+                   ['history-time', 'importance', 'parallel', 'slice', 'contour', 'intermediate', 'edf', 'timeline']);
+  assert.equal(await page.$$eval('.plot-box[data-kind="slice"] svg', (s) => s.length), 2);  // x and kind.
+  assert.ok((await texts(page, '.plot-box[data-kind="slice"] svg text')).includes(HTML_VALUES[1]));
+  assert.equal(await page.$$eval('#plots script, #plots img', (n) => n.length), 0);
   // Sorted by value, best first, then filtered to the failed trial.
   await page.click('th[data-key="value"]');
   await page.waitForFunction(() => document.querySelector('#trials tbody tr td:nth-child(3)')?.textContent === '2.5');
@@ -149,7 +157,9 @@ test('a study page shows its numbers, plot and table, with user text as text', a
   if (screenshots) {
     await page.select('#state-filter', '');
     await page.waitForFunction(() => document.querySelectorAll('#trials tbody tr').length === 6);
-    await page.screenshot({path: join(screenshots, 'dashboard-study.png'), fullPage: true});
+    await page.screenshot({path: join(screenshots, 'dashboard-study.png')});
+    const plots = await page.$('#plots');
+    await plots.screenshot({path: join(screenshots, 'dashboard-plots.png')});
   }
   await page.close();
 });

@@ -325,8 +325,10 @@ async function studyPage(name) {
   const spec = el('pre', {id: 'spec', text: JSON.stringify(study.spec, null, 2)});
   const actions = el('div', {class: 'toolbar'});
   if (data.allow_stop) actions.append(stopButton(name));
+  const plots = el('div', {id: 'plots'}, el('p', {class: 'muted', text: 'Loading the plots…'}));
   main.replaceChildren(title, reason, cards, actions, el('h2', {text: 'History'}), plotPanel,
-                       el('h2', {text: 'Trials'}), table.node, el('h2', {text: 'Spec'}), spec);
+                       el('h2', {text: 'Trials'}), table.node, el('h2', {text: 'Plots'}), plots,
+                       el('h2', {text: 'Spec'}), spec);
   let history = null;
   const redrawHistory = () => { if (history) plotPanel.replaceChildren(historyPlot(history)); };
   // The table and the plot load at once; each shows as soon as it comes.
@@ -335,6 +337,13 @@ async function studyPage(name) {
     .catch((error) => showError(plotPanel, error));
   await Promise.all([table.load(), historyLoad]);
   main.dataset.ready = 'true';
+  // The other plots read the whole study: after the page is usable, once (a reload redraws).
+  getJson(`/api/plots?${new URLSearchParams({study: name})}`)
+    .then((answer) => {
+      plots.replaceChildren(...answer.plots.map(plotNode));
+      plots.dataset.ready = 'true';
+    })
+    .catch((error) => showError(plots, error));
 
   // Live: the scheduler's WatchStudy, relayed as server-sent events. The browser reconnects
   // by itself after a drop, sending the last event id, and the dashboard resumes from there.
@@ -386,6 +395,137 @@ function stopButton(name) {
       el('button', {text: 'Cancel', onclick: () => box.replaceChildren(ask)})));
   }});
   box.append(ask);
+  return box;
+}
+
+// --- Study-insight plots (services/analysis through /api/plots) ----------------------------
+const VIRIDIS = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
+const PALETTE = ['#2f6fde', '#d9822b', '#23874f', '#c23b3b', '#7a4fd0', '#8a93a5'];
+function viridis(t) {
+  const u = Math.min(1, Math.max(0, Number.isFinite(t) ? t : 0)) * (VIRIDIS.length - 1);
+  const i = Math.min(VIRIDIS.length - 2, Math.floor(u)), f = u - i;
+  const c = VIRIDIS[i].map((a, k) => Math.round(a + (VIRIDIS[i + 1][k] - a) * f));
+  return `rgb(${c[0]},${c[1]},${c[2]})`;
+}
+// Pixel mapping and ticks of one axis: categories at their indices, log axes in log space.
+function axisScale(axis, values, from, to) {
+  const cats = axis.categories ?? [];
+  let lo = axis.min, hi = axis.max;
+  if (!(hi > lo)) {
+    const finite = values.filter(Number.isFinite);
+    lo = finite.length ? Math.min(...finite) : 0; hi = finite.length ? Math.max(...finite) : 1;
+    if (!(hi > lo)) { lo -= 0.5; hi += 0.5; }
+  }
+  const log = axis.log && lo > 0;
+  const t = (v) => log ? Math.log10(v) : v;
+  const map = (v) => from + (t(v) - t(lo)) / (t(hi) - t(lo)) * (to - from);
+  let ticks;
+  if (cats.length) {
+    const step = Math.ceil(cats.length / 12);
+    ticks = cats.map((c, i) => [i, c]).filter(([i]) => i % step === 0);
+  } else {
+    ticks = [0, 1, 2, 3, 4].map((i) => {
+      const v = log ? 10 ** (t(lo) + (t(hi) - t(lo)) * i / 4) : lo + (hi - lo) * i / 4;
+      return [v, fmt(Number(v.toPrecision(3)))];
+    });
+  }
+  return {map, ticks, lo, hi};
+}
+function svgText(x, y, text, anchor = 'middle') {
+  const node = svg('text', {x, y, 'text-anchor': anchor});
+  node.textContent = text;
+  return node;
+}
+function drawPanel(plot, panel, width, height) {
+  const left = 90, right = 14, top = 12, bottom = 34;
+  const root = svg('svg', {class: 'plot', width, height, viewBox: `0 0 ${width} ${height}`});
+  const all = (key) => panel.series.flatMap((s) => s[key]);
+  const parallel = plot.kind === 'parallel';
+  const xs = plot.kind === 'timeline' ? [...all('x'), ...all('z')] : all('x');
+  const xAxis = parallel ? {label: '', categories: plot.axes.map((a) => a.label), min: -0.3, max: plot.axes.length - 0.7}
+                         : panel.x;
+  const sx = axisScale(xAxis, xs, left, width - right);
+  const sy = axisScale(parallel ? {label: '', min: 0, max: 1} : panel.y, all('y'), height - bottom, top);
+  root.append(svg('line', {class: 'axis', x1: left, y1: height - bottom, x2: width - right, y2: height - bottom}));
+  root.append(svg('line', {class: 'axis', x1: left, y1: top, x2: left, y2: height - bottom}));
+  for (const [v, label] of sx.ticks) root.append(svgText(sx.map(v), height - bottom + 13, label));
+  if (!parallel) for (const [v, label] of sy.ticks) root.append(svgText(left - 4, sy.map(v) + 3, label, 'end'));
+  root.append(svgText((left + width - right) / 2, height - 4, xAxis.label ?? ''));
+  root.append(svgText(4, top + 2, parallel ? '' : panel.y.label ?? '', 'start'));
+  const zAxis = panel.z ?? {};
+  const zs = all('z').filter(Number.isFinite);
+  const zlo = zAxis.max > zAxis.min ? zAxis.min : Math.min(...zs), zhi = zAxis.max > zAxis.min ? zAxis.max : Math.max(...zs);
+  const zColour = (z) => viridis(zhi > zlo ? (z - zlo) / (zhi - zlo) : 0.5);
+  if (parallel) {
+    plot.axes.forEach((axis, i) => {
+      const x = sx.map(i);
+      root.append(svg('line', {class: 'axis', x1: x, y1: top, x2: x, y2: height - bottom}));
+      const range = axis.categories?.length ? [axis.categories[0], axis.categories[axis.categories.length - 1]]
+                                            : [fmt(Number(axis.min.toPrecision(3))), fmt(Number(axis.max.toPrecision(3)))];
+      root.append(svgText(x, height - bottom - 2, range[0]), svgText(x, top + 8, range[1]));
+    });
+  }
+  panel.series.forEach((series, index) => {
+    const colour = PALETTE[index % PALETTE.length];
+    const n = series.x.length;
+    if (plot.kind === 'importance') {
+      const band = Math.abs(sy.map(1) - sy.map(0)) * 0.7;
+      for (let i = 0; i < n; ++i) {
+        root.append(svg('rect', {x: sx.map(0), y: sy.map(series.y[i]) - band / 2, height: band,
+                                 width: Math.max(1, sx.map(series.x[i]) - sx.map(0)), fill: colour}));
+      }
+    } else if (plot.kind === 'timeline') {
+      const band = Math.max(2, Math.abs(sy.map(1) - sy.map(0)) * 0.6);
+      for (let i = 0; i < n; ++i) {
+        root.append(svg('rect', {x: sx.map(series.x[i]), y: sy.map(series.y[i]) - band / 2, height: band,
+                                 width: Math.max(1, sx.map(series.z[i]) - sx.map(series.x[i])), fill: colour, opacity: 0.8}));
+      }
+    } else if (plot.kind === 'contour' && index === 0) {
+      const w = (width - left - right) / 24, h = (height - top - bottom) / 24;
+      for (let i = 0; i < n; ++i) {
+        root.append(svg('rect', {x: sx.map(series.x[i]) - w / 2, y: sy.map(series.y[i]) - h / 2, width: w, height: h,
+                                 fill: zColour(series.z[i]), opacity: 0.85}));
+      }
+    } else if (series.line) {
+      const points = [];
+      for (let i = 0; i < n; ++i) if (Number.isFinite(series.y[i])) points.push(`${sx.map(series.x[i])},${sy.map(series.y[i])}`);
+      const stroke = series.z.length ? zColour(series.z[0]) : colour;
+      root.append(svg('polyline', {class: 'curve', points: points.join(' '), stroke, 'stroke-opacity': 0.7}));
+    } else {
+      for (let i = 0; i < n; ++i) {
+        if (!Number.isFinite(series.y[i])) continue;
+        root.append(svg('circle', {cx: sx.map(series.x[i]), cy: sy.map(series.y[i]), r: 2.5,
+                                   fill: series.z.length ? zColour(series.z[i]) : colour,
+                                   stroke: plot.kind === 'contour' ? '#fff' : 'none'}));
+      }
+    }
+  });
+  // Legend: the series' names (states of a timeline, best so far, pruned...).
+  const names = [...new Set(panel.series.filter((s) => !s.line).map((s) => s.name))].slice(0, 6);
+  if (names.length > 1 && plot.kind !== 'contour') {
+    names.forEach((name, i) => {
+      const index = panel.series.findIndex((s) => s.name === name);
+      root.append(svg('rect', {x: width - 150, y: top + 12 * i, width: 8, height: 8, fill: PALETTE[index % PALETTE.length]}));
+      root.append(svgText(width - 138, top + 12 * i + 8, name, 'start'));
+    });
+  }
+  return root;
+}
+function plotNode(plot) {
+  const box = el('div', {class: 'panel plot-box', 'data-kind': plot.kind});
+  box.append(el('h3', {text: plot.title}));
+  if (plot.empty_reason) {
+    box.append(el('p', {class: 'muted', text: plot.empty_reason}));
+    return box;
+  }
+  const slices = plot.panels.length > 1;
+  for (const panel of plot.panels) {
+    const wrap = el('div', {class: slices ? 'small-multiple' : ''});
+    if (panel.title) wrap.append(el('div', {class: 'muted', text: panel.title}));
+    wrap.append(drawPanel(plot, panel, slices ? 420 : 900, slices ? 220 : 280));
+    box.append(wrap);
+  }
+  if (plot.downsampled) box.append(el('p', {class: 'muted', text: `${plot.points_total} points, drawn downsampled`}));
   return box;
 }
 
