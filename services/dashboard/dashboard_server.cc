@@ -1,6 +1,7 @@
 #include "services/dashboard/dashboard_server.h"
 
 #include <httplib.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <atomic>
@@ -40,6 +41,9 @@ constexpr size_t kHistoryCacheStudies = 64;
 // Studies up to this many trials get their intermediate values read for the plots (100 trials
 // a page, so at most 100 pages).
 constexpr int64_t kMaxPlotCurveTrials = 10000;
+// Trials the plots are drawn from at most (about: every trial that improved on the best comes
+// too); the plots themselves show at most 2,000 points each (analysis::kMaxPointsPerSeries).
+constexpr int64_t kMaxPlotTrials = 20000;
 // How long Stop waits for the open event streams to end their answers.
 constexpr absl::Duration kStopGrace = absl::Seconds(2);
 
@@ -341,6 +345,22 @@ void DashboardServer::State::Plots(const std::string& study, httplib::Response& 
   // Trial message at once). Intermediate values come in pages of 100 trials: read for studies
   // up to kMaxPlotCurveTrials only.
   const bool curves = trials <= kMaxPlotCurveTrials;
+  // A larger study is drawn from every stride-th trial and every trial that improved on the
+  // best so far (single objective), so what is held stays near kMaxPlotTrials whatever its size.
+  const int64_t stride = std::max<int64_t>(1, (trials + kMaxPlotTrials - 1) / kMaxPlotTrials);
+  const bool maximize = spec.objective().goal() == v1::Objective::MAXIMIZE;
+  std::optional<double> best;
+  int64_t seen = 0, kept = 0;
+  const auto keep = [&](const v1::Trial& trial) {
+    bool improves = false;
+    if (spec.objectives_size() == 0 && trial.state() == v1::Trial::COMPLETED &&
+        trial.has_objective_value()) {
+      const double value = trial.objective_value();
+      improves = !best || (maximize ? value > *best : value < *best);
+      if (improves) best = value;
+    }
+    return improves || seen++ % stride == 0;
+  };
   analysis::StudyData data;
   std::optional<v1::Trial> anchor;  // Times are seconds since the earliest trial's creation.
   v1::ListTrialsRequest request;
@@ -354,7 +374,10 @@ void DashboardServer::State::Plots(const std::string& study, httplib::Response& 
     if (!anchor) anchor = page.trials(0);
     const bool first = data.trials.empty();
     if (!first) page_trials.push_back(*anchor);  // The same time origin on every page.
-    page_trials.insert(page_trials.end(), page.trials().begin(), page.trials().end());
+    for (const v1::Trial& trial : page.trials()) {
+      if (keep(trial)) page_trials.push_back(trial);
+    }
+    kept += static_cast<int64_t>(page_trials.size()) - (first ? 0 : 1);
     analysis::StudyData part = analysis::StudyDataFromProto(
         spec, page_trials, std::vector<v1::TrialCurve>(page.curves().begin(), page.curves().end()));
     if (first) {
@@ -416,7 +439,13 @@ void DashboardServer::State::Plots(const std::string& study, httplib::Response& 
     }
     plots.push_back(PlotJson(*plot));
   }
-  res.set_content(absl::StrCat("{\"plots\":[", absl::StrJoin(plots, ","), "]}"), kJson);
+  res.set_content(absl::StrCat("{\"trials\":", seen, ",\"drawn_from\":", kept, ",\"plots\":[",
+                               absl::StrJoin(plots, ","), "]}"),
+                  kJson);
+  plots.clear();
+  data = analysis::StudyData();
+  // The pages just read were large and short-lived: give their memory back to the system.
+  malloc_trim(0);
 }
 
 void DashboardServer::State::History(const std::string& study, httplib::Response& res) {

@@ -341,12 +341,21 @@ async function studyPage(name) {
   getJson(`/api/plots?${new URLSearchParams({study: name})}`)
     .then((answer) => {
       plots.replaceChildren(...answer.plots.map(plotNode));
+      if (answer.drawn_from < answer.trials) {
+        plots.prepend(el('p', {class: 'muted', id: 'plots-sampled',
+          text: `Drawn from ${answer.drawn_from} of the ${answer.trials} trials: evenly spread, and every one that improved on the best.`}));
+      }
       plots.dataset.ready = 'true';
     })
     .catch((error) => showError(plots, error));
 
   // Live: the scheduler's WatchStudy, relayed as server-sent events. The browser reconnects
   // by itself after a drop, sending the last event id, and the dashboard resumes from there.
+  // A study that has ended changes no more (a reload goes live again if it is extended).
+  if (['COMPLETED', 'STOPPED', 'FAILED'].includes(study.state)) {
+    liveBadge.textContent = 'study ended';
+    return;
+  }
   let pendingPlot = false;
   const events = new EventSource(`/api/events?${new URLSearchParams({study: name})}`);
   events.onopen = () => { liveBadge.textContent = '● live'; };
