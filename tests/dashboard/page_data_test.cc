@@ -3,6 +3,7 @@
 #include "services/dashboard/page_data.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -140,6 +141,30 @@ TEST(PageDataTest, EventsAreOneLineAndUserTextIsEscapedJson) {
   v1::Study study;
   study.mutable_spec()->set_name("a\"b");
   EXPECT_TRUE(absl::StrContains(StudiesJson({study}), R"({"name":"a\"b",)"));
+}
+
+}  // namespace
+}  // namespace dhpt::dashboard
+
+namespace dhpt::dashboard {
+namespace {
+
+TEST(PageDataTest, PlotJsonKeepsUserTextAsEscapedStringsAndNonFiniteAsNull) {
+  analysis::PlotData plot;
+  plot.kind = analysis::PlotKind::kSlice;
+  plot.title = "s: loss \"against\" each parameter";
+  analysis::PlotPanel& panel = plot.panels.emplace_back();
+  panel.title = "kind";
+  panel.x.categories = {"<script>alert(3)</script>", "a\\b"};
+  analysis::PlotSeries& series = panel.series.emplace_back();
+  series.name = "completed trial";
+  series.x = {0, 1};
+  series.y = {1.5, std::nan("")};
+  series.trials = {4, 7};
+  const std::string json = PlotJson(plot);
+  EXPECT_TRUE(absl::StrContains(json, R"("kind":"slice","title":"s: loss \"against\" each parameter")"));
+  EXPECT_TRUE(absl::StrContains(json, R"("categories":["<script>alert(3)</script>","a\\b"])"));
+  EXPECT_TRUE(absl::StrContains(json, R"("y":[1.5,null],"z":[],"trials":[4,7])"));
 }
 
 }  // namespace
