@@ -24,7 +24,7 @@ needs_gpu_worker() {
 step "1/3 packages (scripts/install-deps.sh)"
 if needs_gpu_worker "$@"; then bash scripts/install-deps.sh --torch; else bash scripts/install-deps.sh --main; fi
 
-step "2/3 building dhpt, dhpt-scheduler and the workers into build/"
+step "2/3 building dhpt, dhpt-scheduler, the workers and dhpt-dashboard into build/"
 options=()
 if [[ ! -f build/CMakeCache.txt ]]; then
   # A first build skips the tests, the benchmarks and debug information (a fifth of the
@@ -32,7 +32,7 @@ if [[ ! -f build/CMakeCache.txt ]]; then
   options=(-DCMAKE_BUILD_TYPE=Release -DDHPT_BUILD_TESTS=OFF -DDHPT_BUILD_BENCHMARKS=OFF
     -DDHPT_WITH_TORCH=OFF)
 fi
-targets=(dhpt dhpt-scheduler dhpt-cpu-worker)
+targets=(dhpt dhpt-scheduler dhpt-cpu-worker dhpt-dashboard)  # dhpt local starts the dashboard
 if needs_gpu_worker "$@"; then
   options+=(-DDHPT_WITH_TORCH=ON)
   targets+=(dhpt-gpu-worker)

@@ -7,13 +7,14 @@
 #   scripts/install-deps.sh --bench  that, and the Python peers the benchmarks compare against
 set -euo pipefail
 
-# The scheduler, dhpt-cpu-worker and the dhpt CLI.
+# The scheduler, dhpt-cpu-worker, the dhpt CLI and dhpt-dashboard (which dhpt local starts).
 main_packages=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libyaml-cpp-dev libsqlite3-dev libeigen3-dev
   libxgboost-dev xgboost          # xgboost's CMake config points at /usr/bin/xgboost
   prometheus-cpp-dev
+  libcpp-httplib-dev              # dhpt-dashboard's HTTP server (cpp-httplib 0.11, MIT)
 )
 # CPU-only libtorch 1.13 for dhpt-gpu-worker: the largest download, so the main job skips it.
 torch_packages=(libtorch-dev)

@@ -21,9 +21,11 @@
 namespace dhpt::cli {
 namespace {
 
-// Reads the scheduler's "listening on HOST:PORT" line.
+// Reads the child's first line, which starts with `prefix` ("listening on " for the scheduler,
+// "dashboard at " for the dashboard), and returns the rest of it up to a space.
 absl::StatusOr<std::string> ReadListenLine(int fd, ChildProcess& scheduler,
-                                           absl::Duration timeout) {
+                                           absl::Duration timeout,
+                                           absl::string_view prefix = "listening on ") {
   std::string text;
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
@@ -36,15 +38,20 @@ absl::StatusOr<std::string> ReadListenLine(int fd, ChildProcess& scheduler,
       text.append(buffer, static_cast<size_t>(n));
       if (size_t end = text.find('\n'); end != std::string::npos) {
         std::string line = text.substr(0, end);
-        if (absl::StartsWith(line, "listening on ")) return line.substr(13);
-        return absl::InternalError(absl::StrCat("unexpected scheduler output: ", line));
+        if (absl::StartsWith(line, prefix)) {
+          line = line.substr(prefix.size());
+          return line.substr(0, line.find(' '));
+        }
+        return absl::InternalError(absl::StrCat("unexpected ", scheduler.name(), " output: ", line));
       }
     }
     if (scheduler.Poll()) {
-      return absl::InternalError("dhpt-scheduler exited during start-up (see its log above)");
+      return absl::InternalError(
+          absl::StrCat(scheduler.name(), " exited during start-up (see its log above)"));
     }
   }
-  return absl::DeadlineExceededError("dhpt-scheduler did not report its port in time");
+  return absl::DeadlineExceededError(
+      absl::StrCat(scheduler.name(), " did not report its address in time"));
 }
 
 }  // namespace
@@ -173,6 +180,30 @@ absl::StatusOr<LocalCluster> LocalCluster::Start(const LocalClusterOptions& opti
     return address.status();
   }
   cluster.address_ = *address;
+  const std::string dashboard = options.binary_dir + "/dhpt-dashboard";
+  if (options.dashboard && access(dashboard.c_str(), X_OK) == 0) {
+    if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
+    absl::StatusOr<std::unique_ptr<ChildProcess>> dashboard_process = ChildProcess::Start(
+        "dashboard", {dashboard, "--scheduler=" + cluster.address_, "--listen=127.0.0.1:0"},
+        pipe_fds[1], log_fd, options.sampler);
+    close(pipe_fds[1]);
+    if (!dashboard_process.ok()) {
+      close(pipe_fds[0]);
+      if (log_fd >= 0) close(log_fd);
+      cluster.Stop();
+      return dashboard_process.status();
+    }
+    cluster.children_.push_back(std::move(*dashboard_process));
+    absl::StatusOr<std::string> url = ReadListenLine(pipe_fds[0], *cluster.children_.back(),
+                                                     absl::Seconds(15), "dashboard at ");
+    close(pipe_fds[0]);
+    if (!url.ok()) {
+      if (log_fd >= 0) close(log_fd);
+      cluster.Stop();
+      return url.status();
+    }
+    cluster.dashboard_url_ = *url;
+  }
   struct WorkerBinary {
     const char* binary;
     const char* id_prefix;
@@ -206,7 +237,9 @@ absl::StatusOr<LocalCluster> LocalCluster::Start(const LocalClusterOptions& opti
 }
 
 LocalCluster::LocalCluster(LocalCluster&& other) noexcept
-    : address_(std::move(other.address_)), children_(std::move(other.children_)) {
+    : address_(std::move(other.address_)),
+      dashboard_url_(std::move(other.dashboard_url_)),
+      children_(std::move(other.children_)) {
   other.children_.clear();
 }
 

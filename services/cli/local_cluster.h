@@ -27,6 +27,8 @@ struct LocalClusterOptions {
   // local run of one's own program, or of a study with a worker_selector.
   std::vector<std::string> commands;
   std::string labels;
+  // Also dhpt-dashboard on 127.0.0.1 (a free port), when its binary is in binary_dir.
+  bool dashboard = false;
   std::string log_file;  // The children's stderr; empty: inherit.
   PeakRssSampler* sampler = nullptr;  // Watches the children's memory when set.
 };
@@ -77,6 +79,8 @@ class LocalCluster {
 
   // "127.0.0.1:PORT".
   const std::string& scheduler_address() const { return address_; }
+  // "http://127.0.0.1:PORT/", or "" when no dashboard was started.
+  const std::string& dashboard_url() const { return dashboard_url_; }
   // The name of a child that has exited ("local-cpu-1"), or "" while all run.
   std::string ExitedChild();
   // Each child's CPU seconds so far, in the order Stop() reports them.
@@ -88,6 +92,7 @@ class LocalCluster {
  private:
   LocalCluster() = default;
   std::string address_;
+  std::string dashboard_url_;
   std::vector<std::unique_ptr<ChildProcess>> children_;
 };
 

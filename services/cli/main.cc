@@ -60,6 +60,8 @@ ABSL_FLAG(int, threads_per_trial, 0, "local: threads per trial; 0 = cores / (wor
 ABSL_FLAG(std::vector<std::string>, data_root, {},
           "local, compare: directories the workers may read CSV datasets from (the workers' "
           "--data_root), comma separated; default: the current directory");
+ABSL_FLAG(bool, dashboard, true,
+          "local: also start the web dashboard (dhpt-dashboard, beside dhpt) and print its address");
 ABSL_FLAG(std::string, log, "", "local: file for the services' logs (default: a temp file)");
 ABSL_FLAG(std::vector<std::string>, command, {},
           "local: register a program for COMMAND studies with every worker it starts, as "
@@ -114,7 +116,7 @@ const std::map<std::string, Command>& Commands() {
        {"dhpt local [--study=FILE | --demo=NAME] [--workers=N] [--gpu-workers=M] [--slots=N]\n"
         "           [--threads-per-trial=N] [--data-root=DIR,...] [--early-stopping=off|median|asha]\n"
         "           [--command='NAME=PATH [ARG...]']... [--labels=KEY=VALUE,...] [--plot=DIR]\n"
-        "           [--log=FILE]",
+        "           [--log=FILE] [--dashboard=false]",
         "Starts a scheduler, N CPU workers and M GPU workers on this machine, runs the study (the "
         "demo\nXGBoost study when none is given), shows live progress, prints the results, and "
         "stops every\nprocess it started (Ctrl-C included). AUTOENCODER studies get one GPU worker "
@@ -126,7 +128,8 @@ const std::map<std::string, Command>& Commands() {
         "worker_selector. A study that none\nof the workers started can run (no such command, no "
         "matching labels, no CUDA device for an\nAUTOENCODER without allow_cpu_fallback) is refused "
         "with what to change, rather than left waiting.\nThe services' logs go to --log (default "
-        "/tmp/dhpt-local-PID.log)."}},
+        "/tmp/dhpt-local-PID.log). The web dashboard (dhpt-dashboard) starts too,\nits address "
+        "printed, while the study runs (--dashboard=false: not)."}},
       {"compare",
        {"dhpt compare [--study=FILE | --demo=NAME] [--workers=N] [--gpu-workers=M] [--slots=N]\n"
         "             [--threads-per-trial=N] [--data-root=DIR,...] [--scheduler=HOST:PORT]\n"
@@ -442,12 +445,16 @@ int RunLocal() {
               << " cores: trials will compete for CPU\n";
   }
 
+  options.dashboard = absl::GetFlag(FLAGS_dashboard);
   absl::StatusOr<LocalCluster> cluster = LocalCluster::Start(options);
   if (!cluster.ok()) return Fail(cluster.status());
   std::cout << "scheduler on " << cluster->scheduler_address() << ", " << options.cpu_workers
             << " CPU workers, " << options.gpu_workers << " GPU workers, each " << options.slots
             << " slots x " << options.threads_per_trial << " threads; logs in "
             << options.log_file << "\n";
+  if (!cluster->dashboard_url().empty()) {
+    std::cout << "dashboard at " << cluster->dashboard_url() << " (while the study runs)\n";
+  }
   auto client = std::make_unique<StudyClient>(cluster->scheduler_address());
   int exit_code = 0;
   const bool interrupted = WithInterrupts([&] { client->Cancel(); }, [&] {

@@ -156,6 +156,20 @@ absl::StatusOr<std::vector<v1::Trial>> StudyClient::ListTrials(const std::string
       [](const v1::ListTrialsResponse& r) -> const auto& { return r.trials(); });
 }
 
+absl::Status StudyClient::EachTrialPage(
+    v1::ListTrialsRequest request, const std::function<bool(v1::ListTrialsResponse&)>& on_page) {
+  do {
+    absl::StatusOr<v1::ListTrialsResponse> page = Page<v1::ListTrialsResponse>(
+        [this] { return NewContext(); }, request,
+        [this](grpc::ClientContext* c, const v1::ListTrialsRequest& request,
+               v1::ListTrialsResponse* r) { return stub_->ListTrials(c, request, r); });
+    if (!page.ok()) return page.status();
+    if (!on_page(*page)) return absl::OkStatus();
+    request.set_page_token(page->next_page_token());
+  } while (!request.page_token().empty());
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::StudyExport> StudyClient::ExportStudy(const std::string& study) {
   v1::StudyExport exported;
   absl::StatusOr<v1::Study> found = GetStudy(study);
@@ -257,9 +271,10 @@ absl::StatusOr<v1::AddTrialsResponse> StudyClient::AddTrials(const v1::AddTrials
 
 absl::Status StudyClient::Watch(const std::string& name,
                                 const std::function<void(const v1::StudyEvent&)>& on_event,
-                                bool summaries_only) {
+                                bool summaries_only, uint64_t after_position) {
   v1::WatchStudyRequest request;
   request.set_name(name);
+  request.set_after_position(after_position);
   request.set_summaries_only(summaries_only);
   absl::Time failing_since = absl::InfiniteFuture();
   for (absl::Duration pause = absl::Seconds(1);;) {

@@ -33,6 +33,10 @@ class StudyClient {
   absl::Status DeleteStudy(const std::string& name, bool force);
   // Every trial of the study in number order (all pages).
   absl::StatusOr<std::vector<v1::Trial>> ListTrials(const std::string& study);
+  // The request's trials page by page, each page to `on_page` until it returns false or the
+  // last page has come: for callers that must not hold a whole large study (the dashboard).
+  absl::Status EachTrialPage(v1::ListTrialsRequest request,
+                             const std::function<bool(v1::ListTrialsResponse&)>& on_page);
   // Backups: the study, every trial and every intermediate value (dhpt export), and its
   // restore (dhpt import), which waits longer: a large study takes a while to store.
   absl::StatusOr<v1::StudyExport> ExportStudy(const std::string& study);
@@ -59,9 +63,10 @@ class StudyClient {
   // watched again after the last event's position, so no change is lost or repeated, with
   // growing pauses (1 s up to 8 s); once kWatchRetryWindow has passed without an event, the
   // error is returned.
+  // `after_position` resumes an earlier watch after the last event it handled (0: from now).
   absl::Status Watch(const std::string& name,
                      const std::function<void(const v1::StudyEvent&)>& on_event,
-                     bool summaries_only = false);
+                     bool summaries_only = false, uint64_t after_position = 0);
   // Long enough for a scheduler to restart (a pod rescheduled, a database recovered).
   static constexpr absl::Duration kWatchRetryWindow = absl::Seconds(60);
   // Ends a Watch in progress; callable from any thread.

@@ -11,9 +11,11 @@ export async function launchBrowser() {
     executablePath: chromiumPath,
     headless: true,
     // --no-sandbox: the tests run as root in CI, where Chromium's sandbox refuses to start.
-    // No network is needed or wanted: DHPT's pages must open offline.
+    // No network is needed or wanted: DHPT's pages must open offline. Every request goes to
+    // a proxy that is not there, except loopback ones (Chromium's implicit bypass), which reach
+    // the services a test starts on 127.0.0.1 (the dashboard).
     args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run',
-           '--proxy-server=127.0.0.1:9', '--proxy-bypass-list=<-loopback>'],
+           '--proxy-server=127.0.0.1:9'],
   });
 }
 

@@ -433,3 +433,23 @@ test("the schema rejects malformed persistence values", () => {
   ];
   for (const [args, field] of cases) assert.match(renderFails(args), new RegExp(field.replace(/[/]/g, "\\/")), args.join(" "));
 });
+
+test("the web dashboard is off by default; on, it reaches the scheduler with the users' token only", () => {
+  assert.equal(find(render(), "Deployment", "-dashboard"), undefined);
+  const objects = render(["-f", path.join(chart, "ci", "web-dashboard-values.yaml")]);
+  const deployment = find(objects, "Deployment", "-dashboard");
+  const c = container(deployment);
+  assert.ok(c.image.endsWith("/dashboard:" + c.image.split(":").pop()));
+  assert.ok(c.args.includes("--scheduler=t-dhpt-scheduler:50051"));
+  assert.ok(c.args.includes("--listen=0.0.0.0:8080"));
+  assert.ok(c.args.includes("--allow-stop"));
+  assert.ok(c.args.includes("--auth-token-file=/etc/dhpt/token/token"));
+  assert.ok(c.args.includes("--tls-ca=/etc/dhpt/tls/ca.crt"));
+  const token = podSpec(deployment).volumes.find((v) => v.name === "token");
+  assert.deepEqual(token.secret.items, [{key: "token", path: "token"}]);
+  const service = find(objects, "Service", "-dashboard");
+  assert.equal(service.spec.ports[0].port, 8080);
+  assert.deepEqual(service.spec.selector, deployment.spec.selector.matchLabels);
+  assert.ok(!render(["--set", "webDashboard.enabled=true"]).find((o) => o.kind === "Deployment" &&
+    o.metadata.name.endsWith("-dashboard")).spec.template.spec.containers[0].args.includes("--allow-stop"));
+});

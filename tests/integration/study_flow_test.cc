@@ -15,6 +15,7 @@
 namespace dhpt::testing {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -197,6 +198,8 @@ max_trials: 6
   EXPECT_THAT(output, HasSubstr("study local-xgb: COMPLETED"));
   EXPECT_THAT(output, HasSubstr("best trial #"));
   EXPECT_THAT(output, HasSubstr("max_depth"));
+  // The dashboard ran beside it (dhpt-dashboard --scheduler=ADDRESS), and is gone too.
+  EXPECT_THAT(output, ContainsRegex("dashboard at http://127\\.0\\.0\\.1:[0-9]+/"));
   const std::string address = AddressFrom(output);
   ASSERT_FALSE(address.empty()) << output;
   EXPECT_EQ(ProcessesMentioning(address), 0);
@@ -306,7 +309,8 @@ TEST(CliTest, CtrlCStopsEveryProcessOfLocal) {
     std::ifstream in(out);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     address = AddressFrom(text);
-    return !address.empty() && ProcessesMentioning(address) == 2;  // Both workers are up.
+    // Both workers and the dashboard are up.
+    return !address.empty() && ProcessesMentioning(address) == 3;
   }));
   kill(pid, SIGINT);
   int status = 0;

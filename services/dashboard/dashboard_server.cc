@@ -1,0 +1,644 @@
+#include "services/dashboard/dashboard_server.h"
+
+#include <httplib.h>
+#include <malloc.h>
+
+#include <algorithm>
+#include <atomic>
+#include <optional>
+#include <deque>
+#include <list>
+#include <map>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "services/analysis/plot_data.h"
+#include "services/analysis/study_data.h"
+#include "services/cli/study_client.h"
+#include "services/common/logging.h"
+#include "services/dashboard/assets.h"
+#include "services/dashboard/page_data.h"
+
+namespace dhpt::dashboard {
+namespace {
+
+constexpr char kJson[] = "application/json; charset=utf-8";
+// Pages of trials streamed past a table, a history or a trial look-up: the scheduler's largest.
+constexpr int kScanPageSize = 10000;
+// A trial looked up by number: pages this large are skipped through without curves, and the
+// one holding it is asked for again with them (its earlier trials' curves come too).
+constexpr int kTrialSeekPageSize = 2000;
+// The history is read in pages this small, so that what is read again each time (the page of
+// the first unfinished trial onwards, at least the last page) stays small.
+constexpr int kHistoryPageSize = 1000;
+// Studies whose history is kept between page loads (two series of kHistoryBuckets each).
+constexpr size_t kHistoryCacheStudies = 64;
+// Studies up to this many trials get their intermediate values read for the plots (100 trials
+// a page, so at most 100 pages).
+constexpr int64_t kMaxPlotCurveTrials = 10000;
+// Trials the plots are drawn from at most (about: every trial that improved on the best comes
+// too); the plots themselves show at most 2,000 points each (analysis::kMaxPointsPerSeries).
+constexpr int64_t kMaxPlotTrials = 20000;
+// How long Stop waits for the open event streams to end their answers.
+constexpr absl::Duration kStopGrace = absl::Seconds(2);
+
+int HttpStatus(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kNotFound: return 404;
+    case absl::StatusCode::kInvalidArgument: return 400;
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated: return 403;
+    case absl::StatusCode::kFailedPrecondition: return 409;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kDeadlineExceeded: return 503;
+    default: return 502;
+  }
+}
+
+void Fail(httplib::Response& res, const absl::Status& status) {
+  res.status = HttpStatus(status);
+  res.set_content(ErrorJson(status.message()), kJson);
+}
+
+bool Permanent(const absl::Status& status) {
+  return absl::IsNotFound(status) || absl::IsInvalidArgument(status) ||
+         absl::IsPermissionDenied(status) || absl::IsUnauthenticated(status);
+}
+
+std::map<std::string, std::string> Params(const httplib::Request& req) {
+  std::map<std::string, std::string> values;
+  for (const auto& [key, value] : req.params) values.emplace(key, value);
+  return values;
+}
+
+}  // namespace
+
+// One browser's event stream (outside the anonymous namespace, since State holds them): a thread watching the study pushes events here; the HTTP
+// thread writes them out, or a keepalive comment when there is nothing to say.
+class EventStream {
+ public:
+  EventStream(const DashboardOptions& options, std::string study, uint64_t after)
+      : client_(options.scheduler, options.security), study_(std::move(study)),
+        keepalive_(options.keepalive) {
+    thread_ = std::thread([this, after] {
+      absl::Status status = client_.Watch(
+          study_, [this](const v1::StudyEvent& event) { Push(event); },
+          /*summaries_only=*/false, after);
+      absl::MutexLock lock(&mutex_);
+      finished_ = true;
+      end_ = std::move(status);
+    });
+  }
+  ~EventStream() {
+    client_.Cancel();
+    thread_.join();
+  }
+  void Cancel() { client_.Cancel(); }
+
+  // Writes events until the browser leaves, the study ends or the watch fails.
+  void Run(httplib::DataSink& sink) {
+    const std::string hello = "retry: 1000\n\n";  // Reconnect after a second if cut.
+    if (!sink.write(hello.data(), hello.size())) return;
+    while (true) {
+      std::deque<std::string> batch;
+      bool finished = false, overflowed = false;
+      absl::Status end;
+      {
+        absl::MutexLock lock(&mutex_);
+        mutex_.AwaitWithTimeout(absl::Condition(this, &EventStream::Ready), keepalive_);
+        batch.swap(queue_);
+        finished = finished_;
+        overflowed = overflowed_;
+        end = end_;
+      }
+      std::string out;
+      for (const std::string& event : batch) out += event;
+      if (batch.empty() && !finished && !overflowed) out = ": keepalive\n\n";
+      if (finished && !overflowed && (end.ok() || Permanent(end))) {
+        // The study ended (the page stops listening), or watching it cannot work (the page
+        // says why). Anything else (the dashboard stopping, a scheduler away for longer than
+        // the client waits) just closes the stream: the browser reconnects with the last
+        // event's id and the watch resumes from there.
+        absl::StrAppend(&out, "event: ", end.ok() ? "end" : "failure", "\ndata: ",
+                        ErrorJson(end.message()), "\n\n");
+      }
+      // (An empty write would be the chunked answer's end marker, written twice with done.)
+      if (!out.empty() && !sink.write(out.data(), out.size())) return;
+      if (finished || overflowed) return;
+    }
+  }
+
+ private:
+  bool Ready() const { return !queue_.empty() || finished_ || overflowed_; }
+  void Push(const v1::StudyEvent& event) {
+    absl::MutexLock lock(&mutex_);
+    if (overflowed_) return;  // The browser resumes after the last event it was sent.
+    if (queue_.size() >= kMaxQueuedEvents) {
+      overflowed_ = true;
+      client_.Cancel();
+      return;
+    }
+    queue_.push_back(absl::StrCat("id: ", event.position(), "\ndata: ", EventJson(event), "\n\n"));
+  }
+
+  cli::StudyClient client_;
+  const std::string study_;
+  const absl::Duration keepalive_;
+  absl::Mutex mutex_;
+  std::deque<std::string> queue_ ABSL_GUARDED_BY(mutex_);
+  bool finished_ ABSL_GUARDED_BY(mutex_) = false;
+  bool overflowed_ ABSL_GUARDED_BY(mutex_) = false;
+  absl::Status end_ ABSL_GUARDED_BY(mutex_);
+  std::thread thread_;
+};
+
+struct DashboardServer::State {
+  explicit State(const DashboardOptions& options)
+      : options(options), client(options.scheduler, options.security) {}
+
+  void Routes();
+  void ServeAsset(const std::string& path, httplib::Response& res) const;
+  void Events(const httplib::Request& req, httplib::Response& res);
+  void History(const std::string& study, httplib::Response& res);
+  absl::StatusOr<HistorySeries> HistoryOf(const std::string& study);
+  // The study-insight plots (services/analysis): importance, parallel coordinates, slice,
+  // contour, intermediate values, EDF, timeline, and Pareto front and hypervolume.
+  void Plots(const std::string& study, httplib::Response& res);
+  // Reads the newest studies' histories once at start, so their pages open at once.
+  void WarmUp();
+  void Trials(const httplib::Request& req, httplib::Response& res);
+  void Trial(const std::string& study, const std::string& number, httplib::Response& res);
+
+  const DashboardOptions options;
+  cli::StudyClient client;  // Unary calls only (a Watch would need its own).
+  httplib::Server server;
+  int port = 0;
+  std::thread thread;
+  std::atomic<int> streams{0};
+  absl::Mutex mutex;
+  bool stopping ABSL_GUARDED_BY(mutex) = false;
+  std::list<EventStream*> open_streams ABSL_GUARDED_BY(mutex);
+  std::thread warm_up;
+
+  // Each study's history up to where it still changes (see HistoryOf).
+  struct CachedHistory {
+    std::string key;           // The study's create time.
+    HistorySeries prefix;      // The trials before resume_token's page.
+    std::string resume_token;  // Where the next read starts ("" = the first page).
+    uint64_t used = 0;
+  };
+  absl::Mutex history_mutex;
+  std::map<std::string, CachedHistory> history_cache ABSL_GUARDED_BY(history_mutex);
+  uint64_t history_uses ABSL_GUARDED_BY(history_mutex) = 0;
+};
+
+void DashboardServer::State::ServeAsset(const std::string& path, httplib::Response& res) const {
+  const Asset* asset = FindAsset(path);
+  if (asset == nullptr) {
+    res.status = 404;
+    res.set_content("not found", "text/plain");
+    return;
+  }
+  res.set_content(std::string(asset->data), std::string(asset->content_type));
+}
+
+void DashboardServer::State::Routes() {
+  // The pages' own scripts and styles only: a name or error a study wrote that slipped into the
+  // page as markup still could not run a script.
+  server.set_default_headers(
+      {{"Content-Security-Policy",
+        "default-src 'self'; img-src 'self' data:; object-src 'none'; frame-ancestors 'none'; "
+        "base-uri 'none'; form-action 'none'"},
+       {"X-Content-Type-Options", "nosniff"},
+       {"Referrer-Policy", "no-referrer"},
+       {"Cache-Control", "no-store"}});
+  // Every page is the one script-driven page; it reads its path and query (shareable links).
+  for (const char* page : {"/", "/study", "/trial", "/workers"}) {
+    server.Get(page, [this](const httplib::Request&, httplib::Response& res) {
+      ServeAsset("index.html", res);
+    });
+  }
+  server.Get(R"(/assets/([a-z0-9_.-]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    ServeAsset(req.matches[1], res);
+  });
+  server.Get("/api/studies", [this](const httplib::Request&, httplib::Response& res) {
+    absl::StatusOr<std::vector<v1::Study>> studies = client.ListStudies();
+    if (!studies.ok()) return Fail(res, studies.status());
+    res.set_content(StudiesJson(*studies), kJson);
+  });
+  server.Get("/api/study", [this](const httplib::Request& req, httplib::Response& res) {
+    absl::StatusOr<v1::Study> study = client.GetStudy(req.get_param_value("name"));
+    if (!study.ok()) return Fail(res, study.status());
+    res.set_content(StudyJson(*study, options.allow_stop), kJson);
+  });
+  server.Get("/api/history", [this](const httplib::Request& req, httplib::Response& res) {
+    History(req.get_param_value("study"), res);
+  });
+  server.Get("/api/plots", [this](const httplib::Request& req, httplib::Response& res) {
+    Plots(req.get_param_value("study"), res);
+  });
+  server.Get("/api/trials", [this](const httplib::Request& req, httplib::Response& res) {
+    Trials(req, res);
+  });
+  server.Get("/api/trial", [this](const httplib::Request& req, httplib::Response& res) {
+    Trial(req.get_param_value("study"), req.get_param_value("number"), res);
+  });
+  server.Get("/api/workers", [this](const httplib::Request&, httplib::Response& res) {
+    absl::StatusOr<std::vector<v1::Worker>> workers = client.ListWorkers();
+    if (!workers.ok()) return Fail(res, workers.status());
+    res.set_content(WorkersJson(*workers), kJson);
+  });
+  server.Get("/api/events", [this](const httplib::Request& req, httplib::Response& res) {
+    Events(req, res);
+  });
+  server.Post("/api/stop", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!options.allow_stop) {
+      return Fail(res, absl::PermissionDeniedError(
+                           "this dashboard is read-only; start it with --allow_stop to stop studies"));
+    }
+    // A form on another site cannot set this header (a cross-site request with it needs a CORS
+    // preflight this server never answers), so only the page's own button can stop a study.
+    if (req.get_header_value("X-DHPT-Confirm") != "stop") {
+      return Fail(res, absl::PermissionDeniedError("stop: the request must come from the page"));
+    }
+    const std::string name = req.get_param_value("study");
+    absl::StatusOr<v1::Study> study = client.StopStudy(name);
+    if (!study.ok()) return Fail(res, study.status());
+    DHPT_LOG_INFO("stopped study %s from the dashboard", name);
+    res.set_content(StudyJson(*study, options.allow_stop), kJson);
+  });
+}
+
+absl::StatusOr<HistorySeries> DashboardServer::State::HistoryOf(const std::string& study) {
+  absl::StatusOr<v1::Study> found = client.GetStudy(study);
+  if (!found.ok()) return found.status();
+  const v1::StudySpec& spec = found->spec();
+  const v1::Objective& objective = spec.objectives_size() > 0 ? spec.objectives(0) : spec.objective();
+  // A study deleted and made again under its name is another study.
+  const std::string key = absl::StrCat(found->create_time().seconds(), ".", found->create_time().nanos());
+  // Trials finish once: the ones before the first page that held an unfinished trial (or the
+  // last page) never change, so the series up to there is kept and only the rest is read
+  // again. A study of 100,000 trials is read whole once, then only from where it still moves.
+  HistorySeries series(objective.goal() == v1::Objective::MAXIMIZE);
+  v1::ListTrialsRequest request;
+  request.set_study(study);
+  request.set_page_size(kHistoryPageSize);
+  {
+    absl::MutexLock lock(&history_mutex);
+    auto it = history_cache.find(study);
+    if (it != history_cache.end() && it->second.key == key) {
+      series = it->second.prefix;
+      request.set_page_token(it->second.resume_token);
+    }
+  }
+  std::optional<HistorySeries> prefix;
+  std::string resume_token, last_page_token = request.page_token();
+  HistorySeries before_last_page = series;
+  const auto unfinished = [](const v1::Trial& trial) {
+    return trial.state() == v1::Trial::PENDING || trial.state() == v1::Trial::RUNNING;
+  };
+  std::string page_token = request.page_token();
+  absl::Status status = client.EachTrialPage(request, [&](v1::ListTrialsResponse& page) {
+    if (!prefix && std::any_of(page.trials().begin(), page.trials().end(), unfinished)) {
+      prefix = series;
+      resume_token = page_token;
+    }
+    last_page_token = page_token;
+    before_last_page = series;
+    for (const v1::Trial& trial : page.trials()) series.Add(trial);
+    page_token = page.next_page_token();
+    return true;
+  });
+  if (!status.ok()) return status;
+  if (!prefix) {
+    prefix = std::move(before_last_page);
+    resume_token = last_page_token;
+  }
+  absl::MutexLock lock(&history_mutex);
+  history_cache.insert_or_assign(
+      study, CachedHistory{key, *std::move(prefix), resume_token, ++history_uses});
+  // Bounded: the studies looked at longest ago are read whole again if they come back.
+  while (history_cache.size() > kHistoryCacheStudies) {
+    auto oldest = history_cache.begin();
+    for (auto it = history_cache.begin(); it != history_cache.end(); ++it) {
+      if (it->second.used < oldest->second.used) oldest = it;
+    }
+    history_cache.erase(oldest);
+  }
+  return series;
+}
+
+void DashboardServer::State::Plots(const std::string& study, httplib::Response& res) {
+  absl::StatusOr<v1::Study> found = client.GetStudy(study);
+  if (!found.ok()) return Fail(res, found.status());
+  const v1::StudySpec& spec = found->spec();
+  const int64_t trials = int64_t{found->trials_pending()} + found->trials_running() +
+                         found->trials_completed() + found->trials_failed() +
+                         found->trials_cancelled() + found->trials_pruned() + found->trials_added();
+  // The analyses read the study in their own compact form, built page by page (never every
+  // Trial message at once). Intermediate values come in pages of 100 trials: read for studies
+  // up to kMaxPlotCurveTrials only.
+  const bool curves = trials <= kMaxPlotCurveTrials;
+  // A larger study is drawn from every stride-th trial and every trial that improved on the
+  // best so far (single objective), so what is held stays near kMaxPlotTrials whatever its size.
+  const int64_t stride = std::max<int64_t>(1, (trials + kMaxPlotTrials - 1) / kMaxPlotTrials);
+  const bool maximize = spec.objective().goal() == v1::Objective::MAXIMIZE;
+  std::optional<double> best;
+  int64_t seen = 0, kept = 0;
+  const auto keep = [&](const v1::Trial& trial) {
+    bool improves = false;
+    if (spec.objectives_size() == 0 && trial.state() == v1::Trial::COMPLETED &&
+        trial.has_objective_value()) {
+      const double value = trial.objective_value();
+      improves = !best || (maximize ? value > *best : value < *best);
+      if (improves) best = value;
+    }
+    return improves || seen++ % stride == 0;
+  };
+  analysis::StudyData data;
+  std::optional<v1::Trial> anchor;  // Times are seconds since the earliest trial's creation.
+  v1::ListTrialsRequest request;
+  request.set_study(study);
+  request.set_page_size(kScanPageSize);
+  request.set_intermediate_values(curves);
+  absl::Status status = client.EachTrialPage(request, [&](v1::ListTrialsResponse& page) {
+    if (page.trials_size() == 0) return true;
+    std::vector<v1::Trial> page_trials;
+    page_trials.reserve(page.trials_size() + 1);
+    if (!anchor) anchor = page.trials(0);
+    const bool first = data.trials.empty();
+    if (!first) page_trials.push_back(*anchor);  // The same time origin on every page.
+    for (const v1::Trial& trial : page.trials()) {
+      if (keep(trial)) page_trials.push_back(trial);
+    }
+    kept += static_cast<int64_t>(page_trials.size()) - (first ? 0 : 1);
+    analysis::StudyData part = analysis::StudyDataFromProto(
+        spec, page_trials, std::vector<v1::TrialCurve>(page.curves().begin(), page.curves().end()));
+    if (first) {
+      data = std::move(part);
+    } else {
+      data.trials.insert(data.trials.end(), std::make_move_iterator(part.trials.begin() + 1),
+                         std::make_move_iterator(part.trials.end()));
+    }
+    return true;
+  });
+  if (!status.ok()) return Fail(res, status);
+  if (data.trials.empty()) data = analysis::StudyDataFromProto(spec, {});
+  std::optional<analysis::ImportanceResult> importance;
+  std::string importance_error;
+  v1::GetParamImportancesRequest importance_request;
+  importance_request.set_study(study);
+  absl::StatusOr<v1::GetParamImportancesResponse> answer = client.GetParamImportances(importance_request);
+  if (answer.ok()) {
+    importance.emplace();
+    importance->objective = answer->objective_metric();
+    importance->trials_considered = answer->trials_considered();
+    importance->trials_used = answer->trials_used();
+    importance->evaluator = answer->evaluator() == v1::GetParamImportancesRequest::FANOVA
+                                ? analysis::Evaluator::kFanova
+                                : analysis::Evaluator::kPedAnova;
+    for (const v1::ParamImportance& p : answer->importances()) {
+      importance->importances.push_back({p.name(), p.importance(), p.constant()});
+    }
+  } else {
+    importance_error = std::string(answer.status().message());
+  }
+  std::vector<std::string> plots;
+  for (analysis::PlotKind kind : analysis::AllPlotKinds()) {
+    const bool several = data.objectives.size() >= 2;
+    // The page draws its own history (live); Pareto plots need two objectives, a contour two
+    // parameters.
+    if (kind == analysis::PlotKind::kHistory) continue;
+    if ((kind == analysis::PlotKind::kParetoFront || kind == analysis::PlotKind::kHypervolume) &&
+        !several) {
+      continue;
+    }
+    if (kind == analysis::PlotKind::kContour && data.params.size() < 2) continue;
+    analysis::PlotOptions plot_options;
+    plot_options.importance = importance ? &*importance : nullptr;
+    absl::StatusOr<analysis::PlotData> plot;
+    if (kind == analysis::PlotKind::kImportance && !importance) {
+      plot = analysis::PlotData();
+      plot->kind = kind;
+      plot->title = "importance of each parameter";
+      plot->empty_reason = importance_error;
+    } else {
+      plot = analysis::MakePlot(data, kind, plot_options);
+    }
+    if (!plot.ok()) continue;  // A plot this study cannot have (see MakePlot).
+    if (kind == analysis::PlotKind::kIntermediate && !curves && plot->empty_reason.empty()) {
+      plot->empty_reason = absl::StrCat("intermediate values are drawn for studies of up to ",
+                                        kMaxPlotCurveTrials, " trials");
+      plot->panels.clear();
+    }
+    plots.push_back(PlotJson(*plot));
+  }
+  res.set_content(absl::StrCat("{\"trials\":", seen, ",\"drawn_from\":", kept, ",\"plots\":[",
+                               absl::StrJoin(plots, ","), "]}"),
+                  kJson);
+  plots.clear();
+  data = analysis::StudyData();
+  // The pages just read were large and short-lived: give their memory back to the system.
+  malloc_trim(0);
+}
+
+void DashboardServer::State::History(const std::string& study, httplib::Response& res) {
+  absl::StatusOr<HistorySeries> series = HistoryOf(study);
+  if (!series.ok()) return Fail(res, series.status());
+  res.set_content(series->Json(), kJson);
+}
+
+void DashboardServer::State::WarmUp() {
+  absl::StatusOr<std::vector<v1::Study>> studies = client.ListStudies();
+  if (!studies.ok()) return;  // The pages will say why when they are opened.
+  // The newest studies first: those are the ones people open.
+  std::sort(studies->begin(), studies->end(), [](const v1::Study& a, const v1::Study& b) {
+    return a.create_time().seconds() > b.create_time().seconds();
+  });
+  if (studies->size() > kHistoryCacheStudies) studies->resize(kHistoryCacheStudies);
+  for (const v1::Study& study : *studies) {
+    {
+      absl::MutexLock lock(&mutex);
+      if (stopping) return;
+    }
+    (void)HistoryOf(study.spec().name());
+  }
+}
+
+void DashboardServer::State::Trials(const httplib::Request& req, httplib::Response& res) {
+  absl::StatusOr<TableQuery> query = ParseTableQuery(Params(req));
+  if (!query.ok()) return Fail(res, query.status());
+  TrialTable table(*query);
+  v1::ListTrialsRequest request;
+  request.set_study(req.get_param_value("study"));
+  request.set_state(query->state);
+  // Number order needs only the rows up to the page; any other order sees every trial.
+  request.set_page_size(query->NumberOrder()
+                            ? std::min(kScanPageSize, (query->page + 1) * query->page_size)
+                            : kScanPageSize);
+  absl::Status status = client.EachTrialPage(request, [&](v1::ListTrialsResponse& page) {
+    for (const v1::Trial& trial : page.trials()) table.Add(trial);
+    return !table.Done();
+  });
+  if (!status.ok()) return Fail(res, status);
+  res.set_content(table.Json(), kJson);
+}
+
+void DashboardServer::State::Trial(const std::string& study, const std::string& number_text,
+                                   httplib::Response& res) {
+  int64_t number = 0;
+  if (!absl::SimpleAtoi(number_text, &number) || number < 0) {
+    return Fail(res, absl::InvalidArgumentError("number: a trial number from 0"));
+  }
+  // Trials are listed in number order: skip pages until the one that holds it, then ask for
+  // that page again, up to the trial, with the curves.
+  v1::ListTrialsRequest request;
+  request.set_study(study);
+  request.set_page_size(kTrialSeekPageSize);
+  std::string token;
+  int index = -1;
+  absl::Status status = client.EachTrialPage(request, [&](v1::ListTrialsResponse& page) {
+    for (int i = 0; i < page.trials_size(); ++i) {
+      if (page.trials(i).number() == number) {
+        index = i;
+        return false;
+      }
+    }
+    token = page.next_page_token();
+    return true;
+  });
+  if (!status.ok()) return Fail(res, status);
+  if (index < 0) {
+    return Fail(res, absl::NotFoundError(absl::StrCat("study ", study, " has no trial ", number)));
+  }
+  // Pages with curves are short (the scheduler's kMaxCurvePageSize, 100 trials): follow them
+  // from the page that holds the trial up to it.
+  request.set_page_token(token);
+  request.set_page_size(index + 1);
+  request.set_intermediate_values(true);
+  v1::Trial trial;
+  bool found = false;
+  std::vector<v1::TrialCurve> curves;
+  status = client.EachTrialPage(request, [&](v1::ListTrialsResponse& page) {
+    for (const v1::Trial& t : page.trials()) {
+      if (t.number() == number) {
+        trial = t;
+        found = true;
+      }
+    }
+    for (const v1::TrialCurve& curve : page.curves()) {
+      if (curve.number() == number) curves.push_back(curve);
+    }
+    return !found && page.trials_size() > 0 && page.trials(page.trials_size() - 1).number() < number;
+  });
+  if (!status.ok()) return Fail(res, status);
+  if (!found) {
+    return Fail(res, absl::UnavailableError("the study changed while the trial was looked up; reload"));
+  }
+  res.set_content(TrialJson(trial, curves), kJson);
+}
+
+void DashboardServer::State::Events(const httplib::Request& req, httplib::Response& res) {
+  const std::string study = req.get_param_value("study");
+  uint64_t after = 0;
+  // EventSource sends the id of the last event it got when it reconnects: resume from there.
+  const std::string last = req.get_header_value("Last-Event-ID");
+  if (!last.empty() && !absl::SimpleAtoi(last, &after)) {
+    return Fail(res, absl::InvalidArgumentError("Last-Event-ID: not an event id of this stream"));
+  }
+  {
+    // A browser reconnecting over a kept-alive connection while the dashboard stops: a whole,
+    // empty stream (it reconnects a second later, to whichever dashboard then listens), not
+    // one cut off when the process exits.
+    absl::MutexLock lock(&mutex);
+    if (stopping) {
+      res.set_header("Connection", "close");
+      res.set_content("retry: 1000\n\n", "text/event-stream");
+      return;
+    }
+  }
+  if (streams.fetch_add(1) >= options.max_event_streams) {
+    streams.fetch_sub(1);
+    return Fail(res, absl::UnavailableError(absl::StrCat(
+                         "the dashboard already serves ", options.max_event_streams,
+                         " live pages (--max_event_streams); close one or try again later")));
+  }
+  res.set_header("X-Accel-Buffering", "no");  // A proxy in front must not hold events back.
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, study, after](size_t, httplib::DataSink& sink) {
+        auto stream = std::make_unique<EventStream>(options, study, after);
+        std::list<EventStream*>::iterator it;
+        {
+          absl::MutexLock lock(&mutex);
+          if (stopping) stream->Cancel();
+          it = open_streams.insert(open_streams.end(), stream.get());
+        }
+        stream->Run(sink);
+        // The answer's end is written before Stop may close the sockets (it waits for this).
+        sink.done();
+        {
+          absl::MutexLock lock(&mutex);
+          open_streams.erase(it);
+        }
+        stream.reset();  // Ends its watch (if still on) and joins its thread.
+        return true;
+      },
+      [this](bool) { streams.fetch_sub(1); });
+}
+
+absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
+    const DashboardOptions& options, const std::string& host, int port) {
+  auto state = std::make_unique<State>(options);
+  // One thread per open event stream, and a few for everything else.
+  const size_t threads = static_cast<size_t>(options.max_event_streams) + 8;
+  state->server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  state->Routes();
+  if (port == 0) {
+    state->port = state->server.bind_to_any_port(host);
+  } else if (state->server.bind_to_port(host, port)) {
+    state->port = port;
+  } else {
+    state->port = -1;
+  }
+  if (state->port < 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port,
+                                               " (in use, or not an address of this machine)"));
+  }
+  State* raw = state.get();
+  state->thread = std::thread([raw] { raw->server.listen_after_bind(); });
+  state->warm_up = std::thread([raw] { raw->WarmUp(); });
+  return std::unique_ptr<DashboardServer>(new DashboardServer(std::move(state)));
+}
+
+DashboardServer::DashboardServer(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+DashboardServer::~DashboardServer() { Stop(); }
+
+int DashboardServer::port() const { return state_->port; }
+
+void DashboardServer::Stop() {
+  {
+    absl::MutexLock lock(&state_->mutex);
+    state_->stopping = true;
+    for (EventStream* stream : state_->open_streams) stream->Cancel();
+    // Each stream ends its answer properly before the sockets close, so a browser sees a
+    // stream that ended (and reconnects quietly), not a broken one.
+    state_->mutex.AwaitWithTimeout(
+        absl::Condition(
+            +[](std::list<EventStream*>* streams) { return streams->empty(); },
+            &state_->open_streams),
+        kStopGrace);
+  }
+  state_->server.stop();
+  if (state_->thread.joinable()) state_->thread.join();
+  if (state_->warm_up.joinable()) state_->warm_up.join();
+}
+
+}  // namespace dhpt::dashboard

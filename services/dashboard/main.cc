@@ -1,0 +1,87 @@
+// dhpt-dashboard: every study, trial and worker of a scheduler in a browser, live.
+//   dhpt-dashboard --scheduler=localhost:50051 --listen=127.0.0.1:8080
+// It reads through the scheduler's public StudyService (the CLI's TLS and token flags), and
+// prints "dashboard at http://HOST:PORT/" once it serves (port 0 picks a free port).
+
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "services/common/client_security_flags.h"
+#include "services/common/env_flags.h"
+#include "services/common/signals.h"
+#include "services/dashboard/dashboard_server.h"
+
+ABSL_FLAG(std::string, scheduler, "localhost:50051", "the scheduler's HOST:PORT");
+ABSL_FLAG(std::string, listen, "127.0.0.1:8080",
+          "HOST:PORT to serve browsers on (port 0 picks a free one); 0.0.0.0 to be reached "
+          "from other machines");
+ABSL_FLAG(bool, allow_stop, false,
+          "offer a Stop button on study pages (asks first); off, the dashboard only reads");
+ABSL_FLAG(int, max_event_streams, dhpt::dashboard::kDefaultMaxEventStreams,
+          "study pages open at once with live updates; more are refused until one closes");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "dhpt-dashboard --scheduler=HOST:PORT --listen=HOST:PORT\n\n"
+      "Serves the scheduler's studies, trials and workers to browsers, live.\n"
+      "Every flag can also be set as DHPT_<FLAG> in the environment (e.g. DHPT_SCHEDULER).");
+  absl::FlagsUsageConfig usage;
+  usage.version_string = [] { return std::string("dhpt-dashboard " DHPT_VERSION "\n"); };
+  usage.contains_helpshort_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "services/");
+  };
+  usage.contains_help_flags = usage.contains_helpshort_flags;
+  absl::SetFlagsUsageConfig(usage);
+  dhpt::ApplyEnvironmentToFlags({"scheduler", "listen", "allow_stop", "max_event_streams"});
+  dhpt::ApplyEnvironmentToFlags(dhpt::ClientSecurityFlagNames());
+  dhpt::ParseFlagsOnly("dhpt-dashboard", argc, argv);
+  dhpt::BlockTerminationSignals();
+  // A browser that closes mid-answer must not end the process.
+  std::signal(SIGPIPE, SIG_IGN);
+
+  const std::string listen = absl::GetFlag(FLAGS_listen);
+  const size_t colon = listen.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    std::fprintf(stderr, "dhpt-dashboard: --listen must be HOST:PORT (port 0 picks a free one)\n");
+    return 2;
+  }
+  std::string host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  dhpt::dashboard::DashboardOptions options;
+  options.scheduler = absl::GetFlag(FLAGS_scheduler);
+  options.allow_stop = absl::GetFlag(FLAGS_allow_stop);
+  options.max_event_streams = absl::GetFlag(FLAGS_max_event_streams);
+  if (options.max_event_streams < 1 || options.max_event_streams > 1024) {
+    std::fprintf(stderr, "dhpt-dashboard: --max_event_streams must be between 1 and 1024\n");
+    return 2;
+  }
+  absl::StatusOr<dhpt::ChannelSecurity> security =
+      dhpt::MakeChannelSecurity(dhpt::ClientSecurityFromFlags());
+  if (!security.ok()) {
+    std::fprintf(stderr, "dhpt-dashboard: %s\n", std::string(security.status().message()).c_str());
+    return 2;
+  }
+  options.security = *security;
+  absl::StatusOr<std::unique_ptr<dhpt::dashboard::DashboardServer>> server =
+      dhpt::dashboard::DashboardServer::Start(options, host, port);
+  if (!server.ok()) {
+    std::fprintf(stderr, "dhpt-dashboard: %s\n", std::string(server.status().message()).c_str());
+    return 1;
+  }
+  const std::string shown = host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host;
+  std::printf("dashboard at http://%s:%d/ (scheduler %s)\n", shown.c_str(), (*server)->port(),
+              options.scheduler.c_str());
+  std::fflush(stdout);
+  dhpt::WaitForTerminationSignal();
+  (*server)->Stop();
+  return 0;
+}
