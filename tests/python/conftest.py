@@ -34,6 +34,7 @@ class Scheduler:
 
     def __init__(self, tmp_path, flags=()):
         self.db = str(tmp_path / "dhpt.db")
+        self.log = str(tmp_path / "scheduler.log")
         self.flags = list(flags)
         self.port = 0
         self.process = None
@@ -43,13 +44,14 @@ class Scheduler:
         self.process = subprocess.Popen(
             [os.path.join(BIN, "dhpt-scheduler"), f"--listen=127.0.0.1:{self.port}",
              f"--db={self.db}", "--heartbeat_interval=200ms", *self.flags],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            stdout=subprocess.PIPE, stderr=open(self.log, "a"), text=True)
         for line in self.process.stdout:
             if line.startswith("listening on "):
                 self.port = int(line.strip().rsplit(":", 1)[1])
                 break
         else:
-            raise AssertionError(f"dhpt-scheduler exited ({self.process.wait()}) before listening")
+            raise AssertionError(f"dhpt-scheduler exited ({self.process.wait()}) before listening: "
+                                 f"{open(self.log).read()}")
         # Keep reading, so that the scheduler never blocks on a full pipe.
         threading.Thread(target=self.process.stdout.read, daemon=True).start()
 

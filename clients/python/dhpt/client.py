@@ -139,6 +139,11 @@ class Client:
                     time.sleep(min(backoff, max(left, 0)) * (0.5 + random.random() / 2))
                     backoff = min(backoff * 2, 1.0)
                     continue
+                if retry and code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    # wait_for_ready waited all this time for a connection that never came.
+                    raise errors.Unavailable(
+                        f"cannot reach the scheduler at {self.scheduler} within "
+                        f"{self.retry_seconds:g} s ({e.details()})") from None
                 raise self.error(e) from None
 
     def stream(self, method, request):
