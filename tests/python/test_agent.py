@@ -155,3 +155,12 @@ def test_function_study_on_a_worker_is_watched_and_listed(scheduler, client, cpu
     assert ended[-1].state == "COMPLETED"
     assert all(t.worker_id == "py-worker" for t in study.trials)
     assert study.best_trial.value == min(t.value for t in study.trials)
+
+
+def test_optimize_stops_at_its_timeout(scheduler, client):
+    study = make(client, max_trials=5, parallel_trials=1)
+    other = dhpt.load_study("opt", client=dhpt.Client(scheduler.address, client_id="holder"))
+    held = other.ask()  # The one trial allowed at a time: optimize finds none free.
+    assert study.optimize(quadratic, timeout=0.5) == 0
+    other.tell(held, 1.0)
+    assert study.optimize(quadratic, timeout=60) == 4  # Then it runs the rest.

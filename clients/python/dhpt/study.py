@@ -323,11 +323,14 @@ class Study:
         deadline = None if timeout is None else time.monotonic() + timeout
         wait = _ASK_FIRST_WAIT
         while True:
-            answer = self._client.call("SuggestTrials", pb.SuggestTrialsRequest(
-                study=self.name, count=1, client_id=client_id))
-            if answer.trials:
+            try:
+                answer = self._client.call("SuggestTrials", pb.SuggestTrialsRequest(
+                    study=self.name, count=1, client_id=client_id))
+            except errors.ResourceExhausted:
+                answer = None  # Many asks wait on this study's next suggestion: ask again.
+            if answer is not None and answer.trials:
                 return Trial(self, answer.trials[0], client_id)
-            state = common_pb.Study.State.Name(answer.study_state)
+            state = common_pb.Study.State.Name(answer.study_state) if answer else "RUNNING"
             if state in _ENDED:
                 self.refresh()
                 raise errors.StudyEnded(
