@@ -7,7 +7,6 @@ import threading
 import pytest
 
 import dhpt
-from conftest import wait_until
 
 
 def quadratic(trial):

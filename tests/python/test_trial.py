@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import dhpt
-from conftest import Scheduler, wait_until
+from conftest import Scheduler
 
 
 def make(client, name="at", **kwargs):

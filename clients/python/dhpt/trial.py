@@ -10,7 +10,7 @@ import enum
 import math
 
 from . import errors
-from .client import common_pb, pb
+from .client import common_pb
 
 
 class TrialState(enum.Enum):
