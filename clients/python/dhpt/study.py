@@ -295,7 +295,11 @@ class Study:
     def trials_dataframe(self):
         """The trials as a pandas DataFrame (Debian's python3-pandas): number, state, value or
         values_<i>, params_<name>, metrics_<name>, times; missing values are NaN/None."""
-        import pandas as pd
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("trials_dataframe() needs pandas (Debian: python3-pandas); "
+                              "study.trials has the same values") from None
         rows = []
         multi = len(self._objectives()) > 1
         for t in self.trials:
