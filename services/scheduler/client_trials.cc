@@ -286,6 +286,9 @@ absl::StatusOr<v1::ReportProgressResponse> SchedulerCore::ReportClientProgress(
   if (request.has_step() && request.step() < 0) {
     return absl::InvalidArgumentError("step: must be >= 0");
   }
+  if (request.hand_back() && request.has_step()) {
+    return absl::InvalidArgumentError("hand_back: a trial handed back reports no value");
+  }
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(StudyEntry * study, FindExternalStudyLocked(request.study()));
   ASSIGN_OR_RETURN(TrialEntry * trial, FindTrialLocked(*study, request.trial()));
@@ -307,6 +310,15 @@ absl::StatusOr<v1::ReportProgressResponse> SchedulerCore::ReportClientProgress(
         "trial ", t.number(), " of study \"", request.study(), "\" is not leased to client \"",
         request.client_id(), "\" (it is ", v1::Trial::State_Name(t.state()),
         "); ask for trials with SuggestTrials"));
+  }
+  if (request.hand_back()) {
+    // Nothing was learnt from it, so it goes back to the queue as a lost worker's would, but
+    // uncharged: the next ask (this client's or another's) gets it.
+    ReleaseLocked(*trial);
+    RequeueLocked(*trial, absl::StrCat("client \"", request.client_id(), "\" handed it back"),
+                  /*lost=*/false);
+    ServeSuggestWaitersLocked(*study);
+    return response;
   }
   trial->lease_end = options_.clock() + options_.client_lease;
   if (request.has_step()) RecordProgressLocked(*trial, request.step(), request.value());

@@ -119,8 +119,13 @@ def test_ctrl_c_stops_and_hands_back_the_trial(scheduler, client, children):
     child.process.send_signal(signal.SIGINT)
     assert child.line() == "interrupted"
     assert child.process.wait(30) == 0
-    trial = dhpt.load_study("opt", client=client).trials[number]
-    assert trial.state == dhpt.TrialState.FAILED and "interrupted" in trial.error
+    study = dhpt.load_study("opt", client=client)
+    trial = study.trials[number]
+    assert trial.state == dhpt.TrialState.PENDING and "handed it back" in trial.error
+    again = study.ask()  # Another client gets the same point, uncharged.
+    assert again.number == number and again.params == trial.params
+    told = study.tell(again, 1.0)
+    assert told.attempt == 2 and told.lost_attempts == 0
 
 
 def test_agents_on_two_machines_share_a_study(scheduler, client, children):

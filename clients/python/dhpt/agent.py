@@ -6,8 +6,9 @@ the result, until its share of n_trials is taken, `timeout` passed, or the study
   metrics (the objectives' and any others to keep);
 - TrialPruned ends the trial PRUNED; any other exception fails it with the traceback's last
   line as the reason, then stops optimize() and is raised again, unless it is one of `catch`;
-- Ctrl-C (KeyboardInterrupt) stops taking trials, fails the trials being evaluated with
-  "interrupted" (so that no lease is left to run out) and is raised again.
+- Ctrl-C (KeyboardInterrupt) stops taking trials, hands the trials being evaluated back to
+  the scheduler (pending again for any client, no attempt charged, no lease left to run out)
+  and is raised again.
 """
 
 import multiprocessing
@@ -95,13 +96,13 @@ def _evaluate(study, fn, client_id, budget, deadline, catch, stop, held):
     return done
 
 
-def _hand_back(study, held):
-    """Fails what the evaluators still hold, so that their leases do not wait to run out."""
+def _hand_back(held):
+    """Hands back what the evaluators still hold, so that no lease waits to run out."""
     for client_id, trial in list(held.items()):
         try:
-            study.tell(trial, state=TrialState.FAILED, reason="interrupted (KeyboardInterrupt)")
+            trial.hand_back()
         except errors.DhptError:
-            pass  # Finished meanwhile, or the scheduler is gone: nothing to hand back.
+            pass  # Finished meanwhile, or the scheduler is gone: its lease runs out.
         held.pop(client_id, None)
 
 
@@ -121,7 +122,7 @@ def run_trials(study, fn, n_trials=None, timeout=None, n_jobs=1, catch=(), proce
         try:
             return _evaluate(study, fn, ids[0], budget, deadline, catch, stop, held)
         except KeyboardInterrupt:
-            _hand_back(study, held)
+            _hand_back(held)
             raise
     results, failures = [0] * n_jobs, []
 
@@ -141,7 +142,7 @@ def run_trials(study, fn, n_trials=None, timeout=None, n_jobs=1, catch=(), proce
                 t.join(0.5)  # A bounded join, so that Ctrl-C reaches this thread.
     except KeyboardInterrupt:
         stop.set()
-        _hand_back(study, held)
+        _hand_back(held)
         raise
     if failures:
         raise failures[0]
@@ -149,16 +150,17 @@ def run_trials(study, fn, n_trials=None, timeout=None, n_jobs=1, catch=(), proce
 
 
 def _process_main(settings, client_id, name, fn, left, deadline_s, catch, answer):
-    study = None
+    held = {}
     try:
         client = Client(client_id=client_id, **settings)
         from .study import load_study
         study = load_study(name, client=client)
         deadline = None if deadline_s is None else time.monotonic() + deadline_s
         done = _evaluate(study, fn, client_id, _Budget(None, left), deadline, catch,
-                         threading.Event(), {})
+                         threading.Event(), held)
         answer.put((client_id, done, None))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group.
+        _hand_back(held)
         answer.put((client_id, 0, "interrupted"))
     except BaseException as e:  # noqa: BLE001 - reported to the parent
         answer.put((client_id, 0, _last_line(e)))

@@ -348,9 +348,9 @@ class Study:
             time.sleep(wait)  # Every trial is leased to another client: ask again shortly.
             wait = min(wait * 2, _ASK_MAX_WAIT)
 
-    def _report(self, trial, step=None, value=None):
+    def _report(self, trial, step=None, value=None, hand_back=False):
         request = pb.ReportProgressRequest(study=self.name, trial=trial.number,
-                                           client_id=trial.client_id)
+                                           client_id=trial.client_id, hand_back=hand_back)
         if step is not None:
             request.step, request.value = int(step), float(value)
         return self._client.call("ReportProgress", request)

@@ -79,6 +79,7 @@ class FrozenTrial:
         self.worker_id = trial.worker_id or None
         self.client_id = trial.client_id or None
         self.attempt = trial.attempt
+        self.lost_attempts = trial.lost_attempts
         self.infeasible = trial.infeasible
         self.constraint_violation = trial.constraint_violation if trial.infeasible else 0.0
         self.origin = common_pb.Trial.Origin.Name(trial.origin)
@@ -174,6 +175,11 @@ class Trial:
         answer = self.study._report(self)
         self._should_stop = self._should_stop or answer.should_stop
         return answer.should_stop
+
+    def hand_back(self):
+        """Gives the trial up unevaluated: it is pending again for the next ask (this client's
+        or another's), and costs no attempt. What Ctrl-C in optimize() does."""
+        self.study._report(self, hand_back=True)
 
     def should_prune(self):
         """Whether the study's early-stopping rule stopped this trial at its last report()."""
