@@ -7,6 +7,7 @@ import threading
 import pytest
 
 import dhpt
+from conftest import Scheduler
 
 
 def quadratic(trial):
@@ -168,3 +169,32 @@ def test_optimize_stops_at_its_timeout(scheduler, client):
     assert study.optimize(quadratic, timeout=0.5) == 0
     other.tell(held, 1.0)
     assert study.optimize(quadratic, timeout=60) == 4  # Then it runs the rest.
+
+
+def test_optimize_keeps_the_lease_of_an_objective_that_never_reports(tmp_path):
+    scheduler = Scheduler(tmp_path, ["--client_lease=1s"])
+    running, finish = threading.Event(), threading.Event()
+    try:
+        study = make(dhpt.Client(scheduler.address, client_id="slow"), max_trials=1,
+                     parallel_trials=1)
+
+        def slow(trial):
+            running.set()
+            assert finish.wait(60)
+            return 1.0
+
+        runner = threading.Thread(target=study.optimize, args=(slow,))
+        runner.start()
+        assert running.wait(60)
+        other = dhpt.load_study("opt", client=dhpt.Client(scheduler.address, client_id="other"))
+        # Three leases long, the trial stays with its evaluator: nobody else gets it.
+        with pytest.raises(dhpt.DeadlineExceeded):
+            other.ask(timeout=3)
+        finish.set()
+        runner.join(60)
+        trial = study.trials[0]
+        assert trial.state == dhpt.TrialState.COMPLETED and trial.client_id == "slow"
+        assert trial.lost_attempts == 0
+    finally:
+        finish.set()
+        scheduler.kill()

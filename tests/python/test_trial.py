@@ -130,7 +130,7 @@ def test_report_renews_the_lease_and_should_prune_follows_the_studys_rule(client
     bad.report(5.0, 0)
     assert bad.should_prune()
     assert "median" in bad.prune_reason or bad.prune_reason
-    assert study.tell(bad, state=dhpt.TrialState.PRUNED) is None
+    assert study.tell(bad, state=dhpt.TrialState.PRUNED).state == dhpt.TrialState.PRUNED
     assert study.trials[2].state == dhpt.TrialState.PRUNED
     good = study.ask()
     good.report(0.5, 0)
@@ -149,3 +149,16 @@ def test_ask_waits_for_a_free_trial(scheduler, client):
     study.tell(held, 1.0)  # Frees the one slot: the waiting ask gets the next trial.
     waiter.join(30)
     assert got and got[0].number == held.number + 1
+
+
+def test_a_trial_the_client_prunes_by_itself_ends_pruned(client):
+    study = make(client, max_trials=2)  # No early-stopping rule: only the client stops it.
+    trial = study.ask()
+    trial.report(0.9, 0)
+    assert not trial.should_prune()
+    told = study.tell(trial, state=dhpt.TrialState.PRUNED)
+    assert told.state == dhpt.TrialState.PRUNED and "pruned by client" in told.error
+    with pytest.raises(dhpt.FailedPrecondition):
+        study.tell(trial, 0.5)  # Settled once.
+    study.tell(study.ask(), 0.5)
+    assert study.refresh().counts["pruned"] == 1 and study.state == "COMPLETED"

@@ -46,6 +46,31 @@ class _Budget:
             return True
 
 
+class _KeepLease:
+    """Renews a trial's lease while its objective runs (a third of the lease apart), so that
+    an objective that never calls report() keeps its trial however long it takes."""
+
+    def __init__(self, trial):
+        self._trial = trial
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._renew, daemon=True)
+
+    def _renew(self):
+        interval = max((self._trial.lease_seconds or 60.0) / 3, 0.1)
+        while not self._done.wait(interval):
+            try:
+                self._trial.renew()
+            except errors.DhptError:
+                pass  # The scheduler is away: the next renewal, or the tell, says what holds.
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()  # Not joined: a renewal in flight may not delay the tell.
+
+
 def _last_line(exc):
     lines = traceback.format_exception_only(type(exc), exc)
     return lines[-1].strip() if lines else type(exc).__name__
@@ -72,9 +97,10 @@ def _evaluate(study, fn, client_id, budget, deadline, catch, stop, held):
             break
         held[client_id] = trial  # Until told: what Ctrl-C hands back.
         try:
-            result = fn(trial)
-        except errors.TrialPruned as e:
-            study.tell(trial, state=TrialState.PRUNED, reason=str(e) or trial.prune_reason)
+            with _KeepLease(trial):
+                result = fn(trial)
+        except errors.TrialPruned:
+            study.tell(trial, state=TrialState.PRUNED)
         except catch as e:  # A tuple of exception types, as Optuna's.
             study.tell(trial, state=TrialState.FAILED, reason=_last_line(e))
         except Exception as e:

@@ -333,7 +333,8 @@ class Study:
             except errors.ResourceExhausted:
                 answer = None  # Many asks wait on this study's next suggestion: ask again.
             if answer is not None and answer.trials:
-                return Trial(self, answer.trials[0], client_id)
+                return Trial(self, answer.trials[0], client_id,
+                             lease_seconds=answer.lease_ms / 1000 or None)
             state = common_pb.Study.State.Name(answer.study_state) if answer else "RUNNING"
             if state in _ENDED:
                 self.refresh()
@@ -358,22 +359,17 @@ class Study:
     def tell(self, trial, value=None, values=None, state=None, metrics=None, reason=None,
              client_id=None):
         """The result of a trial from ask() (or its number): `value` (one objective), `values`
-        (each objective's, in spec order), or state=FAILED (with a `reason`) or PRUNED.
-        `metrics` adds any other metrics to keep. Returns the stored FrozenTrial."""
+        (each objective's, in spec order), or state=FAILED (with a `reason`) or PRUNED (stopped
+        early). `metrics` adds any other metrics to keep. Returns the stored FrozenTrial."""
         number = trial if isinstance(trial, int) else trial.number
         client_id = client_id or getattr(trial, "client_id", None) or self._client.client_id
         state = TrialState(state.value if isinstance(state, TrialState) else state) \
             if state is not None else TrialState.COMPLETED
         request = pb.CompleteTrialRequest(study=self.name, trial=number, client_id=client_id)
         if state == TrialState.PRUNED:
-            # A trial the study's early-stopping rule stopped is already PRUNED on the scheduler.
-            answer = self._client.call("ReportProgress", pb.ReportProgressRequest(
-                study=self.name, trial=number, client_id=client_id))
-            if answer.should_stop:
-                return None
-            # The scheduler prunes only by the study's rule; a trial the client gives up on
-            # early ends FAILED, with that said.
-            request.infeasible_reason = f"pruned by the client{': ' + reason if reason else ''}"
+            # Stopped early: by the study's rule (the scheduler pruned it already, and says so
+            # again) or by the client itself (raise TrialPruned without being told to).
+            request.pruned = True
         elif state == TrialState.FAILED:
             request.infeasible_reason = reason or "failed"
         elif state == TrialState.COMPLETED:

@@ -110,8 +110,11 @@ class Trial:
     that the name and range agree with the study's space, so Optuna objectives port unchanged.
     """
 
-    def __init__(self, study, trial, client_id):
+    def __init__(self, study, trial, client_id, lease_seconds=None):
         self.study = study
+        # How long the lease lasts without a report() or renew() (the scheduler's
+        # --client_lease); optimize() renews it in the background while the objective runs.
+        self.lease_seconds = lease_seconds
         self.number = trial.number
         self.params = {name: plain_value(v) for name, v in sorted(trial.params.items())}
         self.client_id = client_id
