@@ -47,6 +47,7 @@ bool GivenToClient(const v1::Trial& trial, absl::string_view client_id) {
 bool IsRetryOf(const v1::Trial& settled, const v1::CompleteTrialRequest& request,
                const std::string& error) {
   if (settled.client_id() != request.client_id()) return false;
+  if (request.pruned()) return settled.state() == v1::Trial::PRUNED;
   if (!request.infeasible_reason().empty()) {
     return settled.state() == v1::Trial::FAILED && settled.error() == error;
   }
@@ -332,7 +333,11 @@ absl::StatusOr<v1::ReportProgressResponse> SchedulerCore::ReportClientProgress(
 absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRequest& request) {
   RETURN_IF_ERROR(ValidateClientId(request.client_id()));
   const bool infeasible = !request.infeasible_reason().empty();
-  if (infeasible == !request.metrics().empty()) {
+  if (request.pruned() && (infeasible || !request.metrics().empty())) {
+    return absl::InvalidArgumentError(
+        "pruned: a trial the client stopped early has no metrics and no infeasible_reason");
+  }
+  if (!request.pruned() && infeasible == !request.metrics().empty()) {
     return absl::InvalidArgumentError(
         "metrics: give the trial's metrics, or an infeasible_reason when it could not be "
         "evaluated (not both)");
@@ -356,9 +361,13 @@ absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRe
     }
   }
   v1::TrialResult result;
-  result.set_state(infeasible ? v1::Trial::FAILED : v1::Trial::COMPLETED);
-  result.set_error(
-      absl::StrCat("infeasible: ", WorkerText(request.infeasible_reason(), kMaxWorkerErrorBytes)));
+  result.set_state(request.pruned() ? v1::Trial::PRUNED
+                   : infeasible     ? v1::Trial::FAILED
+                                    : v1::Trial::COMPLETED);
+  result.set_error(request.pruned()
+                       ? absl::StrCat("pruned by client \"", request.client_id(), "\"")
+                       : absl::StrCat("infeasible: ", WorkerText(request.infeasible_reason(),
+                                                                 kMaxWorkerErrorBytes)));
   *result.mutable_metrics() = request.metrics();
   WriteSequence stored = 0;
   v1::Trial reply;
@@ -391,7 +400,9 @@ absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRe
             request.client_id(), "\" ran out); this result is not recorded"));
       }
       if (std::optional<std::string> missing =
-              infeasible ? std::nullopt : study::MissingMetric(study->spec, result)) {
+              result.state() != v1::Trial::COMPLETED
+                  ? std::nullopt
+                  : study::MissingMetric(study->spec, result)) {
         return absl::InvalidArgumentError(
             absl::StrCat("metrics: ", *missing, "; report every objective's metric (and "
                          "constrained ones) and complete the trial again"));
@@ -418,7 +429,19 @@ WriteSequence SchedulerCore::SettleClientTrialLocked(TrialEntry& trial,
     study.pending.erase(std::remove(study.pending.begin(), study.pending.end(), t.id()),
                         study.pending.end());
   }
-  study::RecordResult(study.spec, result, t);
+  if (result.state() == v1::Trial::PRUNED) {
+    // Learnt from as the study's own rule's pruned trials are: at the last value it reported,
+    // when the study judges values (early_stopping keeps the curve), else with none.
+    t.set_state(v1::Trial::PRUNED);
+    t.set_error(result.error());
+    if (!trial.curve.values.empty() && study.spec.objectives().empty()) {
+      (*t.mutable_metrics())[study.spec.objective().metric()] = trial.curve.values.back().value;
+      (*t.mutable_metrics())[std::string(kMetricPrunedStep)] =
+          static_cast<double>(trial.curve.values.back().step);
+    }
+  } else {
+    study::RecordResult(study.spec, result, t);
+  }
   t.set_client_id(client_id);
   t.set_device("client");
   *t.mutable_end_time() = ToTimestamp(options_.clock());

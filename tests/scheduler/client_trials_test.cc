@@ -254,6 +254,30 @@ TEST_F(ClientTrialsTest, AHandedBackTrialIsPendingAgainAndCostsNoAttempt) {
   EXPECT_EQ(told->client_id(), "b");
 }
 
+TEST_F(ClientTrialsTest, AClientMayPruneItsTrialOnceAndItCountsAsPruned) {
+  ASSERT_TRUE(core_->CreateStudy(ExternalStudy("ext", 2, 0)).ok());
+  ASSERT_THAT(Ask("ext", 2, "a"), ElementsAre(0, 1));
+  v1::CompleteTrialRequest prune;
+  prune.set_study("ext");
+  prune.set_trial(0);
+  prune.set_client_id("a");
+  prune.set_pruned(true);
+  (*prune.mutable_metrics())["loss"] = 1.0;
+  EXPECT_EQ(core_->CompleteTrial(prune).status().code(), absl::StatusCode::kInvalidArgument);
+  prune.clear_metrics();
+  absl::StatusOr<v1::Trial> pruned = core_->CompleteTrial(prune);
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  EXPECT_EQ(pruned->state(), v1::Trial::PRUNED);
+  EXPECT_THAT(pruned->error(), HasSubstr("pruned by client \"a\""));
+  ASSERT_TRUE(core_->CompleteTrial(prune).ok());  // The same call again: answered alike.
+  EXPECT_EQ(Tell("ext", 0, "a", 0.5).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(Tell("ext", 1, "a", 0.5).ok());
+  const v1::Study study = *core_->GetStudy("ext");
+  EXPECT_EQ(study.trials_pruned(), 1);
+  EXPECT_EQ(study.trials_completed(), 1);
+  EXPECT_EQ(study.state(), v1::Study::COMPLETED);
+}
+
 TEST_F(ClientTrialsTest, AClientWhoseLeaseRanOutMayCompleteATrialNobodyHolds) {
   ASSERT_TRUE(core_->CreateStudy(ExternalStudy("ext", 5, 1)).ok());
   ASSERT_THAT(Ask("ext", 1, "a"), ElementsAre(0));
