@@ -27,6 +27,9 @@ test_packages=(
   python3                         # the child-process test's CPU burner
   python3-sklearn                 # examples/commands/sklearn_gbr.py, run by the examples test
   openssl                         # the TLS tests make their certificates
+  # The Python client (clients/python) and its tests and examples (tests/python).
+  python3-grpcio python3-protobuf python3-pytest python3-pandas python3-yaml python3-venv
+  python3-pip python3-setuptools python3-wheel python3-xgboost
   clang libclang-rt-14-dev        # scripts/fuzz.sh: libFuzzer and the sanitizers' runtimes
 )
 bench_packages=(python3-optuna python3-torch python3-xgboost

@@ -47,6 +47,7 @@ bool GivenToClient(const v1::Trial& trial, absl::string_view client_id) {
 bool IsRetryOf(const v1::Trial& settled, const v1::CompleteTrialRequest& request,
                const std::string& error) {
   if (settled.client_id() != request.client_id()) return false;
+  if (request.pruned()) return settled.state() == v1::Trial::PRUNED;
   if (!request.infeasible_reason().empty()) {
     return settled.state() == v1::Trial::FAILED && settled.error() == error;
   }
@@ -286,6 +287,9 @@ absl::StatusOr<v1::ReportProgressResponse> SchedulerCore::ReportClientProgress(
   if (request.has_step() && request.step() < 0) {
     return absl::InvalidArgumentError("step: must be >= 0");
   }
+  if (request.hand_back() && request.has_step()) {
+    return absl::InvalidArgumentError("hand_back: a trial handed back reports no value");
+  }
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(StudyEntry * study, FindExternalStudyLocked(request.study()));
   ASSIGN_OR_RETURN(TrialEntry * trial, FindTrialLocked(*study, request.trial()));
@@ -308,6 +312,15 @@ absl::StatusOr<v1::ReportProgressResponse> SchedulerCore::ReportClientProgress(
         request.client_id(), "\" (it is ", v1::Trial::State_Name(t.state()),
         "); ask for trials with SuggestTrials"));
   }
+  if (request.hand_back()) {
+    // Nothing was learnt from it, so it goes back to the queue as a lost worker's would, but
+    // uncharged: the next ask (this client's or another's) gets it.
+    ReleaseLocked(*trial);
+    RequeueLocked(*trial, absl::StrCat("client \"", request.client_id(), "\" handed it back"),
+                  /*lost=*/false);
+    ServeSuggestWaitersLocked(*study);
+    return response;
+  }
   trial->lease_end = options_.clock() + options_.client_lease;
   if (request.has_step()) RecordProgressLocked(*trial, request.step(), request.value());
   if (t.state() == v1::Trial::PRUNED) {
@@ -320,7 +333,11 @@ absl::StatusOr<v1::ReportProgressResponse> SchedulerCore::ReportClientProgress(
 absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRequest& request) {
   RETURN_IF_ERROR(ValidateClientId(request.client_id()));
   const bool infeasible = !request.infeasible_reason().empty();
-  if (infeasible == !request.metrics().empty()) {
+  if (request.pruned() && (infeasible || !request.metrics().empty())) {
+    return absl::InvalidArgumentError(
+        "pruned: a trial the client stopped early has no metrics and no infeasible_reason");
+  }
+  if (!request.pruned() && infeasible == !request.metrics().empty()) {
     return absl::InvalidArgumentError(
         "metrics: give the trial's metrics, or an infeasible_reason when it could not be "
         "evaluated (not both)");
@@ -344,9 +361,13 @@ absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRe
     }
   }
   v1::TrialResult result;
-  result.set_state(infeasible ? v1::Trial::FAILED : v1::Trial::COMPLETED);
-  result.set_error(
-      absl::StrCat("infeasible: ", WorkerText(request.infeasible_reason(), kMaxWorkerErrorBytes)));
+  result.set_state(request.pruned() ? v1::Trial::PRUNED
+                   : infeasible     ? v1::Trial::FAILED
+                                    : v1::Trial::COMPLETED);
+  result.set_error(request.pruned()
+                       ? absl::StrCat("pruned by client \"", request.client_id(), "\"")
+                       : absl::StrCat("infeasible: ", WorkerText(request.infeasible_reason(),
+                                                                 kMaxWorkerErrorBytes)));
   *result.mutable_metrics() = request.metrics();
   WriteSequence stored = 0;
   v1::Trial reply;
@@ -379,7 +400,9 @@ absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRe
             request.client_id(), "\" ran out); this result is not recorded"));
       }
       if (std::optional<std::string> missing =
-              infeasible ? std::nullopt : study::MissingMetric(study->spec, result)) {
+              result.state() != v1::Trial::COMPLETED
+                  ? std::nullopt
+                  : study::MissingMetric(study->spec, result)) {
         return absl::InvalidArgumentError(
             absl::StrCat("metrics: ", *missing, "; report every objective's metric (and "
                          "constrained ones) and complete the trial again"));
@@ -406,7 +429,19 @@ WriteSequence SchedulerCore::SettleClientTrialLocked(TrialEntry& trial,
     study.pending.erase(std::remove(study.pending.begin(), study.pending.end(), t.id()),
                         study.pending.end());
   }
-  study::RecordResult(study.spec, result, t);
+  if (result.state() == v1::Trial::PRUNED) {
+    // Learnt from as the study's own rule's pruned trials are: at the last value it reported,
+    // when the study judges values (early_stopping keeps the curve), else with none.
+    t.set_state(v1::Trial::PRUNED);
+    t.set_error(result.error());
+    if (!trial.curve.values.empty() && study.spec.objectives().empty()) {
+      (*t.mutable_metrics())[study.spec.objective().metric()] = trial.curve.values.back().value;
+      (*t.mutable_metrics())[std::string(kMetricPrunedStep)] =
+          static_cast<double>(trial.curve.values.back().step);
+    }
+  } else {
+    study::RecordResult(study.spec, result, t);
+  }
   t.set_client_id(client_id);
   t.set_device("client");
   *t.mutable_end_time() = ToTimestamp(options_.clock());

@@ -14,6 +14,9 @@ each line is treated by what it runs:
             line and keep running, or finish with 0) and are then interrupted (Ctrl-C).
   synopsis  a usage line (placeholders in capitals, [optional] parts): `dhpt COMMAND --help`
             must know COMMAND.
+  python    python3 and .venv/bin/... (docs/python.md: a venv, pip installing the client
+            offline, the examples): run as written in the test's folder, with Debian's python3
+            first on PATH and DHPT_SCHEDULER set to the test's scheduler; must exit 0.
   loop      a block with `while`/`for`: run whole, as one script (the ask-and-tell loop), and
             must exit 0 with its study COMPLETED.
   parsed    what cannot run here (helm, kubectl, k3s, grpcurl, sudo, package installs, image
@@ -52,7 +55,8 @@ PARSE_ONLY = ("kubectl", "helm", "k3s", "sudo", "grpcurl", "apt-get", "podman", 
               "/usr/bin/python3", "build/bin/dispatch_bench", "build/bin/autoencoder_bench",
               "build/bin/scale_bench", "build/bin/early_stopping_bench",
               "build/bin/pruning_bench", "build/bin/recovery_bench", "build/bin/optimizer_", "for ", "done", "ssh",
-              "docs/", "build-asan/")
+              "docs/", "build-asan/", "export ")
+PYTHON = re.compile(r"^(python3|\.venv/bin/\w+) ")
 SERVICES = ("dhpt-scheduler", "dhpt-cpu-worker", "dhpt-gpu-worker")
 FENCE = re.compile(r"^```(\w*)\s*$")
 # A usage line: [optional] parts, A|B choices or a placeholder word in capitals.
@@ -154,6 +158,9 @@ class Run:
             f.write("#!/bin/sh\necho 0.5\n")
         os.chmod(os.path.join(self.tmp, "train"), 0o755)
         self.gbr = os.path.join(examples, "commands", "sklearn_gbr.py")
+        # A copy of the Python client (with its built stubs), which pip builds in place.
+        shutil.copytree(os.path.join(self.root, "clients"), os.path.join(self.tmp, "clients"),
+                        ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
 
     def substitute(self, line):
         subs = [("HOST:50051", self.address), ("localhost:50051", self.address),
@@ -209,6 +216,8 @@ class Run:
                 self.fail(where, line, f"dhpt knows no command {words[1]}")
         elif first == "dhpt":
             self.run_dhpt(where, line)
+        elif PYTHON.match(line):
+            self.run_python(where, line)
         elif not line.startswith(PARSE_ONLY):
             self.fail(where, line, "the test does not know this command: add it to "
                       "tests/docs/run_doc_commands.py (run it, or list it as parse-only)")
@@ -262,6 +271,18 @@ class Run:
         finished = process.poll()
         self.stop(process, signal.SIGINT)
         if finished not in (0, None) or (finished is None and not long_running):
+            log.seek(0)
+            self.fail(where, line, "exit status %s: %s" % (process.returncode, log.read()[-2000:]))
+
+    def run_python(self, where, line):
+        env = dict(self.env, DHPT_SCHEDULER=self.address, PATH=f"/usr/bin:{self.env['PATH']}")
+        process, log = self.start(line, env)
+        try:
+            process.wait(timeout=5 * DEADLINE)
+        except subprocess.TimeoutExpired:
+            pass
+        self.stop(process)
+        if process.returncode != 0:
             log.seek(0)
             self.fail(where, line, "exit status %s: %s" % (process.returncode, log.read()[-2000:]))
 

@@ -225,6 +225,59 @@ TEST_F(ClientTrialsTest, AnExpiredLeaseGoesToAnotherClientAndTheFirstResultWins)
   EXPECT_EQ(AllTrials(*core_, "ext")[0].metrics().at("loss"), 0.2);
 }
 
+TEST_F(ClientTrialsTest, AHandedBackTrialIsPendingAgainAndCostsNoAttempt) {
+  ASSERT_TRUE(core_->CreateStudy(ExternalStudy("ext", 2, 1)).ok());
+  ASSERT_THAT(Ask("ext", 1, "a"), ElementsAre(0));
+  v1::ReportProgressRequest back;
+  back.set_study("ext");
+  back.set_trial(0);
+  back.set_client_id("a");
+  back.set_hand_back(true);
+  back.set_step(1);
+  back.set_value(0.5);
+  EXPECT_EQ(core_->ReportClientProgress(back).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  back.clear_step();
+  back.clear_value();
+  back.set_client_id("b");  // Not its holder: refused, changes nothing.
+  EXPECT_EQ(core_->ReportClientProgress(back).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  back.set_client_id("a");
+  ASSERT_TRUE(core_->ReportClientProgress(back).ok());
+  EXPECT_EQ(core_->GetStudy("ext")->trials_running(), 0);
+  // Another client gets the same point at once (parallel_trials is 1, and a new point would be
+  // trial 1), uncharged.
+  ASSERT_THAT(Ask("ext", 1, "b"), ElementsAre(0));
+  absl::StatusOr<v1::Trial> told = Tell("ext", 0, "b", 0.25);
+  ASSERT_TRUE(told.ok()) << told.status();
+  EXPECT_EQ(told->lost_attempts(), 0);
+  EXPECT_EQ(told->client_id(), "b");
+}
+
+TEST_F(ClientTrialsTest, AClientMayPruneItsTrialOnceAndItCountsAsPruned) {
+  ASSERT_TRUE(core_->CreateStudy(ExternalStudy("ext", 2, 0)).ok());
+  ASSERT_THAT(Ask("ext", 2, "a"), ElementsAre(0, 1));
+  v1::CompleteTrialRequest prune;
+  prune.set_study("ext");
+  prune.set_trial(0);
+  prune.set_client_id("a");
+  prune.set_pruned(true);
+  (*prune.mutable_metrics())["loss"] = 1.0;
+  EXPECT_EQ(core_->CompleteTrial(prune).status().code(), absl::StatusCode::kInvalidArgument);
+  prune.clear_metrics();
+  absl::StatusOr<v1::Trial> pruned = core_->CompleteTrial(prune);
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  EXPECT_EQ(pruned->state(), v1::Trial::PRUNED);
+  EXPECT_THAT(pruned->error(), HasSubstr("pruned by client \"a\""));
+  ASSERT_TRUE(core_->CompleteTrial(prune).ok());  // The same call again: answered alike.
+  EXPECT_EQ(Tell("ext", 0, "a", 0.5).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(Tell("ext", 1, "a", 0.5).ok());
+  const v1::Study study = *core_->GetStudy("ext");
+  EXPECT_EQ(study.trials_pruned(), 1);
+  EXPECT_EQ(study.trials_completed(), 1);
+  EXPECT_EQ(study.state(), v1::Study::COMPLETED);
+}
+
 TEST_F(ClientTrialsTest, AClientWhoseLeaseRanOutMayCompleteATrialNobodyHolds) {
   ASSERT_TRUE(core_->CreateStudy(ExternalStudy("ext", 5, 1)).ok());
   ASSERT_THAT(Ask("ext", 1, "a"), ElementsAre(0));

@@ -1,0 +1,189 @@
+"""Trials as plain Python values: a live Trial from ask(), and FrozenTrial for the study's record.
+
+The scheduler's protobuf types stay inside this module: ints are ints, categoricals strings,
+unset values None, times datetimes (the proto JSON mapping's strings for int64, wrapped
+parameters and missing zero fields never reach the user).
+"""
+
+import datetime
+import enum
+import math
+
+from . import errors
+from .client import common_pb
+
+
+class TrialState(enum.Enum):
+    """A trial's state, by the scheduler's names; Optuna's names are aliases of them."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    PRUNED = "PRUNED"
+    WAITING = "PENDING"  # Optuna's names for the same states.
+    COMPLETE = "COMPLETED"
+    FAIL = "FAILED"
+
+    def is_finished(self):
+        return self not in (TrialState.PENDING, TrialState.RUNNING)
+
+
+def plain_value(value):
+    """A ParameterValue as a Python int, float or str."""
+    kind = value.WhichOneof("kind")
+    return getattr(value, kind) if kind else None
+
+
+def parameter_value(value):
+    """A Python int, float or str as a google.protobuf.Value (EnqueueTrial, AddTrials)."""
+    from google.protobuf import struct_pb2
+    out = struct_pb2.Value()
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise errors.InvalidArgument(
+            f"parameter value {value!r}: give an int, a float or a str")
+    if isinstance(value, str):
+        out.string_value = value
+    else:
+        out.number_value = float(value)
+    return out
+
+
+def _time(timestamp):
+    if timestamp.seconds == 0 and timestamp.nanos == 0:
+        return None
+    return timestamp.ToDatetime(tzinfo=datetime.timezone.utc)
+
+
+class FrozenTrial:
+    """A trial as the scheduler holds it. `value` is the objective's value (None until the trial
+    completed), `values` each objective's in spec order (multi-objective studies), `metrics`
+    every metric the trial reported."""
+
+    def __init__(self, trial, curves=()):
+        self.id = trial.id
+        self.study = trial.study
+        self.number = trial.number
+        self.state = TrialState(common_pb.Trial.State.Name(trial.state))
+        self.params = {name: plain_value(v) for name, v in sorted(trial.params.items())}
+        self.metrics = dict(sorted(trial.metrics.items()))
+        self.value = trial.objective_value if trial.HasField("objective_value") else None
+        self.values = list(trial.objective_values) or None
+        if self.values is None and self.value is not None:
+            self.values = [self.value]
+        self.datetime_start = _time(trial.start_time)
+        self.datetime_complete = _time(trial.end_time)
+        self.datetime_created = _time(trial.create_time)
+        self.error = trial.error or None
+        self.worker_id = trial.worker_id or None
+        self.client_id = trial.client_id or None
+        self.attempt = trial.attempt
+        self.lost_attempts = trial.lost_attempts
+        self.infeasible = trial.infeasible
+        self.constraint_violation = trial.constraint_violation if trial.infeasible else 0.0
+        self.origin = common_pb.Trial.Origin.Name(trial.origin)
+        # {step: value} of the latest attempt, when the listing asked for them.
+        self.intermediate_values = {}
+        for curve in sorted(curves, key=lambda c: c.attempt):
+            self.intermediate_values = dict(zip(curve.steps, curve.values))
+
+    @property
+    def duration(self):
+        if self.datetime_start and self.datetime_complete:
+            return self.datetime_complete - self.datetime_start
+        return None
+
+    def __repr__(self):
+        return (f"FrozenTrial(number={self.number}, state={self.state.value}, "
+                f"values={self.values}, params={self.params})")
+
+
+def _same(a, b):
+    return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+
+
+class Trial:
+    """A trial leased to this client by ask(): evaluate `params`, report, then study.tell().
+
+    suggest_float/int/categorical return the scheduler's value for a parameter, after checking
+    that the name and range agree with the study's space, so Optuna objectives port unchanged.
+    """
+
+    def __init__(self, study, trial, client_id, lease_seconds=None):
+        self.study = study
+        # How long the lease lasts without a report() or renew() (the scheduler's
+        # --client_lease); optimize() renews it in the background while the objective runs.
+        self.lease_seconds = lease_seconds
+        self.number = trial.number
+        self.params = {name: plain_value(v) for name, v in sorted(trial.params.items())}
+        self.client_id = client_id
+        self._should_stop = False
+        self.prune_reason = None
+
+    def __repr__(self):
+        return f"Trial(study={self.study.name!r}, number={self.number}, params={self.params})"
+
+    def _parameter(self, name, kind):
+        spec = self.study._parameters().get(name)
+        if spec is None:
+            raise errors.InvalidArgument(
+                f"parameter {name!r} is not in study {self.study.name!r}'s space (it has: "
+                f"{', '.join(sorted(self.study._parameters())) or 'none'})")
+        have = spec.WhichOneof("domain")
+        if have != kind:
+            raise errors.InvalidArgument(
+                f"parameter {name!r} of study {self.study.name!r} is a {have}, not a {kind}")
+        return getattr(spec, kind)
+
+    def suggest_float(self, name, low, high, *, step=None, log=False):
+        domain = self._parameter(name, "double_range")
+        if not (_same(domain.min, low) and _same(domain.max, high) and domain.log == log
+                and _same(domain.step, step or 0)):
+            raise errors.InvalidArgument(
+                f"suggest_float({name!r}, {low}, {high}, step={step}, log={log}) disagrees with "
+                f"the study's space: [{domain.min}, {domain.max}], step={domain.step or None}, "
+                f"log={domain.log}")
+        return float(self.params[name])
+
+    def suggest_int(self, name, low, high, *, step=1, log=False):
+        domain = self._parameter(name, "int_range")
+        if not (domain.min == low and domain.max == high and domain.log == log
+                and max(domain.step, 1) == step):
+            raise errors.InvalidArgument(
+                f"suggest_int({name!r}, {low}, {high}, step={step}, log={log}) disagrees with "
+                f"the study's space: [{domain.min}, {domain.max}], step={max(domain.step, 1)}, "
+                f"log={domain.log}")
+        return int(self.params[name])
+
+    def suggest_categorical(self, name, choices):
+        domain = self._parameter(name, "categorical")
+        if [str(c) for c in choices] != list(domain.values):
+            raise errors.InvalidArgument(
+                f"suggest_categorical({name!r}, {list(choices)}) disagrees with the study's "
+                f"space: {list(domain.values)}")
+        # The choice itself (an int, a bool, None), as Optuna returns it.
+        return next(c for c in choices if str(c) == self.params[name])
+
+    def report(self, value, step):
+        """An intermediate value at `step`; renews this client's lease on the trial."""
+        answer = self.study._report(self, step=step, value=value)
+        self._should_stop = self._should_stop or answer.should_stop
+        if answer.should_stop:
+            self.prune_reason = answer.reason
+        return answer.should_stop
+
+    def renew(self):
+        """Renews the lease without a value (a long evaluation that reports nothing)."""
+        answer = self.study._report(self)
+        self._should_stop = self._should_stop or answer.should_stop
+        return answer.should_stop
+
+    def hand_back(self):
+        """Gives the trial up unevaluated: it is pending again for the next ask (this client's
+        or another's), and costs no attempt. What Ctrl-C in optimize() does."""
+        self.study._report(self, hand_back=True)
+
+    def should_prune(self):
+        """Whether the study's early-stopping rule stopped this trial at its last report()."""
+        return self._should_stop

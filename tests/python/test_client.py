@@ -1,0 +1,102 @@
+"""Connections as the CLI makes them: DHPT_SCHEDULER, TLS, mutual TLS and the bearer token
+(the same files and variables), and clear errors instead of gRPC tracebacks."""
+
+import subprocess
+
+import pytest
+
+import dhpt
+from conftest import Scheduler
+
+CERTS = """set -e; ec='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1'
+for ca in ca other-ca; do openssl req -x509 $ec -nodes -days 2 -keyout $ca.key -out $ca.crt -subj /CN=$ca 2>/dev/null; done
+for who in server client; do openssl req $ec -nodes -keyout $who.key -out $who.csr -subj /CN=dhpt-$who 2>/dev/null; done
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\nextendedKeyUsage=serverAuth\\n' > server.ext
+printf 'extendedKeyUsage=clientAuth\\n' > client.ext
+for who in server client; do openssl x509 -req -in $who.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -out $who.crt -extfile $who.ext 2>/dev/null; done
+echo s3cret-user-token-0001 > token; echo s3cret-worker-token-002 > worker-token; echo wrong-token-of-nobody-3 > wrong-token
+"""
+
+
+@pytest.fixture
+def certs(tmp_path):
+    subprocess.run(["sh", "-c", CERTS], cwd=tmp_path, check=True)
+    return lambda name: str(tmp_path / name)
+
+
+def test_scheduler_from_the_environment(scheduler, monkeypatch):
+    monkeypatch.setenv("DHPT_SCHEDULER", scheduler.address)
+    monkeypatch.setenv("DHPT_CLIENT_ID", "from-env")
+    client = dhpt.Client()
+    assert client.scheduler == scheduler.address and client.client_id == "from-env"
+    study = dhpt.create_study("env", space={"x": (0.0, 1.0)}, max_trials=1)
+    assert study.ask().client_id == "from-env"
+
+
+def test_unreachable_scheduler_is_a_clear_error(scheduler):
+    address = scheduler.address
+    scheduler.kill()
+    client = dhpt.Client(address, retry_seconds=0.3)
+    with pytest.raises(dhpt.Unavailable, match="cannot reach the scheduler at 127.0.0.1"):
+        dhpt.get_all_studies(client=client)
+
+
+def test_settings_the_cli_refuses_are_refused(certs):
+    with pytest.raises(dhpt.InvalidArgument, match="needs TLS"):
+        dhpt.Client("127.0.0.1:1", auth_token_file=certs("token"))
+    with pytest.raises(dhpt.InvalidArgument, match="need TLS"):
+        dhpt.Client("127.0.0.1:1", tls_cert=certs("client.crt"), tls_key=certs("client.key"))
+    with pytest.raises(dhpt.InvalidArgument, match="go together"):
+        dhpt.Client("127.0.0.1:1", tls_ca=certs("ca.crt"), tls_cert=certs("client.crt"))
+    with pytest.raises(dhpt.InvalidArgument, match="cannot read"):
+        dhpt.Client("127.0.0.1:1", tls_ca=certs("absent.crt"))
+    with pytest.raises(dhpt.InvalidArgument, match="client_id"):
+        dhpt.Client("127.0.0.1:1", client_id="no spaces")
+
+
+def test_tls_and_token(tmp_path, certs):
+    scheduler = Scheduler(tmp_path, [f"--tls_cert={certs('server.crt')}",
+                                     f"--tls_key={certs('server.key')}",
+                                     f"--auth_token_file={certs('token')}",
+                                     f"--worker_token_file={certs('worker-token')}"])
+    try:
+        address = scheduler.address
+        good = dhpt.Client(address, tls_ca=certs("ca.crt"), auth_token_file=certs("token"))
+        study = dhpt.create_study("secure", space={"x": (0.0, 1.0)}, max_trials=1, client=good)
+        study.tell(study.ask(), 0.5)
+        assert study.refresh().state == "COMPLETED"
+        for token, error, words in (
+                (None, dhpt.Unauthenticated, "requires a bearer token"),
+                (certs("wrong-token"), dhpt.Unauthenticated, "not this scheduler's"),
+                (certs("worker-token"), dhpt.PermissionDenied, "worker's token")):
+            client = dhpt.Client(address, tls_ca=certs("ca.crt"), auth_token_file=token)
+            with pytest.raises(error, match=words):
+                dhpt.load_study("secure", client=client)
+        untrusted = dhpt.Client(address, tls_ca=certs("other-ca.crt"),
+                                auth_token_file=certs("token"), retry_seconds=0.5)
+        with pytest.raises(dhpt.Unavailable):
+            dhpt.load_study("secure", client=untrusted)
+        # The same settings from the variables the CLI reads, and a server name override.
+        env = {"DHPT_TLS_CA": certs("ca.crt"), "DHPT_AUTH_TOKEN_FILE": certs("token"),
+               "DHPT_TLS_SERVER_NAME": "localhost"}
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in env.items():
+                patch.setenv(key, value)
+            assert dhpt.load_study("secure", client=dhpt.Client(address)).state == "COMPLETED"
+    finally:
+        scheduler.kill()
+
+
+def test_mutual_tls(tmp_path, certs):
+    scheduler = Scheduler(tmp_path, [f"--tls_cert={certs('server.crt')}",
+                                     f"--tls_key={certs('server.key')}",
+                                     f"--tls_client_ca={certs('ca.crt')}"])
+    try:
+        with_cert = dhpt.Client(scheduler.address, tls_ca=certs("ca.crt"),
+                                tls_cert=certs("client.crt"), tls_key=certs("client.key"))
+        assert dhpt.get_all_studies(client=with_cert) == []
+        without = dhpt.Client(scheduler.address, tls_ca=certs("ca.crt"), retry_seconds=0.5)
+        with pytest.raises(dhpt.Unavailable):
+            dhpt.get_all_studies(client=without)
+    finally:
+        scheduler.kill()

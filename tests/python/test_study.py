@@ -1,0 +1,160 @@
+"""Studies from Python: create (dict, file, keywords), load_if_exists, get, list, stop, delete,
+results (best_trial, best_trials, trials, trials_dataframe), warm starts and watch()."""
+
+import json
+import math
+import threading
+
+import pytest
+
+import dhpt
+from conftest import wait_until
+
+
+def space():
+    return {"x": dhpt.float_range(-5.0, 5.0), "n": (1, 8), "kind": ["a", "b c"]}
+
+
+def finish(study, trials, value=lambda t: (t.params["x"] - 1) ** 2):
+    for _ in range(trials):
+        trial = study.ask()
+        study.tell(trial, value(trial))
+
+
+def test_create_from_keywords_dict_and_file(client, tmp_path):
+    by_keywords = dhpt.create_study("kw", space=space(), objective="loss", max_trials=3,
+                                    algorithm="TPE", seed=7, client=client)
+    assert by_keywords.spec["model"]["kind"] == "EXTERNAL"
+    assert by_keywords.metric_names == ["loss"] and by_keywords.directions == ["minimize"]
+    spec = {"name": "from-dict", "model": {"kind": "EXTERNAL"},
+            "objective": {"metric": "acc", "goal": "MAXIMIZE"},
+            "parameters": [{"name": "lr", "double_range": {"min": 0.001, "max": 0.1, "log": True}}],
+            "max_trials": 2}
+    assert dhpt.create_study(spec=spec, client=client).directions == ["maximize"]
+    path = tmp_path / "study.yaml"
+    path.write_text("name: from-file\nmodel: {kind: EXTERNAL}\nobjective: {metric: loss, goal: MINIMIZE}\n"
+                    "parameters:\n  - {name: depth, int_range: {min: 2, max: 9}}\nmax_trials: 4\n")
+    from_file = dhpt.create_study(spec=str(path), client=client)
+    assert from_file.spec["max_trials"] == 4
+    (tmp_path / "study.json").write_text(json.dumps({**spec, "name": "from-json"}))
+    assert dhpt.create_study(spec=str(tmp_path / "study.json"), client=client).name == "from-json"
+    assert sorted(s.name for s in dhpt.get_all_studies(client=client)) == [
+        "from-dict", "from-file", "from-json", "kw"]
+
+
+def test_load_if_exists(client):
+    first = dhpt.create_study("again", space=space(), max_trials=3, client=client)
+    with pytest.raises(dhpt.AlreadyExists, match="load_if_exists"):
+        dhpt.create_study("again", space=space(), max_trials=3, client=client)
+    same = dhpt.create_study("again", space=space(), max_trials=3, client=client,
+                             load_if_exists=True)
+    assert same.name == first.name
+    with pytest.raises(dhpt.AlreadyExists):  # Another spec under the same name.
+        dhpt.create_study("again", space=space(), max_trials=9, client=client, load_if_exists=True)
+    assert dhpt.load_study("again", client=client).spec["max_trials"] == 3
+
+
+def test_bad_input_is_a_clear_error_and_changes_nothing(client):
+    with pytest.raises(dhpt.NotFound, match="nope"):
+        dhpt.load_study("nope", client=client)
+    with pytest.raises(dhpt.InvalidArgument, match="min"):
+        dhpt.create_study("bad", space={"x": dhpt.float_range(2.0, 1.0)}, client=client)
+    with pytest.raises(dhpt.InvalidArgument, match="direction"):
+        dhpt.create_study("bad", space=space(), direction="up", client=client)
+    assert dhpt.get_all_studies(client=client) == []
+
+
+def test_stop_and_delete(client):
+    study = dhpt.create_study("stopped", space=space(), max_trials=10, client=client)
+    trial = study.ask()
+    assert study.stop().state == "STOPPED"
+    with pytest.raises(dhpt.StudyEnded, match="STOPPED"):
+        study.ask()
+    assert trial.renew() is True  # Its trial was cancelled: stop evaluating it.
+    study.delete()
+    with pytest.raises(dhpt.NotFound):
+        study.refresh()
+
+
+def test_results_are_plain_python_values(client):
+    study = dhpt.create_study("values", space=space(), max_trials=4, client=client)
+    with pytest.raises(dhpt.NotFound):
+        study.best_trial
+    assert study.best_trials == []
+    finish(study, 3)
+    failed = study.ask()
+    study.tell(failed, state=dhpt.TrialState.FAIL, reason="out of memory")
+    trials = study.trials
+    assert [t.number for t in trials] == [0, 1, 2, 3]  # Trial 0 has its number.
+    zero = trials[0]
+    assert zero.state == dhpt.TrialState.COMPLETE and isinstance(zero.number, int)
+    assert isinstance(zero.params["n"], int) and isinstance(zero.params["x"], float)
+    assert zero.params["kind"] in ("a", "b c") and zero.value == zero.metrics["value"]
+    assert trials[3].value is None and "out of memory" in trials[3].error
+    best = study.best_trial
+    assert best.value == min(t.value for t in trials[:3])
+    assert [t.number for t in study.best_trials] == [best.number]
+    assert [t.number for t in study.get_trials(states=[dhpt.TrialState.FAILED])] == [3]
+    frame = study.trials_dataframe()
+    assert list(frame["number"]) == [0, 1, 2, 3]
+    assert frame["params_n"].dtype.kind == "i" and math.isnan(frame["value"][3])
+    assert list(frame["state"]) == ["COMPLETED"] * 3 + ["FAILED"]
+    assert study.refresh().state == "COMPLETED"
+
+
+def test_many_pages_of_trials(client):
+    study = dhpt.create_study("pages", space=space(), max_trials=1, client=client)
+    points = [{"params": {"x": i / 1000, "n": 1, "kind": "a"}, "value": i} for i in range(1500)]
+    assert study.add_trials(points) == (1500, 0)
+    assert study.add_trials(points[:10]) == (0, 10)  # Points the study already has.
+    assert len(study.trials) == 1500  # Two pages of ListTrials (1,000 a page).
+
+
+def test_multi_objective_best_trials(client):
+    study = dhpt.create_study("mo", space={"x": (0.0, 1.0)}, objectives=[
+        ("time", "minimize"), ("acc", "maximize")], max_trials=6, client=client)
+    for _ in range(6):
+        trial = study.ask()
+        x = trial.params["x"]
+        study.tell(trial, values=[x, x * x])  # Every trial trades time for accuracy.
+    front = study.best_trials
+    assert sorted(t.number for t in front) == list(range(6))
+    assert all(len(t.values) == 2 for t in front)
+    assert "values_1" in study.trials_dataframe().columns
+
+
+def test_enqueue_and_add_trials(client):
+    study = dhpt.create_study("warm", space=space(), max_trials=3, client=client)
+    number = study.enqueue_trial({"x": 0.5, "n": 3, "kind": "b c"})
+    trial = study.ask()
+    assert trial.number == number and trial.params == {"x": 0.5, "n": 3, "kind": "b c"}
+    with pytest.raises(dhpt.InvalidArgument):
+        study.enqueue_trial({"x": 99.0, "n": 3, "kind": "a"})
+    assert study.add_trial({"params": {"x": 1.0, "n": 2, "kind": "a"}, "value": 0.0}) == (1, 0)
+    assert study.refresh().counts["added"] == 1
+    assert study.best_trial.params["x"] == 1.0
+
+
+def test_watch_follows_a_study_to_its_end_and_resumes(scheduler, client):
+    study = dhpt.create_study("watched", space=space(), max_trials=3, client=client)
+    seen, positions = [], []
+    watcher_ready = threading.Event()
+
+    def watch():
+        for event in study.watch():
+            positions.append(event.position)
+            if event.trial is not None:
+                seen.append((event.trial.number, event.trial.state))
+            watcher_ready.set()
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    assert watcher_ready.wait(30)
+    finish(study, 1)
+    wait_until(lambda: (0, dhpt.TrialState.COMPLETED) in seen, "trial 0 completed in the watch")
+    scheduler.restart()  # The stream drops; the watch resumes after its last position.
+    finish(study, 2)
+    thread.join(60)
+    assert not thread.is_alive()  # Ended with the study.
+    assert {(n, dhpt.TrialState.COMPLETED) for n in range(3)} <= set(seen)
+    assert positions == sorted(positions)

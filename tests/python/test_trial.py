@@ -1,0 +1,164 @@
+"""Ask and tell in Optuna's words: suggest_*, report/should_prune, tell, leases held by client
+ids (a restarted evaluator gets its trial back), racing results, and bad input."""
+
+import math
+import threading
+
+import pytest
+
+import dhpt
+from conftest import Scheduler
+
+
+def make(client, name="at", **kwargs):
+    kwargs.setdefault("max_trials", 5)
+    return dhpt.create_study(name, space={"lr": dhpt.float_range(1e-4, 0.1, log=True),
+                                          "depth": dhpt.int_range(2, 10),
+                                          "booster": dhpt.categorical(["gbtree", "dart"])},
+                             client=client, **kwargs)
+
+
+def test_suggest_returns_the_schedulers_values_and_refuses_another_space(client):
+    study = make(client)
+    trial = study.ask()
+    assert trial.suggest_float("lr", 1e-4, 0.1, log=True) == trial.params["lr"]
+    assert trial.suggest_int("depth", 2, 10) == trial.params["depth"]
+    assert trial.suggest_categorical("booster", ["gbtree", "dart"]) == trial.params["booster"]
+    with pytest.raises(dhpt.InvalidArgument, match="not in study"):
+        trial.suggest_float("momentum", 0.0, 1.0)
+    with pytest.raises(dhpt.InvalidArgument, match="disagrees"):
+        trial.suggest_float("lr", 1e-4, 0.1)  # Not log.
+    with pytest.raises(dhpt.InvalidArgument, match="disagrees"):
+        trial.suggest_int("depth", 1, 10)
+    with pytest.raises(dhpt.InvalidArgument, match="not a int_range"):
+        trial.suggest_int("lr", 0, 1)
+    with pytest.raises(dhpt.InvalidArgument, match="disagrees"):
+        trial.suggest_categorical("booster", ["gblinear"])
+    study.tell(trial, 0.5)  # Nothing above changed the trial.
+    assert study.trials[0].state == dhpt.TrialState.COMPLETED
+
+
+def test_nan_and_wrong_results_are_refused_and_change_nothing(client):
+    study = make(client)
+    trial = study.ask()
+    with pytest.raises(dhpt.InvalidArgument, match="finite"):
+        study.tell(trial, math.nan)
+    with pytest.raises(dhpt.InvalidArgument, match="objective"):
+        study.tell(trial, values=[1.0, 2.0])
+    with pytest.raises(dhpt.InvalidArgument, match="not a number"):
+        study.tell(trial, "high")
+    with pytest.raises(dhpt.InvalidArgument, match="finite"):
+        trial.report(math.inf, 1)
+    assert study.trials[0].state == dhpt.TrialState.RUNNING
+    assert study.tell(trial, 0.25).value == 0.25
+    with pytest.raises(dhpt.NotFound):
+        dhpt.load_study("absent", client=client).ask()
+
+
+def test_tell_by_another_client_or_twice_is_a_clear_error(scheduler, client):
+    study = make(client)
+    trial = study.ask()
+    other = dhpt.load_study("at", client=dhpt.Client(scheduler.address, client_id="other"))
+    with pytest.raises(dhpt.PermissionDenied, match="never given"):
+        other.tell(trial.number, 1.0)
+    study.tell(trial, 1.0)
+    with pytest.raises(dhpt.FailedPrecondition):
+        study.tell(trial, 2.0)
+    assert study.best_trial.value == 1.0
+
+
+def test_two_clients_racing_to_tell_one_wins(tmp_path):
+    scheduler = Scheduler(tmp_path, ["--client_lease=1s"])
+    try:
+        a = dhpt.Client(scheduler.address, client_id="a")
+        b = dhpt.Client(scheduler.address, client_id="b")
+        study_a = make(a, parallel_trials=1)
+        held = study_a.ask()
+        study_b = dhpt.load_study("at", client=b)
+        # b waits until a's lease runs out, then gets the same trial.
+        taken = study_b.ask(timeout=30)
+        assert taken.number == held.number
+        results, start = {}, threading.Barrier(2)
+
+        def tell(name, study, trial, value):
+            start.wait()
+            try:
+                results[name] = study.tell(trial, value).value
+            except dhpt.DhptError as e:
+                results[name] = e
+
+        threads = [threading.Thread(target=tell, args=("a", study_a, held, 1.0)),
+                   threading.Thread(target=tell, args=("b", study_b, taken, 2.0))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [v for v in results.values() if not isinstance(v, dhpt.DhptError)]
+        losers = [v for v in results.values() if isinstance(v, dhpt.DhptError)]
+        assert len(winners) == 1 and len(losers) == 1, results
+        assert isinstance(losers[0], dhpt.FailedPrecondition), losers[0]
+        assert "trial 0" in losers[0].reason
+        assert study_a.trials[0].value == winners[0]
+    finally:
+        scheduler.kill()
+
+
+def test_a_killed_evaluator_restarted_with_its_id_gets_its_trial_back(scheduler, client,
+                                                                     children):
+    make(client)
+    code = ("import dhpt; s = dhpt.load_study('at'); t = s.ask(); print(t.number, flush=True);"
+            " import time; time.sleep(600)")
+    env = {"DHPT_SCHEDULER": scheduler.address, "DHPT_CLIENT_ID": "evaluator-7"}
+    first = children(code, env)
+    number = int(first.line())
+    first.kill()
+    # Another evaluator gets another trial: the first is still leased to evaluator-7.
+    assert dhpt.load_study("at", client=client).ask().number != number
+    second = children(code, env)
+    assert int(second.line()) == number
+
+
+def test_report_renews_the_lease_and_should_prune_follows_the_studys_rule(client):
+    study = make(client, max_trials=4,
+                 early_stopping={"median": {"n_startup_trials": 2}})
+    for _ in range(2):  # Two good curves: 1.0 at every step.
+        trial = study.ask()
+        for step in range(3):
+            assert trial.report(1.0, step) is False
+        study.tell(trial, 1.0)
+    bad = study.ask()
+    bad.report(5.0, 0)
+    assert bad.should_prune()
+    assert "median" in bad.prune_reason or bad.prune_reason
+    assert study.tell(bad, state=dhpt.TrialState.PRUNED).state == dhpt.TrialState.PRUNED
+    assert study.trials[2].state == dhpt.TrialState.PRUNED
+    good = study.ask()
+    good.report(0.5, 0)
+    assert not good.should_prune()
+
+
+def test_ask_waits_for_a_free_trial(scheduler, client):
+    study = make(client, parallel_trials=1)
+    held = study.ask()
+    other = dhpt.load_study("at", client=dhpt.Client(scheduler.address, client_id="waiter"))
+    with pytest.raises(dhpt.DeadlineExceeded, match="parallel_trials"):
+        other.ask(timeout=0.2)
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(other.ask(timeout=30)))
+    waiter.start()
+    study.tell(held, 1.0)  # Frees the one slot: the waiting ask gets the next trial.
+    waiter.join(30)
+    assert got and got[0].number == held.number + 1
+
+
+def test_a_trial_the_client_prunes_by_itself_ends_pruned(client):
+    study = make(client, max_trials=2)  # No early-stopping rule: only the client stops it.
+    trial = study.ask()
+    trial.report(0.9, 0)
+    assert not trial.should_prune()
+    told = study.tell(trial, state=dhpt.TrialState.PRUNED)
+    assert told.state == dhpt.TrialState.PRUNED and "pruned by client" in told.error
+    with pytest.raises(dhpt.FailedPrecondition):
+        study.tell(trial, 0.5)  # Settled once.
+    study.tell(study.ask(), 0.5)
+    assert study.refresh().counts["pruned"] == 1 and study.state == "COMPLETED"
