@@ -74,6 +74,7 @@ done
 skip() { echo "edge_cluster: SKIP: $*" >&2; exit 77; }
 [[ $(id -u) -eq 0 ]] || skip "needs root (network namespaces, cgroups)"
 command -v ip >/dev/null && command -v tc >/dev/null || skip "needs ip and tc (iproute2)"
+command -v nsenter >/dev/null || skip "needs nsenter (util-linux)"
 for controller in cpu cpuacct memory freezer; do
   [[ -w /sys/fs/cgroup/$controller/cgroup.procs ]] ||
     skip "needs the cgroup v1 $controller controller at /sys/fs/cgroup/$controller"
@@ -197,8 +198,10 @@ supervise() {
   local i=$1 node=${names[$1]} group=dhpt-$run/${names[$1]}
   while [[ ! -e $out/gone-$node ]]; do
     # The shell joins the node's cgroups and then becomes the worker, in the node's namespace.
+    # nsenter, not `ip netns exec`, which mounts a fresh /sys and so hides /sys/fs/cgroup: the
+    # worker reads its memory cgroup to tell an OOM kill (as in a Kubernetes pod).
     sh -c 'for c in cpu cpuacct memory freezer; do echo $$ >/sys/fs/cgroup/$c/$0/cgroup.procs; done
-           exec "$@"' "$group" ip netns exec "dhpt-$run-$node" \
+           exec "$@"' "$group" nsenter --net="/run/netns/dhpt-$run-$node" \
       "$repo/build/bin/dhpt-cpu-worker" --scheduler="10.77.$((i + 1)).1:50051" \
       --worker_id="$node" --node_name="$node" --labels="${labels[${profiles[i]}]}" \
       --slots=1 --threads_per_trial=1 "${worker_flags[@]}" >>"$out/$node.log" 2>&1 || true
