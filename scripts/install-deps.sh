@@ -26,6 +26,7 @@ test_packages=(
   python3                         # the child-process test's CPU burner
   python3-sklearn                 # examples/commands/sklearn_gbr.py, run by the examples test
   openssl                         # the TLS tests make their certificates
+  iproute2 util-linux             # bench/edge_cluster.sh (edge_cluster_test): ip, tc, nsenter
   clang libclang-rt-14-dev        # scripts/fuzz.sh: libFuzzer and the sanitizers' runtimes
 )
 bench_packages=(python3-optuna python3-torch python3-xgboost)  # run with /usr/bin/python3
