@@ -105,11 +105,12 @@ for i in "${!specs[@]}"; do
   names+=("n$((i + 1))") profiles+=("$profile") caps+=("$cap")
 done
 
-made_netns=() made_cgroups=() pids=() scheduler_pid=""
+made_netns=() made_cgroups=() pids=() scheduler_pid="" command_pid=""
 cleanup() {
   local status=$?
   trap - EXIT INT TERM
   set +e
+  [[ -n $command_pid ]] && kill "$command_pid" 2>/dev/null && wait "$command_pid" 2>/dev/null
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
   for group in "${made_cgroups[@]}"; do
     echo THAWED >"/sys/fs/cgroup/freezer/$group/freezer.state" 2>/dev/null
@@ -274,10 +275,16 @@ for fault in "${faults[@]}"; do
 done
 
 if ((${#command[@]})); then
-  set +e
+  # In the background and waited for: a signal to this script is then handled at once (bash
+  # runs traps only between foreground commands), and cleanup stops the command.
   ip netns exec "$hub" env DHPT_SCHEDULER=127.0.0.1:50051 EDGE_OUT="$out" EDGE_RUN="$run" \
-    "${command[@]}"
-  exit $?
+    "${command[@]}" <&0 &  # <&0: keep stdin (an & alone gives /dev/null).
+  command_pid=$!
+  set +e
+  wait "$command_pid"
+  status=$?
+  command_pid=""
+  exit "$status"
 fi
 echo "edge_cluster: running; Ctrl-C to stop. Try: ip netns exec $hub build/bin/dhpt workers --scheduler=127.0.0.1:50051" >&2
 wait "$scheduler_pid"

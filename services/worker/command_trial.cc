@@ -304,11 +304,12 @@ CommandTrialOutcome RunCommandTrial(const RegisteredCommand& command, const Comm
   if (cancelled) {
     outcome.status = absl::CancelledError("cancelled; the command was stopped");
   } else {
-    outcome.status = Outcome(
-        command, assign, (*tree)->main_status(), parser.objective().has_value(), parser,
-        pump.stderr_bytes(),
-        OomKillProblem(oom_kills_before, memory_cgroup.OomKills(), memory_cgroup.Limit(),
-                       options.node_name));
+    const std::string oom_problem = OomKillProblem(
+        oom_kills_before, memory_cgroup.OomKills(), memory_cgroup.Limit(), options.node_name);
+    const std::optional<int>& status = (*tree)->main_status();
+    outcome.status = Outcome(command, assign, status, parser.objective().has_value(), parser,
+                             pump.stderr_bytes(), oom_problem);
+    outcome.out_of_memory = !oom_problem.empty() && status && *status != 0;
   }
   LogLimits(assign, parser);
   tree->reset();

@@ -33,6 +33,7 @@
 #include "services/worker/sequential_study.h"
 #include "services/worker/power_rails.h"
 #include "services/worker/trial_runner.h"
+#include "services/worker/memory_cgroup.h"
 #include "services/worker/worker_client.h"
 #include "services/worker/worker_core.h"
 #include "services/worker/worker_metrics.h"
@@ -296,6 +297,11 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   for (const std::string& name : command_names) caps.add_commands(name);
   caps.set_slots(slots);
   caps.set_node_name(node);
+  // What its trials may use: the pod's (cgroup's) limit, else the machine's memory.
+  const std::optional<int64_t> memory_limit = MemoryCgroup::OfThisProcess().Limit();
+  caps.set_memory_bytes(memory_limit ? static_cast<uint64_t>(*memory_limit)
+                                     : static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                                           static_cast<uint64_t>(sysconf(_SC_PAGESIZE)));
   caps.set_arch(machine.machine);
   caps.set_version(DHPT_VERSION);
 
