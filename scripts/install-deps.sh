@@ -30,6 +30,7 @@ test_packages=(
   # The Python client (clients/python) and its tests and examples (tests/python).
   python3-grpcio python3-protobuf python3-pytest python3-pandas python3-yaml python3-venv
   python3-pip python3-setuptools python3-wheel python3-xgboost
+  iproute2 util-linux             # bench/edge_cluster.sh (edge_cluster_test): ip, tc, nsenter
   clang libclang-rt-14-dev        # scripts/fuzz.sh: libFuzzer and the sanitizers' runtimes
 )
 bench_packages=(python3-optuna python3-torch python3-xgboost

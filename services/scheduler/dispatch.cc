@@ -58,10 +58,13 @@ bool SchedulerCore::Runnable(const StudyEntry& study, const WorkerEntry& worker)
   return HasTrialToGive(study) && CanRun(study.spec, worker.capabilities);
 }
 
-std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study) {
-  if (!study.pending.empty()) {
-    const uint64_t id = study.pending.front();
-    study.pending.pop_front();
+std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study,
+                                                       uint64_t memory_bytes) {
+  // In queue order, passing over the trials that ran out of memory on a worker this size.
+  for (auto it = study.pending.begin(); it != study.pending.end(); ++it) {
+    if (trials_.at(*it).min_memory_bytes > memory_bytes) continue;
+    const uint64_t id = *it;
+    study.pending.erase(it);
     return id;
   }
   if (study.exhausted || study.budget_used() >= study.spec.max_trials()) return std::nullopt;
@@ -171,7 +174,8 @@ SchedulerCore::Assignment SchedulerCore::AssignMatchingLocked(
     const size_t index = (start + k) % dispatchable_.size();
     StudyEntry& study = *dispatchable_[index];
     if (!eligible(study) || !Runnable(study, worker)) continue;
-    std::optional<uint64_t> id = TakeTrialLocked(study);
+    const uint64_t memory = worker.capabilities.memory_bytes();
+    std::optional<uint64_t> id = TakeTrialLocked(study, memory > 0 ? memory : UINT64_MAX);
     if (!id) {
       if (study.suggesting && study.turn_holder == 0 &&
           study.last_suggestion_took <= kMaxSuggestionWorthWaitingFor) {
@@ -250,6 +254,14 @@ void SchedulerCore::BeginAttemptLocked(TrialEntry& entry, const std::string& wor
     SaveStudyLocked(study);
     PublishStudyLocked(study);
   }
+}
+
+bool SchedulerCore::LargerWorkerConnectedLocked(const StudyEntry& study,
+                                                uint64_t memory_bytes) const {
+  return std::any_of(workers_.begin(), workers_.end(), [&](const auto& entry) {
+    const v1::WorkerCapabilities& capabilities = entry.second.capabilities;
+    return capabilities.memory_bytes() > memory_bytes && CanRun(study.spec, capabilities);
+  });
 }
 
 void SchedulerCore::DispatchLocked() {

@@ -14,6 +14,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "services/common/channel_options.h"
 #include "services/common/env_flags.h"
 #include "services/common/logging.h"
 #include "services/common/signals.h"
@@ -98,6 +99,15 @@ ABSL_FLAG(int, watch_journal_events, 16'384,
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(5),
           "how often workers must send a heartbeat");
 ABSL_FLAG(int, missed_heartbeats, 3, "silent intervals after which a worker loses its trials");
+// Keepalive (docs/deployment.md, "Flaky links and small boards"): a dead link is noticed after
+// --keepalive_time + --keepalive_timeout of silence, independently of the heartbeat lease.
+ABSL_FLAG(absl::Duration, keepalive_time, absl::Milliseconds(dhpt::KeepaliveOptions{}.ping_interval_ms),
+          "ping each connection after this long without traffic");
+ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Milliseconds(dhpt::KeepaliveOptions{}.ping_timeout_ms),
+          "close a connection whose ping is not answered within this long");
+ABSL_FLAG(absl::Duration, keepalive_min_ping_interval,
+          absl::Milliseconds(dhpt::KeepaliveOptions{}.min_ping_interval_ms),
+          "the fastest pings a client may send; at most the workers' --keepalive_time");
 ABSL_FLAG(int, suggestion_threads, 0,
           "threads computing model-based suggestions (0: one per core); each study has at most "
           "one suggestion in progress, so one costly study cannot hold up the others");
@@ -119,6 +129,8 @@ int main(int argc, char** argv) {
   dhpt::ApplyEnvironmentToFlags({"listen", "metrics_port", "metrics_listen", "db",
                                  "max_db_bytes", "db_sync",
                                  "heartbeat_interval", "missed_heartbeats", "client_lease",
+                                 "keepalive_time", "keepalive_timeout",
+                                 "keepalive_min_ping_interval",
                                  "suggestion_threads",
                                  "tls_cert", "tls_key",
                                  "tls_client_ca", "auth_token_file", "worker_token_file",
@@ -180,6 +192,16 @@ int main(int argc, char** argv) {
   if (options.core.heartbeat_interval < absl::Milliseconds(10) ||
       options.core.missed_heartbeats < 1) {
     std::fprintf(stderr, "--heartbeat_interval must be >= 10ms and --missed_heartbeats >= 1\n");
+    return 2;
+  }
+  options.keepalive.ping_interval_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_time));
+  options.keepalive.ping_timeout_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_timeout));
+  options.keepalive.min_ping_interval_ms =
+      absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_min_ping_interval));
+  if (options.keepalive.ping_interval_ms < 1000 || options.keepalive.ping_timeout_ms < 1000 ||
+      options.keepalive.min_ping_interval_ms < 1000) {
+    std::fprintf(stderr, "--keepalive_time, --keepalive_timeout and --keepalive_min_ping_interval "
+                         "must be at least 1s\n");
     return 2;
   }
 

@@ -876,6 +876,24 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
     return;
   }
 
+  // Out of memory on this worker: not the trial's fault while a larger worker could run it.
+  // It goes back to the queue for workers with more memory, its attempt charged (so
+  // max_attempts bounds the retries); with no larger worker connected it fails here.
+  if (result.state() == v1::Trial::FAILED && result.out_of_memory() && from_current_attempt &&
+      worker.capabilities.memory_bytes() > 0 &&
+      LargerWorkerConnectedLocked(study, worker.capabilities.memory_bytes())) {
+    trial.min_memory_bytes = worker.capabilities.memory_bytes() + 1;
+    ReleaseLocked(trial);
+    RequeueLocked(trial,
+                  absl::StrCat(result.error(), "; retried on a worker with more than ",
+                               worker.capabilities.memory_bytes() >> 20, " MiB"),
+                  /*lost=*/true);
+    CheckStudyEndLocked(study);
+    SendWhenStoredLocked(session, store_->last_sequence(), std::move(ack));
+    DispatchLocked();
+    return;
+  }
+
   // Accept the result, whichever of its attempts it came from: the first result wins.
   const uint64_t running_on = trial.session;
   if (trial.trial.state() == v1::Trial::RUNNING) ReleaseLocked(trial);

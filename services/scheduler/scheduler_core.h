@@ -325,6 +325,10 @@ class SchedulerCore {
     absl::Time lease_end = absl::InfiniteFuture();
     // The position of its latest change, for watchers resuming from an older one.
     uint64_t position = 0;
+    // The OOM killer ended an attempt on a worker with this much less memory: only workers
+    // with at least this many memory_bytes get it (kept in memory only: after a restart any
+    // worker may try it once more).
+    uint64_t min_memory_bytes = 0;
   };
   struct WorkerEntry {
     std::string worker_id;
@@ -369,7 +373,14 @@ class SchedulerCore {
   Assignment AssignMatchingLocked(uint64_t session, WorkerEntry& worker,
                                   absl::FunctionRef<bool(const StudyEntry&)> eligible)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  std::optional<uint64_t> TakeTrialLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The next trial of the study for a worker with `memory_bytes` (pending ones it has enough
+  // memory for first, then a new one).
+  std::optional<uint64_t> TakeTrialLocked(StudyEntry& study,
+                                          uint64_t memory_bytes = UINT64_MAX)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether a connected worker that can run the study has more than `memory_bytes`.
+  bool LargerWorkerConnectedLocked(const StudyEntry& study, uint64_t memory_bytes) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Creates the trial for a suggestion, or marks the study exhausted; returns the trial's id.
   std::optional<uint64_t> AcceptSuggestionLocked(
       StudyEntry& study, absl::StatusOr<std::optional<optimizer::Point>> suggestion)

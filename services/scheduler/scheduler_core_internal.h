@@ -192,6 +192,7 @@ inline v1::TrialResult BoundedResult(const v1::TrialResult& result, const std::s
   bounded.set_state(result.state());
   bounded.set_error(WorkerText(result.error(), kMaxWorkerErrorBytes));
   bounded.set_device(WorkerText(result.device(), kMaxWorkerTextBytes));
+  bounded.set_out_of_memory(result.out_of_memory());
   auto& metrics = *bounded.mutable_metrics();
   if (auto it = result.metrics().find(objective); it != result.metrics().end()) {
     metrics[objective] = it->second;

@@ -48,6 +48,8 @@ struct CommandOptions {
   bool pass_cuda_visible_devices = false;
   // How often the process tree's memory is sampled.
   absl::Duration sample_interval = absl::Milliseconds(100);
+  // Named when the kernel's OOM killer ends a trial ("out of memory on node N").
+  std::string node_name;
 };
 
 class CommandRegistry {

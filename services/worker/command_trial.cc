@@ -17,6 +17,7 @@
 #include "services/common/model_catalog.h"
 #include "services/worker/command_launch.h"
 #include "services/worker/command_output.h"
+#include "services/worker/memory_cgroup.h"
 
 namespace dhpt::worker {
 namespace {
@@ -175,10 +176,15 @@ bool Supervise(ProcessTree& tree, OutputPump& pump, const TrialContext& context,
 absl::Status Outcome(const RegisteredCommand& command, const v1::Assign& assign,
                      const std::optional<int>& status, bool has_objective,
                      const CommandOutputParser& parser,
-                     const std::string& stderr_bytes) {
+                     const std::string& stderr_bytes, const std::string& oom_problem) {
   std::string problem;
   if (!status) {
     problem = "did not exit after SIGKILL";
+  } else if (*status != 0 && !oom_problem.empty()) {
+    // Not the trial's fault nor a bug: the node is too small for it (its operator or the
+    // study can act on that), so say so rather than a bare SIGKILL. The victim may be a child
+    // of the command (a shell's python), which then exits 137.
+    problem = absl::StrCat(oom_problem, " (it ", ExitProblem(*status), ")");
   } else if (*status != 0) {
     problem = ExitProblem(*status);
   } else if (!has_objective && !IsMeasurementMetric(assign.objective_metric())) {
@@ -280,6 +286,8 @@ CommandTrialOutcome RunCommandTrial(const RegisteredCommand& command, const Comm
       {.workdir = *workdir, .params_json = params, .threads = context.threads});
   spec.workdir = *workdir;
   CommandOutputParser parser(assign.objective_metric(), options.max_output_bytes);
+  const MemoryCgroup memory_cgroup = MemoryCgroup::OfThisProcess();
+  const std::optional<int64_t> oom_kills_before = memory_cgroup.OomKills();
   absl::StatusOr<std::unique_ptr<ProcessTree>> tree = ProcessTree::Start(spec);
   if (!tree.ok()) {
     RemoveTrialWorkdir(*workdir);
@@ -296,8 +304,12 @@ CommandTrialOutcome RunCommandTrial(const RegisteredCommand& command, const Comm
   if (cancelled) {
     outcome.status = absl::CancelledError("cancelled; the command was stopped");
   } else {
-    outcome.status = Outcome(command, assign, (*tree)->main_status(),
-                             parser.objective().has_value(), parser, pump.stderr_bytes());
+    const std::string oom_problem = OomKillProblem(
+        oom_kills_before, memory_cgroup.OomKills(), memory_cgroup.Limit(), options.node_name);
+    const std::optional<int>& status = (*tree)->main_status();
+    outcome.status = Outcome(command, assign, status, parser.objective().has_value(), parser,
+                             pump.stderr_bytes(), oom_problem);
+    outcome.out_of_memory = !oom_problem.empty() && status && *status != 0;
   }
   LogLimits(assign, parser);
   tree->reset();

@@ -33,6 +33,8 @@ struct CommandTrialOutcome {
   std::map<std::string, double> metrics;
   // The process tree's costs; absent when no process ran.
   std::optional<ProcessTreeUsage> usage;
+  // It failed because the kernel's OOM killer ended a process of it (memory_cgroup.h).
+  bool out_of_memory = false;
 };
 
 CommandTrialOutcome RunCommandTrial(const RegisteredCommand& command, const CommandOptions& options,

@@ -178,6 +178,7 @@ v1::TrialResult TrialRunner::RunUnguarded(const v1::Assign& assign, const TrialC
       start_measuring();
       CommandTrialOutcome run = RunCommandTrial(*command, options_.command_options, assign, context);
       command_usage = run.usage;
+      result.set_out_of_memory(run.out_of_memory);
       if (run.status.ok()) {
         outcome = CommandMetrics(std::move(run.metrics));
       } else {

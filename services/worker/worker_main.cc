@@ -21,6 +21,8 @@
 #include "absl/strings/str_split.h"
 #include "dhpt/v1/study_service.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "absl/time/time.h"
+#include "services/common/channel_options.h"
 #include "services/common/client_security_flags.h"
 #include "services/common/env_flags.h"
 #include "services/common/labels.h"
@@ -31,6 +33,7 @@
 #include "services/worker/sequential_study.h"
 #include "services/worker/power_rails.h"
 #include "services/worker/trial_runner.h"
+#include "services/worker/memory_cgroup.h"
 #include "services/worker/worker_client.h"
 #include "services/worker/worker_core.h"
 #include "services/worker/worker_metrics.h"
@@ -64,6 +67,16 @@ ABSL_FLAG(std::string, labels, "",
           "labels this worker announces, KEY=VALUE separated by commas (Kubernetes label "
           "syntax), e.g. board=pi4,gpu=orin: studies choose workers by them "
           "(worker_selector), so a study's costs are measured on one kind of board");
+// Keepalive (docs/deployment.md, "Flaky links and small boards"): a dead link to the scheduler
+// is noticed after --keepalive_time + --keepalive_timeout of silence, and the worker reconnects.
+ABSL_FLAG(absl::Duration, keepalive_time, absl::Milliseconds(dhpt::KeepaliveOptions{}.ping_interval_ms),
+          "ping the scheduler after this long without traffic; at least the scheduler's "
+          "--keepalive_min_ping_interval");
+ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Milliseconds(dhpt::KeepaliveOptions{}.ping_timeout_ms),
+          "reconnect when a ping is not answered within this long");
+ABSL_FLAG(absl::Duration, max_reconnect_backoff, dhpt::worker::WorkerClientOptions{}.max_backoff,
+          "the longest wait between reconnect attempts (they double from 100ms, with jitter): "
+          "after a link comes back the worker reconnects within about this long");
 ABSL_FLAG(int, metrics_port, -1,
           "serve Prometheus metrics on this port at /metrics; 0 picks a free port (logged as "
           "'metrics on :PORT'); -1 = off");
@@ -163,7 +176,8 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   absl::SetFlagsUsageConfig(usage);
   ApplyEnvironmentToFlags({"scheduler", "slots", "threads_per_trial", "worker_id", "node_name",
                            "labels", "metrics_port", "data_root", "max_dataset_file_bytes",
-                           "max_dataset_bytes"});
+                           "max_dataset_bytes", "keepalive_time", "keepalive_timeout",
+                           "max_reconnect_backoff"});
   ApplyEnvironmentToFlags(CommandFlagNames());
   ApplyEnvironmentToFlags(ClientSecurityFlagNames());
   for (absl::string_view flag : kind.own_flags) ApplyEnvironmentToFlags({flag});
@@ -221,6 +235,7 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
     command_names = setup->runner.commands->Names();
     setup->models.push_back(v1::Model::COMMAND);
   }
+  setup->runner.command_options.node_name = node;
   const std::string command_workdir = setup->runner.command_options.workdir_root;
   // The default root is this process's own: once its trials are done, an empty one goes.
   auto remove_command_workdir = [&] {
@@ -257,6 +272,18 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   WorkerClientOptions options;
   options.scheduler_address = absl::GetFlag(FLAGS_scheduler);
   options.security = *std::move(security);
+  options.keepalive.ping_interval_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_time));
+  options.keepalive.ping_timeout_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_timeout));
+  if (options.keepalive.ping_interval_ms < 1000 || options.keepalive.ping_timeout_ms < 1000) {
+    std::fprintf(stderr, "--keepalive_time and --keepalive_timeout must be at least 1s\n");
+    return 2;
+  }
+  options.max_backoff = absl::GetFlag(FLAGS_max_reconnect_backoff);
+  if (options.max_backoff < options.initial_backoff) {
+    std::fprintf(stderr, "--max_reconnect_backoff must be at least %s\n",
+                 absl::FormatDuration(options.initial_backoff).c_str());
+    return 2;
+  }
   v1::Hello& hello = options.hello;
   hello.set_worker_id(worker_id);
   v1::WorkerCapabilities& caps = *hello.mutable_capabilities();
@@ -270,6 +297,11 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   for (const std::string& name : command_names) caps.add_commands(name);
   caps.set_slots(slots);
   caps.set_node_name(node);
+  // What its trials may use: the pod's (cgroup's) limit, else the machine's memory.
+  const std::optional<int64_t> memory_limit = MemoryCgroup::OfThisProcess().Limit();
+  caps.set_memory_bytes(memory_limit ? static_cast<uint64_t>(*memory_limit)
+                                     : static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                                           static_cast<uint64_t>(sysconf(_SC_PAGESIZE)));
   caps.set_arch(machine.machine);
   caps.set_version(DHPT_VERSION);
 

@@ -289,6 +289,63 @@ TEST_F(SchedulerCoreTest, LostWorkerRequeuesItsTrialsAndTheAttemptCapFailsThem) 
   EXPECT_EQ(third.Assigns().size(), 0u);
 }
 
+v1::Hello WithMemory(v1::Hello hello, uint64_t mib) {
+  hello.mutable_capabilities()->set_memory_bytes(mib << 20);
+  return hello;
+}
+
+v1::TrialResult OutOfMemory(const v1::Assign& assign) {
+  v1::TrialResult result;
+  result.set_trial_id(assign.trial_id());
+  result.set_attempt(assign.attempt());
+  result.set_epoch(assign.epoch());
+  result.set_state(v1::Trial::FAILED);
+  result.set_error("command f was killed by the kernel's OOM killer: out of memory on node pi");
+  result.set_out_of_memory(true);
+  return result;
+}
+
+TEST_F(SchedulerCoreTest, ATrialOutOfMemoryIsRetriedOnlyOnALargerWorker) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
+  RecordingChannel& small = NewChannel();
+  RecordingChannel& same = NewChannel();
+  RecordingChannel& large = NewChannel();
+  const uint64_t s1 = Connect(small, WithMemory(Hello("pi", 1), 100));
+  ASSERT_EQ(small.Assigns().size(), 1u);
+  const v1::Assign first = small.Assigns().back();
+  core_->HandleStarted(s1, Attempt(first));
+  Connect(same, WithMemory(Hello("pi-2", 1), 100));
+  Connect(large, WithMemory(Hello("orin", 1), 1024));
+
+  core_->HandleResult(s1, OutOfMemory(first));
+  // Not failed: back in the queue, for the 1 GiB worker only (the other 100 MiB one is free).
+  ASSERT_EQ(large.Assigns().size(), 1u);
+  EXPECT_EQ(large.Assigns()[0].trial_id(), first.trial_id());
+  EXPECT_EQ(large.Assigns()[0].attempt(), 2);
+  EXPECT_EQ(small.Assigns().size(), 1u);
+  EXPECT_EQ(same.Assigns().size(), 0u);
+  v1::Trial trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
+  EXPECT_EQ(trial.state(), v1::Trial::RUNNING);
+  EXPECT_EQ(trial.lost_attempts(), 1);
+  EXPECT_THAT(trial.error(), HasSubstr("out of memory on node pi; retried on a worker with more "
+                                       "than 100 MiB"));
+}
+
+TEST_F(SchedulerCoreTest, ATrialOutOfMemoryFailsWhenNoLargerWorkerIsConnected) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
+  RecordingChannel& small = NewChannel();
+  RecordingChannel& same = NewChannel();
+  const uint64_t s1 = Connect(small, WithMemory(Hello("pi", 1), 100));
+  const v1::Assign first = small.Assigns().back();
+  core_->HandleStarted(s1, Attempt(first));
+  Connect(same, WithMemory(Hello("pi-2", 1), 100));
+  core_->HandleResult(s1, OutOfMemory(first));
+  v1::Trial trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
+  EXPECT_EQ(trial.state(), v1::Trial::FAILED);
+  EXPECT_THAT(trial.error(), HasSubstr("out of memory on node pi"));
+  EXPECT_EQ(same.Assigns().size(), 0u);
+}
+
 TEST_F(SchedulerCoreTest, LateResultOfAnEarlierAttemptIsAcceptedOnceAndTheRerunCancelled) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
   RecordingChannel first, second;

@@ -223,6 +223,9 @@ spec:
             - --slots={{ $values.slots }}
             - --threads-per-trial={{ $values.threadsPerTrial }}
             - --metrics-port={{ $values.metricsPort }}
+            - --keepalive-time={{ $root.Values.network.keepaliveTime }}
+            - --keepalive-timeout={{ $root.Values.network.keepaliveTimeout }}
+            - --max-reconnect-backoff={{ $root.Values.network.maxReconnectBackoff }}
             {{- with $values.labels }}
             {{- $labels := . }}
             {{- $pairs := list }}

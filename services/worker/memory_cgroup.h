@@ -1,0 +1,46 @@
+#pragma once
+
+// The memory cgroup this worker runs in (Kubernetes puts a pod's containers in one; so does
+// bench/edge_cluster.sh per emulated board), read so that a trial the kernel's OOM killer ended
+// fails with "out of memory on node N" rather than a bare SIGKILL. cgroup v1 (memory
+// controller) and v2 (unified) both; where neither is readable, nothing is known and trials
+// fail as before.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace dhpt::worker {
+
+// The directory of the memory cgroup named by /proc/self/cgroup's `text`, under `root`
+// (normally /sys/fs/cgroup): the v1 memory controller's line if there is one, else the v2 line
+// ("0::/path"); nullopt if neither.
+std::optional<std::string> MemoryCgroupDir(absl::string_view proc_self_cgroup,
+                                           absl::string_view root);
+
+// The `oom_kill N` count of a v1 memory.oom_control or a v2 memory.events file.
+std::optional<int64_t> ParseOomKills(absl::string_view text);
+
+class MemoryCgroup {
+ public:
+  // This process's memory cgroup, or one that knows nothing.
+  static MemoryCgroup OfThisProcess();
+  explicit MemoryCgroup(std::optional<std::string> dir) : dir_(std::move(dir)) {}
+
+  // Processes the kernel's OOM killer has ended in this cgroup so far.
+  std::optional<int64_t> OomKills() const;
+  // The cgroup's memory limit in bytes; nullopt when unlimited or unknown.
+  std::optional<int64_t> Limit() const;
+
+ private:
+  std::optional<std::string> dir_;
+};
+
+// Why a trial's command failed, when the OOM killer's count in its cgroup grew while it ran: "was killed by the kernel's OOM killer: out of memory on node pi4-1 (its
+// memory limit is 256 MiB)"; "" when the count did not grow or is unknown.
+std::string OomKillProblem(std::optional<int64_t> kills_before, std::optional<int64_t> kills_after,
+                           std::optional<int64_t> limit_bytes, absl::string_view node_name);
+
+}  // namespace dhpt::worker
