@@ -30,7 +30,7 @@ namespace dhpt::analysis {
 enum class Evaluator { kPedAnova, kFanova };
 
 // Trials an evaluator reads at most: past these a seeded uniform subsample is used, so that a
-// study of 100,000 trials answers in bounded time and memory (about 30 ms and 40 ms at the
+// study of 100,000 trials answers in bounded time and memory (about 10 ms and 0.2 s at the
 // limits on one core; docs/benchmarks.md).
 inline constexpr int kMaxPedAnovaTrials = 20'000;
 inline constexpr int kMaxFanovaTrials = 2'000;
