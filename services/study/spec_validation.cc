@@ -15,6 +15,7 @@
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
 #include "services/common/unsafe_text.h"
+#include "services/study/condition_validation.h"
 #include "services/study/spec_errors.h"
 #include "services/optimizer/bayesian_optimization.h"
 #include "services/optimizer/optimizer.h"
@@ -825,7 +826,8 @@ std::vector<absl::Status> StudySpecErrors(v1::StudySpec& spec, const SpecLimits&
   }
   const bool model_ok = add(ValidateModel(spec));
   const bool dataset_ok = add(ValidateDataset(spec, limits));
-  const bool parameters_ok = ValidateParameters(spec, model_ok, errors) && model_ok;
+  const bool parameters_ok = ValidateParameters(spec, model_ok, errors) && model_ok &&
+                             ValidateConditions(spec, errors);
   const bool objectives_ok = model_ok && add(ValidateObjectives(spec));
   if (objectives_ok) add(ValidateConstraints(spec));
   add(ValidateWorkerSelector(spec));
