@@ -5,7 +5,7 @@
 namespace dhpt::optimizer {
 namespace {
 
-enum Index { kModel, kAlpha, kDepth, kBooster, kRateDrop, kLayers, kWidth1, kWidth2, kWidth3 };
+enum Index { kModel, kAlpha, kDepth, kBooster, kRateDrop, kLayers, kWidth1, kWidth2, kWidth3, kSubsample };
 
 double Number(const ParameterValue& v) {
   if (const auto* d = std::get_if<double>(&v)) return *d;
@@ -40,6 +40,8 @@ SearchSpace ConditionalBenchmarkSpace(bool flat) {
            kLayers, {int64_t{2}, int64_t{3}}),
       when({.name = "width_3", .kind = ParameterKind::kInt, .min = 8, .max = 256, .log = true},
            kLayers, {int64_t{3}}),
+      when({.name = "subsample", .kind = ParameterKind::kDouble, .min = 0.1, .max = 1}, kModel,
+           {std::string("tree")}),
   };
   std::vector<ForbiddenClause> forbidden;
   if (!flat) {
@@ -57,13 +59,15 @@ double ConditionalBenchmarkLoss(const Point& point) {
     const double depth = Number(point[kDepth]);
     const bool dart = std::get<std::string>(point[kBooster]) == "dart";
     if (dart && depth == 12) return 1;  // Forbidden: only a flat space can suggest it.
-    return std::pow(depth - 8, 2) / 60 +
+    return std::pow(depth - 8, 2) / 60 + std::pow(Number(point[kSubsample]) - 0.8, 2) +
            (dart ? std::pow(Number(point[kRateDrop]) - 0.3, 2) : 0.15);
   }
+  // The widths' best value depends on the number of layers (a child whose optimum depends on
+  // its parent's value: what TPE's condition_on_parent is for); 3 layers are best.
   const int64_t layers = std::get<int64_t>(point[kLayers]);
-  double loss = 0.2;
+  double loss = 0.05 + 0.05 * static_cast<double>(3 - layers);
   for (int k = 0; k < layers; ++k) {
-    loss += std::pow(std::log2(Number(point[kWidth1 + k])) - 6, 2) / 40;
+    loss += std::pow(std::log2(Number(point[kWidth1 + k])) - static_cast<double>(4 + layers), 2) / 40;
   }
   return loss;
 }

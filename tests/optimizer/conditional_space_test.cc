@@ -229,13 +229,13 @@ TEST(ConditionalSpaceTest, TpeFitsAChildOnlyToTheTrialsWhereItWasActive) {
     const int64_t depth = k < 6 ? 8 : other_depths[k % 11];
     // The best are distinct points: dart with distinct rate_drops.
     add({std::string("tree"), Inactive{}, depth, std::string(k < 6 ? "dart" : "gbtree"),
-         0.01 * k, Inactive{}, Inactive{}, Inactive{}, Inactive{}},
+         0.01 * k, Inactive{}, Inactive{}, Inactive{}, Inactive{}, 0.8},
         k < 6 ? 0.01 * k : 1 + k);
     add({std::string("linear"), 1e-3 * (k + 1), Inactive{}, Inactive{}, Inactive{}, Inactive{},
-         Inactive{}, Inactive{}, Inactive{}},
+         Inactive{}, Inactive{}, Inactive{}, Inactive{}},
         1 + k);
     add({std::string("net"), Inactive{}, Inactive{}, Inactive{}, Inactive{}, int64_t{1},
-         int64_t{8 + k}, Inactive{}, Inactive{}},
+         int64_t{8 + k}, Inactive{}, Inactive{}, Inactive{}},
         1 + k);
   }
   auto tpe = MakeOptimizer(space, config);
