@@ -5,6 +5,8 @@
 #include <string>
 
 #include "absl/strings/str_join.h"
+#include "services/common/model_catalog.h"
+#include "services/study/model_choice.h"
 #include "services/study/spec_errors.h"
 #include "services/study/spec_translation.h"
 
@@ -47,6 +49,46 @@ void CheckValues(const optimizer::ParameterSpec& p,
                                                 p.kind == optimizer::ParameterKind::kCategorical
                                                     ? " (give one of its categorical values)"
                                                     : " (give a number it can take)")));
+    }
+  }
+}
+
+// The model_kind parameter (model_choice.h): a categorical of XGBOOST and RANDOM_FOREST, at
+// the root, one of whose values is model.kind; model.fixed must suit every kind.
+void ValidateModelChoice(const v1::StudySpec& spec, std::vector<absl::Status>& errors) {
+  const int i = ModelKindParameter(spec);
+  if (i < 0) return;
+  const v1::Parameter& p = spec.parameters(i);
+  const std::string field = absl::StrCat("parameters[", i, "]");
+  if (!p.has_categorical() || p.has_condition()) {
+    errors.push_back(Invalid(field, "model_kind must be a categorical parameter without a "
+                                    "condition: the model kinds the study chooses among"));
+    return;
+  }
+  for (int k = 0; k < p.categorical().values_size(); ++k) {
+    const std::string& value = p.categorical().values(k);
+    v1::Model::Kind kind;
+    if (!v1::Model::Kind_Parse(value, &kind) || !IsChoosableKind(kind)) {
+      errors.push_back(Invalid(absl::StrCat(field, ".categorical.values[", k, "]"),
+                               absl::StrCat(Quote(value), " is not a model kind a study can "
+                                            "choose; give XGBOOST or RANDOM_FOREST")));
+      return;
+    }
+  }
+  const std::vector<v1::Model::Kind> kinds = StudyModelKinds(spec);
+  if (std::find(kinds.begin(), kinds.end(), spec.model().kind()) == kinds.end()) {
+    errors.push_back(Invalid("model.kind", "must be one of model_kind's values (the kind the "
+                                           "study's metrics are labelled with)"));
+  }
+  for (const auto& [key, value] : spec.model().fixed()) {
+    for (v1::Model::Kind kind : kinds) {
+      if (!IsKnownHyperparameter(kind, key)) {
+        errors.push_back(Invalid(absl::StrCat("model.fixed.", key),
+                                 absl::StrCat("is not a hyperparameter of ", v1::Model::Kind_Name(kind),
+                                              ", one of model_kind's values; fixed values "
+                                              "apply to every kind")));
+        break;
+      }
     }
   }
 }
@@ -132,6 +174,7 @@ bool ValidateConditions(const v1::StudySpec& spec, std::vector<absl::Status>& er
       CheckValues(space.parameters()[i], term.values(), at, errors);
     }
   }
+  ValidateModelChoice(spec, errors);
   if (errors.size() != before) return false;
   if (spec.forbidden().empty()) return true;
   // Clauses that leave nothing to try: caught when the space is small enough to count.

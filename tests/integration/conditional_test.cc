@@ -98,5 +98,37 @@ parallel_trials: 2
   EXPECT_GE(squares, 1);
 }
 
+// Model choice end to end on real workers: both kinds' trials run and complete on the same
+// dataset and objective. (That each is assigned as its own kind, without model_kind among its
+// parameters, SchedulerCoreTest.AModelChoiceTrialIsAssignedAsItsOwnKind shows: XGBoost would
+// accept a stray parameter, so a run alone cannot tell.)
+TEST(ConditionalTest, AModelChoiceStudyRunsEachTrialAsItsOwnKind) {
+  TestCluster cluster(2);
+  ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"(
+name: model-choice
+model: {kind: XGBOOST}
+dataset: {friedman1: {samples: 600, features: 10, noise: 1.0, seed: 3}}
+algorithm: {name: RANDOM, seed: 6}
+parameters:
+  - {name: model_kind, categorical: {values: [XGBOOST, RANDOM_FOREST]}}
+  - {name: eta, double_range: {min: 0.05, max: 0.5, log: true}, condition: {parent: model_kind, values: [XGBOOST]}}
+  - {name: num_boost_round, int_range: {min: 10, max: 30}, condition: {parent: model_kind, values: [XGBOOST]}}
+  - {name: num_parallel_tree, int_range: {min: 5, max: 20}, condition: {parent: model_kind, values: [RANDOM_FOREST]}}
+  - {name: max_depth, int_range: {min: 2, max: 6}}
+max_trials: 10
+parallel_trials: 2
+)")).ok());
+  const v1::Study study = cluster.WaitForEnd("model-choice");
+  ASSERT_EQ(study.state(), v1::Study::COMPLETED) << study.state_reason();
+  const absl::StatusOr<std::vector<v1::Trial>> trials = cluster.client().ListTrials("model-choice");
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  std::set<std::string> kinds;
+  for (const v1::Trial& trial : *trials) {
+    EXPECT_EQ(trial.state(), v1::Trial::COMPLETED) << trial.error();
+    kinds.insert(trial.params().at("model_kind").string_value());
+  }
+  EXPECT_EQ(kinds, (std::set<std::string>{"XGBOOST", "RANDOM_FOREST"}));
+}
+
 }  // namespace
 }  // namespace dhpt::testing

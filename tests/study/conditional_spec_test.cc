@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "google/protobuf/text_format.h"
+#include "services/study/model_choice.h"
 #include "services/study/spec_translation.h"
 #include "services/study/spec_validation.h"
 
@@ -15,6 +16,7 @@ using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 // booster in {gbtree, dart}; rate_drop only for dart; a chain booster -> max_depth (int) ->
 // max_leaves; dart with max_depth 8 forbidden.
@@ -194,6 +196,70 @@ TEST(ConditionalSpecTest, AUserPointNamesExactlyTheActiveParameters) {
   forbidden["max_leaves"].set_number_value(8);
   EXPECT_THAT(std::string(PointFromValues(space, forbidden, "trials[0]").status().message()),
               HasSubstr("trials[0]: is a forbidden combination"));
+}
+
+// Model choice: XGBoost or Random Forest, each with its own parameters.
+const char kModelChoice[] = R"pb(
+  name: "model-choice"
+  model { kind: XGBOOST }
+  dataset { friedman1 { samples: 500 features: 10 noise: 1 seed: 0 } }
+  algorithm { name: TPE seed: 1 }
+  parameters { name: "model_kind" categorical { values: "XGBOOST" values: "RANDOM_FOREST" } }
+  parameters {
+    name: "eta" double_range { min: 0.01 max: 0.3 log: true }
+    condition { parent: "model_kind" values { string_value: "XGBOOST" } }
+  }
+  parameters {
+    name: "num_parallel_tree" int_range { min: 10 max: 100 }
+    condition { parent: "model_kind" values { string_value: "RANDOM_FOREST" } }
+  }
+  parameters { name: "max_depth" int_range { min: 2 max: 8 } }
+  max_trials: 20
+)pb";
+
+std::vector<std::string> ModelChoiceErrors(const std::function<void(v1::StudySpec&)>& edit) {
+  v1::StudySpec spec = Parse(kModelChoice);
+  edit(spec);
+  std::vector<std::string> messages;
+  for (const absl::Status& status : StudySpecErrors(spec)) messages.emplace_back(status.message());
+  return messages;
+}
+
+TEST(ConditionalSpecTest, AModelChoiceStudyIsValidatedPerKind) {
+  EXPECT_THAT(ModelChoiceErrors([](v1::StudySpec&) {}), IsEmpty());
+  // eta is XGBoost's: without its condition it could be active for a Random Forest.
+  EXPECT_THAT(ModelChoiceErrors([](v1::StudySpec& s) { s.mutable_parameters(1)->clear_condition(); }),
+              ElementsAre(HasSubstr("parameters[1].name: \"eta\" is not a hyperparameter of "
+                                    "RANDOM_FOREST, for which it can be active")));
+  EXPECT_THAT(ModelChoiceErrors([](v1::StudySpec& s) {
+                s.mutable_parameters(0)->mutable_categorical()->set_values(1, "AUTOENCODER");
+              }),
+              Contains(HasSubstr("parameters[0].categorical.values[1]: \"AUTOENCODER\" is not a "
+                                 "model kind a study can choose")));
+  EXPECT_THAT(ModelChoiceErrors([](v1::StudySpec& s) {
+                s.mutable_model()->set_kind(v1::Model::FUNCTION);
+                s.mutable_model()->set_function("branin");
+              }),
+              Not(IsEmpty()));
+  EXPECT_THAT(ModelChoiceErrors([](v1::StudySpec& s) {
+                (*s.mutable_model()->mutable_fixed())["eta"].set_number_value(0.1);
+                s.mutable_parameters()->DeleteSubrange(1, 1);
+              }),
+              ElementsAre(HasSubstr("model.fixed.eta: is not a hyperparameter of RANDOM_FOREST")));
+}
+
+TEST(ConditionalSpecTest, AModelChoiceTrialRunsAsItsKindWithoutTheChoiceAmongItsParameters) {
+  const v1::StudySpec spec = Parse(kModelChoice);
+  ParamMap params;
+  params["model_kind"].set_string_value("RANDOM_FOREST");
+  params["num_parallel_tree"].set_int_value(20);
+  params["max_depth"].set_int_value(4);
+  v1::Model model;
+  ParamMap sent;
+  ModelForTrial(spec, params, &model, &sent);
+  EXPECT_EQ(model.kind(), v1::Model::RANDOM_FOREST);
+  EXPECT_EQ(sent.size(), 2u);
+  EXPECT_FALSE(sent.contains("model_kind"));
 }
 
 }  // namespace
