@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "services/cli/gnuplot.h"
+#include "services/cli/report.h"
 #include "services/cli/study_file.h"
 #include "services/cli/text_table.h"
 #include "services/common/param_values.h"
@@ -82,7 +83,9 @@ std::string ParetoTable(const v1::Study& study, const v1::GetParetoFrontResponse
     for (const std::string& metric : constrained) row.push_back(Value(trial, metric));
     for (const v1::Parameter& p : spec.parameters()) {
       auto it = trial.params().find(p.name());
-      row.push_back(it == trial.params().end() ? "" : FormatParameterValue(it->second));
+      // Absent: a condition switched the parameter off in this trial (kInactiveCell).
+      row.push_back(it == trial.params().end() ? std::string(kInactiveCell)
+                                               : FormatParameterValue(it->second));
     }
     table.Add(std::move(row));
   }

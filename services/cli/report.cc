@@ -137,7 +137,9 @@ std::string TrialsTable(const v1::StudySpec& spec, const std::vector<v1::Trial>&
     std::vector<std::string> row = {absl::StrCat(trial.number()), std::move(state)};
     for (const v1::Parameter& p : spec.parameters()) {
       auto it = trial.params().find(p.name());
-      row.push_back(it == trial.params().end() ? "" : FormatParameterValue(it->second));
+      // Absent: a condition switched the parameter off in this trial (kInactiveCell).
+      row.push_back(it == trial.params().end() ? std::string(kInactiveCell)
+                                               : FormatParameterValue(it->second));
     }
     if (trial.has_objective_value()) {
       row.push_back(absl::StrFormat("%.5g", trial.objective_value()));

@@ -25,7 +25,11 @@ std::string FailedTrialLine(const std::string& study, const v1::Trial& trial);
 
 // "demo-xgboost RUNNING  12/40 done (1 failed)  2 running  best r2 0.9123"
 std::string ProgressLine(const v1::Study& study);
-// One row per trial: number, state, each parameter, the objective, time, CPU, memory, worker,
+// What a table shows for a parameter absent from a trial: in a conditional space
+// (docs/concepts.md#conditional-search-spaces) a parameter whose condition does not hold has
+// no value, never a default.
+inline constexpr absl::string_view kInactiveCell = "-";
+// One row per trial: number, state, each parameter ("-" when inactive), the objective, time, CPU, memory, worker,
 // and, when any trial has one, the reason it failed, was cancelled or waits again (cut to fit).
 std::string TrialsTable(const v1::StudySpec& spec, const std::vector<v1::Trial>& trials);
 // The best trial's parameters and measurements, and the study's outcome.

@@ -18,6 +18,15 @@ constexpr int kPerturbationsEach = 20;
 // encoding, however many candidates there are.
 constexpr int kScoreBatch = 256;
 
+// Where an inactive numeric parameter (conditional spaces) sits in the GP's input; an inactive
+// choice has an all-zero one-hot block. A constant, so two trials of one branch agree on the
+// parameters neither has and the GP of a branch is a GP over that branch's active parameters;
+// outside [0, 1], so a trial without the parameter is at least 1 away from every trial with it
+// and the model borrows little across branches through a value that means nothing (SMAC's
+// imputation of inactive values, Levesque et al. 2017). Candidates are made canonical before
+// they are encoded, so the acquisition never scores an inactive coordinate's drawn value.
+constexpr double kInactiveCoordinate = -1;
+
 // Points <-> GP inputs: numeric parameters to [0, 1] in the transformed space, choices one-hot.
 class Encoder {
  public:
@@ -36,6 +45,10 @@ class Encoder {
     Eigen::VectorXd u = Eigen::VectorXd::Zero(width_);
     for (int i = 0; i < space_.dims(); ++i) {
       const SearchSpace::Internal& d = domains_[i];
+      if (std::holds_alternative<Inactive>(point[i])) {
+        if (!d.choice) u(offsets_[i]) = kInactiveCoordinate;
+        continue;
+      }
       const double x = space_.ToInternal(i, point[i]);
       if (d.choice) {
         u(offsets_[i] + static_cast<int>(x)) = 1;
@@ -61,6 +74,7 @@ class Encoder {
         point[i] = space_.FromInternal(i, d.low + std::clamp(u(offsets_[i]), 0.0, 1.0) * (d.high - d.low));
       }
     }
+    space_.Canonicalize(point, nullptr);
     return point;
   }
 
@@ -288,7 +302,7 @@ absl::StatusOr<std::optional<Point>> BayesianOptimization::Suggest(const History
   };
   auto make = [&](const Eigen::VectorXd& u) -> std::optional<Candidate> {
     Point point = encoder.Decode(u);
-    if (history.keys.contains(space_.Key(point))) return std::nullopt;
+    if (space_.Forbidden(point) || history.keys.contains(space_.Key(point))) return std::nullopt;
     return Candidate{std::move(point), 0};
   };
   std::vector<Candidate> top, batch;  // `top`: best first.

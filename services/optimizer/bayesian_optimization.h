@@ -8,8 +8,10 @@ namespace dhpt::optimizer {
 // Bayesian optimisation with a Gaussian process. The rule:
 // - Until `n_startup_trials` trials have completed or been pruned, suggest as RandomSearch does.
 // - Inputs: numeric parameters scaled to [0, 1] in the transformed (log) space; each
-//   categorical or discrete parameter one-hot. Targets: completed objectives (negated when
-//   maximising), Yeo-Johnson-warped and standardised (YeoJohnsonStandardize; only
+//   categorical or discrete parameter one-hot; in a conditional space an inactive parameter is
+//   imputed with a constant (-1, or an all-zero one-hot; kInactiveCoordinate says why) and
+//   candidates are made canonical before they are scored. Targets: completed objectives
+//   (negated when maximising), Yeo-Johnson-warped and standardised (YeoJohnsonStandardize; only
 //   standardised with warp_objective off). A pruned trial joins with the last value it
 //   reported, but no worse than the worst completed objective: an early stop marks a poor
 //   region without becoming an outlier. Failed trials are left out of the model. A completed

@@ -58,14 +58,17 @@ absl::StatusOr<std::optional<Point>> HillClimbing::Suggest(const History& histor
     for (int draw = 0; draw < kNeighbourDraws; ++draw) {
       for (double& u : unit) u = UniformUnit(generator);
       Point point = space_.FromUnitPoint(unit);
-      if (!history.keys.contains(space_.Key(point))) return point;
+      if (!space_.Forbidden(point) && !history.keys.contains(space_.Key(point))) return point;
     }
     return random_.Suggest(history);
   }
   const Point& centre = history.trials[*climb.incumbent].point;
   for (int draw = 0; draw < kNeighbourDraws; ++draw) {
-    Point point(static_cast<size_t>(space_.dims()));
+    Point point(static_cast<size_t>(space_.dims()), Inactive{});
     for (int i = 0; i < space_.dims(); ++i) {
+      // Conditional spaces: only active parameters move; those a moved parent switches on are
+      // drawn at random below (Canonicalize), those it switches off are dropped.
+      if (std::holds_alternative<Inactive>(centre[i])) continue;
       const SearchSpace::Internal d = space_.InternalDomain(i);
       const double x = space_.ToInternal(i, centre[i]);
       if (d.choice) {
@@ -81,7 +84,8 @@ absl::StatusOr<std::optional<Point>> HillClimbing::Suggest(const History& histor
         point[i] = space_.FromInternal(i, std::clamp(moved, d.low, d.high));
       }
     }
-    if (!history.keys.contains(space_.Key(point))) return point;
+    space_.Canonicalize(point, &generator);
+    if (!space_.Forbidden(point) && !history.keys.contains(space_.Key(point))) return point;
   }
   return random_.Suggest(history);
 }

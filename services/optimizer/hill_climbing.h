@@ -22,7 +22,9 @@ namespace dhpt::optimizer {
 //   step of `step` times its range in the transformed (log) space, clamped to the range and
 //   rounded to its lattice; each categorical or discrete parameter takes another value with
 //   probability `flip_probability`. A neighbour already tried is drawn again (20 times), then
-//   a random untried point is used.
+//   a random untried point is used. In a conditional space only the incumbent's active
+//   parameters move; a parent that takes another value drops the children it switched off and
+//   draws those it switches on uniformly; forbidden neighbours are drawn again like tried ones.
 // The n-th suggestion's randomness comes from (seed, n) alone.
 class HillClimbing : public Optimizer {
  public:

@@ -132,7 +132,10 @@ absl::StatusOr<std::optional<Point>> Nsga2::Suggest(const History& history) {
       if (UniformUnit(generator) < mutation_prob)
         child[i] = space_.FromUnit(i, UniformUnit(generator));
     }
-    if (!history.keys.contains(space_.Key(child))) return child;
+    // Conditional spaces: a child may take its parent's value from one parent and lack the
+    // children that value switches on (drawn at random) or carry some it switches off (dropped).
+    space_.Canonicalize(child, &generator);
+    if (!space_.Forbidden(child) && !history.keys.contains(space_.Key(child))) return child;
   }
   return random_.Suggest(history);
 }

@@ -21,7 +21,10 @@ namespace dhpt::optimizer {
 //   the second drawn), the second drawn from the parents without the first; each parameter
 //   comes from either parent with probability `swapping_prob`. Otherwise a copy of a parent
 //   drawn uniformly. Then each parameter is redrawn uniformly with probability
-//   `mutation_prob` (1 / number of parameters when unset).
+//   `mutation_prob` (1 / number of parameters when unset). In a conditional space the child
+//   is then made canonical: parameters its parents' values switch off are dropped, and those
+//   switched on that it got no value for (the other parent lacked them) are drawn uniformly;
+//   a forbidden child is bred again like a tried one.
 //   Optuna 3.1's tournament compares the two by constrained dominance only; rank then crowding
 //   distance is the textbook NSGA-II rule (docs/multi-objective-optimizers.md compares the two
 //   implementations).

@@ -42,6 +42,15 @@ std::vector<std::vector<ParameterValue>> GridAxes(const SearchSpace& space, int 
 }
 
 std::optional<int64_t> GridSize(const SearchSpace& space, int grid_points) {
+  if (space.conditional() || !space.forbidden().empty()) {
+    const BranchGrid grid(space, GridAxes(space, grid_points));
+    if (!grid.size() || space.forbidden().empty()) return grid.size();
+    // Forbidden points are counted one by one, so only on grids small enough for that.
+    if (*grid.size() > SearchSpace::kMaxCountedPoints) return std::nullopt;
+    int64_t allowed = 0;
+    for (int64_t k = 0; k < *grid.size(); ++k) allowed += space.Forbidden(grid.PointAt(k)) ? 0 : 1;
+    return allowed;
+  }
   int64_t size = 1;
   for (const std::vector<ParameterValue>& axis : GridAxes(space, grid_points)) {
     const int64_t n = static_cast<int64_t>(axis.size());

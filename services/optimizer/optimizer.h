@@ -56,6 +56,10 @@ struct TpeOptions {
   // See ParzenOptions::bandwidth_weighted: Optuna 3.1's behaviour, and the better of the two in
   // bench/optimizer_quality_bench on every function measured.
   bool bandwidth_weighted = true;
+  // Conditional spaces: a child parameter's densities are fitted to the trials where its
+  // parent took the value just chosen for this suggestion (not all trials where the child was
+  // active), so a child shared by several parent values learns each branch apart.
+  bool condition_on_parent = false;
 };
 
 struct HillClimbingOptions {
@@ -153,7 +157,9 @@ absl::StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const SearchSpace& spac
 
 // The grid GRID search walks: the values of every parameter (all of a countable parameter
 // with at most grid_points values, else grid_points values evenly spaced in the transformed
-// space) and the size of their product (nullopt past 2^62).
+// space) and the size of their product (nullopt past 2^62). In a conditional space the size
+// is the sum over branches (BranchGrid) less the forbidden points, which are counted one by
+// one: nullopt past SearchSpace::kMaxCountedPoints when there are forbidden clauses.
 std::vector<std::vector<ParameterValue>> GridAxes(const SearchSpace& space, int grid_points);
 std::optional<int64_t> GridSize(const SearchSpace& space, int grid_points);
 

@@ -17,7 +17,7 @@ absl::StatusOr<std::optional<Point>> RandomSearch::Suggest(const History& histor
   for (int draw = 0; draw < kMaxDraws; ++draw) {
     for (double& u : unit) u = UniformUnit(generator);
     Point point = space_.FromUnitPoint(unit);
-    if (!history.keys.contains(space_.Key(point))) return point;
+    if (!space_.Forbidden(point) && !history.keys.contains(space_.Key(point))) return point;
   }
   if (!size || *size > kMaxEnumerated) {
     // Draws keep colliding in a space too large to enumerate: sampling on would only loop.
@@ -28,16 +28,13 @@ absl::StatusOr<std::optional<Point>> RandomSearch::Suggest(const History& histor
   // Countable and nearly exhausted: take the untried points in grid order from a seeded start.
   std::vector<std::vector<ParameterValue>> axes;
   for (int i = 0; i < space_.dims(); ++i) axes.push_back(space_.CountableValues(i));
-  const int64_t start = static_cast<int64_t>(generator() % static_cast<uint64_t>(*size));
-  for (int64_t offset = 0; offset < *size; ++offset) {
-    int64_t index = (start + offset) % *size;
-    Point point(space_.dims());
-    for (int i = space_.dims() - 1; i >= 0; --i) {
-      const int64_t n = static_cast<int64_t>(axes[i].size());
-      point[i] = axes[i][index % n];
-      index /= n;
-    }
-    if (!history.keys.contains(space_.Key(point))) return point;
+  const BranchGrid grid(space_, std::move(axes));
+  const int64_t points = grid.size().value_or(0);  // Forbidden ones included.
+  if (points == 0) return std::nullopt;
+  const int64_t start = static_cast<int64_t>(generator() % static_cast<uint64_t>(points));
+  for (int64_t offset = 0; offset < points; ++offset) {
+    Point point = grid.PointAt((start + offset) % points);
+    if (!space_.Forbidden(point) && !history.keys.contains(space_.Key(point))) return point;
   }
   return std::nullopt;
 }

@@ -7,7 +7,9 @@ namespace dhpt::optimizer {
 // Uniform sampling in the transformed (log) space. The n-th suggestion depends only on
 // (seed, n): its generator is seeded from both, so a rebuilt optimiser repeats itself exactly.
 // A point already tried is drawn again (up to kMaxDraws times); a countable space falls back
-// to enumerating the untried points, and is exhausted when every point has been tried.
+// to enumerating the untried points, and is exhausted when every point has been tried. In a
+// conditional space every parameter is drawn and the inactive ones are dropped, so each branch
+// is drawn with its parents' probability; a forbidden point is drawn again like a tried one.
 class RandomSearch : public Optimizer {
  public:
   RandomSearch(SearchSpace space, uint64_t seed);

@@ -14,8 +14,53 @@ int64_t UnitToIndex(double u, int64_t n) {
 
 }  // namespace
 
-SearchSpace::SearchSpace(std::vector<ParameterSpec> parameters)
-    : parameters_(std::move(parameters)) {}
+SearchSpace::SearchSpace(std::vector<ParameterSpec> parameters,
+                         std::vector<ForbiddenClause> forbidden)
+    : parameters_(std::move(parameters)), forbidden_(std::move(forbidden)) {
+  // Parents before children: sort by depth in the condition tree (validation refuses cycles;
+  // the depth is capped all the same so that a cycle cannot hang a constructor).
+  std::vector<int> depth(parameters_.size(), 0);
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    for (int p = parameters_[i].parent; p >= 0 && depth[i] <= dims(); p = parameters_[p].parent) {
+      ++depth[i];
+    }
+    conditional_ = conditional_ || parameters_[i].parent >= 0;
+  }
+  order_.resize(parameters_.size());
+  for (int i = 0; i < dims(); ++i) order_[i] = i;
+  std::stable_sort(order_.begin(), order_.end(), [&](int a, int b) { return depth[a] < depth[b]; });
+}
+
+bool SearchSpace::Active(const Point& point, int i) const {
+  const ParameterSpec& p = parameters_[i];
+  if (p.parent < 0) return true;
+  const ParameterValue& parent = point[p.parent];
+  if (std::holds_alternative<Inactive>(parent)) return false;
+  return std::find(p.active_values.begin(), p.active_values.end(), parent) != p.active_values.end();
+}
+
+void SearchSpace::Canonicalize(Point& point, std::mt19937_64* generator) const {
+  if (!conditional_) return;
+  for (int i : order_) {
+    if (!Active(point, i)) {
+      point[i] = Inactive{};
+    } else if (generator != nullptr && std::holds_alternative<Inactive>(point[i])) {
+      point[i] = FromUnit(i, UniformUnit(*generator));
+    }
+  }
+}
+
+bool SearchSpace::Forbidden(const Point& point) const {
+  for (const ForbiddenClause& clause : forbidden_) {
+    const bool all = std::all_of(clause.begin(), clause.end(), [&](const ForbiddenTerm& term) {
+      const ParameterValue& value = point[term.parameter];
+      return !std::holds_alternative<Inactive>(value) &&
+             std::find(term.values.begin(), term.values.end(), value) != term.values.end();
+    });
+    if (all && !clause.empty()) return true;
+  }
+  return false;
+}
 
 ParameterValue SearchSpace::FromUnit(int i, double u) const {
   const ParameterSpec& p = parameters_[i];
@@ -52,6 +97,7 @@ Point SearchSpace::FromUnitPoint(const std::vector<double>& u) const {
   Point point;
   point.reserve(parameters_.size());
   for (int i = 0; i < dims(); ++i) point.push_back(FromUnit(i, u[i]));
+  Canonicalize(point, nullptr);
   return point;
 }
 
@@ -72,6 +118,24 @@ std::optional<int64_t> SearchSpace::ValueCount(int i) const {
 }
 
 std::optional<int64_t> SearchSpace::FiniteSize() const {
+  if (conditional_ || !forbidden_.empty()) {
+    for (int i = 0; i < dims(); ++i) {
+      if (!ValueCount(i)) return std::nullopt;
+    }
+    // The sum over branches of the product of their leaves' counts; the values of leaves are
+    // listed only when forbidden points must be counted one by one.
+    std::vector<int64_t> counts;
+    for (int i = 0; i < dims(); ++i) counts.push_back(*ValueCount(i));
+    const std::optional<int64_t> size = CountBranchPoints(*this, counts);
+    if (!size || forbidden_.empty()) return size;
+    if (*size > kMaxCountedPoints) return std::nullopt;
+    std::vector<std::vector<ParameterValue>> axes;
+    for (int i = 0; i < dims(); ++i) axes.push_back(CountableValues(i));
+    const BranchGrid grid(*this, std::move(axes));
+    int64_t allowed = 0;
+    for (int64_t k = 0; k < *size; ++k) allowed += Forbidden(grid.PointAt(k)) ? 0 : 1;
+    return allowed;
+  }
   int64_t size = 1;
   for (int i = 0; i < dims(); ++i) {
     std::optional<int64_t> count = ValueCount(i);
@@ -144,6 +208,7 @@ SearchSpace::Internal SearchSpace::InternalDomain(int i) const {
 
 double SearchSpace::ToInternal(int i, const ParameterValue& value) const {
   const ParameterSpec& p = parameters_[i];
+  if (std::holds_alternative<Inactive>(value)) return std::nan("");
   switch (p.kind) {
     case ParameterKind::kCategorical: {
       const auto it = std::find(p.categories.begin(), p.categories.end(), std::get<std::string>(value));
@@ -203,6 +268,8 @@ std::string SearchSpace::Key(const Point& point) const {
       char bytes[sizeof(int64_t)];
       std::memcpy(bytes, n, sizeof bytes);
       key.append(bytes, sizeof bytes);
+    } else if (std::holds_alternative<Inactive>(value)) {
+      key.push_back('-');
     } else {
       const std::string& s = std::get<std::string>(value);
       key.push_back('s');
@@ -212,6 +279,118 @@ std::string SearchSpace::Key(const Point& point) const {
     }
   }
   return key;
+}
+
+namespace {
+
+// Calls `emit(parents, leaves)` for every branch of the space: every assignment of values
+// (from `parent_values(i)`) to the active parents, in depth-first order along
+// SearchSpace::order(); `leaves` are then the active non-parent parameters, in index order.
+// False when there are more than `max_branches`.
+template <typename Values, typename Emit>
+bool ForEachBranch(const SearchSpace& space, const Values& parent_values, int64_t max_branches,
+                   const Emit& emit) {
+  std::vector<bool> is_parent(static_cast<size_t>(space.dims()), false);
+  for (const ParameterSpec& p : space.parameters()) {
+    if (p.parent >= 0) is_parent[p.parent] = true;
+  }
+  int64_t branches = 0;
+  Point point(static_cast<size_t>(space.dims()), Inactive{});
+  std::vector<int> leaves;
+  // Walks order()[k..]: returns false once past max_branches.
+  auto walk = [&](auto& self, size_t k) -> bool {
+    if (k == space.order().size()) {
+      if (++branches > max_branches) return false;
+      std::vector<int> sorted = leaves;
+      std::sort(sorted.begin(), sorted.end());
+      emit(point, sorted);
+      return true;
+    }
+    const int i = space.order()[k];
+    if (!space.Active(point, i)) {
+      point[i] = Inactive{};
+      return self(self, k + 1);
+    }
+    if (!is_parent[i]) {
+      leaves.push_back(i);
+      const bool ok = self(self, k + 1);
+      leaves.pop_back();
+      return ok;
+    }
+    for (const ParameterValue& value : parent_values(i)) {
+      point[i] = value;
+      if (!self(self, k + 1)) return false;
+    }
+    point[i] = Inactive{};
+    return true;
+  };
+  return walk(walk, 0);
+}
+
+// a * b, or nullopt past 2^62.
+std::optional<int64_t> Times(int64_t a, int64_t b) {
+  if (b != 0 && a > (int64_t{1} << 62) / b) return std::nullopt;
+  return a * b;
+}
+
+}  // namespace
+
+std::optional<int64_t> CountBranchPoints(const SearchSpace& space,
+                                         const std::vector<int64_t>& counts) {
+  for (const ParameterSpec& p : space.parameters()) {
+    if (p.parent >= 0 && counts[p.parent] > BranchGrid::kMaxBranches) return std::nullopt;
+  }
+  std::optional<int64_t> total = 0;
+  auto parent_values = [&](int i) { return space.CountableValues(i); };
+  const bool ok = ForEachBranch(space, parent_values, BranchGrid::kMaxBranches,
+                                [&](const Point&, const std::vector<int>& leaves) {
+                                  std::optional<int64_t> points = 1;
+                                  for (int i : leaves) {
+                                    if (points) points = Times(*points, counts[i]);
+                                  }
+                                  if (!points || !total || *total > (int64_t{1} << 62) - *points) {
+                                    total = std::nullopt;
+                                  } else {
+                                    *total += *points;
+                                  }
+                                });
+  if (!ok) return std::nullopt;
+  return total;
+}
+
+BranchGrid::BranchGrid(const SearchSpace& space, std::vector<std::vector<ParameterValue>> axes)
+    : axes_(std::move(axes)) {
+  std::optional<int64_t> total = 0;
+  auto parent_values = [&](int i) -> const std::vector<ParameterValue>& { return axes_[i]; };
+  const bool ok = ForEachBranch(space, parent_values, kMaxBranches,
+                                [&](const Point& parents, const std::vector<int>& leaves) {
+                                  std::optional<int64_t> points = 1;
+                                  for (int i : leaves) {
+                                    if (points) points = Times(*points, axes_[i].size());
+                                  }
+                                  if (!points || !total || *total > (int64_t{1} << 62) - *points) {
+                                    total = std::nullopt;
+                                    return;
+                                  }
+                                  if (*points == 0) return;
+                                  branches_.push_back({parents, leaves, *total});
+                                  *total += *points;
+                                });
+  if (ok) size_ = total;
+}
+
+Point BranchGrid::PointAt(int64_t index) const {
+  const auto after = std::upper_bound(branches_.begin(), branches_.end(), index,
+                                      [](int64_t k, const Branch& b) { return k < b.first; });
+  const Branch& branch = *(after - 1);
+  Point point = branch.parents;
+  int64_t offset = index - branch.first;
+  for (auto it = branch.leaves.rbegin(); it != branch.leaves.rend(); ++it) {
+    const int64_t n = static_cast<int64_t>(axes_[*it].size());
+    point[*it] = axes_[*it][offset % n];
+    offset /= n;
+  }
+  return point;
 }
 
 }  // namespace dhpt::optimizer

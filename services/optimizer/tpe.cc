@@ -13,6 +13,9 @@ namespace {
 
 constexpr uint64_t kTpeStream = 0x54504531;  // "TPE1"
 constexpr double kInfiniteLoss = std::numeric_limits<double>::infinity();
+// An inactive parameter's internal value: compares equal to itself (unlike NaN), so the sorted
+// columns can tell a history that extends the last one, and sorts after every value.
+constexpr double kInactive = std::numeric_limits<double>::infinity();
 
 // The values of dimensions `dims` of the trials `group`, row after row.
 std::vector<double> Project(const std::vector<double>& internal, int stride,
@@ -133,19 +136,21 @@ absl::StatusOr<std::optional<Point>> TpeSearch::Suggest(const History& history) 
   const int n_below = static_cast<int>(below.size());
 
   const int dims = space_.dims();
-  std::vector<double> internal;  // Every trial, row after row.
+  std::vector<double> internal;  // Every trial, row after row; kInactive where inactive.
   internal.reserve(history.trials.size() * static_cast<size_t>(dims));
   for (const TrialRecord& trial : history.trials) {
-    for (int i = 0; i < dims; ++i) internal.push_back(space_.ToInternal(i, trial.point[i]));
+    for (int i = 0; i < dims; ++i) {
+      internal.push_back(std::holds_alternative<Inactive>(trial.point[i])
+                             ? kInactive
+                             : space_.ToInternal(i, trial.point[i]));
+    }
   }
-  std::vector<int> below_position(history.trials.size(), -1), above_position(history.trials.size(), -1);
-  for (size_t k = 0; k < below.size(); ++k) below_position[below[k]] = static_cast<int>(k);
-  for (size_t k = 0; k < above.size(); ++k) above_position[above[k]] = static_cast<int>(k);
+  auto value_at = [&](int trial, int dim) { return internal[static_cast<size_t>(trial) * dims + dim]; };
   if (!options_.multivariate) UpdateSortedColumns(internal);
-  // Shared by every group of dimensions.
-  const MixtureWeights below_weights(
-      split->below_weights.empty() ? TpeObservationWeights(n_below) : split->below_weights,
-      options_.prior_weight);
+  const std::vector<double> below_trial_weights =
+      split->below_weights.empty() ? TpeObservationWeights(n_below) : split->below_weights;
+  // Shared by every group of dimensions active in every trial.
+  const MixtureWeights below_weights(below_trial_weights, options_.prior_weight);
   const MixtureWeights above_weights(TpeObservationWeights(static_cast<int>(above.size())),
                                      options_.prior_weight);
 
@@ -153,26 +158,85 @@ absl::StatusOr<std::optional<Point>> TpeSearch::Suggest(const History& history) 
   const ParzenOptions parzen{.prior_weight = options_.prior_weight,
                              .multivariate = options_.multivariate,
                              .bandwidth_weighted = options_.bandwidth_weighted};
-  // Groups of dimensions modelled jointly: all at once, or each alone.
+  // Groups of dimensions modelled jointly: all at once, or each alone. In a conditional space
+  // the multivariate group holds the unconditional parameters only and every conditional one
+  // is modelled alone (as Optuna's multivariate TPE samples the parameters outside the
+  // intersection of the trials' spaces independently). Groups follow space_.order(), parents
+  // before children, for condition_on_parent.
   std::vector<std::vector<int>> groups;
   if (options_.multivariate) {
-    groups.emplace_back(space_.dims());
-    std::iota(groups[0].begin(), groups[0].end(), 0);
+    std::vector<int> joint;
+    for (int i : space_.order()) {
+      if (space_.parameters()[i].parent < 0) joint.push_back(i);
+    }
+    std::sort(joint.begin(), joint.end());
+    if (!joint.empty()) groups.push_back(std::move(joint));
+    for (int i : space_.order()) {
+      if (space_.parameters()[i].parent >= 0) groups.push_back({i});
+    }
   } else {
-    for (int i = 0; i < space_.dims(); ++i) groups.push_back({i});
+    for (int i : space_.order()) groups.push_back({i});
   }
+  // The best candidate's internal value of every dimension ranked so far.
+  std::vector<double> chosen(static_cast<size_t>(dims), kInactive);
   // Candidates per group, best first by log l - log g.
   std::vector<std::vector<std::vector<double>>> ranked_candidates;
   for (const std::vector<int>& group : groups) {
-    std::optional<std::vector<int>> below_order, above_order;
-    if (!options_.multivariate) {
-      below_order = SortedComponents(columns_.order[group[0]], below_position);
-      above_order = SortedComponents(columns_.order[group[0]], above_position);
+    const bool alone = group.size() == 1;
+    const bool sorted = !options_.multivariate;
+    // Conditional parameters learn from the trials where they were active (Optuna's TPE fits
+    // each parameter's densities to those trials); with condition_on_parent, only from those
+    // whose parent took the value just chosen for it.
+    const int d = group[0];
+    const int parent = space_.parameters()[d].parent;
+    std::optional<double> parent_value;
+    if (alone && parent >= 0 && options_.condition_on_parent && chosen[parent] != kInactive) {
+      parent_value = chosen[parent];
     }
-    const ParzenEstimator l(space_, group, Project(internal, dims, below, group), below_weights,
-                            parzen, below_order ? &*below_order : nullptr);
-    const ParzenEstimator g(space_, group, Project(internal, dims, above, group), above_weights,
-                            parzen, above_order ? &*above_order : nullptr);
+    auto keep = [&](int trial) {
+      if (!alone || parent < 0) return true;
+      if (value_at(trial, d) == kInactive) return false;
+      return !parent_value || value_at(trial, parent) == *parent_value;
+    };
+    std::vector<int> group_below, group_above;
+    std::vector<double> group_below_weights;
+    for (size_t k = 0; k < below.size(); ++k) {
+      if (!keep(below[k])) continue;
+      group_below.push_back(below[k]);
+      group_below_weights.push_back(below_trial_weights[k]);
+    }
+    for (int t : above) {
+      if (keep(t)) group_above.push_back(t);
+    }
+    const bool filtered = group_below.size() != below.size() || group_above.size() != above.size();
+    std::optional<MixtureWeights> own_below, own_above;
+    if (filtered) {
+      // Optuna weighs the observations of a parameter among themselves: TpeObservationWeights
+      // of their number (MOTPE: the below trials' own weights).
+      own_below.emplace(split->below_weights.empty()
+                            ? TpeObservationWeights(static_cast<int>(group_below.size()))
+                            : group_below_weights,
+                        options_.prior_weight);
+      own_above.emplace(TpeObservationWeights(static_cast<int>(group_above.size())),
+                        options_.prior_weight);
+    }
+    std::vector<int> below_position(history.trials.size(), -1),
+        above_position(history.trials.size(), -1);
+    std::optional<std::vector<int>> below_order, above_order;
+    if (sorted) {
+      for (size_t k = 0; k < group_below.size(); ++k) below_position[group_below[k]] = static_cast<int>(k);
+      for (size_t k = 0; k < group_above.size(); ++k) above_position[group_above[k]] = static_cast<int>(k);
+      below_order = SortedComponents(columns_.order[d], below_position);
+      above_order = SortedComponents(columns_.order[d], above_position);
+    }
+    ParzenOptions group_parzen = parzen;
+    group_parzen.multivariate = options_.multivariate && !(alone && parent >= 0);
+    const ParzenEstimator l(space_, group, Project(internal, dims, group_below, group),
+                            own_below ? *own_below : below_weights, group_parzen,
+                            below_order ? &*below_order : nullptr);
+    const ParzenEstimator g(space_, group, Project(internal, dims, group_above, group),
+                            own_above ? *own_above : above_weights, group_parzen,
+                            above_order ? &*above_order : nullptr);
     std::vector<std::pair<double, std::vector<double>>> scored;
     for (int c = 0; c < options_.n_ei_candidates; ++c) {
       std::vector<double> x = l.Sample(generator);
@@ -183,6 +247,7 @@ absl::StatusOr<std::optional<Point>> TpeSearch::Suggest(const History& history) 
                      [](const auto& a, const auto& b) { return a.first > b.first; });
     std::vector<std::vector<double>> ordered;
     for (auto& [score, x] : scored) ordered.push_back(std::move(x));
+    for (size_t j = 0; j < group.size(); ++j) chosen[group[j]] = ordered.front()[j];
     ranked_candidates.push_back(std::move(ordered));
   }
 
@@ -198,7 +263,8 @@ absl::StatusOr<std::optional<Point>> TpeSearch::Suggest(const History& history) 
         point[groups[g][j]] = space_.FromInternal(groups[g][j], x[j]);
       }
     }
-    if (!history.keys.contains(space_.Key(point))) return point;
+    space_.Canonicalize(point, nullptr);
+    if (!space_.Forbidden(point) && !history.keys.contains(space_.Key(point))) return point;
     size_t& next = pick[attempt % groups.size()];
     next = std::min(next + 1, ranked_candidates[attempt % groups.size()].size() - 1);
   }

@@ -18,6 +18,13 @@ namespace dhpt::optimizer {
 // - Draw `n_ei_candidates` from l and keep the one with the largest log l(x) - log g(x):
 //   per parameter (univariate, the default) or jointly (multivariate).
 // - A candidate that was tried already yields to the next best; if all were, RandomSearch.
+// - Conditional spaces (as Optuna's TPE): the split into below and above is over all trials,
+//   and each parameter's l and g are fitted to the trials of each set where it was active,
+//   weighted among themselves; a suggestion draws every parameter and drops the inactive ones;
+//   a forbidden candidate yields like a tried one. With condition_on_parent, a child is fitted
+//   only to the trials whose parent took the value chosen for this suggestion (parents are
+//   ranked first). Multivariate models the unconditional parameters jointly and each
+//   conditional one alone.
 // The n-th suggestion's randomness comes from (seed, n) alone.
 //
 // Constraints: a completed trial with a violation > 0 ranks after every feasible completed and

@@ -13,6 +13,7 @@
 #include "services/scheduler/placement.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/scheduler_core_internal.h"
+#include "services/study/model_choice.h"
 #include "services/study/spec_translation.h"
 #include "services/study/trial_outcome.h"
 
@@ -207,10 +208,10 @@ SchedulerCore::Assignment SchedulerCore::AssignMatchingLocked(
     assign.set_attempt(trial.attempt());
     assign.set_epoch(epoch_);
     assign.set_study(study.spec.name());
-    *assign.mutable_model() = study.spec.model();
+    // A model-choice study's trial runs as its own model_kind (model_choice.h).
+    study::ModelForTrial(study.spec, trial.params(), assign.mutable_model(), assign.mutable_params());
     if (study.spec.has_dataset()) *assign.mutable_dataset() = study.spec.dataset();
     assign.set_objective_metric(study.spec.objective().metric());
-    *assign.mutable_params() = trial.params();
     entry.deadline = absl::InfiniteFuture();
     if (std::optional<absl::Duration> timeout = TrialTimeout(study.spec)) {
       assign.set_timeout_ms(absl::ToInt64Milliseconds(*timeout));

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "services/study/model_choice.h"
 
 namespace dhpt::scheduler {
 
@@ -30,8 +31,11 @@ bool CanRun(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker) {
   // Whatever a worker claims: only clients evaluate these (SuggestTrials).
   if (spec.model().kind() == v1::Model::EXTERNAL) return false;
   if (!HasCommand(spec, worker)) return false;
+  // A model-choice study's trials each run as their own kind: the worker must run them all.
   const auto& models = worker.models();
-  if (std::find(models.begin(), models.end(), spec.model().kind()) == models.end()) return false;
+  for (v1::Model::Kind kind : study::StudyModelKinds(spec)) {
+    if (std::find(models.begin(), models.end(), kind) == models.end()) return false;
+  }
   if (!MatchesSelector(spec, worker)) return false;
   return !NeedsGpu(spec) || worker.device_kind() == v1::WorkerCapabilities::CUDA;
 }

@@ -41,7 +41,57 @@ optimizer::SearchSpace ToSearchSpace(const v1::StudySpec& spec) {
     }
     parameters.push_back(std::move(out));
   }
-  return optimizer::SearchSpace(std::move(parameters));
+  // Conditions and forbidden clauses name parameters; a name or value that does not resolve
+  // (an unvalidated spec) is left out: spec validation reports it.
+  auto index_of = [&](const std::string& name) {
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      if (parameters[i].name == name) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  auto typed = [&](int i, const auto& values) {
+    std::vector<optimizer::ParameterValue> out;
+    for (const google::protobuf::Value& v : values) {
+      if (std::optional<optimizer::ParameterValue> t = TypedValue(parameters[i], v)) out.push_back(*t);
+    }
+    return out;
+  };
+  for (int i = 0; i < spec.parameters_size(); ++i) {
+    const v1::Parameter& p = spec.parameters(i);
+    if (!p.has_condition()) continue;
+    const int parent = index_of(p.condition().parent());
+    if (parent < 0 || parent == i) continue;
+    parameters[i].parent = parent;
+    parameters[i].active_values = typed(parent, p.condition().values());
+  }
+  std::vector<optimizer::ForbiddenClause> forbidden;
+  for (const v1::ForbiddenClause& clause : spec.forbidden()) {
+    optimizer::ForbiddenClause out;
+    for (const v1::ParameterIn& term : clause.all()) {
+      const int i = index_of(term.parameter());
+      if (i >= 0) out.push_back({i, typed(i, term.values())});
+    }
+    if (!out.empty()) forbidden.push_back(std::move(out));
+  }
+  return optimizer::SearchSpace(std::move(parameters), std::move(forbidden));
+}
+
+std::optional<optimizer::ParameterValue> TypedValue(const optimizer::ParameterSpec& p,
+                                                    const google::protobuf::Value& value) {
+  if (p.kind == optimizer::ParameterKind::kCategorical) {
+    if (value.kind_case() != google::protobuf::Value::kStringValue) return std::nullopt;
+    return optimizer::ParameterValue(value.string_value());
+  }
+  if (value.kind_case() != google::protobuf::Value::kNumberValue ||
+      !std::isfinite(value.number_value())) {
+    return std::nullopt;
+  }
+  const double x = value.number_value();
+  if (p.kind == optimizer::ParameterKind::kInt) {
+    if (x != std::floor(x) || std::abs(x) > 9e15) return std::nullopt;
+    return optimizer::ParameterValue(static_cast<int64_t>(x));
+  }
+  return optimizer::ParameterValue(x);
 }
 
 optimizer::OptimizerConfig ToOptimizerConfig(const v1::StudySpec& spec) {
@@ -82,7 +132,8 @@ optimizer::OptimizerConfig ToOptimizerConfig(const v1::StudySpec& spec) {
                 .multivariate = tpe.multivariate(),
                 .constant_liar = tpe.constant_liar(),
                 .prior_weight = tpe.prior_weight(),
-                .bandwidth_weighted = tpe.bandwidth_weighted()};
+                .bandwidth_weighted = tpe.bandwidth_weighted(),
+                .condition_on_parent = tpe.condition_on_parent()};
   const v1::BayesianSettings& bayesian = algorithm.bayesian();
   config.bayesian.n_startup_trials = bayesian.n_startup_trials();
   config.bayesian.candidates = bayesian.candidates();
@@ -105,6 +156,8 @@ optimizer::OptimizerConfig ToOptimizerConfig(const v1::StudySpec& spec) {
 ParamMap ToParamMap(const optimizer::SearchSpace& space, const optimizer::Point& point) {
   ParamMap params;
   for (int i = 0; i < space.dims(); ++i) {
+    // An inactive parameter is absent from the trial, never given a default.
+    if (std::holds_alternative<optimizer::Inactive>(point[i])) continue;
     v1::ParameterValue& value = params[space.parameters()[i].name];
     std::visit(
         [&value](const auto& v) {
@@ -113,7 +166,7 @@ ParamMap ToParamMap(const optimizer::SearchSpace& space, const optimizer::Point&
             value.set_double_value(v);
           } else if constexpr (std::is_same_v<T, int64_t>) {
             value.set_int_value(v);
-          } else {
+          } else if constexpr (std::is_same_v<T, std::string>) {
             value.set_string_value(v);
           }
         },
@@ -124,24 +177,31 @@ ParamMap ToParamMap(const optimizer::SearchSpace& space, const optimizer::Point&
 
 absl::StatusOr<optimizer::Point> ToPoint(const optimizer::SearchSpace& space,
                                          const ParamMap& params) {
-  optimizer::Point point;
-  for (const optimizer::ParameterSpec& p : space.parameters()) {
+  optimizer::Point point(static_cast<size_t>(space.dims()), optimizer::Inactive{});
+  for (int i : space.order()) {  // Parents first: whether a parameter is active needs them.
+    const optimizer::ParameterSpec& p = space.parameters()[i];
     auto it = params.find(p.name);
+    if (!space.Active(point, i)) {
+      if (it != params.end()) {
+        return absl::DataLossError(absl::StrCat(p.name, " has a value but its condition does not hold"));
+      }
+      continue;
+    }
     if (it == params.end()) return absl::DataLossError(absl::StrCat("no value for ", p.name));
     const v1::ParameterValue& v = it->second;
     switch (p.kind) {
       case optimizer::ParameterKind::kDouble:
       case optimizer::ParameterKind::kDiscrete:
         if (v.kind_case() != v1::ParameterValue::kDoubleValue) break;
-        point.emplace_back(v.double_value());
+        point[i] = v.double_value();
         continue;
       case optimizer::ParameterKind::kInt:
         if (v.kind_case() != v1::ParameterValue::kIntValue) break;
-        point.emplace_back(v.int_value());
+        point[i] = v.int_value();
         continue;
       case optimizer::ParameterKind::kCategorical:
         if (v.kind_case() != v1::ParameterValue::kStringValue) break;
-        point.emplace_back(v.string_value());
+        point[i] = v.string_value();
         continue;
     }
     return absl::DataLossError(absl::StrCat("value of ", p.name, " has the wrong type"));
@@ -184,11 +244,18 @@ absl::StatusOr<optimizer::Point> PointFromValues(
       return Invalid(field, absl::StrCat(Quote(name), " is not a parameter of the study"));
     }
   }
-  optimizer::Point point;
-  for (const optimizer::ParameterSpec& p : space.parameters()) {
+  optimizer::Point point(static_cast<size_t>(space.dims()), optimizer::Inactive{});
+  for (int i : space.order()) {  // Parents first: whether a parameter is active needs them.
+    const optimizer::ParameterSpec& p = space.parameters()[i];
     const std::string at = absl::StrCat(field, ".", p.name);
     auto it = values.find(p.name);
-    if (it == values.end()) return Invalid(at, "is missing: give every parameter a value");
+    if (!space.Active(point, i)) {
+      if (it == values.end()) continue;
+      const optimizer::ParameterSpec& parent = space.parameters()[p.parent];
+      return Invalid(at, absl::StrCat("is inactive: its condition on ", Quote(parent.name),
+                                      " does not hold for this point, so leave it out"));
+    }
+    if (it == values.end()) return Invalid(at, "is missing: give every active parameter a value");
     const google::protobuf::Value& value = it->second;
     if (p.kind == optimizer::ParameterKind::kCategorical) {
       if (value.kind_case() != google::protobuf::Value::kStringValue ||
@@ -196,7 +263,7 @@ absl::StatusOr<optimizer::Point> PointFromValues(
               p.categories.end()) {
         return Invalid(at, "must be one of the parameter's categorical values");
       }
-      point.emplace_back(value.string_value());
+      point[i] = value.string_value();
       continue;
     }
     if (value.kind_case() != google::protobuf::Value::kNumberValue ||
@@ -209,7 +276,7 @@ absl::StatusOr<optimizer::Point> PointFromValues(
           p.discrete_values.end()) {
         return Invalid(at, absl::StrCat(x, " is not one of the parameter's discrete values"));
       }
-      point.emplace_back(x);
+      point[i] = x;
       continue;
     }
     if (x < p.min || x > p.max) {
@@ -226,10 +293,13 @@ absl::StatusOr<optimizer::Point> PointFromValues(
     }
     if (p.kind == optimizer::ParameterKind::kInt) {
       if (x != std::floor(x)) return Invalid(at, absl::StrCat(x, " is not a whole number"));
-      point.emplace_back(static_cast<int64_t>(x));
+      point[i] = static_cast<int64_t>(x);
       continue;
     }
-    point.emplace_back(x);
+    point[i] = x;
+  }
+  if (space.Forbidden(point)) {
+    return Invalid(field, "is a forbidden combination of the study's `forbidden` clauses");
   }
   return point;
 }

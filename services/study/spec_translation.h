@@ -22,8 +22,13 @@ EarlyStoppingRule ToEarlyStoppingRule(const v1::StudySpec& spec);
 absl::StatusOr<optimizer::Point> ToPoint(const optimizer::SearchSpace& space,
                                          const ParamMap& params);
 
+// A value of parameter `p` from JSON (a string for a categorical, a whole number for an int, a
+// number otherwise); nullopt when it has the wrong type. Membership is not checked.
+std::optional<optimizer::ParameterValue> TypedValue(const optimizer::ParameterSpec& p,
+                                                    const google::protobuf::Value& value);
+
 // A point a user names (EnqueueTrial, AddTrials) as JSON values by parameter name: every
-// parameter of the space, each a value it can take (numbers for ranges and discrete values,
+// active parameter of the space and no inactive one, not a forbidden combination; each a value it can take (numbers for ranges and discrete values,
 // whole numbers for ints, on the step's lattice; strings for categorical). Errors are
 // INVALID_ARGUMENT naming `field`.name.
 absl::StatusOr<optimizer::Point> PointFromValues(

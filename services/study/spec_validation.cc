@@ -15,6 +15,8 @@
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
 #include "services/common/unsafe_text.h"
+#include "services/study/condition_validation.h"
+#include "services/study/model_choice.h"
 #include "services/study/spec_errors.h"
 #include "services/optimizer/bayesian_optimization.h"
 #include "services/optimizer/optimizer.h"
@@ -344,12 +346,26 @@ absl::Status ValidateParameterName(const v1::StudySpec& spec, const v1::Paramete
       return Invalid(field + ".name",
                      absl::StrCat("\"", p.name(), "\" is also in model.fixed; tune it or fix it"));
     }
-  } else if (!IsKnownHyperparameter(kind, p.name())) {
+  } else if (p.name() == kModelKindParameter) {
+    return absl::OkStatus();  // Model choice: ValidateConditions checks it.
+  } else if (!IsKnownHyperparameter(kind, p.name()) &&
+             ModelKindParameter(spec) < 0) {
     return Invalid(field + ".name",
                    absl::StrCat(Quote(p.name()), " is not a hyperparameter of ",
                                 v1::Model::Kind_Name(kind), "; known: ",
                                 absl::StrJoin(KnownHyperparameters(kind), ", ")));
-  } else if (spec.model().fixed().contains(p.name())) {
+  } else if (ModelKindParameter(spec) >= 0) {
+    // Model choice: known to every kind under which it can be active.
+    for (v1::Model::Kind each : ParameterModelKinds(spec, i)) {
+      if (!IsKnownHyperparameter(each, p.name())) {
+        return Invalid(field + ".name",
+                       absl::StrCat(Quote(p.name()), " is not a hyperparameter of ",
+                                    v1::Model::Kind_Name(each), ", for which it can be active; "
+                                    "give it a condition on model_kind"));
+      }
+    }
+  }
+  if (spec.model().fixed().contains(p.name())) {
     return Invalid(field + ".name",
                    absl::StrCat("\"", p.name(), "\" is also in model.fixed; tune it or fix it"));
   }
@@ -825,7 +841,8 @@ std::vector<absl::Status> StudySpecErrors(v1::StudySpec& spec, const SpecLimits&
   }
   const bool model_ok = add(ValidateModel(spec));
   const bool dataset_ok = add(ValidateDataset(spec, limits));
-  const bool parameters_ok = ValidateParameters(spec, model_ok, errors) && model_ok;
+  const bool parameters_ok = ValidateParameters(spec, model_ok, errors) && model_ok &&
+                             ValidateConditions(spec, errors);
   const bool objectives_ok = model_ok && add(ValidateObjectives(spec));
   if (objectives_ok) add(ValidateConstraints(spec));
   add(ValidateWorkerSelector(spec));

@@ -9,6 +9,7 @@
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
 #include "services/study/early_stopping.h"
+#include "services/study/model_choice.h"
 #include "services/study/spec_translation.h"
 #include "services/study/spec_validation.h"
 #include "services/study/trial_outcome.h"
@@ -121,10 +122,10 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
     assign.set_trial_id(trial.id());
     assign.set_attempt(1);
     assign.set_study(spec.name());
-    *assign.mutable_model() = spec.model();
+    // A model-choice study's trial runs as its own model_kind (model_choice.h).
+    study::ModelForTrial(spec, trial.params(), assign.mutable_model(), assign.mutable_params());
     if (spec.has_dataset()) *assign.mutable_dataset() = spec.dataset();
     assign.set_objective_metric(spec.objective().metric());
-    *assign.mutable_params() = trial.params();
     study::TrialCurve& curve = curves.emplace_back();
     std::vector<const study::TrialCurve*> others;
     for (size_t k = 0; k + 1 < curves.size(); ++k) {

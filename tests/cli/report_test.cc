@@ -32,6 +32,24 @@ TEST(ReportTest, TableHasAColumnPerParameterAndMeasurement) {
   EXPECT_THAT(table, HasSubstr(" 64 "));
 }
 
+// A conditional space's inactive parameter has no value in the trial: the table shows "-",
+// not an empty cell that reads like a missing column, nor a default.
+TEST(ReportTest, AnInactiveParameterShowsAsADash) {
+  v1::StudySpec spec = *DemoStudy("branin");
+  v1::Trial trial;
+  trial.set_number(0);
+  trial.set_state(v1::Trial::COMPLETED);
+  (*trial.mutable_params())["x1"].set_double_value(1.5);  // x2 inactive.
+  trial.set_objective_value(0.5);
+  const std::vector<std::string> lines = absl::StrSplit(TrialsTable(spec, {trial}), '\n');
+  ASSERT_GE(lines.size(), 3u);  // Header, rule, the trial.
+  const std::vector<std::string> cells = absl::StrSplit(lines[2], ' ', absl::SkipEmpty());
+  ASSERT_GE(cells.size(), 5u) << TrialsTable(spec, {trial});
+  EXPECT_EQ(cells[2], "1.5");
+  EXPECT_EQ(cells[3], "-");
+  EXPECT_EQ(cells[4], "0.5");
+}
+
 // Text that users and workers wrote reaches the terminal escaped: no escape code runs, no
 // carriage return rewrites a line.
 TEST(ReportTest, ControlCharactersInWhatOthersWroteAreShownEscaped) {

@@ -53,6 +53,21 @@ TEST(PlacementTest, CpuModelsGoToGpuWorkersOnlyWhenTheyAnnounceThem) {
   }
 }
 
+// Model choice: each trial runs as its own model_kind, so a worker must run every kind.
+TEST(PlacementTest, AModelChoiceStudyGoesToWorkersThatRunEveryKindItChoosesAmong) {
+  v1::StudySpec choice = Study(v1::Model::XGBOOST);
+  v1::Parameter* kind = choice.add_parameters();
+  kind->set_name("model_kind");
+  kind->mutable_categorical()->add_values("XGBOOST");
+  kind->mutable_categorical()->add_values("RANDOM_FOREST");
+  const v1::WorkerCapabilities xgboost_only =
+      Worker(v1::WorkerCapabilities::CPU, {v1::Model::XGBOOST});
+  EXPECT_TRUE(CanRun(Study(v1::Model::XGBOOST), xgboost_only));
+  EXPECT_FALSE(CanRun(choice, xgboost_only));
+  EXPECT_TRUE(CanRun(choice, kCpuWorker));
+  EXPECT_TRUE(CanRun(choice, kCudaAllModels));
+}
+
 TEST(PlacementTest, WaitingReasonsSayWhatIsMissingAndWhatIsThere) {
   EXPECT_EQ(WaitingForWorker(Study(v1::Model::AUTOENCODER), {&kCpuWorker, &kCpuWorker, &kFallbackWorker}),
             "waiting for a CUDA worker that runs AUTOENCODER (connected: 3 CPU workers; set "

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -120,6 +121,49 @@ TEST_F(SchedulerCoreTest, AutoencoderStudiesWaitForACudaWorkerAndSayWhy) {
   EXPECT_EQ(cuda.Assigns().size(), 2u);
   EXPECT_EQ(gpu_without_cuda.Assigns().size(), 0u);
   EXPECT_EQ(core_->GetStudy("ae")->state_reason(), "");
+}
+
+// Model choice (issue 33): each trial is assigned as its own model_kind, without model_kind
+// among its parameters, and only to a worker that runs every kind of the choice.
+TEST_F(SchedulerCoreTest, AModelChoiceTrialIsAssignedAsItsOwnKind) {
+  v1::StudySpec spec;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(R"pb(
+    name: "choice"
+    model { kind: XGBOOST }
+    dataset { friedman1 { samples: 200 features: 5 noise: 1 seed: 0 } }
+    algorithm { name: RANDOM seed: 3 }
+    parameters { name: "model_kind" categorical { values: "XGBOOST" values: "RANDOM_FOREST" } }
+    parameters {
+      name: "eta" double_range { min: 0.01 max: 0.3 }
+      condition { parent: "model_kind" values { string_value: "XGBOOST" } }
+    }
+    parameters {
+      name: "num_parallel_tree" int_range { min: 5 max: 50 }
+      condition { parent: "model_kind" values { string_value: "RANDOM_FOREST" } }
+    }
+    max_trials: 8 parallel_trials: 8)pb", &spec));
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel& xgboost_only = NewChannel();
+  Connect(xgboost_only, Hello("x", 8, {v1::Model::XGBOOST}));
+  EXPECT_EQ(xgboost_only.Assigns().size(), 0u);
+  RecordingChannel& both = NewChannel();
+  Connect(both, Hello("b", 8, {v1::Model::XGBOOST, v1::Model::RANDOM_FOREST}));
+  const std::vector<v1::Assign> assigns = both.Assigns();
+  ASSERT_EQ(assigns.size(), 8u);
+  std::map<uint64_t, std::string> kind_of;
+  for (const v1::Trial& trial : AllTrials(*core_, "choice")) {
+    kind_of[trial.id()] = trial.params().at("model_kind").string_value();
+  }
+  std::set<std::string> kinds;
+  for (const v1::Assign& assign : assigns) {
+    const std::string& kind = kind_of.at(assign.trial_id());
+    kinds.insert(kind);
+    EXPECT_EQ(v1::Model::Kind_Name(assign.model().kind()), kind);
+    EXPECT_FALSE(assign.params().contains("model_kind"));
+    EXPECT_EQ(assign.params().contains("eta"), kind == "XGBOOST");
+    EXPECT_EQ(assign.params().contains("num_parallel_tree"), kind == "RANDOM_FOREST");
+  }
+  EXPECT_EQ(kinds.size(), 2u);
 }
 
 TEST_F(SchedulerCoreTest, CudaSlotsGoToGpuStudiesFirst) {
