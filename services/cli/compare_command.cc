@@ -178,7 +178,8 @@ absl::StatusOr<v1::CompareReport> Comparison::Run(const v1::StudySpec& request,
     report.add_warnings(std::string(drawn.status().message()));
   }
   const std::filesystem::path root(dir);
-  RETURN_IF_ERROR(WriteTextFile((root / "report.json").string(), ToJson(report)));
+  ASSIGN_OR_RETURN(const std::string report_json, ToJson(report));
+  RETURN_IF_ERROR(WriteTextFile((root / "report.json").string(), report_json));
   RETURN_IF_ERROR(WriteTextFile((root / "report.md").string(), CompareMarkdown(report, plots)));
   return report;
 }
@@ -194,7 +195,8 @@ absl::Status Comparison::RunSequential(const v1::StudySpec& spec, const std::str
     threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
   const std::string spec_path = (std::filesystem::path(dir) / "spec.json").string();
-  RETURN_IF_ERROR(WriteTextFile(spec_path, ToJson(spec)));
+  ASSIGN_OR_RETURN(const std::string spec_json, ToJson(spec));
+  RETURN_IF_ERROR(WriteTextFile(spec_path, spec_json));
 
   run.set_mode(v1::RunReport::SEQUENTIAL);
   run.set_where("one process on this machine");
@@ -503,7 +505,8 @@ absl::StatusOr<v1::MatrixReport> Comparison::RunMatrix(const v1::CompareMatrix& 
     *summary.add_cells() = MatrixCellOf(cell.name, *report);
   }
   const std::filesystem::path root(dir);
-  RETURN_IF_ERROR(WriteTextFile((root / "report.json").string(), ToJson(summary)));
+  ASSIGN_OR_RETURN(const std::string summary_json, ToJson(summary));
+  RETURN_IF_ERROR(WriteTextFile((root / "report.json").string(), summary_json));
   RETURN_IF_ERROR(WriteTextFile((root / "report.md").string(), MatrixMarkdown(summary)));
   if (cancelled()) return absl::CancelledError("interrupted; run the same command to resume");
   if (!failures.ok()) return failures;

@@ -647,7 +647,9 @@ int RunTrialCommand(StudyClient& client, const std::vector<std::string>& args, b
   for (const v1::Trial& trial : exported->trials()) {
     if (trial.number() != number) continue;
     if (json) {
-      std::cout << ToJson(trial);
+      absl::StatusOr<std::string> text = ToJson(trial);
+      if (!text.ok()) return Fail(text.status());
+      std::cout << *text;
       return 0;
     }
     const std::vector<v1::TrialCurve> curves(exported->curves().begin(), exported->curves().end());
@@ -837,7 +839,9 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
   if (name == "export") {
     absl::StatusOr<v1::StudyExport> exported = client.ExportStudy(arg);
     if (!exported.ok()) return Fail(exported.status());
-    std::cout << ToJson(*exported);
+    absl::StatusOr<std::string> text = ToJson(*exported);
+    if (!text.ok()) return Fail(text.status());
+    std::cout << *text;
     return 0;
   }
   if (name == "import") {

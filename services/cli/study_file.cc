@@ -201,12 +201,16 @@ absl::Status WriteTextFile(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
-std::string ToJson(const google::protobuf::Message& message) {
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;
   options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (const auto written = google::protobuf::util::MessageToJsonString(message, &json, options);
+      !written.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot write ", message.GetTypeName(),
+                                                   " as JSON: ", written.ToString()));
+  }
   return json;
 }
 

@@ -21,8 +21,9 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 // Writes `text` aside and renames it into place, so that an interrupted write never leaves a
 // half file that a later run (a resumed matrix) would trust.
 absl::Status WriteTextFile(const std::string& path, const std::string& text);
-// The message as indented JSON with the .proto field names, as the files above are read.
-std::string ToJson(const google::protobuf::Message& message);
+// The message as indented JSON with the .proto field names, as the files above are read; an
+// error (a timestamp past year 9999 has no JSON) rather than empty text.
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
 absl::StatusOr<v1::StudySpec> ReadStudyFile(const std::string& path);
 // Replaces the study's early_stopping with `rule`: "off" (none), "median" or "asha" (each with
 // its defaults); "" keeps the study's own. INVALID_ARGUMENT for anything else.

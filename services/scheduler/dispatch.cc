@@ -73,10 +73,12 @@ std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study,
     RequestSuggestionLocked(study);
     return std::nullopt;
   }
-  const absl::Time start = absl::Now();
+  // Timed with the core's clock, as the threaded path below is: what a suggestion took decides
+  // dispatch order (kMaxSuggestionWorthWaitingFor), which a test's clock must control.
+  const absl::Time start = options_.clock();
   absl::StatusOr<std::optional<optimizer::Point>> suggestion =
       SuggestWithinMemory(*study.optimizer, optimizer::History{study.history, study.keys});
-  observer_->SuggestionMade(study.spec.algorithm().name(), absl::Now() - start);
+  observer_->SuggestionMade(study.spec.algorithm().name(), options_.clock() - start);
   return AcceptSuggestionLocked(study, std::move(suggestion));
 }
 
@@ -87,10 +89,10 @@ void SchedulerCore::RequestSuggestionLocked(StudyEntry& study) {
   auto history = std::make_shared<std::vector<optimizer::TrialRecord>>(study.history);
   auto keys = std::make_shared<absl::flat_hash_set<std::string>>(study.keys);
   suggestions_->Post([this, &study, history, keys] {
-    const absl::Time start = absl::Now();
+    const absl::Time start = options_.clock();
     absl::StatusOr<std::optional<optimizer::Point>> suggestion =
         SuggestWithinMemory(*study.optimizer, optimizer::History{*history, *keys});
-    const absl::Duration took = absl::Now() - start;
+    const absl::Duration took = options_.clock() - start;
     absl::MutexLock lock(&mutex_);
     study.suggesting = false;
     // The slot holding the study's turn is free again (for this trial, first, as the study

@@ -95,6 +95,8 @@ struct SchedulerOptions {
   // loses its leases.
   absl::Duration heartbeat_interval = absl::Seconds(5);
   int missed_heartbeats = 3;
+  // The core's time: leases, timeouts and what a suggestion took. Called from the suggestion
+  // threads too, so a test's clock must be safe to read from any thread.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
   // Threads that run model-based optimisers, so that a slow suggestion for one study never
   // holds up the dispatch of another.

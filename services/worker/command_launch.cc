@@ -15,18 +15,30 @@
 #include "google/protobuf/util/json_util.h"
 #include "services/common/logging.h"
 #include "services/common/param_values.h"
+#include "services/common/status_macros.h"
 
 namespace dhpt::worker {
 namespace {
 
-std::string ArgumentValue(const google::protobuf::Value& value) {
+// JSON of `message`, or an error a user can act on: a trial never gets empty text instead.
+absl::StatusOr<std::string> Json(const google::protobuf::Message& message, absl::string_view what) {
+  std::string json;
+  if (const auto written = google::protobuf::util::MessageToJsonString(message, &json);
+      !written.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " cannot be passed as JSON: ", written.ToString()));
+  }
+  return json;
+}
+
+absl::StatusOr<std::string> ArgumentValue(const std::string& name,
+                                          const google::protobuf::Value& value) {
   if (value.kind_case() != google::protobuf::Value::kListValue &&
       value.kind_case() != google::protobuf::Value::kStructValue) {
     return FormatFixedValue(value);
   }
-  std::string json;  // Lists and objects as JSON: one argument, whatever they hold.
-  (void)google::protobuf::util::MessageToJsonString(value, &json);
-  return json;
+  // Lists and objects as JSON: one argument, whatever they hold.
+  return Json(value, absl::StrCat("model.fixed.", name));
 }
 
 std::string Errno(absl::string_view what, const std::string& path) {
@@ -77,10 +89,12 @@ absl::Status RemoveAt(int parent, const std::string& name, const std::string& pa
 
 }  // namespace
 
-std::vector<std::string> CommandArguments(const RegisteredCommand& command,
-                                          const v1::Assign& assign) {
+absl::StatusOr<std::vector<std::string>> CommandArguments(const RegisteredCommand& command,
+                                                          const v1::Assign& assign) {
   std::map<std::string, std::string> values;
-  for (const auto& [name, value] : assign.model().fixed()) values[name] = ArgumentValue(value);
+  for (const auto& [name, value] : assign.model().fixed()) {
+    ASSIGN_OR_RETURN(values[name], ArgumentValue(name, value));
+  }
   for (const auto& [name, value] : assign.params()) values[name] = FormatParameterValueExact(value);
   std::vector<std::string> argv = {command.path};
   argv.insert(argv.end(), command.args.begin(), command.args.end());
@@ -88,7 +102,7 @@ std::vector<std::string> CommandArguments(const RegisteredCommand& command,
   return argv;
 }
 
-std::string ParamsJson(const v1::Assign& assign) {
+absl::StatusOr<std::string> ParamsJson(const v1::Assign& assign) {
   google::protobuf::Struct params;
   auto& fields = *params.mutable_fields();
   for (const auto& [name, value] : assign.model().fixed()) fields[name] = value;
@@ -99,9 +113,7 @@ std::string ParamsJson(const v1::Assign& assign) {
       fields[name].set_string_value(value.string_value());
     }
   }
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(params, &json);
-  return json;
+  return Json(params, "the trial's parameters (DHPT_PARAMS)");
 }
 
 std::vector<std::string> CommandEnvironmentVariables(const RegisteredCommand& command,

@@ -23,10 +23,11 @@ inline constexpr int kMaxWorkdirDepth = 256;
 // PATH ARGS... --name=value for every tuned parameter and model.fixed value, sorted by name
 // (a tuned value wins over a fixed one of the same name); doubles with 17 significant digits,
 // so that the program reads exactly the value the optimiser chose.
-std::vector<std::string> CommandArguments(const RegisteredCommand& command,
-                                          const v1::Assign& assign);
-// The same parameters as one JSON object, numbers as numbers.
-std::string ParamsJson(const v1::Assign& assign);
+// An error, not an empty argument, where protobuf cannot write a list or object value as JSON.
+absl::StatusOr<std::vector<std::string>> CommandArguments(const RegisteredCommand& command,
+                                                          const v1::Assign& assign);
+// The same parameters as one JSON object, numbers as numbers; an error as above.
+absl::StatusOr<std::string> ParamsJson(const v1::Assign& assign);
 
 struct CommandEnvironment {
   std::string workdir;

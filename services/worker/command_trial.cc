@@ -268,10 +268,18 @@ CommandTrialOutcome RunCommandTrial(const RegisteredCommand& command, const Comm
         absl::StrCat("cannot make the trial's working directory: ", workdir.status().message()));
     return outcome;
   }
-  const std::string params = ParamsJson(assign);
+  absl::StatusOr<std::string> params = ParamsJson(assign);
+  absl::StatusOr<std::vector<std::string>> argv = CommandArguments(command, assign);
+  if (!params.ok() || !argv.ok()) {
+    RemoveTrialWorkdir(*workdir);
+    outcome.status = absl::InvalidArgumentError(
+        absl::StrCat("command ", command.name, ": ",
+                     (params.ok() ? argv.status() : params.status()).message()));
+    return outcome;
+  }
   {
     std::ofstream file(absl::StrCat(*workdir, "/", kParamsFileName));
-    file << params;
+    file << *params;
     if (!file.flush()) {
       RemoveTrialWorkdir(*workdir);
       outcome.status = absl::FailedPreconditionError(
@@ -280,10 +288,10 @@ CommandTrialOutcome RunCommandTrial(const RegisteredCommand& command, const Comm
     }
   }
   ProcessSpec spec;
-  spec.argv = CommandArguments(command, assign);
+  spec.argv = std::move(*argv);
   spec.env = CommandEnvironmentVariables(
       command, options, assign,
-      {.workdir = *workdir, .params_json = params, .threads = context.threads});
+      {.workdir = *workdir, .params_json = *params, .threads = context.threads});
   spec.workdir = *workdir;
   CommandOutputParser parser(assign.objective_metric(), options.max_output_bytes);
   const MemoryCgroup memory_cgroup = MemoryCgroup::OfThisProcess();

@@ -94,7 +94,13 @@ void PrintEvent(const v1::StudyEvent& event) {
   std::string line;
   google::protobuf::util::JsonPrintOptions json;
   json.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(event, &line, json);
+  if (const auto written = google::protobuf::util::MessageToJsonString(event, &line, json);
+      !written.ok()) {
+    // Never an empty line where a reader expects an event: the event is left out, and said so.
+    DHPT_LOG_WARNING("an event at position %d has no JSON form, left out: %s", event.position(),
+                     written.ToString());
+    return;
+  }
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
 }

@@ -102,7 +102,7 @@ TEST(CliJsonTest, NonFiniteDoublesAreNullAndOneofsShowTheSetMember) {
 
 // dhpt export stays the proto3 mapping, for dhpt import (and grpcurl) to read back.
 TEST(CliJsonTest, ExportKeepsTheProtoMapping) {
-  const std::string proto = ToJson(Trials());
+  const std::string proto = ToJson(Trials()).value();
   EXPECT_THAT(proto, HasSubstr("\"int_value\": \"6\""));
   v1::ListTrialsResponse back;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(proto, &back).ok());

@@ -10,6 +10,20 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// A timestamp past year 9999 has no JSON: ToJson says so (and `dhpt export`, `dhpt trial
+// --json` and dhpt compare fail with it) instead of handing on empty text (issue 35).
+TEST(StudyFileTest, ToJsonRefusesWhatJsonCannotHold) {
+  v1::Trial trial;
+  trial.set_number(3);
+  trial.mutable_end_time()->set_seconds(999'999'999'999);
+  absl::StatusOr<std::string> json = ToJson(trial);
+  EXPECT_EQ(json.status().code(), absl::StatusCode::kInvalidArgument) << json.status();
+  EXPECT_THAT(json.status().message(), ::testing::HasSubstr("cannot write dhpt.v1.Trial as JSON"));
+  trial.mutable_end_time()->set_seconds(1'800'000'000);
+  ASSERT_TRUE(ToJson(trial).ok());
+  EXPECT_THAT(*ToJson(trial), ::testing::HasSubstr("\"end_time\": \"2027-01-15T08:00:00Z\""));
+}
+
 TEST(StudyFileTest, YamlOfTheDesignSketchParses) {
   absl::StatusOr<v1::StudySpec> spec = ParseStudySpec(R"(
 name: xgb-friedman

@@ -139,7 +139,7 @@ TEST(BackupTest, ExportThenImportRestoresEveryFieldAndSurvivesAKill) {
                                                  v1::Trial::FAILED, v1::Trial::CANCELLED}));
   ASSERT_EQ(original.curves_size(), 4);  // Trials 0, 1, 2 and 4.
   const std::string file = absl::StrCat(directory.path(), "/backup.json");
-  std::ofstream(file) << cli::ToJson(original);
+  std::ofstream(file) << *cli::ToJson(original);
 
   // The target has a study of its own already, so its trial ids are taken from 1 on.
   const std::string db = absl::StrCat("--db=", directory.path(), "/target.db");
@@ -190,7 +190,7 @@ TEST(BackupTest, AConflictingImportIsRefusedAndChangesNothing) {
   SchedulerProcess source({absl::StrCat("--db=", directory.path(), "/source.db")});
   const v1::StudyExport original = MakeBackupStudy(source.address());
   const std::string file = absl::StrCat(directory.path(), "/backup.json");
-  std::ofstream(file) << cli::ToJson(original);
+  std::ofstream(file) << *cli::ToJson(original);
 
   SchedulerProcess target;
   cli::StudyClient client(target.address());
@@ -228,7 +228,7 @@ TEST(BackupTest, AConflictingImportIsRefusedAndChangesNothing) {
   v1::StudyExport forged = original;
   forged.mutable_study()->mutable_spec()->set_name("forged");
   forged.mutable_trials(1)->set_number(0);
-  std::ofstream(file, std::ios::trunc) << cli::ToJson(forged);
+  std::ofstream(file, std::ios::trunc) << *cli::ToJson(forged);
   std::tie(code, output) =
       RunBinary("dhpt", absl::StrCat("import ", file, " --scheduler=", target.address()));
   EXPECT_NE(code, 0);

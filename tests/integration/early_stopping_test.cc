@@ -83,7 +83,8 @@ TEST(EarlyStoppingFlowTest, ARestartedSchedulerKeepsItsDecisionsAndGoesOnPruning
   std::vector<v1::Trial> before;
   {
     SchedulerProcess scheduler({db});
-    const pid_t worker = StartWorkerProcess(scheduler.address(), "cpu-1");
+    const std::unique_ptr<cli::ChildProcess> worker =
+        StartWorkerProcess(scheduler.address(), "cpu-1");
     cli::StudyClient client(scheduler.address());
     ASSERT_TRUE(client.CreateStudy(LongXgboostStudy("resumed")).ok());
     ASSERT_TRUE(WaitFor([&] {
@@ -94,11 +95,10 @@ TEST(EarlyStoppingFlowTest, ARestartedSchedulerKeepsItsDecisionsAndGoesOnPruning
     ASSERT_TRUE(trials.ok());
     before = *trials;
     scheduler.Kill();
-    kill(worker, SIGKILL);
-    waitpid(worker, nullptr, 0);
   }
   SchedulerProcess scheduler({db});
-  const pid_t worker = StartWorkerProcess(scheduler.address(), "cpu-2");
+  const std::unique_ptr<cli::ChildProcess> worker =
+      StartWorkerProcess(scheduler.address(), "cpu-2");
   cli::StudyClient client(scheduler.address());
   ASSERT_TRUE(WaitFor([&] {
     absl::StatusOr<v1::Study> study = client.GetStudy("resumed");
@@ -116,8 +116,6 @@ TEST(EarlyStoppingFlowTest, ARestartedSchedulerKeepsItsDecisionsAndGoesOnPruning
   absl::StatusOr<v1::Study> study = client.GetStudy("resumed");
   ASSERT_TRUE(study.ok());
   EXPECT_EQ(study->trials_completed() + study->trials_pruned(), 8);
-  kill(worker, SIGTERM);
-  waitpid(worker, nullptr, 0);
 }
 
 }  // namespace

@@ -44,11 +44,7 @@ TEST(ExtendTest, AFinishedStudyExtendedByTwentyTrialsGoesOnThroughASchedulerKill
   ASSERT_TRUE(cli::StudyClient(address).CreateStudy(TpeStudy("tpe", 20)).ok());
   // One slot: each suggestion is made from every trial before it, so two runs that suggest
   // the same points are the same optimiser on the same history.
-  const pid_t worker = StartWorkerProcess(address, "w", 1);
-  struct Reaped {
-    pid_t pid;
-    ~Reaped() { kill(pid, SIGKILL), waitpid(pid, nullptr, 0); }
-  } reaped{worker};
+  const std::unique_ptr<cli::ChildProcess> worker = StartWorkerProcess(address, "w", 1);
   ASSERT_TRUE(WaitFor([&] {
     absl::StatusOr<v1::Study> study = GetStudy(address, "tpe");
     return study.ok() && study->state() == v1::Study::COMPLETED;

@@ -59,19 +59,12 @@ void ExpectExactlyOnce(TestCluster& cluster, const std::string& study, int max_t
 
 TEST(FaultsTest, WorkerKilledMidTrialHasItsTrialRequeuedAndTheStudyFinishesExactly) {
   TestCluster cluster(0);
-  cluster.SpawnWorkerProcess("victim");
+  cli::ChildProcess& victim = cluster.SpawnWorkerProcess("victim");
   ASSERT_TRUE(cluster.client().CreateStudy(SlowStudy("killed", 4)).ok());
   std::optional<v1::Trial> doomed;
   ASSERT_TRUE(WaitFor([&] { return (doomed = RunningOn(cluster, "killed", "victim")).has_value(); }));
   // SIGKILL: no goodbye, no result. The stream breaks and the scheduler notices.
-  pid_t victim = 0;
-  {
-    // The only process the cluster spawned.
-    FILE* pgrep = popen("pgrep -f 'dhpt-cpu-worker.*--worker_id=victim'", "r");
-    ASSERT_EQ(fscanf(pgrep, "%d", &victim), 1);
-    pclose(pgrep);
-  }
-  kill(victim, SIGKILL);
+  victim.Signal(SIGKILL);
   ASSERT_TRUE(WaitFor([&] {
     auto trials = cluster.client().ListTrials("killed");
     for (const auto& t : *trials) {
@@ -95,15 +88,16 @@ TEST(FaultsTest, WorkerKilledMidTrialHasItsTrialRequeuedAndTheStudyFinishesExact
 }
 
 TEST(FaultsTest, FrozenWorkerLosesItsLeaseAndItsLateResultCountsOnce) {
-  TestCluster cluster(0);
-  const pid_t frozen = cluster.SpawnWorkerProcess("frozen");
+  // A lease of 600 ms, so that the frozen worker loses it within the test's time.
+  TestCluster cluster(0, 1, nullptr, kShortLeaseHeartbeats);
+  cli::ChildProcess& frozen = cluster.SpawnWorkerProcess("frozen");
   ASSERT_TRUE(cluster.client().CreateStudy(SlowStudy("frozen-study", 3)).ok());
   std::optional<v1::Trial> held;
   ASSERT_TRUE(WaitFor([&] { return (held = RunningOn(cluster, "frozen-study", "frozen")).has_value(); }));
-  kill(frozen, SIGSTOP);  // Alive but silent: only the missing heartbeats tell.
+  frozen.Signal(SIGSTOP);  // Alive but silent: only the missing heartbeats tell.
   ASSERT_TRUE(WaitFor([&] { return cluster.core().connected_workers() == 0; }));
   cluster.AddWorker("helper");
-  kill(frozen, SIGCONT);  // It wakes, reconnects and reports what it finished.
+  frozen.Signal(SIGCONT);  // It wakes, reconnects and reports what it finished.
   v1::Study study = cluster.WaitForEnd("frozen-study");
   EXPECT_EQ(study.state(), v1::Study::COMPLETED);
   EXPECT_EQ(study.trials_completed(), 3);
@@ -149,6 +143,7 @@ TEST(FaultsTest, WorkerReconnectsToARestartedSchedulerAndGetsWorkAgain) {
   scheduler::SchedulerServerOptions options;
   options.listen_address = "127.0.0.1:0";
   options.core.heartbeat_interval = absl::Milliseconds(200);
+  options.core.missed_heartbeats = kTestMissedHeartbeats;
   auto first = std::move(*scheduler::SchedulerServer::Start(options, first_store.get()));
   const int port = first->port();
   const std::string address = absl::StrCat("127.0.0.1:", port);

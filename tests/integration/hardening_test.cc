@@ -12,6 +12,7 @@
 #include <grpcpp/generic/generic_stub.h>
 
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <thread>
@@ -100,6 +101,20 @@ v1::WorkerMessage Result(uint64_t trial, int attempt, uint64_t epoch, double val
   return message;
 }
 
+// The trials done in the last progress line `dhpt watch` printed ("busy RUNNING  N/M done"),
+// -1 if none.
+int64_t LastDone(const std::string& output) {
+  const size_t line = output.rfind("busy RUNNING  ");
+  int64_t done = -1;
+  if (line == std::string::npos) return done;
+  const size_t start = line + std::strlen("busy RUNNING  ");
+  const size_t slash = output.find('/', start);
+  if (slash == std::string::npos || !absl::SimpleAtoi(output.substr(start, slash - start), &done)) {
+    return -1;
+  }
+  return done;
+}
+
 TEST(HardeningTest, CancelledAndFrozenWatchersNeverCrashTheScheduler) {
   // A small journal, so that a watcher that stops reading falls off it.
   SchedulerProcess scheduler({"--watch_journal_events=256"});
@@ -137,22 +152,25 @@ TEST(HardeningTest, CancelledAndFrozenWatchersNeverCrashTheScheduler) {
     return client.GetStudy("busy")->trials_completed() > completed_then + 20'000;
   }, absl::Seconds(120)));
 
-  // `dhpt watch` frozen by SIGSTOP, then killed.
-  const pid_t watch = fork();
-  if (watch == 0) {
-    const std::string path = DHPT_BIN_DIR "/dhpt";
-    execl(path.c_str(), path.c_str(), "watch", "busy", ("--scheduler=" + scheduler.address()).c_str(),
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  absl::SleepFor(absl::Milliseconds(500));  // Let it connect and read; nothing waits on it.
-  kill(watch, SIGSTOP);
+  // `dhpt watch` frozen by SIGSTOP once it has connected and printed the study's progress,
+  // thawed once the study has moved 10,000 trials on: it catches up, then is killed.
+  OutputReader printed;
+  const std::unique_ptr<cli::ChildProcess> watch = StartProcess(
+      {DHPT_BIN_DIR "/dhpt", "watch", "busy", "--scheduler=" + scheduler.address()},
+      printed.write_fd());
+  printed.Started();
+  ASSERT_TRUE(printed.WaitForText("busy RUNNING")) << "dhpt watch never connected:\n"
+                                                   << printed.text();
+  watch->Signal(SIGSTOP);
   const int64_t frozen_at = client.GetStudy("busy")->trials_completed();
   ASSERT_TRUE(WaitFor([&] {
     return client.GetStudy("busy")->trials_completed() > frozen_at + 10'000;
   }, absl::Seconds(120)));
-  kill(watch, SIGKILL);
-  waitpid(watch, nullptr, 0);
+  const size_t printed_before_thaw = printed.text().size();
+  watch->Signal(SIGCONT);
+  EXPECT_TRUE(WaitFor([&] { return LastDone(printed.text()) > frozen_at + 10'000; }))
+      << "the thawed watch did not catch up:\n" << printed.text().substr(printed_before_thaw);
+  watch->Signal(SIGKILL);
 
   EXPECT_TRUE(scheduler.alive());
   ASSERT_TRUE(client.StopStudy("busy").ok());
@@ -321,7 +339,9 @@ TEST(HardeningTest, AHelloWithUndefinedKindsOrTooManyLabelsIsRefused) {
 }
 
 TEST(HardeningTest, FlappingWorkersCannotBurnOtherTrialsAttempts) {
-  TestCluster cluster(2);
+  // A short lease: a flapper that drops before it is given a trial (once the study has ended)
+  // is only let go when its lease runs out, and the next one connects after it.
+  TestCluster cluster(2, 1, nullptr, kShortLeaseHeartbeats);
   v1::StudySpec spec = FunctionStudy("churn", 2000);
   spec.set_max_attempts(1);  // Strict: any charged loss would fail a trial.
   ASSERT_TRUE(cluster.client().CreateStudy(spec).ok());
@@ -356,7 +376,7 @@ parameters:
 
 TEST(HardeningTest, AGracefullyStoppedWorkerHandsItsTrialBackAtNoCost) {
   TestCluster cluster(0);
-  const pid_t stopping = cluster.SpawnWorkerProcess("stopping");
+  cli::ChildProcess& stopping = cluster.SpawnWorkerProcess("stopping");
   v1::StudySpec spec = LongStudy("handed-back", 1, 3000);
   spec.set_max_attempts(1);
   ASSERT_TRUE(cluster.client().CreateStudy(spec).ok());
@@ -366,20 +386,20 @@ TEST(HardeningTest, AGracefullyStoppedWorkerHandsItsTrialBackAtNoCost) {
   }));
   cluster.SpawnWorkerProcess("idle");
   ASSERT_TRUE(WaitFor([&] { return cluster.core().connected_workers() == 2; }));
-  kill(stopping, SIGTERM);
+  stopping.Signal(SIGTERM);
   v1::Study study = cluster.WaitForEnd("handed-back", absl::Seconds(180));
   EXPECT_EQ(study.state(), v1::Study::COMPLETED) << study.state_reason();
   v1::Trial trial = cluster.client().ListTrials("handed-back")->at(0);
   EXPECT_EQ(trial.worker_id(), "idle");
   EXPECT_EQ(trial.lost_attempts(), 0);
-  int status = 0;
-  waitpid(stopping, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_TRUE(WaitForExit(stopping)) << "the worker did not exit after SIGTERM";
+  const int status = stopping.wait_status();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 TEST(HardeningTest, AStuckTrialIsStoppedAtItsTimeoutAndTheWorkerGoesOn) {
   TestCluster cluster(0);
-  const pid_t worker = cluster.SpawnWorkerProcess("runner");
+  cli::ChildProcess& worker = cluster.SpawnWorkerProcess("runner");
   v1::StudySpec spec = LongStudy("stuck", 2, 100'000);  // Minutes per trial without a limit.
   spec.mutable_trial_timeout()->set_seconds(2);
   spec.set_max_failed_trials(5);
@@ -393,20 +413,15 @@ TEST(HardeningTest, AStuckTrialIsStoppedAtItsTimeoutAndTheWorkerGoesOn) {
   for (const v1::Trial& trial : *trials) {
     EXPECT_THAT(trial.error(), HasSubstr("trial_timeout of 2s"));
   }
-  EXPECT_EQ(waitpid(worker, nullptr, WNOHANG), 0);  // Still running.
+  EXPECT_FALSE(worker.Poll());  // Still running.
 }
 
 TEST(HardeningTest, AStudyCannotReadAWorkersFilesOrExhaustItsMemory) {
   // The scheduler would allow a 100 GB data set; this worker allows 1 MB and no CSV file.
   SchedulerProcess scheduler({"--max_dataset_bytes=100000000000"});
-  const std::string path = DHPT_BIN_DIR "/dhpt-cpu-worker";
-  const pid_t worker = fork();
-  if (worker == 0) {
-    execl(path.c_str(), path.c_str(), ("--scheduler=" + scheduler.address()).c_str(),
-          "--worker_id=careful", "--threads_per_trial=1", "--max_dataset_bytes=1000000",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  const std::unique_ptr<cli::ChildProcess> worker =
+      StartProcess({DHPT_BIN_DIR "/dhpt-cpu-worker", "--scheduler=" + scheduler.address(),
+                    "--worker_id=careful", "--threads_per_trial=1", "--max_dataset_bytes=1000000"});
   cli::StudyClient client(scheduler.address());
   auto submit = [&](const std::string& name, const std::string& dataset) {
     absl::StatusOr<v1::StudySpec> spec = cli::ParseStudySpec(absl::StrCat(
@@ -435,9 +450,7 @@ TEST(HardeningTest, AStudyCannotReadAWorkersFilesOrExhaustItsMemory) {
   // The worker lived through all three and still runs trials.
   v1::Trial fine = submit("fine", "{friedman1: {samples: 200, features: 5}}");
   EXPECT_EQ(fine.state(), v1::Trial::COMPLETED) << fine.error();
-  EXPECT_EQ(waitpid(worker, nullptr, WNOHANG), 0);
-  kill(worker, SIGKILL);
-  waitpid(worker, nullptr, 0);
+  EXPECT_FALSE(worker->Poll());
 }
 
 }  // namespace

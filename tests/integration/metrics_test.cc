@@ -108,27 +108,6 @@ std::string Substitute(const std::string& expr) {
                                     {"$study", ".*"}, {"$node", ".*"}});
 }
 
-class Process {
- public:
-  explicit Process(std::vector<std::string> argv) {
-    std::vector<char*> args;
-    for (std::string& arg : argv) args.push_back(arg.data());
-    args.push_back(nullptr);
-    pid_ = fork();
-    if (pid_ == 0) {
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  ~Process() {
-    kill(pid_, SIGTERM);
-    waitpid(pid_, nullptr, 0);
-  }
-
- private:
-  pid_t pid_;
-};
-
 v1::StudySpec TextSpec(const std::string& text) {
   v1::StudySpec spec;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec));
@@ -162,9 +141,10 @@ scrape_configs:
   - job_name: dhpt-workers
     static_configs: [{targets: ["127.0.0.1:)", cpu_port, R"(", "127.0.0.1:)", gpu_port, R"("]}]
 )");
-  Process prometheus({"/usr/bin/prometheus", "--config.file=" + (dir / "prometheus.yml").string(),
-                      "--storage.tsdb.path=" + (dir / "data").string(),
-                      absl::StrCat("--web.listen-address=127.0.0.1:", prometheus_port), "--log.level=warn"});
+  const std::unique_ptr<cli::ChildProcess> prometheus = StartProcess(
+      {"/usr/bin/prometheus", "--config.file=" + (dir / "prometheus.yml").string(),
+       "--storage.tsdb.path=" + (dir / "data").string(),
+       absl::StrCat("--web.listen-address=127.0.0.1:", prometheus_port), "--log.level=warn"});
   ASSERT_TRUE(WaitFor([&] { return HttpGet(prometheus_port, "/-/ready").ok(); }, absl::Seconds(60)));
   ASSERT_TRUE(WaitFor([&] { return cluster.core().connected_workers() == 2; }));
 
@@ -201,12 +181,19 @@ scrape_configs:
   EXPECT_GT(cluster.WaitForEnd("zdt1-nsga2").pareto_front_size(), 0);
   EXPECT_EQ(cluster.WaitForEnd("sensors-ae").trials_completed(), 3);
   EXPECT_GE(cluster.WaitForEnd("xgb-pruned").trials_pruned(), 1);
-  // A few more scrapes, so that every rate() has two samples after the last trial.
+  // Two more scrapes of every target once the last trial is seen, so that every rate() has two
+  // samples after it: each target has two samples in a window that starts after that moment.
   ASSERT_TRUE(WaitFor([&] {
     absl::StatusOr<int> series = Query(prometheus_port, R"(dhpt_study_trials{study="sensors-ae", state="completed"} == 3)");
     return series.ok() && *series == 1;
   }));
-  absl::SleepFor(absl::Seconds(3));
+  const absl::Time last_trial_seen = absl::Now();
+  ASSERT_TRUE(WaitFor([&] {
+    const int64_t window_ms = absl::ToInt64Milliseconds(absl::Now() - last_trial_seen);
+    absl::StatusOr<int> scraped_twice = Query(
+        prometheus_port, absl::StrCat("count(count_over_time(up[", window_ms, "ms]) >= 2) == 3"));
+    return window_ms > 0 && scraped_twice.ok() && *scraped_twice == 1;
+  }, absl::Seconds(30)));
   absl::StatusOr<int> up = Query(prometheus_port, "up == 1");
   ASSERT_TRUE(up.ok());
   EXPECT_EQ(*up, 3) << "every target scraped";

@@ -271,13 +271,12 @@ TEST(MultiObjectiveTest, TheFrontAndItsHypervolumeSurviveARestart) {
     ASSERT_TRUE(client.CreateStudy(Spec(Zdt1Study("zdt1-durable", "TPE", 25,
                                                   "constraints: [{metric: f2, max: 6}]\n")))
                     .ok());
-    const pid_t worker = StartWorkerProcess(address, "w-1");
+    std::unique_ptr<cli::ChildProcess> worker = StartWorkerProcess(address, "w-1");
     ASSERT_TRUE(WaitFor([&] {
       absl::StatusOr<v1::Study> s = client.GetStudy("zdt1-durable");
       return s.ok() && s->state() == v1::Study::COMPLETED;
     }));
-    kill(worker, SIGKILL);
-    waitpid(worker, nullptr, 0);
+    worker.reset();  // Killed and reaped.
     absl::StatusOr<v1::GetParetoFrontResponse> front = client.GetParetoFront("zdt1-durable");
     ASSERT_TRUE(front.ok());
     before = *front;

@@ -70,12 +70,13 @@ class SecurityTest : public ::testing::Test {
     EXPECT_TRUE(absl::StartsWith(line, "listening on ")) << line;
     return line.substr(13);
   }
+  // With its stdout and stderr to `output_fd` (-1: inherited).
   void StartWorker(const std::string& address, const std::string& id,
-                   const std::vector<std::string>& flags) {
+                   const std::vector<std::string>& flags, int output_fd = -1) {
     std::vector<std::string> argv = {DHPT_BIN_DIR "/dhpt-cpu-worker", "--scheduler=" + address,
                                      "--worker_id=" + id, "--threads_per_trial=1"};
     argv.insert(argv.end(), flags.begin(), flags.end());
-    auto child = cli::ChildProcess::Start(id, argv, -1, -1);
+    auto child = cli::ChildProcess::Start(id, argv, output_fd, output_fd);
     ASSERT_TRUE(child.ok());
     children_.push_back(std::move(*child));
   }
@@ -90,6 +91,8 @@ class SecurityTest : public ::testing::Test {
   }
 
   static std::filesystem::path* dir_;
+  // What a worker the test starts writes (its end closes when TearDown kills it).
+  OutputReader impostor_log_;
   std::vector<std::unique_ptr<cli::ChildProcess>> children_;
 };
 
@@ -235,7 +238,8 @@ TEST_F(SecurityTest, MutualTlsWantsAClientCertificateFromTheCa) {
                                               "--tls_key=" + File("client.key"),
                                               "--tls_server_name=localhost"};
   StartWorker(address, "dhpt-client", certified);
-  StartWorker(address, "claims-another-name", certified);
+  StartWorker(address, "claims-another-name", certified, impostor_log_.write_fd());
+  impostor_log_.Started();
   cli::StudyClient client(address, Security({.tls_ca_file = File("ca.crt"),
                                              .tls_cert_file = File("client.crt"),
                                              .tls_key_file = File("client.key")}));
@@ -243,7 +247,12 @@ TEST_F(SecurityTest, MutualTlsWantsAClientCertificateFromTheCa) {
     absl::StatusOr<std::vector<v1::Worker>> workers = client.ListWorkers();
     return workers.ok() && workers->size() == 1;
   }));
-  absl::SleepFor(absl::Seconds(1));  // The other keeps retrying, and keeps being refused.
+  // The other keeps retrying, and keeps being refused: twice, as its log says.
+  ASSERT_TRUE(WaitFor([&] {
+    const std::string log = impostor_log_.text();
+    return absl::StrContains(log, "PERMISSION_DENIED") &&
+           log.find("ended: ", log.find("ended: ") + 1) != std::string::npos;
+  })) << impostor_log_.text();
   absl::StatusOr<std::vector<v1::Worker>> workers = client.ListWorkers();
   ASSERT_EQ(workers->size(), 1u);
   EXPECT_EQ(workers->at(0).worker_id(), "dhpt-client");

@@ -149,7 +149,7 @@ model: {kind: FUNCTION, function: branin, fixed: {seconds: 0.02}}
 max_trials: 60
 parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_range: {min: 0, max: 15}}]
 )")).ok());
-  const pid_t worker = StartWorkerProcess(scheduler.address(), "w");
+  const std::unique_ptr<cli::ChildProcess> worker = StartWorkerProcess(scheduler.address(), "w");
   auto completed = [&] {
     absl::StatusOr<v1::Study> study = client.GetStudy("paused");
     return study.ok() ? study->trials_completed() : -1;
@@ -170,8 +170,6 @@ parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_ran
   EXPECT_TRUE(WaitFor([&] { return client.GetStudy("paused")->state() == v1::Study::COMPLETED; },
                       absl::Seconds(30)))
       << completed() << " completed";
-  kill(worker, SIGKILL);
-  waitpid(worker, nullptr, 0);
 }
 
 // Files the scheduler must not run on, each refused at start with what to do.

@@ -297,13 +297,11 @@ max_trials: 3
 TEST(CliTest, CtrlCStopsEveryProcessOfLocal) {
   const std::string log = ::testing::TempDir() + "/ctrl-c.log";
   const std::string out = ::testing::TempDir() + "/ctrl-c.out";
-  const pid_t pid = fork();
-  if (pid == 0) {
-    freopen(out.c_str(), "w", stdout);
-    execl(DHPT_BIN_DIR "/dhpt", "dhpt", "local", "--demo=xgboost", ("--log=" + log).c_str(),
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  // Owned, so that a failed wait below leaves no `dhpt local` behind; its stdout to a file, not
+  // a pipe that its own children would hold open.
+  const std::unique_ptr<cli::ChildProcess> local = StartProcess(
+      {"/bin/sh", "-c",
+       absl::StrCat("exec " DHPT_BIN_DIR "/dhpt local --demo=xgboost --log=", log, " >", out)});
   std::string address;
   ASSERT_TRUE(WaitFor([&] {
     std::ifstream in(out);
@@ -312,11 +310,10 @@ TEST(CliTest, CtrlCStopsEveryProcessOfLocal) {
     // Both workers and the dashboard are up.
     return !address.empty() && ProcessesMentioning(address) == 3;
   }));
-  kill(pid, SIGINT);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 130);
+  local->Signal(SIGINT);
+  ASSERT_TRUE(WaitForExit(*local)) << "dhpt local did not exit after SIGINT";
+  EXPECT_TRUE(WIFEXITED(local->wait_status()));
+  EXPECT_EQ(WEXITSTATUS(local->wait_status()), 130);
   EXPECT_EQ(ProcessesMentioning(address), 0);
   std::ifstream in(log);
   std::string logged((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -1,5 +1,6 @@
 #include "tests/integration/test_cluster.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -69,6 +71,9 @@ SchedulerProcess::SchedulerProcess(std::vector<std::string> flags) {
   if (!given("--listen=")) flags.push_back("--listen=127.0.0.1:0");
   if (!given("--db=")) flags.push_back("--db=:memory:");
   if (!given("--heartbeat_interval=")) flags.push_back("--heartbeat_interval=200ms");
+  if (!given("--missed_heartbeats=")) {
+    flags.push_back(absl::StrCat("--missed_heartbeats=", kTestMissedHeartbeats));
+  }
   flags.insert(flags.begin(), path);
   std::vector<char*> argv;
   for (std::string& flag : flags) argv.push_back(flag.data());
@@ -174,12 +179,13 @@ InProcessWorker::~InProcessWorker() {
   thread_.join();
 }
 
-TestCluster::TestCluster(int workers, int slots, scheduler::SchedulerObserver* observer) {
+TestCluster::TestCluster(int workers, int slots, scheduler::SchedulerObserver* observer,
+                         int missed_heartbeats) {
   scheduler::SchedulerServerOptions options;
   options.core.observer = observer;
   options.listen_address = "127.0.0.1:0";
   options.core.heartbeat_interval = absl::Milliseconds(200);
-  options.core.missed_heartbeats = 3;
+  options.core.missed_heartbeats = missed_heartbeats;
   auto server = scheduler::SchedulerServer::Start(options, db_.get());
   EXPECT_TRUE(server.ok()) << server.status();
   server_ = std::move(*server);
@@ -188,10 +194,7 @@ TestCluster::TestCluster(int workers, int slots, scheduler::SchedulerObserver* o
 }
 
 TestCluster::~TestCluster() {
-  for (pid_t pid : processes_) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-  }
+  processes_.clear();
   workers_.clear();
   client_.reset();
   server_->Shutdown(absl::Seconds(2));
@@ -204,28 +207,66 @@ InProcessWorker& TestCluster::AddWorker(const std::string& id, int slots) {
   return *workers_.back();
 }
 
-pid_t TestCluster::SpawnWorkerProcess(const std::string& id, int slots, const std::string& binary,
-                                       std::vector<std::string> flags) {
-  const pid_t pid = StartWorkerProcess(address(), id, slots, binary, std::move(flags));
-  processes_.push_back(pid);
-  return pid;
+cli::ChildProcess& TestCluster::SpawnWorkerProcess(const std::string& id, int slots,
+                                                   const std::string& binary,
+                                                   std::vector<std::string> flags) {
+  processes_.push_back(StartWorkerProcess(address(), id, slots, binary, std::move(flags)));
+  return *processes_.back();
 }
 
-pid_t StartWorkerProcess(const std::string& address, const std::string& id, int slots,
-                         const std::string& binary, std::vector<std::string> flags) {
-  const std::string path = absl::StrCat(DHPT_BIN_DIR "/", binary);
-  flags.insert(flags.begin(), {path, "--scheduler=" + address, "--worker_id=" + id,
-                               absl::StrCat("--slots=", slots), "--threads_per_trial=1",
-                               "--data_root=" DHPT_TEST_DATA_DIR});
-  std::vector<char*> argv;
-  for (std::string& flag : flags) argv.push_back(flag.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execv(path.c_str(), argv.data());
-    _exit(127);
-  }
-  return pid;
+std::unique_ptr<cli::ChildProcess> StartWorkerProcess(const std::string& address,
+                                                      const std::string& id, int slots,
+                                                      const std::string& binary,
+                                                      std::vector<std::string> flags) {
+  flags.insert(flags.begin(), {absl::StrCat(DHPT_BIN_DIR "/", binary), "--scheduler=" + address,
+                               "--worker_id=" + id, absl::StrCat("--slots=", slots),
+                               "--threads_per_trial=1", "--data_root=" DHPT_TEST_DATA_DIR});
+  return StartProcess(flags);
+}
+
+std::unique_ptr<cli::ChildProcess> StartProcess(const std::vector<std::string>& argv,
+                                                int output_fd) {
+  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> child =
+      cli::ChildProcess::Start(argv[0], argv, output_fd, output_fd);
+  EXPECT_TRUE(child.ok()) << child.status();
+  return child.ok() ? std::move(*child) : nullptr;
+}
+
+bool WaitForExit(cli::ChildProcess& process, absl::Duration limit) {
+  return WaitFor([&] { return process.Poll(); }, limit);
+}
+
+OutputReader::OutputReader() {
+  int fds[2] = {-1, -1};
+  EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  write_fd_ = fds[1];
+  thread_ = std::thread([this, fd = fds[0]] {
+    char buffer[4096];
+    ssize_t n;
+    while ((n = read(fd, buffer, sizeof buffer)) > 0) {
+      absl::MutexLock lock(&mutex_);
+      text_.append(buffer, static_cast<size_t>(n));
+    }
+    close(fd);
+  });
+}
+
+OutputReader::~OutputReader() {
+  Started();
+  thread_.join();
+}
+
+void OutputReader::Started() {
+  if (write_fd_ >= 0) close(std::exchange(write_fd_, -1));
+}
+
+std::string OutputReader::text() const {
+  absl::MutexLock lock(&mutex_);
+  return text_;
+}
+
+bool OutputReader::WaitForText(absl::string_view wanted, absl::Duration timeout) const {
+  return WaitFor([&] { return absl::StrContains(text(), wanted); }, timeout);
 }
 
 v1::Study TestCluster::WaitForEnd(const std::string& name, absl::Duration timeout) {

@@ -111,8 +111,11 @@ while [ $step -le 40 ]; do
 done
 )");
   TestCluster cluster(0);
-  const pid_t worker = cluster.SpawnWorkerProcess(
-      "pruner", 2, "dhpt-cpu-worker", {"--command=slow=" + script, "--command_grace_seconds=1"});
+  const pid_t worker =
+      cluster
+          .SpawnWorkerProcess("pruner", 2, "dhpt-cpu-worker",
+                              {"--command=slow=" + script, "--command_grace_seconds=1"})
+          .pid();
   ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"(
 name: prune
 model: {kind: COMMAND, command: slow}
@@ -148,7 +151,7 @@ setsid sh -c 'trap "" TERM; while :; do sleep 1; done' "$(basename "$0")-child" 
 while :; do sleep 1; done
 )");
   TestCluster cluster(0);
-  const pid_t worker =
+  cli::ChildProcess& worker =
       cluster.SpawnWorkerProcess("doomed", 2, "dhpt-cpu-worker", {"--command=stuck=" + script});
   ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"(
 name: stuck
@@ -160,7 +163,7 @@ parallel_trials: 2
 )")).ok());
   // Two trials: each its script and its child.
   ASSERT_TRUE(WaitFor([&] { return TrialProcesses(marker) == 4; })) << TrialProcesses(marker);
-  ASSERT_EQ(kill(worker, SIGKILL), 0);
+  worker.Signal(SIGKILL);
   EXPECT_TRUE(WaitFor([&] { return TrialProcesses(marker) == 0; }, absl::Seconds(10)))
       << TrialProcesses(marker) << " processes of the trials are left";
 }

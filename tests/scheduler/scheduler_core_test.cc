@@ -3,14 +3,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <deque>
 #include <limits>
 #include <map>
 #include <set>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/text_format.h"
@@ -1359,6 +1362,83 @@ TEST(SchedulerCoreSuggestionTest, SlowSuggestionsDoNotHoldUpOtherStudies) {
   release.Notify();
   ASSERT_TRUE(testing_util::WaitUntil([&] { return core.GetStudy("slow")->trials_running() == 1; }));
   EXPECT_EQ(channel.Assigns().back().study(), "slow");
+}
+
+// A model-based optimiser whose every suggestion takes a second of the core's clock and no
+// wall time to speak of; every one after the first also waits for `release`.
+class ClockedOptimizer : public optimizer::Optimizer {
+ public:
+  ClockedOptimizer(std::unique_ptr<optimizer::Optimizer> inner, absl::Mutex* mutex,
+                   absl::Time* now, absl::Notification* release)
+      : inner_(std::move(inner)), mutex_(mutex), now_(now), release_(release) {}
+  absl::StatusOr<std::optional<optimizer::Point>> Suggest(const optimizer::History& h) override {
+    if (calls_++ > 0) release_->WaitForNotification();
+    {
+      absl::MutexLock lock(mutex_);
+      *now_ += absl::Seconds(1);
+    }
+    return inner_->Suggest(h);
+  }
+
+ private:
+  std::unique_ptr<optimizer::Optimizer> inner_;
+  absl::Mutex* mutex_;
+  absl::Time* now_;
+  absl::Notification* release_;
+  std::atomic<int> calls_{0};
+};
+
+// Dispatch order follows the core's clock alone (issue 35): TPE's first suggestion took a
+// second of it, so a worker at TPE's turn while the next one is being made does not hold the
+// turn but runs the random study's trials, all of them, however long that suggestion takes.
+// Timed with the wall clock, the first suggestion took microseconds, and the worker waited
+// for the second (held here until the random study is done): no fifth assignment came.
+TEST(SchedulerCoreSuggestionTest, SuggestionCostIsMeasuredWithTheCoresClock) {
+  absl::Mutex mutex;
+  absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+  absl::Notification release;
+  testing::TempDatabase db;
+  SchedulerOptions options;
+  options.clock = [&] {
+    absl::MutexLock lock(&mutex);
+    return now;
+  };
+  options.optimizer_factory = [&](const optimizer::SearchSpace& space,
+                                  const optimizer::OptimizerConfig& config)
+      -> absl::StatusOr<std::unique_ptr<optimizer::Optimizer>> {
+    absl::StatusOr<std::unique_ptr<optimizer::Optimizer>> inner =
+        optimizer::MakeOptimizer(space, config);
+    if (!inner.ok() || config.seed != 777) return inner;
+    return std::make_unique<ClockedOptimizer>(std::move(*inner), &mutex, &now, &release);
+  };
+  RecordingChannel channel;  // Before the core: it must outlive what the core sends it.
+  SchedulerCore core(db.get(), options);
+  ASSERT_TRUE(core.CreateStudy(FunctionStudy("random", 6)).ok());
+  v1::StudySpec tpe = FunctionStudy("tpe", 6);
+  tpe.mutable_algorithm()->set_name(v1::Algorithm::TPE);
+  tpe.mutable_algorithm()->set_seed(777);
+  ASSERT_TRUE(core.CreateStudy(tpe).ok());
+  // A failed ASSERT must not leave a suggestion blocked: the core's destructor waits for it.
+  absl::Cleanup released = [&] {
+    if (!release.HasBeenNotified()) release.Notify();
+  };
+  const uint64_t session = *core.ConnectWorker(Hello("w", 1), {}, &channel);
+  std::vector<std::string> order;
+  for (size_t n = 1; n <= 12; ++n) {
+    if (n == 8) release.Notify();  // The random study is done: TPE's suggestions may come.
+    ASSERT_TRUE(testing_util::WaitUntil([&] { return channel.Assigns().size() == n; }))
+        << "after " << absl::StrJoin(order, ", ");
+    const v1::Assign assign = channel.Assigns().back();
+    order.push_back(assign.study());
+    if (n == 2) {
+      // As in AModelBasedStudyKeepsItsTurnWhileItsSuggestionIsMade: the first suggestion is
+      // made while the second trial runs, so its cost is known from the third turn on.
+      ASSERT_TRUE(testing_util::WaitUntil([&] { return AllTrials(core, "tpe").size() == 1; }));
+    }
+    core.HandleResult(session, Completed(assign, 1.0));
+  }
+  EXPECT_EQ(absl::StrJoin(order, ","),
+            "random,random,tpe,random,random,random,random,tpe,tpe,tpe,tpe,tpe");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -149,13 +149,22 @@ TEST(AutoencoderTrainerTest, DivergenceFailsWithAHint) {
       << metrics.status();
 }
 
+// Cancelled once training runs (at the first epoch's report, from inside Train), it stops at
+// the next batch: a check made only before training starts would train all 50 epochs.
 TEST(AutoencoderTrainerTest, CancellationStopsBetweenBatches) {
   const SplitDataset data = SensorSplit(2000);
-  std::atomic<bool> cancelled{true};
+  std::atomic<bool> cancelled{false};
+  std::vector<int64_t> reported;
   TrialContext context;
   context.cancelled = &cancelled;
+  context.progress = [&](int64_t epoch, double) {
+    reported.push_back(epoch);
+    cancelled = true;
+  };
   absl::StatusOr<TrainerMetrics> metrics = CpuTrainer()->Train(data, {{"epochs", Int(50)}}, context);
-  EXPECT_EQ(metrics.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(metrics.status().code(), absl::StatusCode::kCancelled) << metrics.status();
+  EXPECT_EQ(metrics.status().message(), "cancelled in epoch 2");
+  EXPECT_EQ(reported, std::vector<int64_t>{1});
 }
 
 TEST(AutoencoderTrainerTest, DevicePreferences) {

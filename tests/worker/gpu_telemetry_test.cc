@@ -151,6 +151,16 @@ class ScriptedReader : public GpuReader {
   size_t next_ = 0;
 };
 
+// Waits up to 10 s for the sampler's thread to have read `calls` samples.
+bool ReadAtLeast(ScriptedReader& reader, size_t calls) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (reader.calls() < calls) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
 GpuSample Sample(double utilization, std::optional<double> memory) {
   GpuSample sample;
   sample.utilization = utilization;
@@ -162,7 +172,7 @@ TEST(GpuSamplerTest, AveragesAndPeaksSkippingFailedSamples) {
   ScriptedReader reader({Sample(0.2, 100), absl::UnavailableError("busy"), Sample(0.6, 300),
                          Sample(0.4, 200)});
   GpuSampler sampler(&reader, absl::Milliseconds(1));
-  while (reader.calls() < 4) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(ReadAtLeast(reader, 4)) << reader.calls() << " samples read";
   const GpuUsage usage = sampler.Stop();
   // After the script ends, the last sample repeats; the average lies between.
   EXPECT_GE(usage.samples, 3);
@@ -186,7 +196,7 @@ TEST(GpuSamplerTest, SamplesAtOnceSoShortTrialsHaveAFigure) {
 TEST(GpuSamplerTest, NoSuccessfulSampleMeansNoFigures) {
   ScriptedReader reader({absl::UnavailableError("gone")});
   GpuSampler sampler(&reader, absl::Milliseconds(1));
-  while (reader.calls() < 3) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(ReadAtLeast(reader, 3)) << reader.calls() << " samples read";
   EXPECT_EQ(sampler.Stop().samples, 0);
 }
 

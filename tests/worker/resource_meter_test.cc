@@ -1,23 +1,58 @@
 #include "services/worker/resource_meter.h"
 
+#include <time.h>
+
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <vector>
 
 namespace dhpt::worker {
 namespace {
 
-TEST(ResourceMeterTest, MeasuresCpuBusyWork) {
-  ResourceMeter meter;
+// This process's CPU time, as the kernel counts it: a clock of the test's own, not the meter's.
+double ProcessCpuSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+// Busy work until this process has used `seconds` more CPU time.
+void Spin(double seconds) {
   volatile double sink = 0;
-  for (int round = 0; round < 100000 && meter.Stop().cpu_seconds < 0.05; ++round) {
-    for (int i = 0; i < 100000; ++i) sink = sink + i * 0.5;
+  const double until = ProcessCpuSeconds() + seconds;
+  while (ProcessCpuSeconds() < until) {
+    for (int i = 0; i < 10000; ++i) sink = sink + i * 0.5;
   }
-  ResourceUsage usage = meter.Stop();
-  EXPECT_GE(usage.cpu_seconds, 0.05);
-  EXPECT_GT(usage.wall_seconds, 0);
-  EXPECT_GT(usage.cpu_utilization, 0.1);
+}
+
+// What the meter reports lies between what the test's own clocks saw inside and outside its
+// life, for two amounts of work: a meter that reported constants could match one, not both.
+TEST(ResourceMeterTest, MeasuresCpuBusyWork) {
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  // getrusage (the meter's source) may count in scheduler ticks: up to a few ms either way.
+  constexpr double kTick = 0.01;
+  for (double work : {0.05, 0.25}) {
+    SCOPED_TRACE(work);
+    const double cpu_before = ProcessCpuSeconds();
+    const Clock::time_point wall_before = Clock::now();
+    ResourceMeter meter;
+    const double cpu_started = ProcessCpuSeconds();
+    const Clock::time_point wall_started = Clock::now();
+    Spin(work);
+    const double cpu_done = ProcessCpuSeconds();
+    const Clock::time_point wall_done = Clock::now();
+    const ResourceUsage usage = meter.Stop();
+    const double cpu_after = ProcessCpuSeconds();
+    const Clock::time_point wall_after = Clock::now();
+    EXPECT_GE(usage.cpu_seconds, cpu_done - cpu_started - kTick);
+    EXPECT_LE(usage.cpu_seconds, cpu_after - cpu_before + kTick);
+    EXPECT_GE(usage.wall_seconds, seconds(wall_done - wall_started));
+    EXPECT_LE(usage.wall_seconds, seconds(wall_after - wall_before));
+    EXPECT_DOUBLE_EQ(usage.cpu_utilization, usage.cpu_seconds / usage.wall_seconds);
+  }
 }
 
 TEST(ResourceMeterTest, PeakRssSeesAnAllocationMadeDuringTheTrial) {

@@ -101,7 +101,12 @@ class RunsUntilCancelled : public ModelTrainer {
   std::string device() const override { return "cpu"; }
   absl::StatusOr<TrainerMetrics> Train(const SplitDataset&, const Hyperparameters&,
                                        const TrialContext& context) override {
-    while (!context.cancelled->load()) absl::SleepFor(absl::Milliseconds(1));
+    // A deadline, so that a worker that never cancels it fails the test rather than hang it.
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (!context.cancelled->load()) {
+      if (absl::Now() > deadline) return absl::DeadlineExceededError("never cancelled");
+      absl::SleepFor(absl::Milliseconds(1));
+    }
     return absl::CancelledError("cancelled");
   }
 };
