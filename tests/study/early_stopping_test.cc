@@ -204,11 +204,13 @@ TEST(HyperbandTest, ATrialIsJudgedOnlyAgainstItsOwnBracketAndNotAtMaxResource) {
   // min 1, max 9, eta 3: bracket 0 rungs 1, 3 (9 is the end); bracket 1 rung 3; bracket 2 none.
   const HyperbandRule rule{.min_resource = 1, .max_resource = 9, .reduction_factor = 3};
   int64_t next = 0;
-  // Bracket 1 holds a great trial at step 3; bracket 0 only poor ones.
+  // Bracket 1 holds a great trial at step 3; bracket 0 only poor ones; bracket 2 one that
+  // beats everything at step 9.
   const std::vector<TrialCurve> others = {
       InBracket(rule, 1, Curve({0.9, 0.9, 0.9}, true), next),
       InBracket(rule, 0, Curve({0.1, 0.1, 0.1}, true), next),
-      InBracket(rule, 0, Curve({0.2, 0.2, 0.2}, true), next)};
+      InBracket(rule, 0, Curve({0.2, 0.2, 0.2}, true), next),
+      InBracket(rule, 2, Curve({1, 1, 1, 1, 1, 1, 1, 1, 1}, true), next)};
   // In bracket 0, 0.5 at rung 1 is the best of its bracket: it goes on; at rung 3 too.
   const TrialCurve zero = InBracket(rule, 0, Curve({0.5}, false), next);
   EXPECT_FALSE(ShouldStop(rule, true, zero, Pointers(others)));
@@ -220,7 +222,8 @@ TEST(HyperbandTest, ATrialIsJudgedOnlyAgainstItsOwnBracketAndNotAtMaxResource) {
   EXPECT_FALSE(ShouldStop(rule, true, one, Pointers(others)));
   one.values = zero_at_3.values;
   EXPECT_TRUE(ShouldStop(rule, true, one, Pointers(others)));
-  // Bracket 2's first rung would be 9, max_resource: never judged, the trial is done there.
+  // Bracket 2's first rung would be 9, max_resource: never judged, the trial is done there
+  // (it would lose to the other bracket-2 trial there).
   const TrialCurve two = InBracket(rule, 2, Curve({0, 0, 0, 0, 0, 0, 0, 0, 0}, false), next);
   EXPECT_FALSE(ShouldStop(rule, true, two, Pointers(others)));
   // The optimiser learns for trial `two` from the trials of bracket 2 only.
