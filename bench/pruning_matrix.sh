@@ -1,10 +1,11 @@
 #!/bin/sh
-# The small pruning matrix (docs/early-stopping.md#benchmark-four-data-sets): XGBoost and Random
-# Forest studies (bench/pruning/*-small.yaml, 60 TPE trials) on four data sets, five seeds,
+# The small pruning matrix (docs/early-stopping.md#benchmark-four-data-sets-xgboost-and-random-forest):
+# XGBoost and Random Forest studies (bench/pruning/*-small.yaml, 60 TPE trials) on four data sets, five seeds,
 # DHPT's rules (none, median, asha, hyperband, with their defaults) beside Optuna 3.1's Median,
 # SuccessiveHalving and Hyperband pruners on the same rows; the two sides run at once, one
 # process each, niced. Appends to OUT-dhpt.jsonl and OUT-optuna.jsonl (default OUT:
-# bench/results/pruning-matrix).
+# bench/results/pruning-matrix). MODELS and DATASETS pick cells; cells can run at once, each
+# with its own OUT.
 #
 #   scripts/install-deps.sh --bench && cmake --build build --target pruning_bench
 #   bench/pruning_matrix.sh
@@ -13,9 +14,11 @@ set -eu
 OUT=${OUT:-bench/results/pruning-matrix}
 DATA=${DATA:-/tmp/dhpt-pruning-data}
 SEEDS=${SEEDS:-5}
+MODELS=${MODELS:-xgboost-small forest-small}
+DATASETS=${DATASETS:-friedman1 friedman3 diabetes cancer}
 /usr/bin/python3 bench/pruning/make_datasets.py "$DATA"
-for model in xgboost-small forest-small; do
-  for data in friedman1 friedman3 diabetes cancer; do
+for model in $MODELS; do
+  for data in $DATASETS; do
     name=$(sed -n 's/^name: //p' "bench/pruning/$model.yaml")
     csv=""
     if [ "$data" != friedman1 ]; then csv="--csv=$DATA/$data.csv"; name="$name-$data"; fi

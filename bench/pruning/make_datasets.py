@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""The CSV data sets of the small pruning matrix (docs/early-stopping.md#benchmark-four-data-sets),
-each with its target in column y, from what Debian's python3-sklearn ships or generates:
+"""The CSV data sets of the small pruning matrix, each with its target in column y, from what
+Debian's python3-sklearn ships or generates
+(docs/early-stopping.md#benchmark-four-data-sets-xgboost-and-random-forest):
 
   friedman3  synthetic: sklearn's make_friedman3 (arctan of a ratio; noise 0.1), 400 rows
   diabetes   real: the diabetes progression data (442 patients, 10 measurements)

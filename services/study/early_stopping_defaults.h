@@ -1,8 +1,8 @@
 #pragma once
 
 // What early stopping's resources default to when a study leaves them unset: derived from how
-// long its trainer trains (docs/early-stopping.md#defaults), so that `asha: {}` and
-// `hyperband: {}` judge trials after a sensible grace period rather than at step 1.
+// long its trainer trains (docs/early-stopping.md#defaults-derived-from-the-trainers-budget), so
+// that `asha: {}` and `hyperband: {}` judge trials after a grace period rather than at step 1.
 
 #include <cstdint>
 #include <optional>
