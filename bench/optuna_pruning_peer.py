@@ -2,7 +2,8 @@
 """Optuna 3.1's pruners on the study bench/pruning_bench.cc runs: the same file (space, fixed
 parameters, 60 trials, 1,000 rounds or 50 epochs), the same rows (the CSVs pruning_bench
 --export_dir wrote), TPE with its defaults, on the same threads. XGBoost studies train with
-XGBoost 1.7 from Debian and report validation r2 every 10 rounds; AutoEncoder studies train the
+XGBoost 1.7 from Debian and report validation r2 every 10 rounds; Random Forest studies grow
+DHPT's chunked forest and report r2 every 10 trees; AutoEncoder studies train the
 network of services/worker/autoencoder_trainer.cc in Debian's python3-torch (the same layers,
 initialisation, AdamW and standardisation) and report validation r2 after every epoch. Appends
 one JSON line per study to --out, in pruning_bench's format.
@@ -91,6 +92,45 @@ def xgboost_objective(spec, data, threads, records):
     return objective
 
 
+def forest_objective(spec, data, threads, records):
+    """DHPT's Random Forest (services/worker/xgboost_trainer.cc, TrainForest): XGBoost's
+    random-forest mode grown in chunks of 10 trees, each chunk one booster of one round with its
+    own seed, predictions averaged by tree count; validation r2 reported after every chunk."""
+    import xgboost as xgb
+
+    (x_train, y_train), (x_val, y_val) = data
+    sst = float(np.sum((y_val - y_val.mean()) ** 2))
+    fixed = dict(spec["model"].get("fixed", {}))
+    trees = int(fixed.pop("n_estimators", fixed.pop("num_parallel_tree", 100)))
+    user_seed = int(fixed.pop("seed", 0))
+
+    def objective(trial):
+        params = {"learning_rate": 1, "subsample": 0.8, "colsample_bynode": 0.8}
+        params.update(fixed, nthread=threads, verbosity=0)
+        for parameter in spec["parameters"]:
+            params[parameter["name"]] = suggest(trial, parameter)
+        cpu, wall = time.process_time(), time.perf_counter()
+        train = xgb.DMatrix(x_train, label=y_train, nthread=threads)
+        validation = xgb.DMatrix(x_val, label=y_val, nthread=threads)
+        total = np.zeros(len(y_val))
+        grown, chunk, value, pruned_step = 0, 0, float("nan"), None
+        while grown < trees:
+            size = min(PROGRESS_EVERY, trees - grown)
+            chunk_params = dict(params, num_parallel_tree=size,
+                                seed=(user_seed * 1000003 + chunk) % 2147483647)
+            booster = xgb.train(chunk_params, train, 1)
+            total += size * booster.predict(validation)
+            grown, chunk = grown + size, chunk + 1
+            value = float(1 - np.sum((y_val - total / grown) ** 2) / sst)
+            trial.report(value, grown)
+            if grown < trees and trial.should_prune():
+                pruned_step = grown
+                break
+        return finish(trial, records, cpu, wall, pruned_step, value)
+
+    return objective
+
+
 def autoencoder_objective(spec, data, threads, records):
     import torch
 
@@ -173,12 +213,38 @@ def finish(trial, records, cpu, wall, pruned_step, value):
     return value
 
 
-OBJECTIVES = {"XGBOOST": xgboost_objective, "AUTOENCODER": autoencoder_objective}
+OBJECTIVES = {"XGBOOST": xgboost_objective, "RANDOM_FOREST": forest_objective,
+              "AUTOENCODER": autoencoder_objective}
+
+
+def budget(spec):
+    """The longest a trial trains, in steps: as DHPT's TrainerBudgetOf for fixed budgets."""
+    fixed = spec["model"].get("fixed", {})
+    kind = spec["model"]["kind"]
+    if kind == "XGBOOST":
+        return int(fixed.get("num_boost_round", fixed.get("n_estimators", 100))), PROGRESS_EVERY
+    if kind == "RANDOM_FOREST":
+        return int(fixed.get("n_estimators", fixed.get("num_parallel_tree", 100))), PROGRESS_EVERY
+    return int(fixed.get("epochs", 20)), 1
+
+
+def make_pruner(name, spec):
+    if name == "median":
+        return optuna.pruners.MedianPruner()
+    if name == "sha":
+        return optuna.pruners.SuccessiveHalvingPruner()
+    if name == "hyperband":
+        # Reduction factor 3 (Optuna's default) and the same first rung as DHPT's derived
+        # default (max / 27, rounded up to a report interval), so that the two compare alike.
+        max_resource, every = budget(spec)
+        min_resource = max(every, math.ceil(math.ceil(max_resource / 27) / every) * every)
+        return optuna.pruners.HyperbandPruner(min_resource=min_resource,
+                                              max_resource=max_resource, reduction_factor=3)
+    raise ValueError(f"unknown pruner {name}")
 
 
 def run(spec, pruner_name, seed, data, threads):
-    pruner = {"median": optuna.pruners.MedianPruner(),
-              "sha": optuna.pruners.SuccessiveHalvingPruner()}[pruner_name]
+    pruner = make_pruner(pruner_name, spec)
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed),
                                 pruner=pruner)
     records = []
@@ -194,12 +260,16 @@ def main():
     parser.add_argument("--study", default="bench/pruning/xgboost.yaml")
     parser.add_argument("--data", required=True, help="pruning_bench --export_dir")
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--pruners", default="median,sha")
+    parser.add_argument("--pruners", default="median,sha,hyperband")
+    parser.add_argument("--name", default="",
+                        help="the study's name, as pruning_bench --csv makes it (NAME-STEM)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     with open(args.study) as f:
         spec = yaml.safe_load(f)
+    if args.name:
+        spec["name"] = args.name
     if spec["model"]["kind"] not in OBJECTIVES:
         sys.exit(f"the peer runs {' and '.join(OBJECTIVES)} studies only")
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -1,6 +1,7 @@
 // Early stopping, measured: the TPE study of a file (bench/pruning/*.yaml) run sequentially in
 // this process, as `dhpt compare` runs its sequential side, once per seed and rule (none,
-// median, asha), with the worker's own trainers and the scheduler's own rules. One JSON line
+// median, asha, hyperband), with the worker's own trainers and the scheduler's own rules.
+// --csv swaps the study's data for a CSV file (bench/pruning/make_datasets.py writes several). One JSON line
 // per study goes to --out; bench/optuna_pruning_peer.py writes the same lines for Optuna 3.1's
 // pruners on the same data (exported here), and bench/pruning_report.py puts them side by side.
 //
@@ -21,6 +22,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -36,8 +38,12 @@
 
 ABSL_FLAG(std::string, study, "bench/pruning/xgboost.yaml", "the study file");
 ABSL_FLAG(int, seeds, 5, "seeds 1..N of the study's TPE");
-ABSL_FLAG(std::vector<std::string>, rules, std::vector<std::string>({"none", "median", "asha"}),
-          "early-stopping rules, each with its defaults: none, median, asha");
+ABSL_FLAG(std::vector<std::string>, rules,
+          std::vector<std::string>({"none", "median", "asha", "hyperband"}),
+          "early-stopping rules, each with its defaults: none, median, asha, hyperband");
+ABSL_FLAG(std::string, csv, "",
+          "a CSV file (target column y) in place of the study's dataset; the study's name gets "
+          "the file's stem, as bench/optuna_pruning_peer.py --name expects");
 ABSL_FLAG(int64_t, asha_min_resource, 0,
           "asha's first rung, in the trials' steps; 0 keeps the default (1). Optuna's "
           "SuccessiveHalvingPruner takes 1% of a full trial's steps ('auto')");
@@ -60,8 +66,9 @@ void WriteCsv(const std::filesystem::path& path, const worker::Dataset& data) {
   }
 }
 
-absl::Status ExportData(const v1::StudySpec& spec, const std::string& dir) {
-  worker::DatasetCache cache;
+absl::Status ExportData(const v1::StudySpec& spec, const std::string& dir,
+                        const worker::DatasetOptions& options) {
+  worker::DatasetCache cache(options);
   absl::StatusOr<std::shared_ptr<const worker::SplitDataset>> split = cache.Get(spec.dataset());
   if (!split.ok()) return split.status();
   std::filesystem::create_directories(dir);
@@ -109,18 +116,28 @@ std::string JsonLine(const v1::StudySpec& spec, const std::string& rule, int see
 
 int Main() {
   absl::StatusOr<v1::StudySpec> study = cli::ReadStudyFile(absl::GetFlag(FLAGS_study));
+  worker::DatasetOptions datasets;
+  if (const std::string csv = absl::GetFlag(FLAGS_csv); study.ok() && !csv.empty()) {
+    const std::filesystem::path path = std::filesystem::absolute(csv);
+    datasets.data_roots = {path.parent_path().string()};
+    study->mutable_dataset()->clear_friedman1();
+    study->mutable_dataset()->mutable_csv()->set_path(path.string());
+    study->mutable_dataset()->mutable_csv()->set_target("y");
+    study->set_name(absl::StrCat(study->name(), "-", path.stem().string()));
+  }
   if (study.ok()) study = study::NormalizeStudySpec(*study);
   if (!study.ok()) {
     std::fprintf(stderr, "%s\n", study.status().ToString().c_str());
     return 2;
   }
   if (const std::string dir = absl::GetFlag(FLAGS_export_dir); !dir.empty()) {
-    if (absl::Status exported = ExportData(*study, dir); !exported.ok()) {
+    if (absl::Status exported = ExportData(*study, dir, datasets); !exported.ok()) {
       std::fprintf(stderr, "--export_dir: %s\n", exported.ToString().c_str());
       return 2;
     }
   }
   worker::TrialRunnerOptions runner_options;
+  runner_options.datasets = datasets;
 #ifdef DHPT_WITH_TORCH
   if (auto trainer = worker::AutoencoderTrainer::Create(worker::DevicePreference::kCpu); trainer.ok()) {
     runner_options.autoencoder = std::move(*trainer);

@@ -45,6 +45,7 @@ def main(paths):
             continue
         target = statistics.median(best(r) for r in baseline) - TOLERANCE
         base_cpu = statistics.median(sum(t["cpu_seconds"] for t in r["trials"]) for r in baseline)
+        digits = 0 if base_cpu >= 50 else 2  # Small studies (the matrix) need the decimals.
         print(f"\n{study}: target r2 {target:.4f} (median unpruned best - {TOLERANCE})\n")
         print("| system | rule | seeds | trials pruned | trial CPU s | vs unpruned | wall s "
               "| best r2 | CPU s to target | reached |")
@@ -58,11 +59,11 @@ def main(paths):
             to_target = [cpu_to(r, target) for r in group]
             reached = sum(c != float("inf") for c in to_target)
             median_to = statistics.median(to_target)
-            print(f"| {system} | {rule} | {len(group)} | {pruned:.0f} | {cpu:.0f} | "
+            print(f"| {system} | {rule} | {len(group)} | {pruned:.0f} | {cpu:.{digits}f} | "
                   f"{cpu / base_cpu:.2f} | "
                   f"{statistics.median(r['wall_seconds'] for r in group):.0f} | "
                   f"{statistics.median(best(r) for r in group):.4f} | "
-                  f"{'not reached' if median_to == float('inf') else f'{median_to:.0f}'} | "
+                  f"{'not reached' if median_to == float('inf') else f'{median_to:.{digits}f}'} | "
                   f"{reached}/{len(group)} |")
 
 

@@ -47,7 +47,7 @@ ABSL_FLAG(std::string, study, "", "local, compare: the study file (YAML or JSON)
 ABSL_FLAG(std::string, demo, "xgboost",
           "local, compare: the built-in study to run when --study is not set");
 ABSL_FLAG(std::string, early_stopping, "",
-          "local, compare: off, median or asha (with their defaults) in place of the study's "
+          "local, compare: off, median, asha or hyperband (with their defaults) in place of the study's "
           "early_stopping; unset keeps the study's");
 ABSL_FLAG(int, workers, -1,
           "local: CPU workers to start (default 2, or 0 for an AUTOENCODER study)");
@@ -114,7 +114,8 @@ const std::map<std::string, Command>& Commands() {
   static const auto* const kCommands = new std::map<std::string, Command>{
       {"local",
        {"dhpt local [--study=FILE | --demo=NAME] [--workers=N] [--gpu-workers=M] [--slots=N]\n"
-        "           [--threads-per-trial=N] [--data-root=DIR,...] [--early-stopping=off|median|asha]\n"
+        "           [--threads-per-trial=N] [--data-root=DIR,...]\n"
+        "           [--early-stopping=off|median|asha|hyperband]\n"
         "           [--command='NAME=PATH [ARG...]']... [--labels=KEY=VALUE,...] [--plot=DIR]\n"
         "           [--log=FILE] [--dashboard=false]",
         "Starts a scheduler, N CPU workers and M GPU workers on this machine, runs the study (the "
@@ -133,7 +134,7 @@ const std::map<std::string, Command>& Commands() {
       {"compare",
        {"dhpt compare [--study=FILE | --demo=NAME] [--workers=N] [--gpu-workers=M] [--slots=N]\n"
         "             [--threads-per-trial=N] [--data-root=DIR,...] [--scheduler=HOST:PORT]\n"
-        "             [--early-stopping=off|median|asha] [--out=DIR]\n"
+        "             [--early-stopping=off|median|asha|hyperband] [--out=DIR]\n"
         "  dhpt compare --matrix=FILE [--out=DIR] [same options]",
         "Runs the study twice with the same seed and budget: sequentially (one process, trial "
         "after\ntrial, the same trainers, no scheduler) and through the framework (a local "

@@ -173,7 +173,13 @@ std::string StudySummary(const v1::Study& study) {
       study.state_reason().empty() ? "" : absl::StrCat(" (", TerminalText(study.state_reason()), ")"),
       study.trials_completed(), study.trials_failed(), study.trials_cancelled());
   if (study.trials_pruned() > 0) {
-    absl::StrAppend(&out, "  ", study.trials_pruned(), " pruned (stopped early)\n");
+    absl::StrAppend(&out, "  ", study.trials_pruned(), " pruned (stopped early)");
+    // Pruned trials that were level with the best when stopped: the rule may have cost the best.
+    if (study.trials_pruned_within_reach() > 0) {
+      absl::StrAppend(&out, ", ", study.trials_pruned_within_reach(),
+                      " of them within reach of the best when stopped");
+    }
+    absl::StrAppend(&out, "\n");
   }
   if (study.trials_added() > 0) {
     absl::StrAppend(&out, "  ", study.trials_added(), " added (results from elsewhere, learnt from)\n");

@@ -222,9 +222,11 @@ absl::Status OverrideEarlyStopping(absl::string_view rule, v1::StudySpec& spec) 
     spec.mutable_early_stopping()->mutable_median();
   } else if (rule == "asha") {
     spec.mutable_early_stopping()->mutable_asha();
+  } else if (rule == "hyperband") {
+    spec.mutable_early_stopping()->mutable_hyperband();
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--early_stopping=", rule, ": expected off, median or asha (or leave it unset to keep "
+        "--early_stopping=", rule, ": expected off, median, asha or hyperband (or leave it unset to keep "
         "the study's own rule; other settings go in the study file)"));
   }
   return absl::OkStatus();

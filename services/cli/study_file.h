@@ -25,8 +25,8 @@ absl::Status WriteTextFile(const std::string& path, const std::string& text);
 // error (a timestamp past year 9999 has no JSON) rather than empty text.
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
 absl::StatusOr<v1::StudySpec> ReadStudyFile(const std::string& path);
-// Replaces the study's early_stopping with `rule`: "off" (none), "median" or "asha" (each with
-// its defaults); "" keeps the study's own. INVALID_ARGUMENT for anything else.
+// Replaces the study's early_stopping with `rule`: "off" (none), "median", "asha" or
+// "hyperband" (each with its defaults); "" keeps the study's own. INVALID_ARGUMENT for anything else.
 absl::Status OverrideEarlyStopping(absl::string_view rule, v1::StudySpec& spec);
 // The YAML document as JSON text: quoted scalars stay strings; plain ones become numbers,
 // booleans or null where they read as such.

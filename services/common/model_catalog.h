@@ -71,6 +71,14 @@ bool IsReportedMetric(v1::Model::Kind kind, absl::string_view metric);
 std::optional<absl::string_view> ProgressMetric(v1::Model::Kind kind,
                                                 absl::string_view objective_metric = "");
 
+// How long the trainers train when a study leaves it unset, and how often the tree trainers
+// report progress (XGBoost every 10 rounds, a Random Forest every 10 trees; the AutoEncoder
+// every epoch). Early stopping derives its default rungs from them (early_stopping_defaults.h).
+inline constexpr int kDefaultBoostRounds = 100;
+inline constexpr int kDefaultForestTrees = 100;
+inline constexpr int kDefaultAutoencoderEpochs = 20;
+inline constexpr int kTreeProgressEvery = 10;
+
 // Measurements every trial reports, whatever its model.
 inline constexpr absl::string_view kMetricWallSeconds = "wall_seconds";
 inline constexpr absl::string_view kMetricCpuSeconds = "cpu_seconds";

@@ -196,6 +196,7 @@ absl::StatusOr<std::optional<Point>> BayesianOptimization::Suggest(const History
   const bool feasibility_phase = infeasible && !worst_completed;
   std::vector<size_t> observed, running;  // Completed and pruned trials; running ones.
   for (size_t n = 0; n < history.trials.size(); ++n) {
+    if (!history.LearnsFrom(n)) continue;
     const TrialRecord& t = history.trials[n];
     if (completed(t)) observed.push_back(n);
     if (t.status == TrialStatus::kPruned && t.value && !std::isnan(*t.value) && !feasibility_phase) {

@@ -39,6 +39,11 @@ struct TrialRecord {
 struct History {
   const std::vector<TrialRecord>& trials;
   const absl::flat_hash_set<std::string>& keys;
+  // Where set, TPE and Bayesian optimisation learn only from the trials t with (*learn_from)[t]
+  // (early stopping's Hyperband: the trials of the next trial's bracket, whose values at the
+  // same rungs compare). The others still count as taken points. Unset: every trial.
+  const std::vector<bool>* learn_from = nullptr;
+  bool LearnsFrom(size_t t) const { return learn_from == nullptr || (*learn_from)[t]; }
 };
 
 // With several objectives (IsMultiObjective): kTpe is MOTPE (motpe.h), kBayesian is ParEGO

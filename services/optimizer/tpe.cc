@@ -105,6 +105,7 @@ std::optional<TpeSearch::Split> TpeSearch::SplitTrials(const History& history) c
   std::vector<Rank> ranks;        // and their ranks.
   int finished = 0;               // Completed or pruned: the trials with a finite rank.
   for (size_t t = 0; t < history.trials.size(); ++t) {
+    if (!history.LearnsFrom(t)) continue;
     const std::optional<Rank> rank = RankOf(history.trials[t]);
     if (!rank) continue;
     if (rank->tier < kInfiniteLoss) ++finished;

@@ -76,8 +76,11 @@ std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study,
   // Timed with the core's clock, as the threaded path below is: what a suggestion took decides
   // dispatch order (kMaxSuggestionWorthWaitingFor), which a test's clock must control.
   const absl::Time start = options_.clock();
-  absl::StatusOr<std::optional<optimizer::Point>> suggestion =
-      SuggestWithinMemory(*study.optimizer, optimizer::History{study.history, study.keys});
+  const std::optional<std::vector<bool>> learn =
+      study::LearningFilter(study.early_stopping, study.created());
+  absl::StatusOr<std::optional<optimizer::Point>> suggestion = SuggestWithinMemory(
+      *study.optimizer,
+      optimizer::History{study.history, study.keys, learn ? &*learn : nullptr});
   observer_->SuggestionMade(study.spec.algorithm().name(), options_.clock() - start);
   return AcceptSuggestionLocked(study, std::move(suggestion));
 }
@@ -88,10 +91,13 @@ void SchedulerCore::RequestSuggestionLocked(StudyEntry& study) {
   // A snapshot: trials finishing meanwhile do not change what suggestion n is made from.
   auto history = std::make_shared<std::vector<optimizer::TrialRecord>>(study.history);
   auto keys = std::make_shared<absl::flat_hash_set<std::string>>(study.keys);
-  suggestions_->Post([this, &study, history, keys] {
+  auto learn = std::make_shared<const std::optional<std::vector<bool>>>(
+      study::LearningFilter(study.early_stopping, study.created()));
+  suggestions_->Post([this, &study, history, keys, learn] {
     const absl::Time start = options_.clock();
-    absl::StatusOr<std::optional<optimizer::Point>> suggestion =
-        SuggestWithinMemory(*study.optimizer, optimizer::History{*history, *keys});
+    absl::StatusOr<std::optional<optimizer::Point>> suggestion = SuggestWithinMemory(
+        *study.optimizer,
+        optimizer::History{*history, *keys, learn->has_value() ? &**learn : nullptr});
     const absl::Duration took = options_.clock() - start;
     absl::MutexLock lock(&mutex_);
     study.suggesting = false;
@@ -145,6 +151,7 @@ SchedulerCore::TrialEntry& SchedulerCore::CreateTrialLocked(StudyEntry& study,
   trial.set_id(id);
   trial.set_study(study.spec.name());
   trial.set_number(study.created());
+  entry.curve.number = trial.number();
   trial.set_state(v1::Trial::PENDING);
   trial.set_origin(origin);
   *trial.mutable_params() = study::ToParamMap(study.space, point);

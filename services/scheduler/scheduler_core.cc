@@ -143,6 +143,7 @@ absl::Status SchedulerCore::Recover() {
     ASSIGN_OR_RETURN(optimizer::Point point, study::ToPoint(study.space, stored_trial.params()));
     TrialEntry& entry = trials_[stored_trial.id()];
     entry.trial = stored_trial;
+    entry.curve.number = stored_trial.number();
     entry.study = &study;
     // Positions of this life, each its own: a watcher resuming from an earlier life's gets
     // every trial again.
@@ -1094,6 +1095,17 @@ v1::Study SchedulerCore::BuildStudyLocked(const StudyEntry& study) const {
   out.set_trials_failed(study.failed);
   out.set_trials_cancelled(study.cancelled);
   out.set_trials_pruned(study.pruned);
+  if (study.pruned > 0 && study.best) {
+    const study::TrialCurve& best = trials_.at(*study.best).curve;
+    const bool maximize = study.spec.objective().goal() == v1::Objective::MAXIMIZE;
+    int within_reach = 0;
+    for (uint64_t id : study.trial_ids) {
+      const TrialEntry& trial = trials_.at(id);
+      within_reach += trial.trial.state() == v1::Trial::PRUNED &&
+                      study::WithinReachOfBest(maximize, trial.curve, best);
+    }
+    out.set_trials_pruned_within_reach(within_reach);
+  }
   out.set_trials_added(study.added);
   if (study.spec.objectives_size() >= 2) {
     out.set_pareto_front_size(static_cast<int32_t>(study.front->trial_ids().size()));

@@ -294,6 +294,7 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
         TrialEntry& entry = trials_[id];
         entry.trial = std::move(imported.trial);
         entry.trial.set_id(id);
+        entry.curve.number = entry.trial.number();
         entry.study = &study;
         entry.position = study.head = next_position_++;
         study.keys.insert(study.space.Key(imported.point));

@@ -82,8 +82,10 @@ std::optional<int64_t> RungStep(const AshaRule& rule, int k) {
   return static_cast<int64_t>(step);
 }
 
+// `end`: rungs at or past it are not judged (Hyperband's max_resource).
 bool StopByAsha(const AshaRule& rule, bool maximize, const TrialCurve& trial,
-                absl::Span<const TrialCurve* const> others) {
+                absl::Span<const TrialCurve* const> others,
+                int64_t end = std::numeric_limits<int64_t>::max()) {
   const int64_t latest = trial.values.back().step;
   const int64_t previous = trial.values.size() >= 2 ? trial.values[trial.values.size() - 2].step
                                                     : std::numeric_limits<int64_t>::min();
@@ -91,7 +93,7 @@ bool StopByAsha(const AshaRule& rule, bool maximize, const TrialCurve& trial,
   // Every rung this report reached first (sparse reports may pass several at once).
   for (int k = 0;; ++k) {
     const std::optional<int64_t> rung = RungStep(rule, k);
-    if (!rung || *rung > latest) return false;
+    if (!rung || *rung > latest || *rung >= end) return false;
     if (*rung <= previous) continue;
     const double value = *ValueReaching(trial, *rung);
     if (std::isnan(value)) return true;
@@ -110,7 +112,91 @@ bool StopByAsha(const AshaRule& rule, bool maximize, const TrialCurve& trial,
   }
 }
 
+// splitmix64's finaliser: a fixed, well-mixed hash, the same on every machine and release.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// The bracket of trial `number` among `brackets` (HyperbandBrackets of the rule).
+int BracketOf(absl::Span<const HyperbandBracket> brackets, uint64_t seed, int64_t number) {
+  int64_t total = 0;
+  for (const HyperbandBracket& bracket : brackets) total += bracket.budget;
+  int64_t n = static_cast<int64_t>(Mix(static_cast<uint64_t>(number) ^ Mix(seed)) %
+                                   static_cast<uint64_t>(total));
+  for (const HyperbandBracket& bracket : brackets) {
+    n -= bracket.budget;
+    if (n < 0) return bracket.min_early_stopping_rate;
+  }
+  return 0;  // Unreachable: n < total.
+}
+
+bool StopByHyperband(const HyperbandRule& rule, bool maximize, const TrialCurve& trial,
+                     absl::Span<const TrialCurve* const> others) {
+  const std::vector<HyperbandBracket> brackets = HyperbandBrackets(rule);
+  const int bracket = BracketOf(brackets, rule.seed, trial.number);
+  std::vector<const TrialCurve*> same;
+  for (const TrialCurve* other : others) {
+    if (BracketOf(brackets, rule.seed, other->number) == bracket) same.push_back(other);
+  }
+  const AshaRule asha{.min_resource = rule.min_resource,
+                      .reduction_factor = rule.reduction_factor,
+                      .min_early_stopping_rate = bracket};
+  return StopByAsha(asha, maximize, trial, same, rule.max_resource);
+}
+
 }  // namespace
+
+std::vector<HyperbandBracket> HyperbandBrackets(const HyperbandRule& rule) {
+  const int64_t eta = std::max(2, rule.reduction_factor);
+  const int64_t min_resource = std::max<int64_t>(1, rule.min_resource);
+  // n = floor(log_eta(max / min)) + 1, in integers: the largest n with min * eta^(n-1) <= max.
+  int n = 1;
+  for (int64_t r = min_resource; r <= rule.max_resource / eta; r *= eta) ++n;
+  std::vector<HyperbandBracket> brackets(static_cast<size_t>(n));
+  for (int b = 0; b < n; ++b) {
+    HyperbandBracket& bracket = brackets[static_cast<size_t>(b)];
+    const int s = n - 1 - b;
+    int64_t eta_s = 1;
+    for (int i = 0; i < s; ++i) eta_s *= eta;
+    bracket.min_early_stopping_rate = b;
+    bracket.budget = (int64_t{n} * eta_s + s) / (s + 1);  // ceil(n * eta^s / (s + 1))
+    int64_t resource = min_resource;
+    for (int i = 0; i < b; ++i) resource *= eta;
+    for (int64_t trials = bracket.budget; resource <= rule.max_resource;
+         resource *= eta, trials /= eta) {
+      bracket.resources.push_back(resource);
+      bracket.trials.push_back(trials);
+    }
+  }
+  return brackets;
+}
+
+int HyperbandBracketOf(const HyperbandRule& rule, int64_t number) {
+  return BracketOf(HyperbandBrackets(rule), rule.seed, number);
+}
+
+std::optional<std::vector<bool>> LearningFilter(const EarlyStoppingRule& rule,
+                                                int64_t next_number) {
+  const auto* hyperband = std::get_if<HyperbandRule>(&rule);
+  if (hyperband == nullptr) return std::nullopt;
+  const std::vector<HyperbandBracket> brackets = HyperbandBrackets(*hyperband);
+  const int bracket = BracketOf(brackets, hyperband->seed, next_number);
+  std::vector<bool> learn(static_cast<size_t>(std::max<int64_t>(0, next_number)));
+  for (size_t t = 0; t < learn.size(); ++t) {
+    learn[t] = BracketOf(brackets, hyperband->seed, static_cast<int64_t>(t)) == bracket;
+  }
+  return learn;
+}
+
+bool WithinReachOfBest(bool maximize, const TrialCurve& pruned, const TrialCurve& best) {
+  if (pruned.values.empty()) return false;
+  const IntermediateValue& last = pruned.values.back();
+  const std::optional<double> best_then = ValueAsOf(best, last.step);
+  return best_then && !Better(*best_then, last.value, maximize);
+}
 
 bool IsJudgedReport(std::optional<int64_t> last_step, int64_t step, double value) {
   return !std::isnan(value) && step >= 0 && step <= kMaxProgressStep &&
@@ -125,6 +211,9 @@ bool ShouldStop(const EarlyStoppingRule& rule, bool maximize, const TrialCurve& 
   }
   if (const auto* asha = std::get_if<AshaRule>(&rule)) {
     return StopByAsha(*asha, maximize, trial, others);
+  }
+  if (const auto* hyperband = std::get_if<HyperbandRule>(&rule)) {
+    return StopByHyperband(*hyperband, maximize, trial, others);
   }
   return false;
 }

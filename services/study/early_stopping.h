@@ -26,6 +26,8 @@ struct TrialCurve {
   std::vector<IntermediateValue> values;
   // Completed: its curve is whole. Running trials count only where a rule says so (ASHA rungs).
   bool completed = false;
+  // The trial's number in its study (0, 1, ...): Hyperband's bracket is a function of it.
+  int64_t number = 0;
 };
 
 // Optuna's PercentilePruner semantics (MedianPruner is percentile 50): once n_startup_trials
@@ -52,7 +54,35 @@ struct AshaRule {
   int min_early_stopping_rate = 0;
 };
 
-using EarlyStoppingRule = std::variant<std::monostate, PercentileRule, AshaRule>;
+// Hyperband (Li et al., 2018) run asynchronously, as Optuna's HyperbandPruner: brackets
+// b = 0 .. n-1 with n = floor(log_eta(max_resource / min_resource)) + 1, bracket b being ASHA
+// with min_early_stopping_rate b, judged among the trials of its own bracket only. Bracket b
+// (the paper's s = n - 1 - b) gets ceil(n * eta^s / (s + 1)) shares of the trials, the paper's
+// n for that bracket; a trial's bracket is HyperbandBracketOf its number and `seed`, so it is
+// known before the trial runs (its optimiser learns from that bracket's trials) and decided
+// alike after a restart. Rungs at or past max_resource are not judged: a trial there is done.
+struct HyperbandRule {
+  int64_t min_resource = 1;
+  int64_t max_resource = 81;
+  int reduction_factor = 3;
+  uint64_t seed = 0;  // The study's algorithm seed.
+};
+
+// One bracket of successive halving, as the paper's Table 1 lists it: rung i trains
+// `trials[i]` configurations (n_i = floor(n * eta^-i)) for `resources[i]` steps each
+// (r_i = min_resource * eta^(b + i), up to max_resource).
+struct HyperbandBracket {
+  int min_early_stopping_rate = 0;  // b
+  int64_t budget = 0;               // n: this bracket's share of the trials
+  std::vector<int64_t> resources;
+  std::vector<int64_t> trials;
+};
+std::vector<HyperbandBracket> HyperbandBrackets(const HyperbandRule& rule);
+// The bracket of trial `number`: a hash of (number, seed) modulo the sum of the budgets, walked
+// through the brackets in order, as Optuna's HyperbandPruner does with its study-name hash.
+int HyperbandBracketOf(const HyperbandRule& rule, int64_t number);
+
+using EarlyStoppingRule = std::variant<std::monostate, PercentileRule, AshaRule, HyperbandRule>;
 
 // The largest progress step (2^53: exact as a double, which is how a trial's pruned_step is kept).
 inline constexpr int64_t kMaxProgressStep = int64_t{1} << 53;
@@ -67,5 +97,17 @@ bool IsJudgedReport(std::optional<int64_t> last_step, int64_t step, double value
 // study.
 bool ShouldStop(const EarlyStoppingRule& rule, bool maximize, const TrialCurve& trial,
                 absl::Span<const TrialCurve* const> others);
+
+// Which of trials 0 .. next_number - 1 an optimiser learns from for the suggestion of trial
+// `next_number` (optimizer::History::learn_from): under Hyperband only those of its bracket,
+// whose values at the bracket's rungs compare, as Optuna's TPE does with a HyperbandPruner.
+// nullopt: every trial.
+std::optional<std::vector<bool>> LearningFilter(const EarlyStoppingRule& rule,
+                                                int64_t next_number);
+
+// A pruned trial `within reach` of the best: at the step it was stopped, its value was at least
+// as good as the best completed trial's at that step (its last value before it). Such a trial
+// might have become the best had it run on; many of them say the rule is too aggressive.
+bool WithinReachOfBest(bool maximize, const TrialCurve& pruned, const TrialCurve& best);
 
 }  // namespace dhpt::study

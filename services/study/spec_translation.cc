@@ -226,6 +226,11 @@ EarlyStoppingRule ToEarlyStoppingRule(const v1::StudySpec& spec) {
       return AshaRule{.min_resource = stopping.asha().min_resource(),
                       .reduction_factor = stopping.asha().reduction_factor(),
                       .min_early_stopping_rate = stopping.asha().min_early_stopping_rate()};
+    case v1::EarlyStopping::kHyperband:
+      return HyperbandRule{.min_resource = stopping.hyperband().min_resource(),
+                           .max_resource = stopping.hyperband().max_resource(),
+                           .reduction_factor = stopping.hyperband().reduction_factor(),
+                           .seed = static_cast<uint64_t>(spec.algorithm().seed())};
     case v1::EarlyStopping::RULE_NOT_SET:
       break;
   }

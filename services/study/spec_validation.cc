@@ -20,6 +20,8 @@
 #include "services/study/spec_errors.h"
 #include "services/optimizer/bayesian_optimization.h"
 #include "services/optimizer/optimizer.h"
+#include "services/study/early_stopping.h"
+#include "services/study/early_stopping_defaults.h"
 #include "services/study/objectives_validation.h"
 #include "services/study/spec_translation.h"
 
@@ -622,6 +624,7 @@ absl::Status ValidateEarlyStopping(v1::StudySpec& spec) {
                                 "the objective is ", spec.objective().metric(), ": set objective."
                                 "metric to ", *streamed, " or remove early_stopping"));
   }
+  RETURN_IF_ERROR(FillDerivedResources(spec));  // Unset resources, from the trainer's budget.
   v1::EarlyStopping& stopping = *spec.mutable_early_stopping();
   auto percentile = [](v1::PercentileStopping& rule, const std::string& field,
                        bool median) -> absl::Status {
@@ -648,7 +651,6 @@ absl::Status ValidateEarlyStopping(v1::StudySpec& spec) {
       return percentile(*stopping.mutable_percentile(), "early_stopping.percentile", false);
     case v1::EarlyStopping::kAsha: {
       v1::AshaStopping& asha = *stopping.mutable_asha();
-      if (!asha.has_min_resource()) asha.set_min_resource(1);
       if (asha.min_resource() < 1) {
         return Invalid("early_stopping.asha.min_resource", "must be >= 1");
       }
@@ -661,8 +663,26 @@ absl::Status ValidateEarlyStopping(v1::StudySpec& spec) {
       }
       return absl::OkStatus();
     }
+    case v1::EarlyStopping::kHyperband: {
+      v1::HyperbandStopping& hyperband = *stopping.mutable_hyperband();
+      const std::string field = "early_stopping.hyperband.";
+      if (hyperband.min_resource() < 1) return Invalid(field + "min_resource", "must be >= 1");
+      if (hyperband.max_resource() < hyperband.min_resource() ||
+          hyperband.max_resource() > kMaxProgressStep) {
+        return Invalid(field + "max_resource",
+                       absl::StrCat("must be between min_resource (", hyperband.min_resource(),
+                                    ") and 2^53"));
+      }
+      if (!hyperband.has_reduction_factor()) {
+        hyperband.set_reduction_factor(kDefaultHyperbandReductionFactor);
+      }
+      if (hyperband.reduction_factor() < 2 || hyperband.reduction_factor() > 100) {
+        return Invalid(field + "reduction_factor", "must be between 2 and 100");
+      }
+      return absl::OkStatus();
+    }
     case v1::EarlyStopping::RULE_NOT_SET:
-      return Invalid("early_stopping", "names no rule: median, percentile or asha");
+      return Invalid("early_stopping", "names no rule: median, percentile, asha or hyperband");
   }
   return absl::OkStatus();
 }

@@ -30,6 +30,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "services/common/model_catalog.h"
 #include "services/worker/model_trainer.h"
 
 namespace dhpt::worker {
@@ -47,7 +48,7 @@ struct AutoencoderConfig {
   double learning_rate = 1e-3;
   double weight_decay = 0;
   double dropout = 0;
-  int epochs = 20;
+  int epochs = kDefaultAutoencoderEpochs;
   int batch_size = 64;
   int64_t seed = 0;
 };

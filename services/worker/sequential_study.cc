@@ -94,8 +94,11 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
       end(v1::Study::STOPPED, "interrupted");
       break;
     }
+    // As the scheduler: under Hyperband, learning from the next trial's bracket only.
+    const std::optional<std::vector<bool>> learn =
+        study::LearningFilter(rule, static_cast<int64_t>(run.trials.size()));
     absl::StatusOr<std::optional<optimizer::Point>> suggestion =
-        optimizer->Suggest(optimizer::History{records, keys});
+        optimizer->Suggest(optimizer::History{records, keys, learn ? &*learn : nullptr});
     if (!suggestion.ok()) {
       end(v1::Study::COMPLETED, absl::StrCat("optimiser stopped: ", suggestion.status().message()));
       break;
@@ -127,6 +130,7 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
     if (spec.has_dataset()) *assign.mutable_dataset() = spec.dataset();
     assign.set_objective_metric(spec.objective().metric());
     study::TrialCurve& curve = curves.emplace_back();
+    curve.number = trial.number();
     std::vector<const study::TrialCurve*> others;
     for (size_t k = 0; k + 1 < curves.size(); ++k) {
       if (!curves[k].values.empty()) others.push_back(&curves[k]);

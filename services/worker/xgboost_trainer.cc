@@ -15,9 +15,9 @@
 namespace dhpt::worker {
 namespace {
 
-constexpr int kDefaultBoostRounds = 100;
-constexpr int kDefaultForestTrees = 100;
-constexpr int kProgressEvery = 10;
+// The defaults and report interval early stopping derives its rungs from (model_catalog.h).
+constexpr int kProgressEvery = kTreeProgressEvery;
+static_assert(kForestChunkTrees == kTreeProgressEvery, "a forest reports once per chunk");
 
 // XGBoost reports errors as -1 plus a thread-local message; this is where they stop.
 absl::Status Check(int code, absl::string_view call) {

@@ -117,6 +117,18 @@ TEST(ReportTest, ProgressAndSummaryShowTheBest) {
   EXPECT_THAT(StudySummary(study), HasSubstr("x1=3.1"));
 }
 
+TEST(ReportTest, SummarySaysHowManyPrunedTrialsWereWithinReachOfTheBest) {
+  v1::Study study;
+  *study.mutable_spec() = *DemoStudy("xgboost");
+  study.set_trials_completed(5);
+  study.set_trials_pruned(12);
+  EXPECT_THAT(StudySummary(study), HasSubstr("12 pruned (stopped early)\n"));
+  study.set_trials_pruned_within_reach(3);
+  EXPECT_THAT(StudySummary(study),
+              HasSubstr("12 pruned (stopped early), 3 of them within reach of the best when "
+                        "stopped\n"));
+}
+
 
 // Why trials failed, wherever they are shown (issue 27).
 

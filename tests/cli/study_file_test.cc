@@ -116,11 +116,14 @@ TEST(StudyFileTest, EarlyStoppingCanBeOverriddenFromTheCommandLine) {
   ASSERT_TRUE(OverrideEarlyStopping("median", spec).ok());
   EXPECT_TRUE(spec.early_stopping().has_median());
   EXPECT_FALSE(spec.early_stopping().median().has_n_startup_trials());  // The rule's defaults.
+  ASSERT_TRUE(OverrideEarlyStopping("hyperband", spec).ok());
+  EXPECT_TRUE(spec.early_stopping().has_hyperband());
+  EXPECT_FALSE(spec.early_stopping().hyperband().has_max_resource());  // Derived when validated.
   ASSERT_TRUE(OverrideEarlyStopping("off", spec).ok());
   EXPECT_FALSE(spec.has_early_stopping());
-  const absl::Status bad = OverrideEarlyStopping("hyperband", spec);
+  const absl::Status bad = OverrideEarlyStopping("bohb", spec);
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(bad.message()), HasSubstr("expected off, median or asha"));
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("expected off, median, asha or hyperband"));
 }
 
 }  // namespace

@@ -74,5 +74,29 @@ TEST(BayesianOptimizationTest, BeatsRandomSearchOnBenchmarkFunctions) {
   }
 }
 
+// History::learn_from (Hyperband: the next trial's bracket): the trials left out are not learnt
+// from. Here they hold the best values, near x = 0.9; the trials learnt from are all near 0.1.
+TEST(BayesianOptimizationTest, LearnsOnlyFromTheTrialsItIsGiven) {
+  const SearchSpace space = LineSpace(1);
+  TestStudy study;
+  std::vector<bool> learn;
+  for (int t = 0; t < 40; ++t) {
+    const bool near = t % 2 == 0;
+    const double x = near ? 0.05 + 0.005 * t : 0.8 + 0.004 * t;
+    study.trials.push_back({{x}, TrialStatus::kCompleted, near ? 1.0 + 0.01 * t : 0.0 + 0.001 * t});
+    study.keys.insert(space.Key({x}));
+    learn.push_back(near);
+  }
+  BayesianOptimization all(space, 3, /*minimize=*/true, {});
+  const std::optional<Point> everything = *all.Suggest(study.history());
+  ASSERT_TRUE(everything.has_value());
+  EXPECT_GT(std::get<double>((*everything)[0]), 0.5);  // Heads for the best, near 0.9.
+  BayesianOptimization bracket(space, 3, /*minimize=*/true, {});
+  const History history{study.trials, study.keys, &learn};
+  const std::optional<Point> learnt = *bracket.Suggest(history);
+  ASSERT_TRUE(learnt.has_value());
+  EXPECT_LT(std::get<double>((*learnt)[0]), 0.5);  // Sees only the trials near 0.1.
+}
+
 }  // namespace
 }  // namespace dhpt::optimizer

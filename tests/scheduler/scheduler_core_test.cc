@@ -17,6 +17,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/text_format.h"
+#include "services/study/early_stopping.h"
 #include "tests/scheduler/core_test_util.h"
 #include "tests/scheduler/temp_database.h"
 
@@ -1242,6 +1243,7 @@ TEST_F(SchedulerCoreTest, ProgressStillInFlightForPrunedTrialsNeverCutsTheWorker
 TEST_F(SchedulerCoreTest, EarlyStoppingDecidesAlikeAfterARestart) {
   v1::StudySpec spec = PrunableStudy("s", 4);
   spec.mutable_early_stopping()->mutable_asha()->set_reduction_factor(2);
+  spec.mutable_early_stopping()->mutable_asha()->set_min_resource(1);  // Not the derived 10.
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
   RecordingChannel& before = NewChannel();
   const uint64_t session = Connect(before, Hello("w", 2, {v1::Model::XGBOOST}));
@@ -1262,6 +1264,80 @@ TEST_F(SchedulerCoreTest, EarlyStoppingDecidesAlikeAfterARestart) {
   EXPECT_EQ(core_->GetStudy("s")->trials_pruned(), 1);
   EXPECT_EQ(AllTrials(*core_, "s").at(1).state(), v1::Trial::PRUNED);
   EXPECT_EQ(AllTrials(*core_, "s").at(0).state(), v1::Trial::RUNNING);
+}
+
+// Hyperband's brackets are a function of the trial number and the study's seed: a scheduler
+// restarted in the middle of a bracket (curves and trials from the SQLite file) puts every
+// trial in the bracket it had, and judges each only against its own bracket.
+TEST_F(SchedulerCoreTest, HyperbandDecidesAlikeAfterARestartInTheMiddleOfABracket) {
+  constexpr int kTrials = 20;
+  v1::StudySpec spec = PrunableStudy("s", kTrials);
+  spec.mutable_algorithm()->set_seed(11);
+  // Brackets 0 (rungs 1, 3), 1 (rung 3) and 2 (no rung below max_resource 9).
+  v1::HyperbandStopping& hyperband = *spec.mutable_early_stopping()->mutable_hyperband();
+  hyperband.set_min_resource(1);
+  hyperband.set_max_resource(9);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  const study::HyperbandRule rule{.min_resource = 1, .max_resource = 9, .reduction_factor = 3,
+                                  .seed = 11};
+  RecordingChannel& before = NewChannel();
+  const uint64_t session = Connect(before, Hello("w", kTrials, {v1::Model::XGBOOST}));
+  ASSERT_EQ(before.Assigns().size(), static_cast<size_t>(kTrials));
+  // Two trials of bracket 0 and one of another bracket, by trial number.
+  std::vector<v1::Assign> zero, other;
+  std::map<uint64_t, int64_t> numbers;
+  for (const v1::Trial& trial : AllTrials(*core_, "s")) numbers[trial.id()] = trial.number();
+  for (const v1::Assign& assign : before.Assigns()) {
+    const int bracket = study::HyperbandBracketOf(rule, numbers.at(assign.trial_id()));
+    (bracket == 0 ? zero : other).push_back(assign);
+  }
+  ASSERT_GE(zero.size(), 2u);
+  ASSERT_GE(other.size(), 1u);
+  core_->HandleProgress(session, Progress(zero[0], 1, 0.1));  // Alone at bracket 0's rung 1.
+  EXPECT_EQ(core_->GetStudy("s")->trials_pruned(), 0);
+
+  core_.reset();
+  db_.Reopen();
+  core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
+  ASSERT_TRUE(core_->Recover().ok());
+  RecordingChannel& after = NewChannel();
+  v1::Hello hello = Hello("w", kTrials, {v1::Model::XGBOOST});
+  for (const v1::Assign& assign : before.Assigns()) *hello.add_running() = Attempt(assign);
+  const uint64_t again = Connect(after, hello);
+  // Minimising: 0.5 at step 1 loses to 0.1 in bracket 0, and is not judged at step 1 in the
+  // others (no rung there).
+  core_->HandleProgress(again, Progress(other[0], 1, 0.5));
+  EXPECT_EQ(core_->GetStudy("s")->trials_pruned(), 0) << "judged against another bracket";
+  core_->HandleProgress(again, Progress(zero[1], 1, 0.5));
+  EXPECT_EQ(core_->GetStudy("s")->trials_pruned(), 1);
+  for (const v1::Trial& trial : AllTrials(*core_, "s")) {
+    EXPECT_EQ(trial.state(), trial.id() == zero[1].trial_id() ? v1::Trial::PRUNED
+                                                              : v1::Trial::RUNNING)
+        << "trial " << trial.number();
+  }
+}
+
+// A pruned trial that was level with the best when it was stopped is counted: the rule may
+// have cost the study its best model.
+TEST_F(SchedulerCoreTest, PrunedTrialsLevelWithTheBestWhenStoppedAreCountedWithinReach) {
+  v1::StudySpec spec = PrunableStudy("s", 3);  // Minimising r2, for the test's sake.
+  spec.mutable_early_stopping()->mutable_asha()->set_reduction_factor(2);
+  spec.mutable_early_stopping()->mutable_asha()->set_min_resource(1);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel& channel = NewChannel();
+  const uint64_t session = Connect(channel, Hello("w", 3, {v1::Model::XGBOOST}));
+  const std::vector<v1::Assign> assigns = channel.Assigns();
+  ASSERT_EQ(assigns.size(), 3u);
+  core_->HandleProgress(session, Progress(assigns[0], 1, 0.10));  // Alone at rung 1: goes on.
+  core_->HandleProgress(session, Progress(assigns[1], 1, 0.05));  // The best there: goes on.
+  core_->HandleProgress(session, Progress(assigns[2], 1, 0.08));  // Not the best: stopped.
+  core_->HandleResult(session, Completed(assigns[0], 0.10, "r2"));
+  absl::StatusOr<v1::Study> study = core_->GetStudy("s");
+  ASSERT_TRUE(study.ok());
+  EXPECT_EQ(study->trials_pruned(), 1);
+  // The best completed trial showed 0.10 at step 1; the pruned one 0.08, better.
+  EXPECT_EQ(study->best_trial().id(), assigns[0].trial_id());
+  EXPECT_EQ(study->trials_pruned_within_reach(), 1);
 }
 
 // Runs `trials` trials of `spec` one at a time on one worker (suggestions may come from the

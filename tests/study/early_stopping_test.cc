@@ -134,6 +134,117 @@ TEST(EarlyStoppingTest, AshaRungsFollowMinResourceAndTheEarlyStoppingRate) {
   EXPECT_TRUE(ShouldStop(asha, true, Curve({0.1}, false, 50), Pointers(others)));
 }
 
+TEST(HyperbandTest, BracketsMatchThePapersTable) {
+  // Li et al. (2018), Table 1: R = 81, eta = 3, five brackets s = 4 .. 0 (our b = 0 .. 4).
+  const std::vector<HyperbandBracket> brackets =
+      HyperbandBrackets(HyperbandRule{.min_resource = 1, .max_resource = 81, .reduction_factor = 3});
+  ASSERT_EQ(brackets.size(), 5u);
+  const std::vector<std::vector<int64_t>> n = {
+      {81, 27, 9, 3, 1}, {34, 11, 3, 1}, {15, 5, 1}, {8, 2}, {5}};
+  const std::vector<std::vector<int64_t>> r = {
+      {1, 3, 9, 27, 81}, {3, 9, 27, 81}, {9, 27, 81}, {27, 81}, {81}};
+  for (size_t b = 0; b < brackets.size(); ++b) {
+    SCOPED_TRACE(b);
+    EXPECT_EQ(brackets[b].min_early_stopping_rate, static_cast<int>(b));
+    EXPECT_EQ(brackets[b].budget, n[b][0]);
+    EXPECT_EQ(brackets[b].trials, n[b]);
+    EXPECT_EQ(brackets[b].resources, r[b]);
+  }
+}
+
+TEST(HyperbandTest, BracketsOfAMaxResourceBetweenPowers) {
+  // Optuna's example setting: min 20, max 1000, eta 3: n = floor(log3(50)) + 1 = 4 brackets,
+  // rungs 20, 60, 180, 540 (1620 is past the end); budgets ceil(4 * 3^s / (s + 1)).
+  const std::vector<HyperbandBracket> brackets = HyperbandBrackets(
+      HyperbandRule{.min_resource = 20, .max_resource = 1000, .reduction_factor = 3});
+  ASSERT_EQ(brackets.size(), 4u);
+  EXPECT_EQ(brackets[0].budget, 27);
+  EXPECT_EQ(brackets[1].budget, 12);
+  EXPECT_EQ(brackets[2].budget, 6);
+  EXPECT_EQ(brackets[3].budget, 4);
+  EXPECT_EQ(brackets[0].resources, (std::vector<int64_t>{20, 60, 180, 540}));
+  EXPECT_EQ(brackets[3].resources, (std::vector<int64_t>{540}));
+  // One bracket when min and max are within a factor eta.
+  EXPECT_EQ(HyperbandBrackets(HyperbandRule{.min_resource = 10, .max_resource = 29}).size(), 1u);
+}
+
+TEST(HyperbandTest, TrialsFallInBracketsInProportionToTheirBudgets) {
+  const HyperbandRule rule{.min_resource = 1, .max_resource = 81, .reduction_factor = 3, .seed = 7};
+  std::vector<int> count(5, 0);
+  constexpr int kTrials = 14'300;  // 100 times the budgets' sum, 143.
+  for (int64_t number = 0; number < kTrials; ++number) {
+    const int bracket = HyperbandBracketOf(rule, number);
+    ASSERT_GE(bracket, 0);
+    ASSERT_LT(bracket, 5);
+    ++count[bracket];
+    ASSERT_EQ(HyperbandBracketOf(rule, number), bracket);  // A function of the number.
+  }
+  const std::vector<int> expected = {8100, 3400, 1500, 800, 500};
+  for (size_t b = 0; b < 5; ++b) {
+    EXPECT_NEAR(count[b], expected[b], 4 * std::sqrt(expected[b])) << "bracket " << b;
+  }
+  // Another seed, another assignment.
+  HyperbandRule other = rule;
+  other.seed = 8;
+  int differ = 0;
+  for (int64_t number = 0; number < 100; ++number) {
+    differ += HyperbandBracketOf(rule, number) != HyperbandBracketOf(other, number);
+  }
+  EXPECT_GT(differ, 20);
+}
+
+// A trial numbered so that it falls in `bracket`.
+TrialCurve InBracket(const HyperbandRule& rule, int bracket, TrialCurve curve, int64_t& next) {
+  while (HyperbandBracketOf(rule, next) != bracket) ++next;
+  curve.number = next++;
+  return curve;
+}
+
+TEST(HyperbandTest, ATrialIsJudgedOnlyAgainstItsOwnBracketAndNotAtMaxResource) {
+  // min 1, max 9, eta 3: bracket 0 rungs 1, 3 (9 is the end); bracket 1 rung 3; bracket 2 none.
+  const HyperbandRule rule{.min_resource = 1, .max_resource = 9, .reduction_factor = 3};
+  int64_t next = 0;
+  // Bracket 1 holds a great trial at step 3; bracket 0 only poor ones; bracket 2 one that
+  // beats everything at step 9.
+  const std::vector<TrialCurve> others = {
+      InBracket(rule, 1, Curve({0.9, 0.9, 0.9}, true), next),
+      InBracket(rule, 0, Curve({0.1, 0.1, 0.1}, true), next),
+      InBracket(rule, 0, Curve({0.2, 0.2, 0.2}, true), next),
+      InBracket(rule, 2, Curve({1, 1, 1, 1, 1, 1, 1, 1, 1}, true), next)};
+  // In bracket 0, 0.5 at rung 1 is the best of its bracket: it goes on; at rung 3 too.
+  const TrialCurve zero = InBracket(rule, 0, Curve({0.5}, false), next);
+  EXPECT_FALSE(ShouldStop(rule, true, zero, Pointers(others)));
+  TrialCurve zero_at_3 = zero;
+  zero_at_3.values = Curve({0.5, 0.5, 0.5}, false).values;
+  EXPECT_FALSE(ShouldStop(rule, true, zero_at_3, Pointers(others)));
+  // In bracket 1 the same values lose to the 0.9 at rung 3; step 1 is no rung of bracket 1.
+  TrialCurve one = InBracket(rule, 1, Curve({0.5}, false), next);
+  EXPECT_FALSE(ShouldStop(rule, true, one, Pointers(others)));
+  one.values = zero_at_3.values;
+  EXPECT_TRUE(ShouldStop(rule, true, one, Pointers(others)));
+  // Bracket 2's first rung would be 9, max_resource: never judged, the trial is done there
+  // (it would lose to the other bracket-2 trial there).
+  const TrialCurve two = InBracket(rule, 2, Curve({0, 0, 0, 0, 0, 0, 0, 0, 0}, false), next);
+  EXPECT_FALSE(ShouldStop(rule, true, two, Pointers(others)));
+  // The optimiser learns for trial `two` from the trials of bracket 2 only.
+  const std::optional<std::vector<bool>> learn = LearningFilter(rule, two.number);
+  ASSERT_TRUE(learn.has_value());
+  ASSERT_EQ(learn->size(), static_cast<size_t>(two.number));
+  for (int64_t t = 0; t < two.number; ++t) {
+    EXPECT_EQ((*learn)[t], HyperbandBracketOf(rule, t) == 2) << t;
+  }
+  EXPECT_EQ(LearningFilter(AshaRule{}, two.number), std::nullopt);
+}
+
+TEST(EarlyStoppingTest, WithinReachOfBestComparesWithTheBestCurveAtTheStoppingStep) {
+  const TrialCurve best = Curve({0.5, 0.6, 0.9}, true, 10);
+  EXPECT_TRUE(WithinReachOfBest(true, Curve({0.5, 0.6}, false, 10), best));
+  EXPECT_TRUE(WithinReachOfBest(true, Curve({0.7}, false, 15), best));  // Best showed 0.5.
+  EXPECT_FALSE(WithinReachOfBest(true, Curve({0.5, 0.59}, false, 10), best));
+  EXPECT_FALSE(WithinReachOfBest(false, Curve({0.5, 0.61}, false, 10), best));
+  EXPECT_FALSE(WithinReachOfBest(true, Curve({1.0}, false, 5), best));  // Best showed nothing.
+}
+
 TEST(EarlyStoppingTest, NoRuleNeverStops) {
   EXPECT_FALSE(ShouldStop(std::monostate(), false, Curve({std::nan("")}, false), {}));
 }

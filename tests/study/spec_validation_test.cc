@@ -5,6 +5,7 @@
 
 #include <limits>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
 
@@ -317,7 +318,8 @@ TEST(SpecValidationTest, EarlyStoppingRulesGetDefaultsAndRangeChecks) {
   normalized = NormalizeStudySpec(asha);
   ASSERT_TRUE(normalized.ok());
   EXPECT_EQ(normalized->early_stopping().asha().reduction_factor(), 4);
-  EXPECT_EQ(normalized->early_stopping().asha().min_resource(), 1);
+  // XGBoost's default 100 rounds: 100 / 27 rounded up to the 10-round report interval.
+  EXPECT_EQ(normalized->early_stopping().asha().min_resource(), 10);
 
   auto rejected = [&](const std::function<void(v1::StudySpec&)>& edit, const std::string& field) {
     v1::StudySpec spec = base;
@@ -338,6 +340,73 @@ TEST(SpecValidationTest, EarlyStoppingRulesGetDefaultsAndRangeChecks) {
            "reduction_factor");
   rejected([](auto& s) { s.mutable_early_stopping()->mutable_asha()->set_min_resource(0); },
            "min_resource");
+  rejected([](auto& s) { s.mutable_early_stopping()->mutable_hyperband()->set_min_resource(0); },
+           "early_stopping.hyperband.min_resource");
+  rejected([](auto& s) { s.mutable_early_stopping()->mutable_hyperband()->set_max_resource(5); },
+           "early_stopping.hyperband.max_resource: must be between min_resource (10)");
+  rejected([](auto& s) { s.mutable_early_stopping()->mutable_hyperband()->set_reduction_factor(1); },
+           "early_stopping.hyperband.reduction_factor");
+}
+
+// `asha: {}` and `hyperband: {}` take their resources from how long each trainer trains.
+TEST(SpecValidationTest, EarlyStoppingResourcesAreDerivedFromEachTrainersBudget) {
+  struct Case {
+    std::string spec;
+    int64_t max_resource;
+    int64_t min_resource;
+  };
+  const std::vector<Case> cases = {
+      // XGBoost: num_boost_round fixed; 1000 / 27 = 37.04, up to the 10-round interval.
+      {R"pb(model { kind: XGBOOST fixed { key: "num_boost_round" value { number_value: 1000 } } }
+            dataset { friedman1 { samples: 200 features: 10 } })pb", 1000, 40},
+      // ... or searched: the top of its range.
+      {R"pb(model { kind: XGBOOST } dataset { friedman1 { samples: 200 features: 10 } }
+            parameters { name: "n_estimators" int_range { min: 50 max: 300 } })pb", 300, 20},
+      // ... or the trainer's default of 100 rounds.
+      {R"pb(model { kind: XGBOOST } dataset { friedman1 { samples: 200 features: 10 } })pb",
+       100, 10},
+      // Random Forest: trees, reported every 10.
+      {R"pb(model { kind: RANDOM_FOREST } dataset { friedman1 { samples: 200 features: 10 } }
+            parameters { name: "n_estimators" discrete { values: [ 100, 500 ] } })pb", 500, 20},
+      {R"pb(model { kind: RANDOM_FOREST } dataset { friedman1 { samples: 200 features: 10 } })pb",
+       100, 10},
+      // AutoEncoder: epochs, reported every epoch.
+      {R"pb(model { kind: AUTOENCODER fixed { key: "epochs" value { number_value: 100 } } }
+            dataset { sensors { samples: 1000 } })pb", 100, 4},
+      {R"pb(model { kind: AUTOENCODER } dataset { sensors { samples: 1000 } })pb", 20, 1},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.spec);
+    const std::string parameter = absl::StrContains(c.spec, "AUTOENCODER")
+        ? R"pb(parameters { name: "learning_rate" double_range { min: 0.001 max: 0.1 } })pb"
+        : R"pb(parameters { name: "max_depth" int_range { min: 2 max: 8 } })pb";
+    const v1::StudySpec spec =
+        Parse(absl::StrCat(R"pb(name: "e" max_trials: 3 )pb", c.spec, parameter));
+    v1::StudySpec hyperband = spec;
+    hyperband.mutable_early_stopping()->mutable_hyperband();
+    absl::StatusOr<v1::StudySpec> normalized = NormalizeStudySpec(hyperband);
+    ASSERT_TRUE(normalized.ok()) << normalized.status();
+    EXPECT_EQ(normalized->early_stopping().hyperband().max_resource(), c.max_resource);
+    EXPECT_EQ(normalized->early_stopping().hyperband().min_resource(), c.min_resource);
+    EXPECT_EQ(normalized->early_stopping().hyperband().reduction_factor(), 3);
+    v1::StudySpec asha = spec;
+    asha.mutable_early_stopping()->mutable_asha();
+    normalized = NormalizeStudySpec(asha);
+    ASSERT_TRUE(normalized.ok()) << normalized.status();
+    EXPECT_EQ(normalized->early_stopping().asha().min_resource(), c.min_resource);
+  }
+  // Set resources stay as they are; min_resource follows a max_resource that is set.
+  v1::StudySpec spec = Parse(R"pb(name: "e" max_trials: 3 model { kind: XGBOOST }
+    dataset { friedman1 { samples: 200 features: 10 } }
+    parameters { name: "eta" double_range { min: 0.01 max: 0.3 } }
+    early_stopping { hyperband { max_resource: 2700 } })pb");
+  absl::StatusOr<v1::StudySpec> normalized = NormalizeStudySpec(spec);
+  ASSERT_TRUE(normalized.ok()) << normalized.status();
+  EXPECT_EQ(normalized->early_stopping().hyperband().min_resource(), 100);
+  spec.mutable_early_stopping()->mutable_hyperband()->set_min_resource(7);
+  normalized = NormalizeStudySpec(spec);
+  ASSERT_TRUE(normalized.ok()) << normalized.status();
+  EXPECT_EQ(normalized->early_stopping().hyperband().min_resource(), 7);
 }
 
 TEST(SpecValidationTest, EarlyStoppingNeedsTheObjectiveTrialsStream) {
