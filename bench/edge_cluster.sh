@@ -114,6 +114,9 @@ cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
   for group in "${made_cgroups[@]}"; do
     echo THAWED >"/sys/fs/cgroup/freezer/$group/freezer.state" 2>/dev/null
+    # Lift the board's CPU cap: a process on 8% of a core takes seconds to exit on a busy host
+    # (it must be scheduled to die), and its cgroup cannot be removed until it has.
+    echo -1 >"/sys/fs/cgroup/cpu/$group/cpu.cfs_quota_us" 2>/dev/null
   done
   # Every process of a node, the workers and their trials, wherever it forked to.
   for group in "${made_cgroups[@]}"; do
@@ -127,9 +130,16 @@ cleanup() {
   [[ -n $scheduler_pid ]] && kill "$scheduler_pid" 2>/dev/null && wait "$scheduler_pid" 2>/dev/null
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null; done
   write_usage
+  # A killed process leaves its cgroup only once it has fully exited: try for up to 10 s.
   for ((i = ${#made_cgroups[@]} - 1; i >= 0; i--)); do
     for controller in cpu cpuacct memory freezer; do
-      rmdir "/sys/fs/cgroup/$controller/${made_cgroups[i]}" 2>/dev/null
+      dir="/sys/fs/cgroup/$controller/${made_cgroups[i]}"
+      for _ in $(seq 50); do
+        [[ -d $dir ]] || break
+        rmdir "$dir" 2>/dev/null && break
+        kill -9 $(cat "$dir/cgroup.procs" 2>/dev/null) 2>/dev/null
+        sleep 0.2
+      done
     done
   done
   for ns in "${made_netns[@]}"; do ip netns del "$ns" 2>/dev/null; done  # Their veths go too.

@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 DEADLINE = 60  # seconds for one command to start, register or finish
 PARSE_ONLY = ("kubectl", "helm", "k3s", "sudo", "grpcurl", "apt-get", "podman", "docker",
@@ -55,9 +56,11 @@ PARSE_ONLY = ("kubectl", "helm", "k3s", "sudo", "grpcurl", "apt-get", "podman", 
               "/usr/bin/python3", "build/bin/dispatch_bench", "build/bin/autoencoder_bench",
               "build/bin/scale_bench", "build/bin/early_stopping_bench",
               "build/bin/pruning_bench", "build/bin/recovery_bench", "build/bin/optimizer_", "for ", "done", "ssh",
-              "docs/", "build-asan/", "export ")
+              "docs/", "build-asan/", "export ", "build/bin/importance_bench",
+              "build/bin/conditional_quality_bench", "bench/", "bash tests/browser/run.sh",
+              "DHPT_BIN_DIR=", "cat /tmp/")
 PYTHON = re.compile(r"^(python3|\.venv/bin/\w+) ")
-SERVICES = ("dhpt-scheduler", "dhpt-cpu-worker", "dhpt-gpu-worker")
+SERVICES = ("dhpt-scheduler", "dhpt-cpu-worker", "dhpt-gpu-worker", "dhpt-dashboard")
 FENCE = re.compile(r"^```(\w*)\s*$")
 # A usage line: [optional] parts, A|B choices or a placeholder word in capitals.
 SYNOPSIS = re.compile(r"\[|\||\b(STUDY|FILE|NAME|TRIAL|DIR|ID)\b|=N\b")
@@ -165,6 +168,7 @@ class Run:
     def substitute(self, line):
         subs = [("HOST:50051", self.address), ("localhost:50051", self.address),
                 ("--listen=0.0.0.0:50051", "--listen=127.0.0.1:0"),
+                ("--listen=127.0.0.1:8080", "--listen=127.0.0.1:0"),
                 ("/opt/train/sklearn_gbr.py", self.gbr_path()),
                 ("/path/to/examples/commands/sklearn_gbr.py", self.gbr_path()),
                 ("/path/to/sklearn_gbr.py", self.gbr_path()),
@@ -242,9 +246,14 @@ class Run:
     def run_service(self, where, line):
         before = {worker_id(w) for w in self.workers()}
         # Without --scheduler a worker goes to $DHPT_SCHEDULER: the test's.
+        if "dhpt-dashboard" in line and "--listen" not in line:
+            line += " --listen=127.0.0.1:0"  # not 8080, which another test may hold
         process, log = self.start(line, dict(self.env, DHPT_SCHEDULER=self.address))
         if "dhpt-scheduler" in line:
             ok = self.wait_for_text(log, r"listening on \S+", process) is not None
+        elif "dhpt-dashboard" in line:
+            address = self.wait_for_text(log, r"dashboard at (http://\S+)", process)
+            ok = address is not None and self.dashboard_answers(address)
         else:
             names = re.findall(r"--command='?(\w[\w.-]*)=", line)
             deadline, ok = time.time() + DEADLINE, False
@@ -258,6 +267,14 @@ class Run:
             log.seek(0)
             self.fail(where, line, "did not start (exit status %s): %s" %
                       (process.returncode, log.read()[-2000:]))
+
+    def dashboard_answers(self, address):
+        """The dashboard's studies API answers with the test's scheduler behind it."""
+        try:
+            with urllib.request.urlopen(address + "api/studies", timeout=DEADLINE) as reply:
+                return reply.status == 200
+        except OSError:
+            return False
 
     def run_dhpt(self, where, line):
         long_running = re.search(r"^(build/bin/)?dhpt (local|compare)\b", line)
