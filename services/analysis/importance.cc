@@ -36,6 +36,7 @@ absl::StatusOr<Rows> CollectRows(const StudyData& study, const ImportanceOptions
   ASSIGN_OR_RETURN(const ObjectiveInfo objective, Objective(study, options.objective));
   const bool pruned_too = options.include_pruned && study.objectives.size() == 1;
   std::vector<const TrialData*> usable;
+  int lacking = 0;  // Trials with a value that lack a chosen (conditional) parameter.
   for (const TrialData& trial : study.trials) {
     const bool counted = trial.state == TrialState::kCompleted ||
                          (pruned_too && trial.state == TrialState::kPruned);
@@ -43,7 +44,11 @@ absl::StatusOr<Rows> CollectRows(const StudyData& study, const ImportanceOptions
     if (!std::isfinite(trial.values[options.objective])) continue;
     bool complete = true;
     for (int p : chosen) complete = complete && !std::isnan(trial.params[p]);
-    if (complete) usable.push_back(&trial);
+    if (complete) {
+      usable.push_back(&trial);
+    } else {
+      ++lacking;
+    }
   }
   Rows rows;
   rows.considered = static_cast<int>(usable.size());
@@ -52,6 +57,9 @@ absl::StatusOr<Rows> CollectRows(const StudyData& study, const ImportanceOptions
         "study \"", study.name, "\" has ", usable.size(), " ",
         pruned_too ? "completed or pruned" : "completed",
         " trial(s) with a value of ", objective.metric,
+        lacking == 0 ? "" : absl::StrCat(" and every parameter chosen (", lacking,
+                                         " more lack a conditional one: choose the parameters "
+                                         "of one branch with --params)"),
         "; importance needs at least 2 (run more trials first)"));
   }
   if (static_cast<int>(usable.size()) > limit) {

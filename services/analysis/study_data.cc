@@ -68,7 +68,8 @@ double RawPointValue(const optimizer::ParameterSpec& param, const optimizer::Par
   }
   if (param.kind == optimizer::ParameterKind::kCategorical) return kNaN;
   if (const auto* number = std::get_if<double>(&value)) return *number;
-  return static_cast<double>(std::get<int64_t>(value));
+  if (const auto* number = std::get_if<int64_t>(&value)) return static_cast<double>(*number);
+  return kNaN;  // Inactive (a conditional parameter whose condition did not hold): absent.
 }
 
 }  // namespace

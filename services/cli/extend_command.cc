@@ -3,7 +3,6 @@
 #include <iostream>
 #include <optional>
 
-#include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -11,31 +10,23 @@
 #include "services/cli/study_client.h"
 #include "services/cli/terminal_text.h"
 
-ABSL_FLAG(std::optional<int>, max_trials, std::nullopt,
-          "extend: the study's new max_trials (the trials it has made count towards it)");
-ABSL_FLAG(std::optional<int>, parallel_trials, std::nullopt,
-          "extend: the study's new parallel_trials (0: no limit)");
-ABSL_FLAG(std::optional<std::string>, max_failed_trials, std::nullopt,
-          "extend: the study's new max_failed_trials, or none for no limit");
-ABSL_FLAG(std::optional<std::string>, trial_timeout, std::nullopt,
-          "extend: the study's new trial_timeout (600s, 10m, 1h30m), or none");
-
 namespace dhpt::cli {
 
-absl::StatusOr<v1::UpdateStudyRequest> ExtendRequestFromFlags(const std::string& study) {
+absl::StatusOr<v1::UpdateStudyRequest> ExtendRequest(const std::string& study,
+                                                     const ExtendChanges& changes) {
   v1::UpdateStudyRequest request;
   request.set_name(study);
   v1::StudySpec& spec = *request.mutable_spec();
   auto& paths = *request.mutable_update_mask()->mutable_paths();
-  if (std::optional<int> n = absl::GetFlag(FLAGS_max_trials)) {
+  if (std::optional<int> n = changes.max_trials) {
     spec.set_max_trials(*n);
     paths.Add("max_trials");
   }
-  if (std::optional<int> n = absl::GetFlag(FLAGS_parallel_trials)) {
+  if (std::optional<int> n = changes.parallel_trials) {
     spec.set_parallel_trials(*n);
     paths.Add("parallel_trials");
   }
-  if (std::optional<std::string> text = absl::GetFlag(FLAGS_max_failed_trials)) {
+  if (std::optional<std::string> text = changes.max_failed_trials) {
     int n = 0;
     if (*text != "none") {
       if (!absl::SimpleAtoi(*text, &n)) {
@@ -46,7 +37,7 @@ absl::StatusOr<v1::UpdateStudyRequest> ExtendRequestFromFlags(const std::string&
     }
     paths.Add("max_failed_trials");
   }
-  if (std::optional<std::string> text = absl::GetFlag(FLAGS_trial_timeout)) {
+  if (std::optional<std::string> text = changes.trial_timeout) {
     absl::Duration timeout;
     if (*text != "none") {
       if (!absl::ParseDuration(*text, &timeout) || timeout <= absl::ZeroDuration() ||
@@ -68,8 +59,8 @@ absl::StatusOr<v1::UpdateStudyRequest> ExtendRequestFromFlags(const std::string&
   return request;
 }
 
-int RunExtend(StudyClient& client, const std::string& study) {
-  absl::StatusOr<v1::UpdateStudyRequest> request = ExtendRequestFromFlags(study);
+int RunExtend(StudyClient& client, const std::string& study, const ExtendChanges& changes) {
+  absl::StatusOr<v1::UpdateStudyRequest> request = ExtendRequest(study, changes);
   absl::StatusOr<v1::Study> updated =
       request.ok() ? client.UpdateStudy(*request) : absl::StatusOr<v1::Study>(request.status());
   if (!updated.ok()) {

@@ -2,6 +2,7 @@
 
 // dhpt extend: more trials, or other limits, for a study (UpdateStudy); reopens a finished one.
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -20,11 +21,22 @@ inline constexpr char kExtendHelp[] =
     "algorithm going\non from all of them; a FAILED one only when it failed for "
     "max_failed_trials and the change\nraises it. Durations as 600s, 10m or 1h30m.";
 
-// The request the extend flags make for `study`; INVALID_ARGUMENT when none is given or one
-// does not parse.
-absl::StatusOr<v1::UpdateStudyRequest> ExtendRequestFromFlags(const std::string& study);
+// What `dhpt extend` was given: each limit to change, or nothing for one to keep. The flags
+// live in the dhpt binary's main.cc, not here, so other binaries linking the CLI library (the
+// dashboard) do not inherit them.
+struct ExtendChanges {
+  std::optional<int> max_trials;
+  std::optional<int> parallel_trials;
+  std::optional<std::string> max_failed_trials;  // a number, or "none" for no limit
+  std::optional<std::string> trial_timeout;      // 600s, 10m, 1h30m, or "none"
+};
+
+// The request `changes` make for `study`; INVALID_ARGUMENT when there is none or one does not
+// parse.
+absl::StatusOr<v1::UpdateStudyRequest> ExtendRequest(const std::string& study,
+                                                     const ExtendChanges& changes);
 
 // Runs `dhpt extend STUDY`: prints the study's progress line; returns the exit status.
-int RunExtend(StudyClient& client, const std::string& study);
+int RunExtend(StudyClient& client, const std::string& study, const ExtendChanges& changes);
 
 }  // namespace dhpt::cli

@@ -29,6 +29,13 @@ std::string FindGnuplot() {
 std::string GnuplotEscape(const std::string& text) {
   std::string out;
   for (char c : text) {
+    // gnuplot runs `...` as a shell command anywhere on a line, double-quoted strings included,
+    // before it reads escapes; written as the octal escape \140 a backquote is only shown. A
+    // control character (a newline would start a new command) is written the same way.
+    if (c == '`' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      absl::StrAppendFormat(&out, "\\%03o", static_cast<unsigned char>(c));
+      continue;
+    }
     if (c == '"' || c == '\\') out += '\\';
     if (c == '_') out += "\\\\";
     out += c;

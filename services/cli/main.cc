@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -44,6 +45,14 @@ ABSL_FLAG(std::string, scheduler, "",
           "the scheduler's HOST:PORT (default localhost:50051); compare: run the framework "
           "side on this scheduler instead of a local one");
 ABSL_FLAG(std::string, study, "", "local, compare: the study file (YAML or JSON) to run");
+ABSL_FLAG(std::optional<int>, max_trials, std::nullopt,
+          "extend: the study's new max_trials (the trials it has made count towards it)");
+ABSL_FLAG(std::optional<int>, parallel_trials, std::nullopt,
+          "extend: the study's new parallel_trials (0: no limit)");
+ABSL_FLAG(std::optional<std::string>, max_failed_trials, std::nullopt,
+          "extend: the study's new max_failed_trials, or none for no limit");
+ABSL_FLAG(std::optional<std::string>, trial_timeout, std::nullopt,
+          "extend: the study's new trial_timeout (600s, 10m, 1h30m), or none");
 ABSL_FLAG(std::string, demo, "xgboost",
           "local, compare: the built-in study to run when --study is not set");
 ABSL_FLAG(std::string, early_stopping, "",
@@ -828,7 +837,11 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     std::cout << ProgressLine(*study) << "\n";
     return 0;
   }
-  if (name == "extend") return RunExtend(client, arg);
+  if (name == "extend") {
+    return RunExtend(client, arg,
+                     {absl::GetFlag(FLAGS_max_trials), absl::GetFlag(FLAGS_parallel_trials),
+                      absl::GetFlag(FLAGS_max_failed_trials), absl::GetFlag(FLAGS_trial_timeout)});
+  }
   if (name == "delete") {
     if (absl::Status deleted = client.DeleteStudy(arg, absl::GetFlag(FLAGS_force));
         !deleted.ok()) {

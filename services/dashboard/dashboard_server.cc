@@ -13,6 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include <google/protobuf/stubs/common.h>
+
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -218,6 +221,18 @@ void DashboardServer::State::Routes() {
        {"X-Content-Type-Options", "nosniff"},
        {"Referrer-Policy", "no-referrer"},
        {"Cache-Control", "no-store"}});
+  // A query the scheduler could not read (a name that is not UTF-8 fails protobuf's parse, and
+  // logs an error there per request) is answered here, before it costs the scheduler anything.
+  server.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    for (const auto& [key, value] : req.params) {
+      if (!google::protobuf::internal::IsStructurallyValidUTF8(value) ||
+          !google::protobuf::internal::IsStructurallyValidUTF8(key)) {
+        Fail(res, absl::InvalidArgumentError("a query parameter is not UTF-8 text"));
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   // Every page is the one script-driven page; it reads its path and query (shareable links).
   for (const char* page : {"/", "/study", "/trial", "/workers"}) {
     server.Get(page, [this](const httplib::Request&, httplib::Response& res) {

@@ -230,3 +230,66 @@ TEST(ImportanceTest, AParameterThatNeverVariedIsReportedConstant) {
 
 }  // namespace
 }  // namespace dhpt::analysis
+
+namespace dhpt::analysis {
+namespace {
+
+// A conditional study (issue 33): `depth` is active only when `kind` is b. The scheduler's
+// records hold Inactive for it elsewhere, which once threw (bad_variant_access) in the RPC.
+TEST(ImportanceTest, AConditionalParameterIsAbsentWhereInactiveAndTheAnswerSaysHowToChoose) {
+  v1::StudySpec spec;
+  spec.set_name("cond");
+  spec.mutable_objective()->set_metric("loss");
+  spec.mutable_objective()->set_goal(v1::Objective::MINIMIZE);
+  v1::Parameter* kind = spec.add_parameters();
+  kind->set_name("kind");
+  kind->mutable_categorical()->add_values("a");
+  kind->mutable_categorical()->add_values("b");
+  v1::Parameter* depth = spec.add_parameters();
+  depth->set_name("depth");
+  depth->mutable_int_range()->set_min(1);
+  depth->mutable_int_range()->set_max(9);
+  depth->mutable_condition()->set_parent("kind");
+  depth->mutable_condition()->add_values()->set_string_value("b");
+  std::vector<optimizer::TrialRecord> records;
+  std::vector<int64_t> numbers;
+  for (int t = 0; t < 20; ++t) {
+    optimizer::TrialRecord record;
+    record.status = optimizer::TrialStatus::kCompleted;
+    const bool b = t % 2 == 1;
+    record.point = {std::string(b ? "b" : "a"),
+                    b ? optimizer::ParameterValue(int64_t{1 + t % 9})
+                      : optimizer::ParameterValue(optimizer::Inactive{})};
+    record.value = b ? 1.0 + (t % 9) : 0.5;
+    records.push_back(std::move(record));
+    numbers.push_back(t);
+  }
+  const StudyData study = StudyDataFromRecords(spec, records, numbers);
+  ASSERT_EQ(study.trials.size(), 20u);
+  EXPECT_TRUE(std::isnan(study.trials[0].params[1]));
+  EXPECT_EQ(study.trials[1].params[1], 2);
+
+  // Both parameters: only the 10 trials of branch b have both, and there kind never varies.
+  absl::StatusOr<ImportanceResult> both = ComputeImportances(study, {});
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->trials_used, 10);
+  // The parent alone reads every trial.
+  ImportanceOptions parent;
+  parent.params = {"kind"};
+  absl::StatusOr<ImportanceResult> by_kind = ComputeImportances(study, parent);
+  ASSERT_TRUE(by_kind.ok()) << by_kind.status();
+  EXPECT_EQ(by_kind->trials_used, 20);
+
+  // With too few trials of the branch the answer names the cause and the remedy.
+  StudyData few = study;
+  for (size_t t = 3; t < few.trials.size(); t += 2) few.trials[t].params[1] = std::nan("");
+  const absl::Status status = ComputeImportances(few, {}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(status.message().find("lack a conditional one: choose the parameters of one branch "
+                                  "with --params"),
+            std::string::npos)
+      << status;
+}
+
+}  // namespace
+}  // namespace dhpt::analysis

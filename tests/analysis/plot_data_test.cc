@@ -94,7 +94,9 @@ TEST(PlotDataTest, EveryKindStaysWithinItsLimitsAtAHundredThousandTrials) {
       }
     }
     EXPECT_LE(curves, static_cast<size_t>(kMaxCurvesPerPlot) + 2);
-    if (kind != PlotKind::kImportance) EXPECT_TRUE(plot->downsampled);
+    if (kind != PlotKind::kImportance) {
+      EXPECT_TRUE(plot->downsampled);
+    }
   }
 }
 
