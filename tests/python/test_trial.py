@@ -49,6 +49,14 @@ def test_nan_and_wrong_results_are_refused_and_change_nothing(client):
         study.tell(trial, "high")
     with pytest.raises(dhpt.InvalidArgument, match="finite"):
         trial.report(math.inf, 1)
+    with pytest.raises(dhpt.InvalidArgument, match="not a number"):
+        study.tell(trial, 10**400)  # Too large for a float.
+    with pytest.raises(dhpt.InvalidArgument, match="not a number"):
+        study.tell(trial, 0.5, metrics={"cost": "cheap"})
+    with pytest.raises(dhpt.InvalidArgument, match="integer from 0 to 2\\^63-1"):
+        trial.report(1.0, 2**70)
+    with pytest.raises(dhpt.InvalidArgument, match="FAILED trial takes a reason, not a value"):
+        study.tell(trial, 1.0, state=dhpt.TrialState.FAILED)
     assert study.trials[0].state == dhpt.TrialState.RUNNING
     assert study.tell(trial, 0.25).value == 0.25
     with pytest.raises(dhpt.NotFound):

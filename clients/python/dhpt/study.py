@@ -353,7 +353,12 @@ class Study:
         request = pb.ReportProgressRequest(study=self.name, trial=trial.number,
                                            client_id=trial.client_id, hand_back=hand_back)
         if step is not None:
-            request.step, request.value = int(step), float(value)
+            try:
+                request.step, request.value = int(step), float(value)
+            except (TypeError, ValueError, OverflowError):
+                raise errors.InvalidArgument(
+                    f"report: step {step!r} must be an integer from 0 to 2^63-1 and value "
+                    f"{value!r} a number") from None
         return self._client.call("ReportProgress", request)
 
     def tell(self, trial, value=None, values=None, state=None, metrics=None, reason=None,
@@ -371,12 +376,16 @@ class Study:
             # again) or by the client itself (raise TrialPruned without being told to).
             request.pruned = True
         elif state == TrialState.FAILED:
+            if value is not None or values is not None:
+                # A failed trial has no value; dropping one the caller gave would hide a mistake.
+                raise errors.InvalidArgument(
+                    "tell: a FAILED trial takes a reason, not a value: give one or the other")
             request.infeasible_reason = reason or "failed"
         elif state == TrialState.COMPLETED:
             given = self._metrics(value, values)
-            given.update(metrics or {})
+            given.update(self._numbers("metric", metrics or {}))
             for name, v in given.items():
-                request.metrics[name] = float(v)
+                request.metrics[name] = v
         else:
             raise errors.InvalidArgument(
                 f"tell: state {state.value}: give COMPLETED (the default), FAILED or PRUNED")
@@ -391,12 +400,16 @@ class Study:
         if len(values) != len(names):
             raise errors.InvalidArgument(
                 f"tell: {len(values)} value(s) for {len(names)} objective(s) ({', '.join(names)})")
+        return self._numbers("objective", dict(zip(names, values)))
+
+    @staticmethod
+    def _numbers(what, given):
         out = {}
-        for name, v in zip(names, values):
+        for name, v in given.items():
             try:
                 out[name] = float(v)
-            except (TypeError, ValueError):
-                raise errors.InvalidArgument(f"tell: {name}={v!r} is not a number") from None
+            except (TypeError, ValueError, OverflowError):
+                raise errors.InvalidArgument(f"tell: {what} {name}={v!r} is not a number") from None
         return out
 
     # --- Warm starts ---
