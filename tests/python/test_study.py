@@ -158,3 +158,21 @@ def test_watch_follows_a_study_to_its_end_and_resumes(scheduler, client):
     assert not thread.is_alive()  # Ended with the study.
     assert {(n, dhpt.TrialState.COMPLETED) for n in range(3)} <= set(seen)
     assert positions == sorted(positions)
+
+
+def test_a_conditional_study_keeps_inactive_parameters_absent(client):
+    spec = {"name": "conditional", "model": {"kind": "EXTERNAL"}, "max_trials": 6,
+            "objective": {"metric": "loss", "goal": "MINIMIZE"},
+            "parameters": [
+                {"name": "kind", "categorical": {"values": ["a", "b"]}},
+                {"name": "depth", "int_range": {"min": 1, "max": 9},
+                 "condition": {"parent": "kind", "values": ["b"]}}]}
+    study = dhpt.create_study(spec=spec, client=client)
+    # A point of branch a, given as params reads it back (the inactive depth as None).
+    number = study.enqueue_trial({"kind": "a", "depth": None})
+    trial = study.ask()
+    assert trial.number == number and trial.params.get("depth") is None
+    study.tell(trial, 1.0)
+    with pytest.raises(dhpt.InvalidArgument):
+        study.enqueue_trial({"kind": "a", "depth": 3})  # depth is inactive when kind is a.
+    assert study.add_trials([study.trials[0]]) == (0, 1)  # Already there: skipped, not refused.

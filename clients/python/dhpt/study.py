@@ -417,7 +417,8 @@ class Study:
         """A point to evaluate before the algorithm's own; returns its trial number."""
         request = pb.EnqueueTrialRequest(study=self.name)
         for name, value in params.items():
-            request.params[name].CopyFrom(parameter_value(value))
+            if value is not None:  # None: an inactive (conditional) parameter, absent.
+                request.params[name].CopyFrom(parameter_value(value))
         return self._client.call("EnqueueTrial", request, retry=False).number
 
     def add_trial(self, trial):
@@ -433,7 +434,8 @@ class Study:
                      "state": t.state}
             added = request.trials.add()
             for name, value in t["params"].items():
-                added.params[name].CopyFrom(parameter_value(value))
+                if value is not None:  # An inactive (conditional) parameter, absent.
+                    added.params[name].CopyFrom(parameter_value(value))
             state = TrialState(getattr(t.get("state"), "value", t.get("state") or "COMPLETED"))
             added.state = common_pb.Trial.State.Value(state.value)
             if state == TrialState.COMPLETED:
