@@ -62,14 +62,8 @@ absl::StatusOr<Rows> CollectRows(const StudyData& study, const ImportanceOptions
                                          "of one branch with --params)"),
         "; importance needs at least 2 (run more trials first)"));
   }
-  if (static_cast<int>(usable.size()) > limit) {
-    // A seeded uniform subsample, kept in trial order.
-    std::mt19937_64 generator = SeededGenerator(options.seed, 0x1a7, 0);
-    DeterministicShuffle(usable.begin(), usable.end(), generator);
-    usable.resize(limit);
-    std::sort(usable.begin(), usable.end(),
-              [](const TrialData* a, const TrialData* b) { return a->number < b->number; });
-  }
+  KeepSeededSubsample(usable, limit, options.seed,
+                      [](const TrialData* a, const TrialData* b) { return a->number < b->number; });
   for (const TrialData* trial : usable) {
     std::vector<double>& row = rows.x.emplace_back();
     for (int p : chosen) row.push_back(UnitCoordinate(study.params[p], trial->params[p]));

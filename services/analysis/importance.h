@@ -17,6 +17,7 @@
 // are deterministic given `seed`, and are normalised so that the importances sum to 1.
 // Parameters that never varied are reported with importance 0 and `constant`.
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "services/analysis/study_data.h"
+#include "services/common/random.h"
 
 namespace dhpt::analysis {
 
@@ -34,6 +36,18 @@ enum class Evaluator { kPedAnova, kFanova };
 // limits on one core; docs/benchmarks.md).
 inline constexpr int kMaxPedAnovaTrials = 20'000;
 inline constexpr int kMaxFanovaTrials = 2'000;
+
+// Keeps at most `limit` of `items` (in trial order, as `in_order` sorts them): a seeded uniform
+// subsample. One rule for the scheduler, which subsamples before it copies trials under its
+// lock, and the evaluators, so both keep the same trials for the same seed.
+template <typename T, typename InOrder>
+void KeepSeededSubsample(std::vector<T>& items, size_t limit, uint64_t seed, InOrder in_order) {
+  if (items.size() <= limit) return;
+  std::mt19937_64 generator = SeededGenerator(seed, 0x1a7, 0);
+  DeterministicShuffle(items.begin(), items.end(), generator);
+  items.resize(limit);
+  std::sort(items.begin(), items.end(), in_order);
+}
 // PED-ANOVA: the share of best trials compared with all (Optuna's default) and the grid the
 // densities are compared on.
 inline constexpr double kDefaultTargetQuantile = 0.1;

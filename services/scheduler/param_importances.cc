@@ -1,9 +1,10 @@
 // GetParamImportances: the study's trials, as the optimiser's history holds them, handed to the
 // analysis library (services/analysis/importance.h).
 
+#include <functional>
+
 #include "absl/strings/str_cat.h"
 #include "services/analysis/importance.h"
-#include "services/common/random.h"
 #include "services/common/status_macros.h"
 #include "services/scheduler/scheduler_core_internal.h"
 
@@ -42,12 +43,7 @@ absl::StatusOr<v1::GetParamImportancesResponse> SchedulerCore::GetParamImportanc
       }
     }
     considered = static_cast<int>(eligible.size());
-    if (static_cast<int>(eligible.size()) > limit) {
-      std::mt19937_64 generator = SeededGenerator(options.seed, 0x1a7, 0);
-      DeterministicShuffle(eligible.begin(), eligible.end(), generator);
-      eligible.resize(limit);
-      std::sort(eligible.begin(), eligible.end());
-    }
+    analysis::KeepSeededSubsample(eligible, limit, options.seed, std::less<int64_t>());
     records.reserve(eligible.size());
     for (int64_t number : eligible) records.push_back(study->history[number]);
     numbers = std::move(eligible);
