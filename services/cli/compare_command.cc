@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <thread>
@@ -353,6 +354,27 @@ absl::Status Comparison::RunFramework(const v1::StudySpec& spec, v1::RunReport& 
   absl::Status status = workers.status();
   if (status.ok() && workers->empty()) {
     status = absl::FailedPreconditionError(absl::StrCat("no worker is connected to ", address));
+  }
+  if (status.ok()) {
+    // A row per node from the start, so that a node that runs nothing shows, all idle; its
+    // slots are those of its workers that run the study's model (a Jetson's GPU worker is no
+    // idle slot for a Random Forest study).
+    std::map<std::string, v1::NodeUsage> nodes;
+    for (const v1::Worker& worker : *workers) {
+      const v1::WorkerCapabilities& caps = worker.capabilities();
+      const std::string& name = caps.node_name().empty() ? worker.worker_id() : caps.node_name();
+      v1::NodeUsage& row = nodes[name];
+      row.set_node(name);
+      if (auto board = caps.labels().find("board"); board != caps.labels().end()) {
+        row.set_board(board->second);
+      }
+      if (std::find(caps.models().begin(), caps.models().end(), spec.model().kind()) !=
+          caps.models().end()) {
+        row.set_slots(row.slots() + caps.slots());
+      }
+      row.set_memory_bytes(std::max(row.memory_bytes(), static_cast<double>(caps.memory_bytes())));
+    }
+    for (auto& [name, row] : nodes) *run.add_nodes() = std::move(row);
   }
   if (status.ok() && !cluster) {
     int slots = 0;

@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -92,6 +93,47 @@ std::string Where(const v1::RunReport& run) {
 
 std::string AlgorithmName(const v1::StudySpec& spec) {
   return v1::Algorithm::Name_Name(spec.algorithm().name());
+}
+
+// A row per node: the listing fields of the rows the run came with (its workers at the start,
+// so that a node that ran nothing still shows, all idle), the rest from the trials that ran
+// there. Recomputed from scratch on every call.
+void SummarizeNodes(v1::RunReport& run) {
+  std::map<std::string, v1::NodeUsage> nodes;
+  for (const v1::NodeUsage& listed : run.nodes()) {
+    v1::NodeUsage& row = nodes[listed.node()];
+    row.set_node(listed.node());
+    row.set_board(listed.board());
+    row.set_slots(listed.slots());
+    row.set_memory_bytes(listed.memory_bytes());
+  }
+  std::map<std::string, std::set<std::string>> devices;
+  for (const v1::Trial& trial : run.trials()) {
+    if (!TrialRan(trial) && trial.state() != v1::Trial::PRUNED) continue;
+    const std::string& name = trial.node_name().empty() ? trial.worker_id() : trial.node_name();
+    if (name.empty()) continue;  // Never given to a worker.
+    v1::NodeUsage& row = nodes[name];
+    row.set_node(name);
+    row.set_trials(row.trials() + 1);
+    std::optional<double> wall = MetricOf(trial, kMetricWallSeconds);
+    if (!wall && trial.has_start_time() && trial.has_end_time()) {
+      // A trial that failed before measuring itself: the scheduler's times.
+      wall = google::protobuf::util::TimeUtil::DurationToNanoseconds(trial.end_time() -
+                                                                     trial.start_time()) / 1e9;
+    }
+    row.set_busy_seconds(row.busy_seconds() + wall.value_or(0));
+    row.set_cpu_seconds(row.cpu_seconds() + MetricOf(trial, kMetricCpuSeconds).value_or(0));
+    row.set_peak_rss_bytes(
+        std::max(row.peak_rss_bytes(), MetricOf(trial, kMetricPeakRssBytes).value_or(0)));
+    if (!trial.device().empty()) devices[name].insert(trial.device());
+  }
+  run.clear_nodes();
+  for (auto& [name, row] : nodes) {
+    row.set_devices(absl::StrJoin(devices[name], ","));
+    row.set_idle_seconds(std::max(0.0, run.wall_seconds() * row.slots() - row.busy_seconds()));
+    if (run.wall_seconds() > 0) row.set_cpu_utilization(row.cpu_seconds() / run.wall_seconds());
+    *run.add_nodes() = std::move(row);
+  }
 }
 
 }  // namespace
@@ -179,6 +221,7 @@ void Summarize(const v1::StudySpec& spec, v1::RunReport& run) {
   if (run.wall_seconds() > 0) summary.set_cpu_utilization(summary.cpu_seconds() / run.wall_seconds());
   const int slots = std::max(1, run.workers() * run.slots_per_worker());
   summary.set_overhead_seconds(run.wall_seconds() * slots - summary.trial_seconds_sum());
+  SummarizeNodes(run);
 }
 
 bool SamePoints(const v1::RunReport& a, const v1::RunReport& b) {
@@ -408,6 +451,26 @@ std::string CompareMarkdown(const v1::CompareReport& report,
     }
   }
   absl::StrAppend(&md, processes.RenderMarkdown(), "\n");
+
+  if (report.framework().nodes_size() > 0) {
+    // Which nodes worked and which waited: on unlike boards the fast ones run out of trials.
+    absl::StrAppend(&md, "## Framework nodes\n\n",
+                    "From the trials' own measurements: busy is their wall time, idle the "
+                    "run's wall time times the node's slots less busy.\n\n");
+    TextTable nodes({"node", "board", "devices", "slots", "memory MiB", "trials", "busy s",
+                     "idle s", "busy %", "trial CPU s", "cores busy", "peak MiB"});
+    const double wall = report.framework().wall_seconds();
+    for (const v1::NodeUsage& n : report.framework().nodes()) {
+      const double capacity = wall * n.slots();
+      nodes.Add({n.node(), n.board(), n.devices(), absl::StrCat(n.slots()),
+                 n.memory_bytes() > 0 ? MiB(n.memory_bytes()) : "",
+                 absl::StrCat(n.trials()), Seconds(n.busy_seconds()), Seconds(n.idle_seconds()),
+                 absl::StrFormat("%.0f", capacity > 0 ? 100 * n.busy_seconds() / capacity : 0),
+                 Seconds(n.cpu_seconds()), absl::StrFormat("%.2f", n.cpu_utilization()),
+                 MiB(n.peak_rss_bytes())});
+    }
+    absl::StrAppend(&md, nodes.RenderMarkdown(), "\n");
+  }
 
   absl::StrAppend(&md, "## How the runs were made\n\n",
                   "- The same study, seed and trial budget in both runs; the sequential run is "

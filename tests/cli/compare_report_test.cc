@@ -9,6 +9,7 @@
 namespace dhpt::cli {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -103,6 +104,53 @@ TEST(CompareReportTest, WithoutProcessesTheTrialsMeasurementsStandIn) {
   // The largest trial of each worker, summed over workers.
   EXPECT_DOUBLE_EQ(fw.peak_rss_bytes_sum(), 200 << 20);
   EXPECT_DOUBLE_EQ(fw.peak_rss_bytes_max(), 100 << 20);
+}
+
+// issue 32: a row per node of the framework run, with a listed node that ran nothing all idle
+// and a trial without its own wall time measured by the scheduler's times.
+TEST(CompareReportTest, NodeRowsShowWhichNodesWorkedAndWhichWaited) {
+  v1::CompareReport report = TwoRuns(v1::Algorithm::TPE);
+  v1::RunReport& fw = *report.mutable_framework();
+  fw.mutable_trials(0)->set_node_name("n1");
+  fw.mutable_trials(0)->set_device("cpu");
+  fw.mutable_trials(2)->set_node_name("n1");
+  fw.mutable_trials(2)->mutable_metrics()->erase("wall_seconds");
+  *fw.mutable_trials(2)->mutable_start_time() =
+      google::protobuf::util::TimeUtil::SecondsToTimestamp(100);
+  *fw.mutable_trials(2)->mutable_end_time() =
+      google::protobuf::util::TimeUtil::MillisecondsToTimestamp(101500);
+  fw.mutable_trials(1)->set_node_name("n2");
+  for (const char* name : {"n1", "n2", "n3"}) {
+    v1::NodeUsage& listed = *fw.add_nodes();
+    listed.set_node(name);
+    listed.set_slots(1);
+    listed.set_board(name == std::string("n1") ? "orin" : "pi4");
+    listed.set_memory_bytes(512 << 20);
+  }
+  Conclude(report, /*cores=*/0);
+  Summarize(report.spec(), fw);  // Idempotent: the rows are recomputed, not added to.
+  ASSERT_EQ(fw.nodes_size(), 3);
+  const v1::NodeUsage& n1 = fw.nodes(0);
+  EXPECT_EQ(n1.node(), "n1");
+  EXPECT_EQ(n1.board(), "orin");
+  EXPECT_EQ(n1.devices(), "cpu");
+  EXPECT_EQ(n1.trials(), 2);
+  EXPECT_DOUBLE_EQ(n1.busy_seconds(), 3 + 1.5);
+  EXPECT_DOUBLE_EQ(n1.idle_seconds(), 5 - 4.5);
+  EXPECT_DOUBLE_EQ(n1.cpu_seconds(), 3 + 2);
+  EXPECT_DOUBLE_EQ(n1.cpu_utilization(), 1.0);
+  EXPECT_DOUBLE_EQ(n1.peak_rss_bytes(), 100 << 20);
+  EXPECT_EQ(fw.nodes(1).trials(), 1);
+  EXPECT_DOUBLE_EQ(fw.nodes(1).idle_seconds(), 2);
+  const v1::NodeUsage& n3 = fw.nodes(2);
+  EXPECT_EQ(n3.trials(), 0);
+  EXPECT_DOUBLE_EQ(n3.busy_seconds(), 0);
+  EXPECT_DOUBLE_EQ(n3.idle_seconds(), 5);
+  EXPECT_DOUBLE_EQ(n3.memory_bytes(), 512 << 20);
+  const std::string md = CompareMarkdown(report, {});
+  EXPECT_THAT(md, HasSubstr("## Framework nodes"));
+  EXPECT_THAT(md, ContainsRegex(R"(\| n1 +\| orin +\| cpu +\| +1 \| +512 \| +2 \| +4\.50 \| +0\.50 \| +90 \|)"));
+  EXPECT_THAT(md, ContainsRegex(R"(\| n3 +\| pi4 +\| +\| +1 \| +512 \| +0 \| +0\.00 \| +5\.00 \| +0 \|)"));
 }
 
 TEST(CompareReportTest, WarningsNameWhatMakesTheComparisonUnfair) {
