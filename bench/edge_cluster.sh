@@ -5,13 +5,21 @@
 # profile. Faults can be injected on a schedule. Everything is named with a per-run prefix and
 # removed on exit, also on Ctrl-C or SIGTERM. Needs root, `ip`, `tc` and cgroup v1.
 #
-#   bench/edge_cluster.sh [--nodes=PROFILE[:mem=SIZE],...] [--fault=AT,KIND,NODE[,ARG]]...
+#   bench/edge_cluster.sh [--nodes=PROFILE[:mem=SIZE][:cpu=THOUSANDTHS],...] [--cpu-scale=PERCENT]
+#                         [--fault=AT,KIND,NODE[,ARG]]...
 #                         [--scheduler-flag=FLAG]... [--worker-flag=FLAG]... [--out=DIR]
-#                         [--rate=RATE] [-- COMMAND [ARG...]]
+#                         [--rate=RATE] [--gpu-workers] [--command-board=PROFILE]
+#                         [-- COMMAND [ARG...]]
 #
 # With a COMMAND, it runs in the scheduler's namespace once every worker is connected, with
-# DHPT_SCHEDULER=127.0.0.1:50051 (what `dhpt` reads) and EDGE_OUT=DIR set; the script then
-# cleans up and exits with the command's status. Without one, it runs until interrupted.
+# DHPT_SCHEDULER=127.0.0.1:50051 (what `dhpt` reads), EDGE_OUT=DIR, EDGE_RUN (the run's prefix:
+# its cgroups are dhpt-RUN/NODE under /sys/fs/cgroup/CONTROLLER) and EDGE_NODES (n1:orin,...)
+# set; the script then cleans up and exits with the command's status. Without one, it runs
+# until interrupted. --command-board=PROFILE runs the COMMAND (and what it starts, such as
+# `dhpt compare`'s sequential run) in a cgroup dhpt-RUN/cmd capped like that board.
+# --gpu-workers also starts a dhpt-gpu-worker (worker NODE-gpu, on the CPU here: no CUDA) on
+# each board with a gpu label (orin, nano), as the chart's GPU Deployment would, in the same
+# namespace and cgroups as the board's CPU worker; without it no worker runs AutoEncoders.
 #
 # Nodes are n1, n2, ... in --nodes order (default orin,orin,pi4,pi4,pi4,pi4). Faults, AT seconds
 # after the command starts (or the cluster is up):
@@ -24,21 +32,24 @@
 # DIR/nodes.tsv gets each node's CPU seconds and utilisation of its cap at the end.
 #
 # Board profiles: the share of ONE host core each board gets (cfs quota, in thousandths), and
-# its memory.
-# The speed ratios come from published single-core results, scaled so that an Orin gets 40% of
-# a host core (the host is shared; see docs/benchmarks.md, "Edge cluster in a box"):
-#   orin  Jetson Orin,      Cortex-A78AE  1.00          (8 GiB)
-#   pi5   Raspberry Pi 5,   Cortex-A76    0.70          (8 GiB)
-#   pi4   Raspberry Pi 4 B, Cortex-A72    0.20 (0.23)   (4 GiB)
-#   nano  Jetson Nano,      Cortex-A57    0.19          (4 GiB)
-# Sources: Geekbench 5 single-core results on browser.geekbench.com (roughly: Orin about 1,100
-# at 2.2 GHz on the AGX, Pi 5 about 770 at 2.4 GHz, Pi 4 about 250 at 1.5 GHz, Jetson Nano about
-# 210; the Pi 4's 0.23 is rounded to the fifth issue 32's benchmark asks for), and SysBench single-thread results for the Pi 4 and Pi 5 in
-# Digi-Key's "Raspberry Pi 5 vs. Other Models - CPU Test" (Pi 5 2.5-3x the Pi 4). The figures
-# are as remembered from those pages, which could not be reached when this was written: check
-# them before relying on a ratio (each profile is one line below). One core per node: a trial
-# runs single-threaded here (--threads_per_trial=1), so the ratio of single-core speeds is the
-# ratio of trial times.
+# its memory; NODE:cpu=THOUSANDTHS overrides a node's share, --cpu-scale=PERCENT scales every
+# board's (ratios kept: six boards at full scale ask for 2 host cores). The ratios are
+# single-thread 7-zip MIPS from sbc-bench's sorted results (github.com/ThomasKaiser/sbc-bench,
+# Sorted-Results.md, "7-zip MIPS single-threaded"; stock clocks, arm64), relative to the Orin
+# Nano, which gets 40% of a host core:
+#   orin  Jetson Orin Nano 8GB, Cortex-A78AE 1.51 GHz  2153        1.00  400  (8 GiB)
+#   pi5   Raspberry Pi 5,       Cortex-A76   2.4 GHz   3196-3305   1.51  600  (8 GiB)
+#   pi4   Raspberry Pi 4 B,     Cortex-A72   1.8 GHz   1741-1769   0.81  325  (4 GiB)
+#   nano  Jetson Nano,          Cortex-A57   1.48 GHz  1578        0.73  293  (4 GiB)
+# (A Jetson AGX Orin at 2.2 GHz: 3187, 1.48x the Orin Nano; a Pi 4 at its older 1.5 GHz: 1606-
+# 1661 under 32-bit Raspbian.) Cross-check: SysBench's single-thread CPU test puts the Pi 5 at
+# 1.85x the Pi 4 (2737 and 1478 events/s, leoncode.co.uk "Raspberry Pi CPU Benchmarks"), as
+# 7-zip does (1.86x). No Geekbench or Phoronix single-core figure for the Jetson boards was
+# found; 7-zip is integer code, so the boards' floating-point gap (XGBoost, libtorch) may be
+# wider than these ratios. So one core of these boards differs by at most about 2x (Pi 5 or AGX
+# Orin against a Jetson Nano), not 5x: issue 32's "a fifth of the speed" benchmark sets its slow
+# boards explicitly (pi4:cpu=80). One core per node: a trial runs single-threaded here
+# (--threads_per_trial=1), so the ratio of single-core speeds is the ratio of trial times.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -46,7 +57,7 @@ die() { echo "edge_cluster: $*" >&2; exit 2; }
 
 # --- Profiles: quota in percent of one host core, memory cap, labels as the chart sets them
 # (cpuWorker.labels -> --labels; GPU boards also carry the chart's gpu=orin|nano node label).
-declare -A quota=([orin]=400 [pi5]=280 [pi4]=80 [nano]=76)  # Thousandths of a host core.
+declare -A quota=([orin]=400 [pi5]=600 [pi4]=325 [nano]=293)  # Thousandths of a host core.
 declare -A memory=([orin]=8G [pi4]=4G [nano]=4G [pi5]=8G)
 declare -A labels=([orin]="board=orin,gpu=orin" [pi4]="board=pi4" [nano]="board=nano,gpu=nano"
                    [pi5]="board=pi5")
@@ -56,6 +67,9 @@ faults=()
 scheduler_flags=()
 worker_flags=()
 out=""
+gpu_workers=0
+command_board=""
+cpu_scale=100
 rate=20mbit  # A good Wi-Fi link's throughput; tbf, since netem is not on every kernel.
 command=()
 while (($#)); do
@@ -66,6 +80,9 @@ while (($#)); do
     --worker-flag=*) worker_flags+=("${1#*=}") ;;
     --out=*) out=${1#*=} ;;
     --rate=*) rate=${1#*=} ;;
+    --gpu-workers) gpu_workers=1 ;;
+    --cpu-scale=*) cpu_scale=${1#*=} ;;
+    --command-board=*) command_board=${1#*=} ;;
     --) shift; command=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
@@ -82,7 +99,9 @@ for controller in cpu cpuacct memory freezer; do
   [[ -w /sys/fs/cgroup/$controller/cgroup.procs ]] ||
     skip "needs the cgroup v1 $controller controller at /sys/fs/cgroup/$controller"
 done
-for binary in dhpt-scheduler dhpt-cpu-worker dhpt; do
+binaries=(dhpt-scheduler dhpt-cpu-worker dhpt)
+((gpu_workers)) && binaries+=(dhpt-gpu-worker)
+for binary in "${binaries[@]}"; do
   [[ -x build/bin/$binary ]] || die "build/bin/$binary is missing: cmake --build build --target $binary"
 done
 
@@ -96,14 +115,25 @@ mkdir -p "$out"
 log() { printf '%s %s\n' "$(date -u +%H:%M:%S.%N | cut -c1-12)" "$*" | tee -a "$out/events.log" >&2; }
 
 IFS=, read -r -a specs <<<"$nodes_arg"
-names=() profiles=() caps=()
+[[ $cpu_scale =~ ^[1-9][0-9]*$ ]] || die "--cpu-scale must be a whole percentage, not '$cpu_scale'"
+names=() profiles=() caps=() cpus=()
 for i in "${!specs[@]}"; do
   profile=${specs[i]%%:*}
   [[ -n ${quota[$profile]:-} ]] || die "unknown board profile '$profile' (orin, pi4, nano, pi5)"
-  cap=${memory[$profile]}
-  [[ ${specs[i]} == *:mem=* ]] && cap=${specs[i]#*:mem=}
-  names+=("n$((i + 1))") profiles+=("$profile") caps+=("$cap")
+  cap=${memory[$profile]} cpu=${quota[$profile]}
+  for option in $(tr : ' ' <<<"${specs[i]#"$profile"}"); do
+    case $option in
+      mem=*) cap=${option#mem=} ;;
+      cpu=*) cpu=${option#cpu=} ;;
+      *) die "unknown node option '$option' in '${specs[i]}' (mem=SIZE, cpu=THOUSANDTHS)" ;;
+    esac
+  done
+  [[ $cpu =~ ^[1-9][0-9]*$ ]] || die "cpu= must be thousandths of a host core, not '$cpu'"
+  names+=("n$((i + 1))") profiles+=("$profile") caps+=("$cap") cpus+=($((cpu * cpu_scale / 100)))
 done
+[[ -z $command_board || -n ${quota[$command_board]:-} ]] ||
+  die "unknown board profile '$command_board' for --command-board (orin, pi4, nano, pi5)"
+command_cpu=$(( ${quota[${command_board:-orin}]} * cpu_scale / 100 ))
 
 made_netns=() made_cgroups=() pids=() scheduler_pid="" command_pid=""
 cleanup() {
@@ -162,12 +192,15 @@ write_usage() {
   [[ ${#made_cgroups[@]} -gt 1 ]] || return 0
   local wall
   wall=$(( ($(date +%s%N) - started) / 1000000 ))  # Milliseconds.
-  printf 'node\tprofile\tcpu_seconds\tcap_cores\tutilisation_of_cap\n' >"$out/nodes.tsv"
-  for i in "${!names[@]}"; do
-    local usage
-    usage=$(cat "/sys/fs/cgroup/cpuacct/dhpt-$run/${names[i]}/cpuacct.usage" 2>/dev/null || echo 0)
-    awk -v n="${names[i]}" -v p="${profiles[i]}" -v u="$usage" -v q="${quota[${profiles[i]}]}" -v w="$wall" \
-      'BEGIN { s = u / 1e9; printf "%s\t%s\t%.1f\t%.3f\t%.2f\n", n, p, s, q / 1000, s / (q / 1000 * w / 1000) }' \
+  printf 'node\tprofile\tcpu_seconds\tcap_cores\tutilisation_of_cap\tpeak_memory_mib\n' >"$out/nodes.tsv"
+  local rows=("${names[@]}") kinds=("${profiles[@]}") shares=("${cpus[@]}")
+  [[ -n $command_board ]] && rows+=(cmd) kinds+=("$command_board") shares+=("$command_cpu")
+  for i in "${!rows[@]}"; do
+    local usage peak
+    usage=$(cat "/sys/fs/cgroup/cpuacct/dhpt-$run/${rows[i]}/cpuacct.usage" 2>/dev/null || echo 0)
+    peak=$(cat "/sys/fs/cgroup/memory/dhpt-$run/${rows[i]}/memory.max_usage_in_bytes" 2>/dev/null || echo 0)
+    awk -v n="${rows[i]}" -v p="${kinds[i]}" -v u="$usage" -v q="${shares[i]}" -v w="$wall" -v m="$peak" \
+      'BEGIN { s = u / 1e9; printf "%s\t%s\t%.1f\t%.3f\t%.2f\t%.0f\n", n, p, s, q / 1000, s / (q / 1000 * w / 1000), m / 1048576 }' \
       >>"$out/nodes.tsv"
   done
 }
@@ -198,47 +231,63 @@ for i in "${!names[@]}"; do
   for controller in cpu cpuacct memory freezer; do mkdir "/sys/fs/cgroup/$controller/$group"; done
   made_cgroups+=("$group")
   echo 100000 >"/sys/fs/cgroup/cpu/$group/cpu.cfs_period_us"
-  echo $((quota[${profiles[i]}] * 100)) >"/sys/fs/cgroup/cpu/$group/cpu.cfs_quota_us"
+  echo $((cpus[i] * 100)) >"/sys/fs/cgroup/cpu/$group/cpu.cfs_quota_us"
   echo "${caps[i]}" >"/sys/fs/cgroup/memory/$group/memory.limit_in_bytes"
 done
+if [[ -n $command_board ]]; then
+  # The COMMAND's own board: `dhpt compare`'s sequential run then runs at that board's speed.
+  group=dhpt-$run/cmd
+  for controller in cpu cpuacct memory freezer; do mkdir "/sys/fs/cgroup/$controller/$group"; done
+  made_cgroups+=("$group")
+  echo 100000 >"/sys/fs/cgroup/cpu/$group/cpu.cfs_period_us"
+  echo $((command_cpu * 100)) >"/sys/fs/cgroup/cpu/$group/cpu.cfs_quota_us"
+  echo "${memory[$command_board]}" >"/sys/fs/cgroup/memory/$group/memory.limit_in_bytes"
+fi
 
 # --- The scheduler, in the hub.
 ip netns exec "$hub" build/bin/dhpt-scheduler --listen=0.0.0.0:50051 --db="$out/scheduler.db" \
   "${scheduler_flags[@]}" >"$out/scheduler.log" 2>&1 &
 scheduler_pid=$!
 
-# Node i's worker, restarted when it exits until the node is gone ($out/gone-NODE).
+# Node i's worker (BINARY, worker id NODE[SUFFIX]), restarted when it exits until the node is
+# gone ($out/gone-NODE).
 supervise() {
-  local i=$1 node=${names[$1]} group=dhpt-$run/${names[$1]}
+  local i=$1 binary=$2 suffix=$3 node=${names[$1]} group=dhpt-$run/${names[$1]}
   while [[ ! -e $out/gone-$node ]]; do
     # The shell joins the node's cgroups and then becomes the worker, in the node's namespace.
     # nsenter, not `ip netns exec`, which mounts a fresh /sys and so hides /sys/fs/cgroup: the
     # worker reads its memory cgroup to tell an OOM kill (as in a Kubernetes pod).
     sh -c 'for c in cpu cpuacct memory freezer; do echo $$ >/sys/fs/cgroup/$c/$0/cgroup.procs; done
            exec "$@"' "$group" nsenter --net="/run/netns/dhpt-$run-$node" \
-      "$repo/build/bin/dhpt-cpu-worker" --scheduler="10.77.$((i + 1)).1:50051" \
-      --worker_id="$node" --node_name="$node" --labels="${labels[${profiles[i]}]}" \
-      --slots=1 --threads_per_trial=1 "${worker_flags[@]}" >>"$out/$node.log" 2>&1 || true
+      "$repo/build/bin/$binary" --scheduler="10.77.$((i + 1)).1:50051" \
+      --worker_id="$node$suffix" --node_name="$node" --labels="${labels[${profiles[i]}]}" \
+      --slots=1 --threads_per_trial=1 "${worker_flags[@]}" >>"$out/$node$suffix.log" 2>&1 || true
     [[ -e $out/gone-$node ]] && break
-    log "$node: worker exited; starting it again"
+    log "$node: worker $node$suffix exited; starting it again"
     sleep 1
   done
 }
+expected_workers=${#names[@]}
 for i in "${!names[@]}"; do
-  supervise "$i" &
+  supervise "$i" dhpt-cpu-worker "" &
   pids+=($!)
+  if ((gpu_workers)) && [[ ${labels[${profiles[i]}]} == *gpu=* ]]; then
+    supervise "$i" dhpt-gpu-worker -gpu &
+    pids+=($!)
+    expected_workers=$((expected_workers + 1))
+  fi
 done
 
 # Up when every worker is connected (ready or not, a worker lists itself once connected).
 deadline=$((SECONDS + 120))
 until [[ $(ip netns exec "$hub" build/bin/dhpt workers --json --scheduler=127.0.0.1:50051 2>/dev/null |
-           grep -o '"worker_id"' | wc -l) -ge ${#names[@]} ]]; do
+           grep -o '"worker_id"' | wc -l) -ge $expected_workers ]]; do
   kill -0 "$scheduler_pid" 2>/dev/null || die "the scheduler exited: $(tail -5 "$out/scheduler.log")"
   ((SECONDS < deadline)) || die "not every worker connected in 120 s (logs in $out)"
   sleep 0.5
 done
 for i in "${!names[@]}"; do
-  log "${names[i]}: ${profiles[i]} ($((quota[${profiles[i]}] / 10)).$((quota[${profiles[i]}] % 10))% of a core, ${caps[i]} memory, ${labels[${profiles[i]}]})"
+  log "${names[i]}: ${profiles[i]} ($((cpus[i] / 10)).$((cpus[i] % 10))% of a core, ${caps[i]} memory, ${labels[${profiles[i]}]})"
 done
 log "cluster $run up: scheduler 127.0.0.1:50051 in namespace $hub"
 
@@ -287,7 +336,15 @@ done
 if ((${#command[@]})); then
   # In the background and waited for: a signal to this script is then handled at once (bash
   # runs traps only between foreground commands), and cleanup stops the command.
-  ip netns exec "$hub" env DHPT_SCHEDULER=127.0.0.1:50051 EDGE_OUT="$out" EDGE_RUN="$run" \
+  node_list=""
+  for i in "${!names[@]}"; do node_list+="${node_list:+,}${names[i]}:${profiles[i]}"; done
+  # nsenter, not `ip netns exec`, so that the command sees /sys/fs/cgroup (the boards' counters);
+  # with --command-board the shell joins the board's cgroups first and then becomes the command.
+  cmd_group=""
+  [[ -n $command_board ]] && cmd_group=dhpt-$run/cmd
+  sh -c '[ -z "$0" ] || for c in cpu cpuacct memory freezer; do echo $$ >/sys/fs/cgroup/$c/$0/cgroup.procs; done
+         exec "$@"' "$cmd_group" nsenter --net="/run/netns/$hub" \
+    env DHPT_SCHEDULER=127.0.0.1:50051 EDGE_OUT="$out" EDGE_RUN="$run" EDGE_NODES="$node_list" \
     "${command[@]}" <&0 &  # <&0: keep stdin (an & alone gives /dev/null).
   command_pid=$!
   set +e

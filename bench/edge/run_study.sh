@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs a study file on the emulated edge cluster and reports its makespan and best r2; run by
 # bench/edge_cluster.sh in the scheduler's namespace:
-#   bench/edge_cluster.sh --nodes=orin,orin,pi4,pi4,pi4,pi4 -- bench/edge/run_study.sh bench/edge/xgboost-tpe.yaml
+#   bench/edge_cluster.sh --nodes=orin,orin,pi4:cpu=80,pi4:cpu=80,pi4:cpu=80,pi4:cpu=80 -- \
+#     bench/edge/run_study.sh bench/edge/xgboost-tpe.yaml
 # Per-board CPU use is in the cluster's nodes.tsv once it exits.
 set -eu
 dhpt=build/bin/dhpt
