@@ -377,10 +377,24 @@ absl::Status Comparison::RunFramework(const v1::StudySpec& spec, v1::RunReport& 
     for (auto& [name, row] : nodes) *run.add_nodes() = std::move(row);
   }
   if (status.ok() && !cluster) {
-    int slots = 0;
-    for (const v1::Worker& worker : *workers) slots += worker.capabilities().slots();
-    run.set_workers(static_cast<int>(workers->size()));
-    run.set_slots_per_worker(std::max(1, slots / static_cast<int>(workers->size())));
+    // The workers that can run the study (a cluster's GPU workers take no XGBoost trial);
+    // all of them when none can yet.
+    int slots = 0, able = 0, all_slots = 0;
+    for (const v1::Worker& worker : *workers) {
+      const v1::WorkerCapabilities& caps = worker.capabilities();
+      all_slots += caps.slots();
+      if (std::find(caps.models().begin(), caps.models().end(), spec.model().kind()) !=
+          caps.models().end()) {
+        slots += caps.slots();
+        ++able;
+      }
+    }
+    if (able == 0) {
+      able = static_cast<int>(workers->size());
+      slots = all_slots;
+    }
+    run.set_workers(able);
+    run.set_slots_per_worker(std::max(1, slots / able));
   }
   std::vector<double> cpu_before, cpu_after;
   if (status.ok() && !cancelled()) {

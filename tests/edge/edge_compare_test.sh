@@ -39,6 +39,11 @@ report = json.load(open(f"{out}/edge-tiny/report.json"))
 rows = {n["node"]: n for n in report["framework"].get("nodes", [])}
 if {k: v.get("board") for k, v in rows.items()} != {"n1": "orin", "n2": "pi4", "n3": "nano"}:
     problems.append(f"report.json's framework nodes are not one per board: {rows}")
+# Five workers (the orin's and the nano's GPU workers too), of which three run XGBoost: the
+# framework run's slots are those three.
+if report["framework"].get("workers") != 3:
+    problems.append(f"the framework run counts {report['framework'].get('workers')} workers, "
+                    "not the 3 that run XGBoost")
 for name, run in (("sequential", report["sequential"]), ("framework", report["framework"])):
     done = run.get("summary", {}).get("trials_completed", 0)
     if done != 6:
