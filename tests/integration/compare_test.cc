@@ -153,6 +153,12 @@ max_trials: 16
   EXPECT_THAT(md, HasSubstr("| wall time (s)"));
   EXPECT_THAT(md, HasSubstr("![best_so_far.svg](best_so_far.svg)"));
   EXPECT_THAT(md, HasSubstr("Both runs tried the same set of parameter points"));
+  // Both local workers are on this machine: one node row, with their slots and every trial.
+  ASSERT_EQ(report.framework().nodes_size(), 1);
+  EXPECT_EQ(report.framework().nodes(0).slots(), 2);
+  EXPECT_EQ(report.framework().nodes(0).trials(), 16);
+  EXPECT_GT(report.framework().nodes(0).busy_seconds(), 0);
+  EXPECT_THAT(md, HasSubstr("## Framework nodes"));
   // The spec both runs ran is kept, with its defaults.
   EXPECT_THAT(ReadFile(out / "spec.json"), HasSubstr("\"max_attempts\""));
 }
