@@ -10,13 +10,13 @@
 # Defaults: boards orin,orin,pi4,pi4,nano,nano at half their profile's CPU share (--cpu-scale=
 # 50: the six then ask for one host core, which a shared 2-core host can give); the sequential
 # run on an orin (the fastest board: the framework must beat the best single board), at the
-# same scale; the studies bench/edge/compare-
-# {random-forest,xgboost,autoencoder}.yaml; DIR /tmp/dhpt-edge-compare. The boards with a GPU
-# label (orin, nano) also run a dhpt-gpu-worker, which trains AutoEncoders on the CPU here.
-# Writes DIR/NAME/ (dhpt compare's report.md, report.json, plots, and samples.tsv: each board's
-# cgroup CPU counter every 0.5 s) per study, and DIR/edge-compare.md and .json (every study's
-# times and a row per board; bench/edge/compare_report.py). The cluster's own logs are in
-# DIR/cluster.
+# same scale; the studies bench/edge/compare-{random-forest,xgboost,autoencoder}.yaml (small:
+# seconds a trial); DIR /tmp/dhpt-edge-compare. The boards with a GPU label (orin, nano) also
+# run a dhpt-gpu-worker, which trains AutoEncoders on the CPU here (their trials say device
+# cpu). Writes DIR/NAME/ per study (dhpt compare's report.md, report.json and plots; samples.tsv,
+# each board's cgroup CPU counter every 0.5 s; memory.tsv, each board's peak memory), and
+# DIR/edge-compare.md and .json (every study's times and a row per board; bench/edge/
+# compare_report.py). The cluster's own logs are in DIR/cluster.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
