@@ -129,7 +129,9 @@ for i in "${!specs[@]}"; do
     esac
   done
   [[ $cpu =~ ^[1-9][0-9]*$ ]] || die "cpu= must be thousandths of a host core, not '$cpu'"
-  names+=("n$((i + 1))") profiles+=("$profile") caps+=("$cap") cpus+=($((cpu * cpu_scale / 100)))
+  cpu=$((cpu * cpu_scale / 100))
+  ((cpu >= 10)) || die "node ${specs[i]} would get ${cpu}/1000 of a core; the kernel's least is 10"
+  names+=("n$((i + 1))") profiles+=("$profile") caps+=("$cap") cpus+=("$cpu")
 done
 [[ -z $command_board || -n ${quota[$command_board]:-} ]] ||
   die "unknown board profile '$command_board' for --command-board (orin, pi4, nano, pi5)"
