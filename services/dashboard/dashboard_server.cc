@@ -25,6 +25,7 @@
 #include "services/cli/study_client.h"
 #include "services/common/logging.h"
 #include "services/dashboard/assets.h"
+#include "services/dashboard/http_server.h"
 #include "services/dashboard/page_data.h"
 
 namespace dhpt::dashboard {
@@ -163,7 +164,7 @@ class EventStream {
 
 struct DashboardServer::State {
   explicit State(const DashboardOptions& options)
-      : options(options), client(options.scheduler, options.security) {}
+      : options(options), client(options.scheduler, options.security), server(options.connections) {}
 
   void Routes();
   void ServeAsset(const std::string& path, httplib::Response& res) const;
@@ -180,7 +181,7 @@ struct DashboardServer::State {
 
   const DashboardOptions options;
   cli::StudyClient client;  // Unary calls only (a Watch would need its own).
-  httplib::Server server;
+  GuardedServer server;
   int port = 0;
   std::thread thread;
   std::atomic<int> streams{0};
@@ -611,9 +612,6 @@ void DashboardServer::State::Events(const httplib::Request& req, httplib::Respon
 absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
     const DashboardOptions& options, const std::string& host, int port) {
   auto state = std::make_unique<State>(options);
-  // One thread per open event stream, and a few for everything else.
-  const size_t threads = static_cast<size_t>(options.max_event_streams) + 8;
-  state->server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   state->Routes();
   if (port == 0) {
     state->port = state->server.bind_to_any_port(host);
@@ -626,6 +624,7 @@ absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
     return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port,
                                                " (in use, or not an address of this machine)"));
   }
+  state->server.WidenBacklog();
   State* raw = state.get();
   state->thread = std::thread([raw] { raw->server.listen_after_bind(); });
   state->warm_up = std::thread([raw] { raw->WarmUp(); });
