@@ -25,6 +25,7 @@
 #include "services/cli/study_client.h"
 #include "services/common/logging.h"
 #include "services/dashboard/assets.h"
+#include "services/dashboard/http_server.h"
 #include "services/dashboard/page_data.h"
 
 namespace dhpt::dashboard {
@@ -36,9 +37,10 @@ constexpr int kScanPageSize = 10000;
 // A trial looked up by number: pages this large are skipped through without curves, and the
 // one holding it is asked for again with them (its earlier trials' curves come too).
 constexpr int kTrialSeekPageSize = 2000;
-// The history is read in pages this small, so that what is read again each time (the page of
-// the first unfinished trial onwards, at least the last page) stays small.
-constexpr int kHistoryPageSize = 1000;
+// The history is read in pages of this many trials, each with its values only (values_only),
+// so that a page is cheap to read again: each time the history is asked for, the page of its
+// first unfinished trial onwards (at least the last page) is.
+constexpr int kHistoryPageSize = 10000;
 // Studies whose history is kept between page loads (two series of kHistoryBuckets each).
 constexpr size_t kHistoryCacheStudies = 64;
 // Studies up to this many trials get their intermediate values read for the plots (100 trials
@@ -163,7 +165,7 @@ class EventStream {
 
 struct DashboardServer::State {
   explicit State(const DashboardOptions& options)
-      : options(options), client(options.scheduler, options.security) {}
+      : options(options), client(options.scheduler, options.security), server(options.connections) {}
 
   void Routes();
   void ServeAsset(const std::string& path, httplib::Response& res) const;
@@ -180,7 +182,7 @@ struct DashboardServer::State {
 
   const DashboardOptions options;
   cli::StudyClient client;  // Unary calls only (a Watch would need its own).
-  httplib::Server server;
+  GuardedServer server;
   int port = 0;
   std::thread thread;
   std::atomic<int> streams{0};
@@ -304,6 +306,9 @@ absl::StatusOr<HistorySeries> DashboardServer::State::HistoryOf(const std::strin
   v1::ListTrialsRequest request;
   request.set_study(study);
   request.set_page_size(kHistoryPageSize);
+  // The series reads only numbers, states and objective values; a full listing of 100,000
+  // trials cost seconds, in parsing and copying parameters and metrics on both sides.
+  request.set_values_only(true);
   {
     absl::MutexLock lock(&history_mutex);
     auto it = history_cache.find(study);
@@ -374,7 +379,9 @@ void DashboardServer::State::Plots(const std::string& study, httplib::Response& 
       improves = !best || (maximize ? value > *best : value < *best);
       if (improves) best = value;
     }
-    return improves || seen++ % stride == 0;
+    // Every trial counts in `seen` (an improving one too: the count is what the page shows).
+    const bool sampled = seen++ % stride == 0;
+    return improves || sampled;
   };
   analysis::StudyData data;
   std::optional<v1::Trial> anchor;  // Times are seconds since the earliest trial's creation.
@@ -611,9 +618,6 @@ void DashboardServer::State::Events(const httplib::Request& req, httplib::Respon
 absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
     const DashboardOptions& options, const std::string& host, int port) {
   auto state = std::make_unique<State>(options);
-  // One thread per open event stream, and a few for everything else.
-  const size_t threads = static_cast<size_t>(options.max_event_streams) + 8;
-  state->server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   state->Routes();
   if (port == 0) {
     state->port = state->server.bind_to_any_port(host);
@@ -626,6 +630,7 @@ absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(
     return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port,
                                                " (in use, or not an address of this machine)"));
   }
+  state->server.WidenBacklog();
   State* raw = state.get();
   state->thread = std::thread([raw] { raw->server.listen_after_bind(); });
   state->warm_up = std::thread([raw] { raw->WarmUp(); });

@@ -23,6 +23,28 @@ inline constexpr absl::Duration kEventStreamKeepalive = absl::Seconds(10);
 // Events waiting for a browser that reads slowly; past this its stream is closed and the
 // browser reconnects after the last event it saw (Last-Event-ID), so none is lost.
 inline constexpr size_t kMaxQueuedEvents = 5000;
+// Connections served at once (--max_connections); half of them at most from one address.
+inline constexpr int kDefaultMaxConnections = 128;
+// A request must arrive whole (line, headers, body) within this of its first byte: a client
+// sending a byte at a time holds a connection this long, not for ever.
+inline constexpr absl::Duration kRequestTimeout = absl::Seconds(10);
+// A kept-alive connection with no next request is closed after this.
+inline constexpr absl::Duration kIdleConnectionTimeout = absl::Seconds(5);
+
+// What one client may hold of the HTTP server (see http_server.h): cpp-httplib serves each
+// connection on one thread, so these keep a client that sends slowly, or opens many
+// connections, from holding every thread.
+struct ConnectionLimits {
+  // Connections served at once, open event streams among them; more are answered 503 at once.
+  int max_connections = kDefaultMaxConnections;
+  // Connections one client address may hold at once (a browser opens at most 6 to a host).
+  // Every client behind a proxy or a port-forward is one address: they share this.
+  int max_per_client = kDefaultMaxConnections / 2;
+  // A request's line, headers and body must all arrive within this of its first byte.
+  absl::Duration request_timeout = kRequestTimeout;
+  // How long a kept-alive connection waits for its next request.
+  absl::Duration idle_timeout = kIdleConnectionTimeout;
+};
 
 struct DashboardOptions {
   std::string scheduler;  // HOST:PORT
@@ -32,6 +54,7 @@ struct DashboardOptions {
   bool allow_stop = false;
   int max_event_streams = kDefaultMaxEventStreams;
   absl::Duration keepalive = kEventStreamKeepalive;
+  ConnectionLimits connections;
 };
 
 class DashboardServer {

@@ -26,6 +26,9 @@ ABSL_FLAG(bool, allow_stop, false,
           "offer a Stop button on study pages (asks first); off, the dashboard only reads");
 ABSL_FLAG(int, max_event_streams, dhpt::dashboard::kDefaultMaxEventStreams,
           "study pages open at once with live updates; more are refused until one closes");
+ABSL_FLAG(int, max_connections, dhpt::dashboard::kDefaultMaxConnections,
+          "HTTP connections served at once (live pages among them), half of them at most from "
+          "one address; more are answered 503 at once");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -39,7 +42,7 @@ int main(int argc, char** argv) {
   };
   usage.contains_help_flags = usage.contains_helpshort_flags;
   absl::SetFlagsUsageConfig(usage);
-  dhpt::ApplyEnvironmentToFlags({"scheduler", "listen", "allow_stop", "max_event_streams"});
+  dhpt::ApplyEnvironmentToFlags({"scheduler", "listen", "allow_stop", "max_event_streams", "max_connections"});
   dhpt::ApplyEnvironmentToFlags(dhpt::ClientSecurityFlagNames());
   dhpt::ParseFlagsOnly("dhpt-dashboard", argc, argv);
   dhpt::BlockTerminationSignals();
@@ -62,6 +65,16 @@ int main(int argc, char** argv) {
   options.max_event_streams = absl::GetFlag(FLAGS_max_event_streams);
   if (options.max_event_streams < 1 || options.max_event_streams > 1024) {
     std::fprintf(stderr, "dhpt-dashboard: --max_event_streams must be between 1 and 1024\n");
+    return 2;
+  }
+  options.connections.max_connections = absl::GetFlag(FLAGS_max_connections);
+  options.connections.max_per_client = options.connections.max_connections / 2;
+  // Every live page holds a connection; a page also needs a few for its other requests.
+  if (options.connections.max_connections < options.max_event_streams + 8 ||
+      options.connections.max_connections > 4096) {
+    std::fprintf(stderr,
+                 "dhpt-dashboard: --max_connections must be at least --max_event_streams + 8 "
+                 "and at most 4096\n");
     return 2;
   }
   absl::StatusOr<dhpt::ChannelSecurity> security =

@@ -393,8 +393,8 @@ absl::Status SchedulerCore::DeleteStudy(absl::string_view name, bool force) {
 }
 
 absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
-    absl::string_view name, v1::Trial::State only, int page_size,
-    absl::string_view page_token) const {
+    absl::string_view name, v1::Trial::State only, int page_size, absl::string_view page_token,
+    bool values_only) const {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultTrialPageSize, kMaxTrialPageSize));
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
@@ -415,7 +415,8 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
     }
     const TrialEntry& trial = trials_.at(study->trial_ids[number]);
     if (only == v1::Trial::STATE_UNSPECIFIED || trial.trial.state() == only) {
-      bytes += page.items.emplace_back(FullTrialLocked(trial)).ByteSizeLong();
+      bytes += page.items.emplace_back(values_only ? ValuesOnlyLocked(trial) : FullTrialLocked(trial))
+                   .ByteSizeLong();
     }
   }
   page.lease = reply_budget_.Take(bytes);
@@ -1039,6 +1040,21 @@ void SchedulerCore::CompactLocked(TrialEntry& entry) {
   slim.set_constraint_violation(full.constraint_violation());
   entry.finished = full.SerializeAsString();
   entry.trial = std::move(slim);
+}
+
+v1::Trial SchedulerCore::ValuesOnlyLocked(const TrialEntry& entry) const {
+  // What CompactLocked keeps in memory serves a single objective without parsing the rest; a
+  // finished trial of several objectives has its values only in the stored bytes.
+  const bool parse = !entry.finished.empty() && !entry.trial.has_objective_value() &&
+                     entry.trial.state() == v1::Trial::COMPLETED;
+  const v1::Trial full = parse ? FullTrialLocked(entry) : v1::Trial();
+  const v1::Trial& from = parse ? full : entry.trial;
+  v1::Trial values;
+  values.set_number(from.number());
+  values.set_state(from.state());
+  if (from.has_objective_value()) values.set_objective_value(from.objective_value());
+  *values.mutable_objective_values() = from.objective_values();
+  return values;
 }
 
 v1::Trial SchedulerCore::FullTrialLocked(const TrialEntry& entry) const {

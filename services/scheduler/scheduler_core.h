@@ -200,9 +200,10 @@ class SchedulerCore {
   // (update_study.cc).
   absl::StatusOr<v1::Study> UpdateStudy(const v1::UpdateStudyRequest& request);
   // One page of the study's trials in number order; `only` filters by state unless unset.
+  // values_only: each trial with its number, state and objective value(s) only.
   absl::StatusOr<ListPage<v1::Trial>> ListTrials(absl::string_view study, v1::Trial::State only,
-                                                 int page_size,
-                                                 absl::string_view page_token) const;
+                                                 int page_size, absl::string_view page_token,
+                                                 bool values_only = false) const;
   absl::StatusOr<v1::Trial> GetBestTrial(absl::string_view study) const;
   // One page of the non-dominated feasible completed trials in number order, with the whole
   // front's hypervolume (one objective: the best trial, if feasible).
@@ -490,6 +491,8 @@ class SchedulerCore {
   void CompactLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The whole trial, compacted or not.
   v1::Trial FullTrialLocked(const TrialEntry& trial) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // ListTrials' values_only form of a trial.
+  v1::Trial ValuesOnlyLocked(const TrialEntry& trial) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   WriteSequence SaveStudyLocked(const StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   v1::Study BuildStudyLocked(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Watch fan-out (watch.cc). A change of the trial (or the study's summary) takes the next

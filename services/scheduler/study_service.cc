@@ -137,9 +137,13 @@ grpc::ServerUnaryReactor* StudyServiceImpl::ListTrials(grpc::CallbackServerConte
                                      ? kMaxCurvePageSize
                                      : std::min(request->page_size(), kMaxCurvePageSize))
                               : request->page_size();
+    if (request->values_only() && request->intermediate_values()) {
+      return absl::InvalidArgumentError(
+          "values_only lists no more than each trial's values; ask for intermediate_values without it");
+    }
     ASSIGN_OR_RETURN(ListPage<v1::Trial> page,
                      core_->ListTrials(request->study(), request->state(), page_size,
-                                       request->page_token()));
+                                       request->page_token(), request->values_only()));
     lease = std::move(page.lease);
     v1::ListTrialsResponse out;
     if (request->intermediate_values() && !page.items.empty()) {

@@ -199,6 +199,10 @@ test('a study named <script>alert(1)</script> is refused by the scheduler and sh
 test('a trial that completes shows within a second, without reloading', async () => {
   const page = await open('/study?name=known-study');
   await page.waitForFunction(() => document.getElementById('live').textContent === '● live');
+  await page.waitForSelector('#plots[data-ready]', {timeout: 20000});
+  const trialsPlotted = Number(await page.$eval('#plots', (p) => p.dataset.trials));
+  const xSlice = '.plot-box[data-kind="slice"] svg circle';
+  const sliceMarks = await page.$$eval(xSlice, (c) => c.length);
   const number = await ask();
   await page.waitForSelector(`tr[data-number="${number}"]`, {timeout: 5000});
   await tell(number, 'loss=1.25');
@@ -210,6 +214,11 @@ test('a trial that completes shows within a second, without reloading', async ()
   assert.ok(elapsed < 1000, `${elapsed} ms`);
   assert.equal(await page.$eval('#summary-completed', (n) => n.textContent), '6');
   assert.equal(await page.$$eval('#history-plot circle', (c) => c.length), 6);
+  // The other plots follow from the same events, throttled to one read a second: the new
+  // trial is in the slice plots (x and kind) within a few seconds.
+  await page.waitForFunction((n) => document.getElementById('plots').dataset.trials === String(n),
+                             {timeout: 5000}, trialsPlotted + 1);
+  assert.equal(await page.$$eval(xSlice, (c) => c.length), sliceMarks + 2);
   assert.deepEqual(problemsOf(page), []);
   await page.close();
 });

@@ -1106,6 +1106,32 @@ TEST_F(SchedulerCoreTest, ListsComeInPagesThatFollowOnExactly) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// values_only (the dashboard's history of a whole study): the same trials and values as the
+// full listing, without the parameters, metrics and attempts a finished trial is read back for.
+TEST_F(SchedulerCoreTest, ListTrialsValuesOnlyKeepsNumbersStatesAndValuesOnly) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 8)).ok());
+  RecordingChannel& channel = NewChannel();
+  const uint64_t session = Connect(channel, Hello("w", 1));
+  for (int i = 0; i < 5; ++i) core_->HandleResult(session, Completed(channel.Assigns().back(), 10 - i));
+  absl::StatusOr<ListPage<v1::Trial>> full = core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED, 100, "");
+  absl::StatusOr<ListPage<v1::Trial>> values =
+      core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED, 100, "", /*values_only=*/true);
+  ASSERT_TRUE(full.ok() && values.ok());
+  ASSERT_EQ(values->items.size(), full->items.size());
+  ASSERT_GE(full->items.size(), 6u);  // 5 completed and one running.
+  for (size_t i = 0; i < full->items.size(); ++i) {
+    const v1::Trial& a = full->items[i];
+    const v1::Trial& b = values->items[i];
+    EXPECT_EQ(b.number(), a.number());
+    EXPECT_EQ(b.state(), a.state());
+    EXPECT_EQ(b.has_objective_value(), a.has_objective_value());
+    EXPECT_EQ(b.objective_value(), a.objective_value());
+    if (a.state() == v1::Trial::COMPLETED) EXPECT_FALSE(a.params().empty());
+    EXPECT_TRUE(b.params().empty() && b.metrics().empty() && b.attempts().empty()) << b.DebugString();
+    EXPECT_LT(b.ByteSizeLong() * 3, a.ByteSizeLong());
+  }
+}
+
 v1::TrialProgress Progress(const v1::Assign& assign, int64_t step, double value) {
   v1::TrialProgress progress;
   progress.set_trial_id(assign.trial_id());

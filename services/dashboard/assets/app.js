@@ -337,17 +337,9 @@ async function studyPage(name) {
     .catch((error) => showError(plotPanel, error));
   await Promise.all([table.load(), historyLoad]);
   main.dataset.ready = 'true';
-  // The other plots read the whole study: after the page is usable, once (a reload redraws).
-  getJson(`/api/plots?${new URLSearchParams({study: name})}`)
-    .then((answer) => {
-      plots.replaceChildren(...answer.plots.map(plotNode));
-      if (answer.drawn_from < answer.trials) {
-        plots.prepend(el('p', {class: 'muted', id: 'plots-sampled',
-          text: `Drawn from ${answer.drawn_from} of the ${answer.trials} trials: evenly spread, and every one that improved on the best.`}));
-      }
-      plots.dataset.ready = 'true';
-    })
-    .catch((error) => showError(plots, error));
+  // The other plots read the whole study: after the page is usable, then again when trials
+  // finish (see refreshPlots).
+  const refreshPlots = plotRefresher(name, plots);
 
   // Live: the scheduler's WatchStudy, relayed as server-sent events. The browser reconnects
   // by itself after a drop, sending the last event id, and the dashboard resumes from there.
@@ -371,6 +363,7 @@ async function studyPage(name) {
     }
     if (event.trial) {
       table.update(event.trial);
+      if (FINISHED.includes(event.trial.state)) refreshPlots();
       const value = objectiveOf(event.trial);
       if (history && value !== null && Number.isFinite(value)) {
         addToHistory(history, event.trial.number, value);
@@ -387,6 +380,46 @@ async function studyPage(name) {
     events.close();
     liveBadge.textContent = `live updates stopped: ${JSON.parse(message.data).error}`;
   });
+}
+
+const FINISHED = ['COMPLETED', 'PRUNED', 'FAILED', 'CANCELLED'];
+// Plots are read again at most once a second (PLOTS_REFRESH_MS) as trials finish, one read at
+// a time, and never sooner after a read than twice what it took: each read goes through the
+// whole study (seconds at 100,000 trials), so a large busy study redraws less often instead
+// of keeping the dashboard and the scheduler reading it. Returns the function that asks.
+const PLOTS_REFRESH_MS = 1000;
+function plotRefresher(name, plots) {
+  let inFlight = false, wanted = false, timer = null, nextAllowed = 0;
+  const load = () => {
+    timer = null;
+    inFlight = true;
+    wanted = false;
+    const began = performance.now();
+    getJson(`/api/plots?${new URLSearchParams({study: name})}`)
+      .then((answer) => {
+        plots.replaceChildren(...answer.plots.map(plotNode));
+        if (answer.drawn_from < answer.trials) {
+          plots.prepend(el('p', {class: 'muted', id: 'plots-sampled',
+            text: `Drawn from ${answer.drawn_from} of the ${answer.trials} trials: evenly spread, and every one that improved on the best.`}));
+        }
+        plots.dataset.trials = String(answer.trials);
+        plots.dataset.ready = 'true';
+      })
+      .catch((error) => showError(plots, error))
+      .finally(() => {
+        const now = performance.now();
+        nextAllowed = now + Math.max(PLOTS_REFRESH_MS, 2 * (now - began));
+        inFlight = false;
+        if (wanted) ask();
+      });
+  };
+  const ask = () => {
+    if (inFlight) { wanted = true; return; }
+    if (timer !== null) return;
+    timer = setTimeout(load, Math.max(0, nextAllowed - performance.now()));
+  };
+  ask();
+  return ask;
 }
 
 function stopButton(name) {

@@ -1,0 +1,188 @@
+#include "services/dashboard/http_server.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "services/dashboard/page_data.h"
+
+namespace dhpt::dashboard {
+namespace {
+
+// Threads beyond max_connections: never held by a served connection, so a connection past a
+// limit is refused at once rather than queued behind the ones being served.
+constexpr int kSpareThreads = 8;
+// A refused client's request is read and dropped for at most this long before the socket
+// closes, so that the close does not reset the connection before the client reads the 503.
+constexpr absl::Duration kRefusalDrain = absl::Milliseconds(200);
+// Connections waiting to be accepted.
+constexpr int kListenBacklog = 128;
+// How often a connection waiting for its next request checks whether the server stops.
+constexpr absl::Duration kIdleSlice = absl::Milliseconds(100);
+
+// Rounded up, so that a wait that times out has reached its deadline.
+int Millis(absl::Duration d) {
+  return static_cast<int>(
+      std::max<int64_t>(0, absl::ToInt64Milliseconds(absl::Ceil(d, absl::Milliseconds(1)))));
+}
+
+// Waits until sock is ready for events or the time is up; true when ready (or closed).
+bool Wait(socket_t sock, short events, absl::Duration timeout) {
+  pollfd fd{sock, events, 0};
+  while (true) {
+    const int ready = poll(&fd, 1, Millis(timeout));
+    if (ready < 0 && errno == EINTR) continue;
+    return ready > 0;
+  }
+}
+
+void AddressOf(const sockaddr_storage& addr, socklen_t len, std::string& ip, int& port) {
+  char host[NI_MAXHOST] = "", service[NI_MAXSERV] = "";
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host, sizeof(host), service,
+                  sizeof(service), NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
+    ip = host;
+    port = atoi(service);
+  }
+}
+
+// A connection's socket as cpp-httplib reads and writes it, with a deadline on the reads of
+// each request on top of the per-read timeout (which alone a client beats by sending a byte
+// before each read times out).
+class DeadlineStream : public httplib::Stream {
+ public:
+  DeadlineStream(socket_t sock, absl::Duration read_timeout, absl::Duration write_timeout)
+      : sock_(sock), read_timeout_(read_timeout), write_timeout_(write_timeout) {}
+
+  void set_deadline(absl::Time deadline) { deadline_ = deadline; }
+  // Whether a read was refused because the request took too long.
+  bool expired() const { return expired_; }
+
+  bool is_readable() const override { return Wait(sock_, POLLIN, ReadWait()); }
+  bool is_writable() const override { return Wait(sock_, POLLOUT, write_timeout_); }
+  ssize_t read(char* ptr, size_t size) override {
+    if (ReadWait() <= absl::ZeroDuration()) {
+      expired_ = true;
+      return -1;
+    }
+    if (!is_readable()) {
+      expired_ = absl::Now() >= deadline_;
+      return -1;
+    }
+    ssize_t n;
+    do {
+      n = recv(sock_, ptr, size, 0);
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!is_writable()) return -1;
+    ssize_t n;
+    do {
+      n = send(sock_, ptr, size, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    if (getpeername(sock_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) AddressOf(addr, len, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    if (getsockname(sock_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) AddressOf(addr, len, ip, port);
+  }
+  socket_t socket() const override { return sock_; }
+
+ private:
+  absl::Duration ReadWait() const { return std::min(read_timeout_, deadline_ - absl::Now()); }
+
+  const socket_t sock_;
+  const absl::Duration read_timeout_, write_timeout_;
+  absl::Time deadline_ = absl::InfiniteFuture();
+  bool expired_ = false;
+};
+
+}  // namespace
+
+GuardedServer::GuardedServer(const ConnectionLimits& limits) : limits_(limits) {
+  const size_t threads = static_cast<size_t>(limits.max_connections + kSpareThreads);
+  new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+}
+
+void GuardedServer::WidenBacklog() {
+  // listen() again on a listening socket only changes its backlog.
+  if (svr_sock_ != INVALID_SOCKET) (void)::listen(svr_sock_, kListenBacklog);
+}
+
+void GuardedServer::Refuse(socket_t sock, const std::string& why) {
+  const std::string body = ErrorJson(why);
+  const std::string answer = absl::StrCat(
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
+      "Content-Length: ", body.size(), "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n", body);
+  // A fresh socket's send buffer takes this at once; a client that does not read loses it.
+  (void)send(sock, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  shutdown(sock, SHUT_WR);
+  const absl::Time until = absl::Now() + kRefusalDrain;
+  char drop[4096];
+  while (absl::Now() < until && Wait(sock, POLLIN, until - absl::Now()) &&
+         recv(sock, drop, sizeof(drop), 0) > 0) {
+  }
+  close(sock);
+}
+
+bool GuardedServer::process_and_close_socket(socket_t sock) {
+  DeadlineStream stream(sock, absl::Seconds(read_timeout_sec_) + absl::Microseconds(read_timeout_usec_),
+                        absl::Seconds(write_timeout_sec_) + absl::Microseconds(write_timeout_usec_));
+  std::string client;
+  int client_port = 0;
+  stream.get_remote_ip_and_port(client, client_port);
+  std::string refusal;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (open_ >= limits_.max_connections) {
+      refusal = absl::StrCat("the dashboard already serves ", limits_.max_connections,
+                             " connections (--max_connections); try again in a moment");
+    } else if (per_client_[client] >= limits_.max_per_client) {
+      refusal = absl::StrCat("your address already holds ", limits_.max_per_client,
+                             " connections to the dashboard; close some and try again");
+    } else {
+      ++open_;
+      ++per_client_[client];
+    }
+    if (!refusal.empty() && per_client_[client] == 0) per_client_.erase(client);
+  }
+  if (!refusal.empty()) {
+    Refuse(sock, refusal);
+    return false;
+  }
+  bool ret = false;
+  for (size_t left = keep_alive_max_count_; left > 0; --left) {
+    // The wait for the next request, a slice at a time so that a stopping server does not
+    // wait for it.
+    const absl::Time idle_until = absl::Now() + limits_.idle_timeout;
+    bool ready = false;
+    while (!ready && svr_sock_ != INVALID_SOCKET && absl::Now() < idle_until) {
+      ready = Wait(sock, POLLIN, std::min(kIdleSlice, idle_until - absl::Now()));
+    }
+    if (!ready) break;
+    stream.set_deadline(absl::Now() + limits_.request_timeout);
+    bool closed = false;
+    ret = process_request(stream, /*close_connection=*/left == 1, closed, nullptr);
+    // A request cut off at its deadline was answered 400; its client gets no second one.
+    if (!ret || closed || stream.expired()) break;
+  }
+  shutdown(sock, SHUT_RDWR);
+  close(sock);
+  absl::MutexLock lock(&mutex_);
+  --open_;
+  if (--per_client_[client] == 0) per_client_.erase(client);
+  return ret;
+}
+
+}  // namespace dhpt::dashboard

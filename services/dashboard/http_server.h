@@ -1,0 +1,42 @@
+#pragma once
+
+// The dashboard's HTTP server: cpp-httplib's, with limits a slow client cannot get around.
+// cpp-httplib serves each connection on one pool thread and times out each read, not a whole
+// request, so clients that send their headers a byte at a time would hold every thread and
+// the dashboard would stop answering. Here a request must arrive whole within a deadline,
+// one address may hold only part of the connections, and a connection past a limit is
+// answered 503 at once (by threads kept spare for it) instead of waiting in the queue.
+
+#include <httplib.h>
+
+#include <map>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "services/dashboard/dashboard_server.h"
+
+namespace dhpt::dashboard {
+
+class GuardedServer : public httplib::Server {
+ public:
+  explicit GuardedServer(const ConnectionLimits& limits);
+  // After bind_to_port: lets connections wait to be accepted in a queue of kListenBacklog
+  // rather than cpp-httplib's 5, past which a browser opening its usual 6 connections at once
+  // has one refused and retried a second later.
+  void WidenBacklog();
+
+ private:
+  // Called by cpp-httplib on a pool thread for each accepted connection (it is the hook its
+  // own TLS server overrides): counts the connection against the limits and serves its
+  // requests through a stream that enforces the request deadline.
+  bool process_and_close_socket(socket_t sock) override;
+  // Answers 503 without reading the request, then closes.
+  void Refuse(socket_t sock, const std::string& why);
+
+  const ConnectionLimits limits_;
+  absl::Mutex mutex_;
+  int open_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::map<std::string, int> per_client_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace dhpt::dashboard

@@ -1,0 +1,119 @@
+// The dashboard's HTTP server against clients that send slowly, over real sockets on
+// loopback: they cannot hold it, and a normal request is answered while they try.
+#include "services/dashboard/dashboard_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+
+namespace dhpt::dashboard {
+namespace {
+
+// A TCP connection to 127.0.0.1:port from the loopback address `from` (127.0.0.2 is another
+// client to the server than 127.0.0.1).
+int Connect(const char* from, int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  inet_pton(AF_INET, from, &addr.sin_addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return -1;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return -1;
+  return fd;
+}
+
+// What the server sent on fd until it closed it, or nullopt-like "" with timed_out set.
+std::string ReadToClose(int fd, absl::Time deadline, bool& timed_out) {
+  std::string got;
+  char buffer[4096];
+  timed_out = false;
+  while (true) {
+    pollfd p{fd, POLLIN, 0};
+    const int wait = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (wait <= 0 || poll(&p, 1, wait) <= 0) {
+      timed_out = true;
+      return got;
+    }
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) return got;
+    got.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+TEST(DashboardServerTest, ClientsTricklingHeadersNeitherHoldTheServerNorBlockOthers) {
+  DashboardOptions options;
+  options.scheduler = "127.0.0.1:1";  // Nothing here asks the scheduler.
+  options.connections.request_timeout = absl::Seconds(2);  // 10 s by default; a shorter test.
+  auto server = DashboardServer::Start(options, "127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+
+  // More slow clients than one address may hold (and than cpp-httplib's 40 threads before),
+  // all from 127.0.0.2, each sending a header line every 300 ms, as a slow-request attack does.
+  constexpr int kSlow = 80;
+  const int held = options.connections.max_per_client;
+  std::vector<int> slow;
+  std::vector<absl::Time> opened;
+  for (int i = 0; i < kSlow; ++i) {
+    const int fd = Connect("127.0.0.2", port);
+    ASSERT_GE(fd, 0) << "connect " << i;
+    const std::string line = "GET / HTTP/1.1\r\n";
+    ASSERT_EQ(send(fd, line.data(), line.size(), MSG_NOSIGNAL), static_cast<ssize_t>(line.size()));
+    slow.push_back(fd);
+    opened.push_back(absl::Now());
+  }
+  std::atomic<bool> trickling{true};
+  std::thread trickle([&] {
+    while (trickling) {
+      for (int fd : slow) (void)send(fd, "X-a: b\r\n", 8, MSG_NOSIGNAL | MSG_DONTWAIT);
+      absl::SleepFor(absl::Milliseconds(300));  // The attack's pace, not a synchronisation.
+    }
+  });
+
+  // A normal request from another address is answered while they trickle.
+  const absl::Time asked = absl::Now();
+  const int fd = Connect("127.0.0.1", port);
+  ASSERT_GE(fd, 0);
+  const std::string request = "GET /assets/app.css HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  bool timed_out = false;
+  const std::string answer = ReadToClose(fd, asked + absl::Seconds(2), timed_out);
+  close(fd);
+  EXPECT_FALSE(timed_out) << "a normal request was not answered within 2 s";
+  EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 200")) << answer.substr(0, 200);
+
+  // The address's connections past its share were refused at once with 503; the others were
+  // closed by the server once their request had taken longer than its timeout.
+  int refused = 0, cut = 0;
+  for (int i = 0; i < kSlow; ++i) {
+    const std::string got =
+        ReadToClose(slow[i], opened[i] + options.connections.request_timeout + absl::Seconds(3), timed_out);
+    EXPECT_FALSE(timed_out) << "slow connection " << i << " was still held after its request's timeout";
+    if (absl::StartsWith(got, "HTTP/1.1 503")) {
+      ++refused;
+    } else {
+      ++cut;
+    }
+  }
+  trickling = false;
+  trickle.join();
+  for (int s : slow) close(s);
+  EXPECT_EQ(refused, kSlow - held);
+  EXPECT_EQ(cut, held);
+}
+
+}  // namespace
+}  // namespace dhpt::dashboard
