@@ -54,6 +54,8 @@ int main(int argc, char** argv) {
       {"dhpt HILL_CLIMBING", {.algorithm = Algorithm::kHillClimbing}},
       {"dhpt BAYESIAN", {.algorithm = Algorithm::kBayesian}},
       {"dhpt BAYESIAN unwarped", {.algorithm = Algorithm::kBayesian, .bayesian = {.warp_objective = false}}},
+      // The fit redone on every suggestion (before FitPrefix), beside the default's every 10%.
+      {"dhpt BAYESIAN refit every trial", {.algorithm = Algorithm::kBayesian, .bayesian = {.refit_growth = 0}}},
   };
   const std::vector<int> checkpoints = {25, 50, 100};
   FILE* regrets_out = nullptr;

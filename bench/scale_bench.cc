@@ -315,6 +315,9 @@ void TimeRead(v1::StudyService::Stub& stub, const std::string& study, int which,
   }
 }
 
+// How often the user calls are made during a run: GetStudy and one other.
+constexpr absl::Duration kUserCallPace = absl::Milliseconds(100);
+
 struct Run {
   double trials_per_second = 0;
   double cpu_ms_per_trial = 0;
@@ -351,7 +354,9 @@ Run MeasureRun(const Scheduler& scheduler, v1::StudyService::Stub& stub,
     done = study.trials_completed();
     if (study.state() != v1::Study::RUNNING && study.state() != v1::Study::PENDING) break;
     TimeRead(stub, name, i, result.latencies);
-    absl::SleepFor(absl::Milliseconds(20));
+    // Paced (a call pair every kUserCallPace from the start, or at once when behind), so a
+    // faster scheduler is not asked more often: the user calls' own cost stays alike.
+    absl::SleepFor(start + (i + 1) * kUserCallPace - absl::Now());
   }
   const absl::Duration elapsed = absl::Now() - start;
   const double cpu = CpuSeconds(scheduler.pid) - cpu_before;

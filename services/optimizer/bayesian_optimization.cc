@@ -4,6 +4,9 @@
 #include <cmath>
 #include <numeric>
 
+#include "absl/hash/hash.h"
+#include "absl/strings/string_view.h"
+
 #include "services/optimizer/gaussian_process.h"
 
 namespace dhpt::optimizer {
@@ -176,6 +179,16 @@ int64_t BayesianCandidateCells(const SearchSpace& space, const BayesianOptions& 
   return EncodedWidth(space) * (options.candidates + kPerturbedBest * kPerturbationsEach);
 }
 
+int FitPrefix(int observed, const BayesianOptions& options) {
+  int prefix = std::max(1, options.n_startup_trials);
+  if (observed <= prefix || options.refit_growth <= 0) return observed;
+  while (true) {
+    const int next = prefix + std::max(1, static_cast<int>(options.refit_growth * prefix));
+    if (next > observed) return prefix;
+    prefix = next;
+  }
+}
+
 BayesianOptimization::BayesianOptimization(SearchSpace space, uint64_t seed, bool minimize,
                                            BayesianOptions options)
     : space_(space), seed_(seed), minimize_(minimize), options_(options), random_(space, seed) {}
@@ -222,13 +235,14 @@ absl::StatusOr<std::optional<Point>> BayesianOptimization::Suggest(const History
       y(k) = feasibility_phase ? t.violation : std::max(y(k), *worst_completed);
     }
   }
-  if (options_.warp_objective) {
-    y = YeoJohnsonStandardize(y);
-  } else {
-    const double mean = y.mean();
-    const double spread = std::sqrt((y.array() - mean).square().mean());
-    y = (y.array() - mean) / (spread > 1e-12 ? spread : 1.0);
-  }
+  auto standardize = [&](const Eigen::VectorXd& values) -> Eigen::VectorXd {
+    if (options_.warp_objective) return YeoJohnsonStandardize(values);
+    const double mean = values.mean();
+    const double spread = std::sqrt((values.array() - mean).square().mean());
+    return (values.array() - mean) / (spread > 1e-12 ? spread : 1.0);
+  };
+  const Eigen::VectorXd raw = y;
+  y = standardize(raw);
   // Rows (of `observed`) encoded as GP inputs, one matrix row each.
   auto encode_rows = [&](const std::vector<int>& rows) {
     Eigen::MatrixXd x(static_cast<int>(rows.size()), width);
@@ -256,14 +270,29 @@ absl::StatusOr<std::optional<Point>> BayesianOptimization::Suggest(const History
       std::min(running.size(), static_cast<size_t>(model_limit) - model_rows.size());
   running.erase(running.begin(), running.end() - static_cast<std::ptrdiff_t>(running_kept));
 
-  // Hyperparameters from the best half and the most recent half, at most max_fit_points.
+  // Hyperparameters from the first FitPrefix observed trials, standardised among themselves:
+  // their best half and most recent half, at most max_fit_points. The prefix moves only every
+  // so often, and the fit is the bulk of a suggestion's cost, so the last one is kept.
   GpHyperparameters h;
   {
-    const std::vector<int> fit_rows = BestAndRecent(model_rows, y, options_.max_fit_points);
-    GpHyperparameters start;
-    start.log_lengthscales = Eigen::VectorXd::Constant(width, std::log(0.5));
-    h = GaussianProcess::Fit(encode_rows(fit_rows), values_of(fit_rows), start,
-                             options_.fit_iterations);
+    const int prefix = FitPrefix(n, options_);
+    std::vector<int> prefix_rows(static_cast<size_t>(prefix));
+    std::iota(prefix_rows.begin(), prefix_rows.end(), 0);
+    const Eigen::VectorXd prefix_y = standardize(raw.head(prefix));
+    const std::vector<int> fit_rows = BestAndRecent(prefix_rows, prefix_y, options_.max_fit_points);
+    Eigen::MatrixXd fit_x = encode_rows(fit_rows);
+    Eigen::VectorXd fit_y(static_cast<int>(fit_rows.size()));
+    for (size_t k = 0; k < fit_rows.size(); ++k) fit_y(static_cast<int>(k)) = prefix_y(fit_rows[k]);
+    auto bytes = [](const auto& m) {
+      return absl::string_view(reinterpret_cast<const char*>(m.data()), sizeof(double) * m.size());
+    };
+    const size_t inputs = absl::HashOf(fit_x.rows(), fit_x.cols(), bytes(fit_x), bytes(fit_y));
+    if (!last_fit_ || last_fit_->inputs != inputs) {
+      GpHyperparameters start;
+      start.log_lengthscales = Eigen::VectorXd::Constant(width, std::log(0.5));
+      last_fit_ = Fitted{inputs, GaussianProcess::Fit(fit_x, fit_y, start, options_.fit_iterations)};
+    }
+    h = last_fit_->h;
   }
 
   // Constant liar: running trials join as if they had returned the worst value so far.

@@ -1,5 +1,8 @@
 #pragma once
 
+#include <optional>
+
+#include "services/optimizer/gaussian_process.h"
 #include "services/optimizer/optimizer.h"
 #include "services/optimizer/random_search.h"
 
@@ -20,8 +23,11 @@ namespace dhpt::optimizer {
 //   instead (pruned ones left out), which leads the search to the feasible region.
 // - Hyperparameters: Matern-5/2 ARD, fitted by maximising the marginal likelihood with priors
 //   (GaussianProcess::Fit) on at most `max_fit_points` trials (the best half and the most
-//   recent half), then conditioned on at most max(max_model_points, max_fit_points) trials
-//   chosen alike, running ones included (every trial while there are no more).
+//   recent half) of the first m observed ones (FitPrefix: m steps up by `refit_growth`, so the
+//   fit is redone only when m moves; the last fit's inputs and result are kept, and a fit with
+//   the same inputs is not redone), then conditioned on at most max(max_model_points,
+//   max_fit_points) trials chosen alike from all of them, running ones included (every trial
+//   while there are no more).
 // - Running trials are fantasised with the worst value seen (constant liar, CL-max), so
 //   parallel suggestions spread out instead of collapsing onto one point.
 // - log EI is maximised over `candidates` scrambled Halton points and perturbations of the best
@@ -44,7 +50,19 @@ class BayesianOptimization : public Optimizer {
   bool minimize_;
   BayesianOptions options_;
   RandomSearch random_;
+  // The last fit: a hash of its inputs (every byte of the fit's x and y) and the hyperparameters
+  // they gave. Fit is deterministic, so reusing it for the same inputs changes nothing but the
+  // time; a hash rather than the inputs keeps a study's kept state to a few numbers per column.
+  struct Fitted {
+    size_t inputs = 0;
+    GpHyperparameters h;
+  };
+  std::optional<Fitted> last_fit_;
 };
+
+// How many of `observed` trials (in trial order) the hyperparameters are fitted to: the largest
+// step of the grid n_startup, then + max(1, floor(refit_growth * m)), that is at most `observed`.
+int FitPrefix(int observed, const BayesianOptions& options);
 
 // Columns of the GP's inputs: one per numeric parameter, one per value of a categorical or
 // discrete one (one-hot).

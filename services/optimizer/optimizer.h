@@ -104,6 +104,13 @@ struct BayesianOptions {
   // ones included: past that, the best half and the most recent half of the completed ones.
   int max_model_points = kDefaultMaxModelPoints;
   int fit_iterations = 40;
+  // The kernel's hyperparameters are fitted to the first m observed trials (in trial order),
+  // where m steps up by max(1, refit_growth * m) from n_startup_trials: 10, 11, ..., 20, 22,
+  // ..., 100, 110, ... So a running study refits about every tenth trial at 100 and every
+  // fiftieth at 500, and the fit (the bulk of a suggestion's cost) is kept in between. The
+  // hyperparameters are still a function of the history alone (a restart refits the same
+  // prefix). 0 refits on every suggestion.
+  double refit_growth = 0.1;
   // Fit the GP to Yeo-Johnson-transformed objectives (YeoJohnsonStandardize) instead of
   // merely standardised ones: in bench/optimizer_quality_bench it cut the median regret at 100
   // trials on Rosenbrock-4 from 42 to 3.3 and on Ackley-5 from 6.6 to 3.2.

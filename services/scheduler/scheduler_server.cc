@@ -39,6 +39,8 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   // connections between the two).
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxSendMessageSize(options.max_send_message_bytes);
+  // The user calls' own queue (study_service.h): they never wait behind the worker streams.
+  std::unique_ptr<grpc::ServerCompletionQueue> user_calls = builder.AddCompletionQueue();
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     // gRPC logs its own reason just before (a bad certificate or key, a busy port).
@@ -49,6 +51,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
                               "key?)"
                             : ": the address is in use or invalid"));
   }
+  server->study_service_->Start(std::move(user_calls));
   grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
   health->SetServingStatus("", true);
   health->SetServingStatus(v1::StudyService::service_full_name(), true);
@@ -76,6 +79,7 @@ void SchedulerServer::Shutdown(absl::Duration grace) {
   worker_service_->CloseUnintroduced();
   server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
   server_->Wait();
+  study_service_->Stop();  // Its queue may end only after the server's Shutdown.
 }
 
 SchedulerServer::~SchedulerServer() { Shutdown(); }

@@ -1,5 +1,7 @@
 #include "services/scheduler/study_service.h"
 
+#include <functional>
+
 #include "absl/strings/str_cat.h"
 #include "services/common/grpc_status.h"
 #include "services/common/status_macros.h"
@@ -9,219 +11,230 @@
 namespace dhpt::scheduler {
 namespace {
 
-// Copies an OK result into the response and finishes the call with the status.
-template <typename T>
-grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context,
-                                absl::StatusOr<T> result, T* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (result.ok()) *response = *std::move(result);
-  reactor->Finish(ToGrpcStatus(result.status()));
-  return reactor;
-}
+using AsyncStudyService = v1::StudyService::AsyncService;
+
+// One unary call of one method on the user calls' queue: it waits for the call, then (on a
+// user call thread) starts waiting for the next one of its method, runs the handler and
+// answers; it deletes itself when gRPC is done with the answer. The reply budget's lease (for a
+// page) is held until then too, as is the response.
+template <typename Request, typename Response>
+class UnaryCall final : public StudyServiceImpl::Call {
+ public:
+  using RequestMethod = void (AsyncStudyService::*)(grpc::ServerContext*, Request*,
+                                          grpc::ServerAsyncResponseWriter<Response>*,
+                                          grpc::CompletionQueue*, grpc::ServerCompletionQueue*,
+                                          void*);
+  using Handler = std::function<void(UnaryCall&)>;
+
+  static void Listen(AsyncStudyService* service, grpc::ServerCompletionQueue* queue, RequestMethod method,
+                     Handler handler) {
+    auto* call = new UnaryCall(service, queue, method, std::move(handler));
+    (service->*method)(&call->context_, &call->request_, &call->responder_, queue, queue, call);
+  }
+
+  void Proceed(bool ok) override {
+    // Answered (or the answer failed: the client went away), or no call came because the
+    // server is shutting down.
+    if (answering_ || !ok) {
+      delete this;
+      return;
+    }
+    Listen(service_, queue_, method_, handler_);
+    answering_ = true;  // Before the handler: its answer may complete on another thread.
+    handler_(*this);
+  }
+
+  // Exactly once per call, from any thread.
+  void Finish(absl::StatusOr<Response> result, ReplyBudget::Lease lease = {}) {
+    lease_ = std::move(lease);
+    if (result.ok()) response_ = *std::move(result);
+    responder_.Finish(response_, ToGrpcStatus(result.status()), this);
+  }
+
+  grpc::ServerContext& context() { return context_; }
+  const Request& request() const { return request_; }
+
+ private:
+  UnaryCall(AsyncStudyService* service, grpc::ServerCompletionQueue* queue, RequestMethod method,
+            Handler handler)
+      : service_(service), queue_(queue), method_(method), handler_(std::move(handler)),
+        responder_(&context_) {}
+
+  AsyncStudyService* const service_;
+  grpc::ServerCompletionQueue* const queue_;
+  const RequestMethod method_;
+  const Handler handler_;
+  grpc::ServerContext context_;
+  Request request_;
+  Response response_;
+  grpc::ServerAsyncResponseWriter<Response> responder_;
+  ReplyBudget::Lease lease_;
+  bool answering_ = false;
+};
 
 // Every StudyService call runs only for a user's token (when tokens are in use); `compute`
 // runs after the check, so a worker's token reads nothing.
-template <typename T, typename Compute>
-grpc::ServerUnaryReactor* Authorized(grpc::CallbackServerContext* context, T* response,
-                                     Compute compute) {
-  const absl::Status allowed = CheckRole(context->auth_context().get(), kUserRole);
-  return Reply(context, allowed.ok() ? absl::StatusOr<T>(compute()) : absl::StatusOr<T>(allowed),
-               response);
+template <typename Request, typename Response, typename Compute>
+void Serve(AsyncStudyService* service, grpc::ServerCompletionQueue* queue,
+           typename UnaryCall<Request, Response>::RequestMethod method, Compute compute) {
+  UnaryCall<Request, Response>::Listen(
+      service, queue, method, [compute](UnaryCall<Request, Response>& call) {
+        const absl::Status allowed = CheckRole(call.context().auth_context().get(), kUserRole);
+        call.Finish(allowed.ok() ? absl::StatusOr<Response>(compute(call.request()))
+                                 : absl::StatusOr<Response>(allowed));
+      });
 }
 
-// A reply that holds its page's share of the reply budget until gRPC is done with it; the
-// response's messages are freed then too, not whenever the call object goes.
-template <typename Response>
-class LeasedReplyReactor : public grpc::ServerUnaryReactor {
- public:
-  LeasedReplyReactor(Response* response, ReplyBudget::Lease lease)
-      : response_(response), lease_(std::move(lease)) {}
-  void OnDone() override {
-    Response().Swap(response_);  // The temporary frees the page's messages.
-    delete this;                 // And the lease goes back to the budget.
-  }
-
- private:
-  Response* const response_;
-  ReplyBudget::Lease lease_;
-};
-
-// Like Authorized, for a page: `compute` returns the response and its lease.
-template <typename Response, typename Compute>
-grpc::ServerUnaryReactor* AuthorizedPage(grpc::CallbackServerContext* context,
-                                         Response* response, Compute compute) {
-  const absl::Status allowed = CheckRole(context->auth_context().get(), kUserRole);
-  if (!allowed.ok()) return Reply(context, absl::StatusOr<Response>(allowed), response);
-  ReplyBudget::Lease lease;
-  absl::StatusOr<Response> result = compute(lease);
-  auto* reactor = new LeasedReplyReactor<Response>(response, std::move(lease));
-  if (result.ok()) *response = *std::move(result);
-  reactor->Finish(ToGrpcStatus(result.status()));
-  return reactor;
+// Like Serve, for a page: `compute` also sets the page's lease on the reply budget, held until
+// gRPC is done with the reply.
+template <typename Request, typename Response, typename Compute>
+void ServePage(AsyncStudyService* service, grpc::ServerCompletionQueue* queue,
+               typename UnaryCall<Request, Response>::RequestMethod method, Compute compute) {
+  UnaryCall<Request, Response>::Listen(
+      service, queue, method, [compute](UnaryCall<Request, Response>& call) {
+        const absl::Status allowed = CheckRole(call.context().auth_context().get(), kUserRole);
+        if (!allowed.ok()) return call.Finish(allowed);
+        ReplyBudget::Lease lease;
+        absl::StatusOr<Response> result = compute(call.request(), lease);
+        call.Finish(std::move(result), std::move(lease));
+      });
 }
 
 }  // namespace
 
-grpc::ServerUnaryReactor* StudyServiceImpl::CreateStudy(grpc::CallbackServerContext* context,
-                                                        const v1::StudySpec* request,
-                                                        v1::Study* response) {
-  return Authorized(context, response, [&] { return core_->CreateStudy(*request); });
+StudyServiceImpl::~StudyServiceImpl() { Stop(); }
+
+void StudyServiceImpl::Start(std::unique_ptr<grpc::ServerCompletionQueue> queue) {
+  queue_ = std::move(queue);
+  ListenForEveryMethod();
+  for (int i = 0; i < kUserCallThreads; ++i) {
+    threads_.emplace_back([queue = queue_.get()] {
+      void* tag = nullptr;
+      bool ok = false;
+      while (queue->Next(&tag, &ok)) static_cast<Call*>(tag)->Proceed(ok);
+    });
+  }
 }
 
-grpc::ServerUnaryReactor* StudyServiceImpl::GetStudy(grpc::CallbackServerContext* context,
-                                                     const v1::GetStudyRequest* request,
-                                                     v1::Study* response) {
-  return Authorized(context, response, [&] { return core_->GetStudy(request->name()); });
+void StudyServiceImpl::Stop() {
+  if (queue_ == nullptr) return;
+  queue_->Shutdown();  // Next returns what is left (each call's ok false), then false.
+  for (std::thread& thread : threads_) thread.join();
+  threads_.clear();
+  queue_.reset();
 }
 
-grpc::ServerUnaryReactor* StudyServiceImpl::ListStudies(grpc::CallbackServerContext* context,
-                                                        const v1::ListStudiesRequest* request,
-                                                        v1::ListStudiesResponse* response) {
-  return AuthorizedPage(context, response,
-                        [&](ReplyBudget::Lease& lease) -> absl::StatusOr<v1::ListStudiesResponse> {
-    ASSIGN_OR_RETURN(ListPage<v1::Study> page,
-                     core_->ListStudies(request->page_size(), request->page_token()));
-    lease = std::move(page.lease);
-    v1::ListStudiesResponse out;
-    for (v1::Study& study : page.items) *out.add_studies() = std::move(study);
-    out.set_next_page_token(std::move(page.next_page_token));
-    return out;
-  });
-}
-
-grpc::ServerUnaryReactor* StudyServiceImpl::DeleteStudy(grpc::CallbackServerContext* context,
-                                                        const v1::DeleteStudyRequest* request,
-                                                        google::protobuf::Empty* response) {
-  return Authorized(context, response, [&]() -> absl::StatusOr<google::protobuf::Empty> {
-    RETURN_IF_ERROR(core_->DeleteStudy(request->name(), request->force()));
-    return google::protobuf::Empty();
-  });
-}
-
-grpc::ServerUnaryReactor* StudyServiceImpl::ListWorkers(grpc::CallbackServerContext* context,
-                                                        const v1::ListWorkersRequest* request,
-                                                        v1::ListWorkersResponse* response) {
-  return Authorized(context, response, [&] {
-    v1::ListWorkersResponse out;
-    for (v1::Worker& worker : core_->ListWorkers()) *out.add_workers() = std::move(worker);
-    return absl::StatusOr<v1::ListWorkersResponse>(std::move(out));
-  });
-}
-
-grpc::ServerUnaryReactor* StudyServiceImpl::StopStudy(grpc::CallbackServerContext* context,
-                                                      const v1::StopStudyRequest* request,
-                                                      v1::Study* response) {
-  return Authorized(context, response, [&] { return core_->StopStudy(request->name()); });
-}
-
-grpc::ServerUnaryReactor* StudyServiceImpl::UpdateStudy(grpc::CallbackServerContext* context,
-                                                        const v1::UpdateStudyRequest* request,
-                                                        v1::Study* response) {
-  return Authorized(context, response, [&] { return core_->UpdateStudy(*request); });
-}
-
-grpc::ServerUnaryReactor* StudyServiceImpl::GetParamImportances(
-    grpc::CallbackServerContext* context, const v1::GetParamImportancesRequest* request,
-    v1::GetParamImportancesResponse* response) {
-  return Authorized(context, response, [&] { return core_->GetParamImportances(*request); });
-}
-
-grpc::ServerUnaryReactor* StudyServiceImpl::ListTrials(grpc::CallbackServerContext* context,
-                                                       const v1::ListTrialsRequest* request,
-                                                       v1::ListTrialsResponse* response) {
-  return AuthorizedPage(context, response,
-                        [&](ReplyBudget::Lease& lease) -> absl::StatusOr<v1::ListTrialsResponse> {
-    // With curves a page is short: each trial may carry thousands of values.
-    const int page_size = request->intermediate_values()
-                              ? (request->page_size() == 0
-                                     ? kMaxCurvePageSize
-                                     : std::min(request->page_size(), kMaxCurvePageSize))
-                              : request->page_size();
-    if (request->values_only() && request->intermediate_values()) {
-      return absl::InvalidArgumentError(
-          "values_only lists no more than each trial's values; ask for intermediate_values without it");
+void StudyServiceImpl::ListenForEveryMethod() {
+  SchedulerCore* const core = core_;
+  grpc::ServerCompletionQueue* const q = queue_.get();
+  Serve<v1::StudySpec, v1::Study>(this, q, &AsyncStudyService::RequestCreateStudy,
+                                  [core](const v1::StudySpec& r) { return core->CreateStudy(r); });
+  Serve<v1::GetStudyRequest, v1::Study>(
+      this, q, &AsyncStudyService::RequestGetStudy,
+      [core](const v1::GetStudyRequest& r) { return core->GetStudy(r.name()); });
+  ServePage<v1::ListStudiesRequest, v1::ListStudiesResponse>(
+      this, q, &AsyncStudyService::RequestListStudies,
+      [core](const v1::ListStudiesRequest& r,
+             ReplyBudget::Lease& lease) -> absl::StatusOr<v1::ListStudiesResponse> {
+        ASSIGN_OR_RETURN(ListPage<v1::Study> page,
+                         core->ListStudies(r.page_size(), r.page_token()));
+        lease = std::move(page.lease);
+        v1::ListStudiesResponse out;
+        for (v1::Study& study : page.items) *out.add_studies() = std::move(study);
+        out.set_next_page_token(std::move(page.next_page_token));
+        return out;
+      });
+  Serve<v1::DeleteStudyRequest, google::protobuf::Empty>(
+      this, q, &AsyncStudyService::RequestDeleteStudy,
+      [core](const v1::DeleteStudyRequest& r) -> absl::StatusOr<google::protobuf::Empty> {
+        RETURN_IF_ERROR(core->DeleteStudy(r.name(), r.force()));
+        return google::protobuf::Empty();
+      });
+  Serve<v1::ListWorkersRequest, v1::ListWorkersResponse>(
+      this, q, &AsyncStudyService::RequestListWorkers, [core](const v1::ListWorkersRequest&) {
+        v1::ListWorkersResponse out;
+        for (v1::Worker& worker : core->ListWorkers()) *out.add_workers() = std::move(worker);
+        return absl::StatusOr<v1::ListWorkersResponse>(std::move(out));
+      });
+  Serve<v1::StopStudyRequest, v1::Study>(
+      this, q, &AsyncStudyService::RequestStopStudy,
+      [core](const v1::StopStudyRequest& r) { return core->StopStudy(r.name()); });
+  Serve<v1::UpdateStudyRequest, v1::Study>(
+      this, q, &AsyncStudyService::RequestUpdateStudy,
+      [core](const v1::UpdateStudyRequest& r) { return core->UpdateStudy(r); });
+  Serve<v1::GetParamImportancesRequest, v1::GetParamImportancesResponse>(
+      this, q, &AsyncStudyService::RequestGetParamImportances,
+      [core](const v1::GetParamImportancesRequest& r) { return core->GetParamImportances(r); });
+  ServePage<v1::ListTrialsRequest, v1::ListTrialsResponse>(
+      this, q, &AsyncStudyService::RequestListTrials,
+      [core](const v1::ListTrialsRequest& r,
+             ReplyBudget::Lease& lease) -> absl::StatusOr<v1::ListTrialsResponse> {
+        // With curves a page is short: each trial may carry thousands of values.
+        const int page_size =
+            r.intermediate_values()
+                ? (r.page_size() == 0 ? kMaxCurvePageSize
+                                      : std::min(r.page_size(), kMaxCurvePageSize))
+                : r.page_size();
+        if (r.values_only() && r.intermediate_values()) {
+          return absl::InvalidArgumentError(
+              "values_only lists no more than each trial's values; ask for intermediate_values "
+              "without it");
+        }
+        ASSIGN_OR_RETURN(ListPage<v1::Trial> page,
+                         core->ListTrials(r.study(), r.state(), page_size, r.page_token(),
+                                          r.values_only()));
+        lease = std::move(page.lease);
+        v1::ListTrialsResponse out;
+        if (r.intermediate_values() && !page.items.empty()) {
+          ASSIGN_OR_RETURN(std::vector<v1::TrialCurve> curves,
+                           core->TrialCurves(page.items, lease));
+          for (v1::TrialCurve& curve : curves) *out.add_curves() = std::move(curve);
+        }
+        for (v1::Trial& trial : page.items) *out.add_trials() = std::move(trial);
+        out.set_next_page_token(std::move(page.next_page_token));
+        return out;
+      });
+  Serve<v1::GetBestTrialRequest, v1::Trial>(
+      this, q, &AsyncStudyService::RequestGetBestTrial,
+      [core](const v1::GetBestTrialRequest& r) { return core->GetBestTrial(r.study()); });
+  Serve<v1::GetParetoFrontRequest, v1::GetParetoFrontResponse>(
+      this, q, &AsyncStudyService::RequestGetParetoFront, [core](const v1::GetParetoFrontRequest& r) {
+        return core->GetParetoFront(r.study(), r.page_size(), r.page_token());
+      });
+  // Answered when the trials are there: a model-based suggestion may take a while, and no
+  // thread waits for it.
+  using Suggest = UnaryCall<v1::SuggestTrialsRequest, v1::SuggestTrialsResponse>;
+  Suggest::Listen(this, q, &AsyncStudyService::RequestSuggestTrials, [core](Suggest& call) {
+    if (absl::Status allowed = CheckRole(call.context().auth_context().get(), kUserRole);
+        !allowed.ok()) {
+      return call.Finish(allowed);
     }
-    ASSIGN_OR_RETURN(ListPage<v1::Trial> page,
-                     core_->ListTrials(request->study(), request->state(), page_size,
-                                       request->page_token(), request->values_only()));
-    lease = std::move(page.lease);
-    v1::ListTrialsResponse out;
-    if (request->intermediate_values() && !page.items.empty()) {
-      ASSIGN_OR_RETURN(std::vector<v1::TrialCurve> curves, core_->TrialCurves(page.items, lease));
-      for (v1::TrialCurve& curve : curves) *out.add_curves() = std::move(curve);
-    }
-    for (v1::Trial& trial : page.items) *out.add_trials() = std::move(trial);
-    out.set_next_page_token(std::move(page.next_page_token));
-    return out;
+    const v1::SuggestTrialsRequest& r = call.request();
+    core->SuggestTrials(r.study(), r.count(), r.client_id(),
+                        [&call](absl::StatusOr<v1::SuggestTrialsResponse> result) {
+                          call.Finish(std::move(result));
+                        });
   });
-}
-
-grpc::ServerUnaryReactor* StudyServiceImpl::GetBestTrial(grpc::CallbackServerContext* context,
-                                                         const v1::GetBestTrialRequest* request,
-                                                         v1::Trial* response) {
-  return Authorized(context, response, [&] { return core_->GetBestTrial(request->study()); });
-}
-
-grpc::ServerUnaryReactor* StudyServiceImpl::GetParetoFront(
-    grpc::CallbackServerContext* context, const v1::GetParetoFrontRequest* request,
-    v1::GetParetoFrontResponse* response) {
-  return Authorized(context, response, [&] {
-    return core_->GetParetoFront(request->study(), request->page_size(), request->page_token());
-  });
+  Serve<v1::ReportProgressRequest, v1::ReportProgressResponse>(
+      this, q, &AsyncStudyService::RequestReportProgress,
+      [core](const v1::ReportProgressRequest& r) { return core->ReportClientProgress(r); });
+  Serve<v1::CompleteTrialRequest, v1::Trial>(
+      this, q, &AsyncStudyService::RequestCompleteTrial,
+      [core](const v1::CompleteTrialRequest& r) { return core->CompleteTrial(r); });
+  Serve<v1::EnqueueTrialRequest, v1::Trial>(
+      this, q, &AsyncStudyService::RequestEnqueueTrial,
+      [core](const v1::EnqueueTrialRequest& r) { return core->EnqueueTrial(r); });
+  Serve<v1::StudyExport, v1::Study>(this, q, &AsyncStudyService::RequestImportStudy,
+                                    [core](const v1::StudyExport& r) { return core->ImportStudy(r); });
+  Serve<v1::AddTrialsRequest, v1::AddTrialsResponse>(
+      this, q, &AsyncStudyService::RequestAddTrials,
+      [core](const v1::AddTrialsRequest& r) { return core->AddTrials(r); });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* StudyServiceImpl::WatchStudy(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   return new WatchStudyReactor(core_, &watch_timers_, *request,
                                CheckRole(context->auth_context().get(), kUserRole));
-}
-
-grpc::ServerUnaryReactor* StudyServiceImpl::SuggestTrials(grpc::CallbackServerContext* context,
-                                                          const v1::SuggestTrialsRequest* request,
-                                                          v1::SuggestTrialsResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (absl::Status allowed = CheckRole(context->auth_context().get(), kUserRole); !allowed.ok()) {
-    reactor->Finish(ToGrpcStatus(allowed));
-    return reactor;
-  }
-  // Answered when the trials are there: a model-based suggestion may take a while, and no
-  // gRPC thread waits for it.
-  core_->SuggestTrials(request->study(), request->count(), request->client_id(),
-                       [reactor, response](absl::StatusOr<v1::SuggestTrialsResponse> result) {
-                         if (result.ok()) *response = *std::move(result);
-                         reactor->Finish(ToGrpcStatus(result.status()));
-                       });
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* StudyServiceImpl::ReportProgress(
-    grpc::CallbackServerContext* context, const v1::ReportProgressRequest* request,
-    v1::ReportProgressResponse* response) {
-  return Authorized(context, response, [&] { return core_->ReportClientProgress(*request); });
-}
-
-grpc::ServerUnaryReactor* StudyServiceImpl::CompleteTrial(grpc::CallbackServerContext* context,
-                                                          const v1::CompleteTrialRequest* request,
-                                                          v1::Trial* response) {
-  return Authorized(context, response, [&] { return core_->CompleteTrial(*request); });
-}
-
-grpc::ServerUnaryReactor* StudyServiceImpl::EnqueueTrial(grpc::CallbackServerContext* context,
-                                                         const v1::EnqueueTrialRequest* request,
-                                                         v1::Trial* response) {
-  return Authorized(context, response, [&] { return core_->EnqueueTrial(*request); });
-}
-
-grpc::ServerUnaryReactor* StudyServiceImpl::ImportStudy(grpc::CallbackServerContext* context,
-                                                        const v1::StudyExport* request,
-                                                        v1::Study* response) {
-  return Authorized(context, response, [&] { return core_->ImportStudy(*request); });
-}
-
-grpc::ServerUnaryReactor* StudyServiceImpl::AddTrials(grpc::CallbackServerContext* context,
-                                                      const v1::AddTrialsRequest* request,
-                                                      v1::AddTrialsResponse* response) {
-  return Authorized(context, response, [&] { return core_->AddTrials(*request); });
 }
 
 }  // namespace dhpt::scheduler

@@ -1,9 +1,20 @@
 #pragma once
 
-// StudyService: translates the user-facing RPCs into SchedulerCore calls. WatchStudy is served
-// raw: its batches are written from events serialised once (watch_study_reactor.h).
+// StudyService: translates the user-facing RPCs into SchedulerCore calls.
+//
+// User calls never queue behind worker streams. gRPC 1.51 runs every callback method of the
+// process (each worker stream's reads and writes) on two shared "nexting" threads, in arrival
+// order; on a saturated cluster a GetStudy waited there 0.1-0.3 s behind thousands of worker
+// messages while its handler took 0.3 ms (docs/benchmarks.md, "Scale"). So the unary methods
+// are served the async way, on their own completion queue and kUserCallThreads threads of
+// their own. WatchStudy stays a raw callback stream: its batches are written from events
+// serialised once (watch_study_reactor.h) and it waits on nothing.
 
 #include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
 
 #include "dhpt/v1/study_service.grpc.pb.h"
 #include "services/common/timer_queue.h"
@@ -11,69 +22,41 @@
 
 namespace dhpt::scheduler {
 
+// Threads that serve the user calls' completion queue. A call's handler runs on one of them
+// (and blocks it while it reads the store), so a few slow calls do not hold up the rest;
+// SuggestTrials holds none while it waits for a suggestion.
+inline constexpr int kUserCallThreads = 4;
+
 class StudyServiceImpl
-    : public v1::StudyService::WithRawCallbackMethod_WatchStudy<v1::StudyService::CallbackService> {
+    : public v1::StudyService::WithRawCallbackMethod_WatchStudy<v1::StudyService::AsyncService> {
  public:
   explicit StudyServiceImpl(SchedulerCore* core) : core_(core) {}
+  ~StudyServiceImpl() override;
 
-  grpc::ServerUnaryReactor* CreateStudy(grpc::CallbackServerContext* context,
-                                        const v1::StudySpec* request,
-                                        v1::Study* response) override;
-  grpc::ServerUnaryReactor* GetStudy(grpc::CallbackServerContext* context,
-                                     const v1::GetStudyRequest* request,
-                                     v1::Study* response) override;
-  grpc::ServerUnaryReactor* ListStudies(grpc::CallbackServerContext* context,
-                                        const v1::ListStudiesRequest* request,
-                                        v1::ListStudiesResponse* response) override;
-  grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* context,
-                                        const v1::ListWorkersRequest* request,
-                                        v1::ListWorkersResponse* response) override;
-  grpc::ServerUnaryReactor* StopStudy(grpc::CallbackServerContext* context,
-                                      const v1::StopStudyRequest* request,
-                                      v1::Study* response) override;
-  grpc::ServerUnaryReactor* DeleteStudy(grpc::CallbackServerContext* context,
-                                        const v1::DeleteStudyRequest* request,
-                                        google::protobuf::Empty* response) override;
-  grpc::ServerUnaryReactor* GetParamImportances(
-      grpc::CallbackServerContext* context, const v1::GetParamImportancesRequest* request,
-      v1::GetParamImportancesResponse* response) override;
-  grpc::ServerUnaryReactor* UpdateStudy(grpc::CallbackServerContext* context,
-                                        const v1::UpdateStudyRequest* request,
-                                        v1::Study* response) override;
-  grpc::ServerUnaryReactor* ListTrials(grpc::CallbackServerContext* context,
-                                       const v1::ListTrialsRequest* request,
-                                       v1::ListTrialsResponse* response) override;
-  grpc::ServerUnaryReactor* GetParetoFront(grpc::CallbackServerContext* context,
-                                           const v1::GetParetoFrontRequest* request,
-                                           v1::GetParetoFrontResponse* response) override;
-  grpc::ServerUnaryReactor* GetBestTrial(grpc::CallbackServerContext* context,
-                                         const v1::GetBestTrialRequest* request,
-                                         v1::Trial* response) override;
-  grpc::ServerUnaryReactor* SuggestTrials(grpc::CallbackServerContext* context,
-                                          const v1::SuggestTrialsRequest* request,
-                                          v1::SuggestTrialsResponse* response) override;
-  grpc::ServerUnaryReactor* ReportProgress(grpc::CallbackServerContext* context,
-                                           const v1::ReportProgressRequest* request,
-                                           v1::ReportProgressResponse* response) override;
-  grpc::ServerUnaryReactor* CompleteTrial(grpc::CallbackServerContext* context,
-                                          const v1::CompleteTrialRequest* request,
-                                          v1::Trial* response) override;
-  grpc::ServerUnaryReactor* EnqueueTrial(grpc::CallbackServerContext* context,
-                                         const v1::EnqueueTrialRequest* request,
-                                         v1::Trial* response) override;
-  grpc::ServerUnaryReactor* AddTrials(grpc::CallbackServerContext* context,
-                                      const v1::AddTrialsRequest* request,
-                                      v1::AddTrialsResponse* response) override;
-  grpc::ServerUnaryReactor* ImportStudy(grpc::CallbackServerContext* context,
-                                        const v1::StudyExport* request,
-                                        v1::Study* response) override;
+  // Serves the unary methods from `queue` (the builder's, added before BuildAndStart) on
+  // kUserCallThreads threads. Call once, after the server started.
+  void Start(std::unique_ptr<grpc::ServerCompletionQueue> queue);
+  // After the server's Shutdown: ends the queue and joins its threads.
+  void Stop();
+
   grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchStudy(grpc::CallbackServerContext* context,
                                                          const grpc::ByteBuffer* request) override;
 
+  // A call waiting on, or being answered from, the user calls' queue (study_service.cc).
+  class Call {
+   public:
+    virtual ~Call() = default;
+    virtual void Proceed(bool ok) = 0;
+  };
+
  private:
+  void ListenForEveryMethod();
+
   SchedulerCore* const core_;
   // Paces the WatchStudy streams' batches.
   TimerQueue watch_timers_;
+  std::unique_ptr<grpc::ServerCompletionQueue> queue_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace dhpt::scheduler

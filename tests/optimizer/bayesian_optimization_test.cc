@@ -29,6 +29,57 @@ TEST(BayesianOptimizationTest, DeterministicAndRebuildable) {
   EXPECT_EQ(all, part);
 }
 
+// The hyperparameters are fitted to a prefix that moves by about a tenth of the trials, so a
+// running study refits every tenth trial or so at 100 and every fiftieth at 500.
+TEST(BayesianOptimizationTest, FitPrefixStepsByATenth) {
+  const BayesianOptions options;  // n_startup_trials 10, refit_growth 0.1.
+  EXPECT_EQ(FitPrefix(10, options), 10);
+  EXPECT_EQ(FitPrefix(15, options), 15);  // Steps of one up to 20.
+  EXPECT_EQ(FitPrefix(21, options), 20);
+  EXPECT_EQ(FitPrefix(23, options), 22);
+  EXPECT_EQ(FitPrefix(100, options), 94);
+  EXPECT_EQ(FitPrefix(112, options), 103);
+  EXPECT_EQ(FitPrefix(113, options), 113);
+  EXPECT_LE(500 - FitPrefix(500, options), 50);
+  EXPECT_EQ(FitPrefix(37, {.refit_growth = 0}), 37);  // Refit on every suggestion.
+}
+
+// The kept fit is only a cache: a warm optimiser suggests what a fresh one (a restarted
+// scheduler's) suggests for the same history, also when the history is not an extension of the
+// last one it saw, and with pruned and running trials in it.
+TEST(BayesianOptimizationTest, KeptFitNeverChangesASuggestion) {
+  SearchSpace space = MixedSpace();
+  std::mt19937_64 generator = SeededGenerator(6, 0, 0);
+  TestStudy study;
+  for (int t = 0; t < 60; ++t) {
+    Point point =
+        space.FromUnitPoint({UniformUnit(generator), UniformUnit(generator), UniformUnit(generator)});
+    if (!study.keys.insert(space.Key(point)).second) continue;
+    const TrialStatus status = t % 9 == 4 ? TrialStatus::kPruned
+                               : t % 13 == 7 ? TrialStatus::kRunning
+                                             : TrialStatus::kCompleted;
+    study.trials.push_back({point, status, MixedLoss(point)});
+  }
+  auto prefix = [&](size_t n) {
+    TestStudy part;
+    part.trials.assign(study.trials.begin(), study.trials.begin() + n);
+    for (const TrialRecord& trial : part.trials) part.keys.insert(space.Key(trial.point));
+    return part;
+  };
+  BayesianOptimization warm(space, 3, true, {});
+  for (size_t n = 12; n <= study.trials.size(); n += 3) {
+    TestStudy part = prefix(n);
+    BayesianOptimization fresh(space, 3, true, {});
+    EXPECT_EQ(**warm.Suggest(part.history()), **fresh.Suggest(part.history())) << n;
+  }
+  // A history that does not extend the last one: an early trial's objective differs, so the
+  // fit's inputs differ though the prefix's length is the same.
+  TestStudy changed = prefix(study.trials.size());
+  changed.trials[2].value = *changed.trials[2].value + 5;
+  BayesianOptimization fresh(space, 3, true, {});
+  EXPECT_EQ(**warm.Suggest(changed.history()), **fresh.Suggest(changed.history()));
+}
+
 TEST(BayesianOptimizationTest, PendingTrialsAreFantasisedSoParallelSuggestionsDiffer) {
   SearchSpace space({{.name = "x", .kind = ParameterKind::kDouble, .min = 0, .max = 1}});
   BayesianOptimization bo(space, 2, true, {});
