@@ -405,9 +405,13 @@ void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
     return;
   }
   const bool ran = ended.has_start_time() && ended.has_end_time();
-  observer_->TrialEnded(
-      study.spec, ended.state(), ran ? DeviceLabel(ended.device()) : "",
-      ran ? FromTimestamp(ended.end_time()) - FromTimestamp(ended.start_time()) : absl::ZeroDuration());
+  // A trial read back from the store ended long ago: its metric counted it then.
+  if (!reading_back_) {
+    observer_->TrialEnded(
+        study.spec, ended.state(), ran ? DeviceLabel(ended.device()) : "",
+        ran ? FromTimestamp(ended.end_time()) - FromTimestamp(ended.start_time())
+            : absl::ZeroDuration());
+  }
   switch (trial.trial.state()) {
     case v1::Trial::COMPLETED: {
       ++study.completed;
@@ -540,6 +544,7 @@ void SchedulerCore::EndStudyLocked(StudyEntry& study, v1::Study::State state, st
                 study.state_reason);
   PublishStudyLocked(study);  // Its watchers read to here, then their streams end.
   ServeSuggestWaitersLocked(study);  // Answered with what they hold: nothing more comes.
+  CacheEndedLocked(study);  // Its trials leave memory once others are read more recently.
 }
 
 }  // namespace dhpt::scheduler

@@ -11,7 +11,7 @@
 namespace dhpt::scheduler {
 
 absl::StatusOr<v1::GetParamImportancesResponse> SchedulerCore::GetParamImportances(
-    const v1::GetParamImportancesRequest& request) const {
+    const v1::GetParamImportancesRequest& request) {
   analysis::ImportanceOptions options;
   options.evaluator = request.evaluator() == v1::GetParamImportancesRequest::FANOVA
                           ? analysis::Evaluator::kFanova

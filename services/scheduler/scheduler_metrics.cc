@@ -204,6 +204,12 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
     std::map<std::string, CachedImportance> kept;
     for (const v1::Study& study : studies) {
       const std::string& name = study.spec().name();
+      // An ended study keeps the gauge it had (computed once more if its last trials changed
+      // it); one never seen in progress (a restart) gets none, so a scrape never reads the
+      // whole history back from the store.
+      const bool ended = study.state() == v1::Study::COMPLETED ||
+                         study.state() == v1::Study::STOPPED || study.state() == v1::Study::FAILED;
+      if (ended && !importances_.contains(name)) continue;
       CachedImportance cached = importances_.contains(name) ? importances_[name] : CachedImportance();
       if (cached.completed != study.trials_completed()) {
         cached.completed = study.trials_completed();

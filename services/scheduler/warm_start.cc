@@ -91,13 +91,14 @@ void SchedulerCore::AddCheckedLocked(StudyEntry& study, CheckedTrials checked,
 
 absl::StatusOr<SchedulerCore::CheckedTrials> SchedulerCore::WarmStartLocked(
     const v1::StudySpec& spec, const optimizer::SearchSpace& space) {
-  auto earlier = studies_.find(spec.warm_start_study());
-  if (earlier == studies_.end()) {
+  if (!studies_.contains(spec.warm_start_study())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "warm_start_study: no study named \"", spec.warm_start_study(), "\" to learn from"));
   }
+  // An ended study evicted from memory is read back.
+  ASSIGN_OR_RETURN(const StudyEntry* earlier, FindStudyLocked(spec.warm_start_study()));
   google::protobuf::RepeatedPtrField<v1::AddedTrial> completed;
-  for (uint64_t id : earlier->second->trial_ids) {
+  for (uint64_t id : earlier->trial_ids) {
     const v1::Trial trial = FullTrialLocked(trials_.at(id));
     if (trial.state() != v1::Trial::COMPLETED) continue;
     v1::AddedTrial& added = *completed.Add();
