@@ -69,6 +69,7 @@ std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study,
     return id;
   }
   if (study.exhausted || study.budget_used() >= study.spec.max_trials()) return std::nullopt;
+  if (!CheckMemoryLocked().ok()) return std::nullopt;  // Near the memory cap: none new.
   if (!study.optimizer->cheap()) {
     RequestSuggestionLocked(study);
     return std::nullopt;

@@ -5,10 +5,12 @@
 // from the store first. The SQLite store holds every trial durably, so the scheduler's memory
 // follows the work in progress, not the history. Reading back rebuilds the study exactly as a
 // restart does (RestoreTrialLocked), so every answer is the same before and after eviction.
+// Near the memory cap (--max_memory_bytes) this cache is shed first, then new work refused.
 
 #include <malloc.h>
 
 #include "absl/strings/str_cat.h"
+#include "services/common/logging.h"
 #include "services/common/status_macros.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/scheduler_core_internal.h"
@@ -165,6 +167,35 @@ void SchedulerCore::DropTrialsLocked(StudyEntry& study) {
   study.optimizer.reset();
   study.journal.reset();
   study.best.reset();
+}
+
+absl::Status SchedulerCore::CheckMemoryLocked() {
+  if (options_.max_memory_bytes <= 0) return absl::OkStatus();
+  // Real time, not the core's clock (a test's may stand still).
+  const absl::Time now = absl::Now();
+  if (now < memory_checked_ + options_.memory_check_interval) return memory_status_;
+  memory_checked_ = now;
+  const int64_t limit =
+      static_cast<int64_t>(static_cast<double>(options_.max_memory_bytes) * kMemoryPressureShare);
+  int64_t used = options_.resident_bytes();
+  if (used > limit) {
+    TrimEndedCacheLocked(0);  // What can be read back from the store goes first.
+    malloc_trim(0);
+    used = options_.resident_bytes();
+  }
+  const bool was_ok = memory_status_.ok();
+  if (used <= limit) {
+    if (!was_ok) DHPT_LOG_INFO("memory: %d MiB in use, under the cap again: new work is accepted", used >> 20);
+    memory_status_ = absl::OkStatus();
+    return memory_status_;
+  }
+  memory_status_ = absl::ResourceExhaustedError(absl::StrCat(
+      "the scheduler is near its memory cap: ", used >> 20, " MiB in use of ",
+      options_.max_memory_bytes >> 20, " MiB (--max_memory_bytes, by default the container's "
+      "limit), so it takes no new studies or trials until memory is freed; delete ended "
+      "studies no longer needed (dhpt delete), or give it more memory"));
+  if (was_ok) DHPT_LOG_WARNING("memory: %s", memory_status_.message());
+  return memory_status_;
 }
 
 }  // namespace dhpt::scheduler

@@ -248,6 +248,7 @@ absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spe
     return absl::AlreadyExistsError(absl::StrCat(
         "study \"", spec.name(), "\" exists with a different spec; choose another name"));
   }
+  RETURN_IF_ERROR(CheckMemoryLocked());
   RETURN_IF_ERROR(CheckRoomForStudyLocked(spec));
   ASSIGN_OR_RETURN(std::unique_ptr<StudyEntry> entry, NewStudyEntryLocked(spec));
   // Checked before anything is created; added before its first trial is suggested.

@@ -32,6 +32,7 @@
 #include "services/common/work_queue.h"
 #include "services/optimizer/optimizer.h"
 #include "services/study/early_stopping.h"
+#include "services/scheduler/memory_limit.h"
 #include "services/scheduler/reply_budget.h"
 #include "services/scheduler/scheduler_observer.h"
 #include "services/study/spec_validation.h"
@@ -92,6 +93,11 @@ inline constexpr int64_t kDefaultMaxSpecBytesTotal = int64_t{128} << 20;
 // paging through one reads the store once; small beside the 150 MB a lean scheduler aims at.
 inline constexpr size_t kDefaultEndedStudyCacheBytes = size_t{16} << 20;
 
+// The share of --max_memory_bytes past which the scheduler sheds caches and refuses new work:
+// the rest is headroom for what is under way (pages being sent, suggestions, results coming
+// in), so the kernel's limit is not reached.
+inline constexpr double kMemoryPressureShare = 0.9;
+
 using OptimizerFactory = std::function<absl::StatusOr<std::unique_ptr<optimizer::Optimizer>>(
     const optimizer::SearchSpace&, const optimizer::OptimizerConfig&)>;
 
@@ -129,6 +135,16 @@ struct SchedulerOptions {
   // and read back from the store when asked (ended_studies.cc). Only for a store that
   // reads_back(); a store without a file keeps everything.
   size_t ended_study_cache_bytes = kDefaultEndedStudyCacheBytes;
+  // The memory the scheduler may hold (--max_memory_bytes); 0: no cap. Past
+  // kMemoryPressureShare of it the ended studies are shed from memory first; if that is not
+  // enough, CreateStudy, ImportStudy, AddTrials, EnqueueTrial and SuggestTrials are
+  // RESOURCE_EXHAUSTED and dispatch starts no new trial (those begun run on) until it is back
+  // under.
+  int64_t max_memory_bytes = 0;
+  // How the core reads its resident bytes (memory_limit.h; a test stands a fault in), and how
+  // often at most (a read costs a few microseconds; new trials come thousands a second).
+  std::function<int64_t()> resident_bytes = ResidentBytes;
+  absl::Duration memory_check_interval = absl::Milliseconds(100);
 };
 
 // Ask and tell, and warm starts.
@@ -563,6 +579,10 @@ class SchedulerCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   bool EvictableLocked(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void EvictLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // OK while the scheduler is under its memory cap (options_.max_memory_bytes), after
+  // shedding the ended studies if it was not; RESOURCE_EXHAUSTED, saying what to do, if it
+  // is still over. Read at most every options_.memory_check_interval.
+  absl::Status CheckMemoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Its trials leave memory (an eviction, or a read back that failed half way).
   void DropTrialsLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
@@ -601,6 +621,9 @@ class SchedulerCore {
   std::list<StudyEntry*> ended_cache_ ABSL_GUARDED_BY(mutex_);
   size_t ended_cache_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   size_t evicted_bytes_ ABSL_GUARDED_BY(mutex_) = 0;  // Since memory last went back.
+  // The memory cap's last check: when, and what it said.
+  absl::Time memory_checked_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
+  absl::Status memory_status_ ABSL_GUARDED_BY(mutex_);
   // An evicted study's trials are being read back: their ends are not new (no metrics).
   bool reading_back_ ABSL_GUARDED_BY(mutex_) = false;
   // Deleted while a suggestion for them was being computed: freed when it returns.

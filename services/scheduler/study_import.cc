@@ -273,6 +273,7 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
       reply = BuildStudyLocked(existing);
       stored = store_->last_sequence();
     } else {
+      RETURN_IF_ERROR(CheckMemoryLocked());
       RETURN_IF_ERROR(CheckRoomForStudyLocked(spec));
       ASSIGN_OR_RETURN(std::unique_ptr<StudyEntry> owned, NewStudyEntryLocked(spec));
       StudyEntry& study = *owned;

@@ -128,6 +128,7 @@ absl::StatusOr<v1::Trial> SchedulerCore::EnqueueTrial(const v1::EnqueueTrialRequ
     ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(request.study()));
     StudyEntry& study = *const_cast<StudyEntry*>(found);
     if (study.terminal()) return Ended(study.state, request.study(), "enqueue to");
+    RETURN_IF_ERROR(CheckMemoryLocked());
     if (study.budget_used() >= study.spec.max_trials()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "study \"", request.study(), "\" has created all of its max_trials (",
@@ -167,6 +168,7 @@ absl::StatusOr<v1::AddTrialsResponse> SchedulerCore::AddTrials(
     ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(request.study()));
     StudyEntry& study = *const_cast<StudyEntry*>(found);
     if (study.terminal()) return Ended(study.state, request.study(), "add to");
+    RETURN_IF_ERROR(CheckMemoryLocked());
     if (study.added + request.trials_size() > kMaxAddedTrialsPerStudy) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "study \"", request.study(), "\" has ", study.added, " added trials; ",

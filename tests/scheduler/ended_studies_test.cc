@@ -51,6 +51,11 @@ class EndedStudiesTest : public ::testing::Test {
   void Start() {
     SchedulerOptions options;
     options.clock = [] { return absl::FromUnixSeconds(1'800'000'000); };
+    if (max_memory_bytes_ > 0) {
+      options.max_memory_bytes = max_memory_bytes_;
+      options.resident_bytes = [this] { return Resident(); };
+      options.memory_check_interval = absl::ZeroDuration();  // Every call reads it.
+    }
     core_ = std::make_unique<SchedulerCore>(db_.get(), options);
     ASSERT_TRUE(core_->Recover().ok());
   }
@@ -182,6 +187,25 @@ class EndedStudiesTest : public ::testing::Test {
     return out;
   }
 
+  // The memory cap and what the process is said to hold (a fault stood in): the next reads
+  // from `script_`, then `resident_`.
+  int64_t Resident() {
+    absl::MutexLock lock(&memory_mutex_);
+    if (script_.empty()) return resident_;
+    const int64_t next = script_.front();
+    script_.erase(script_.begin());
+    return next;
+  }
+  void SetResident(int64_t bytes, std::vector<int64_t> script = {}) {
+    absl::MutexLock lock(&memory_mutex_);
+    resident_ = bytes;
+    script_ = std::move(script);
+  }
+  int64_t max_memory_bytes_ = 0;
+  absl::Mutex memory_mutex_;
+  int64_t resident_ ABSL_GUARDED_BY(memory_mutex_) = 0;
+  std::vector<int64_t> script_ ABSL_GUARDED_BY(memory_mutex_);
+
   testing::TempDatabase db_;
   std::unique_ptr<SchedulerCore> core_;
 };
@@ -297,6 +321,45 @@ TEST_F(EndedStudiesTest, DeletingAnEvictedStudyForgetsIt) {
   Restart();
   EXPECT_TRUE(absl::IsNotFound(core_->GetStudy("so").status()));
   EXPECT_EQ(AllTrials(*core_, "mo").size(), 8u);
+}
+
+TEST_F(EndedStudiesTest, NearTheMemoryCapEndedStudiesGoFirstThenNewWorkIsRefused) {
+  max_memory_bytes_ = 1000;  // Pressure past 900.
+  Restart();
+  RunStudies();
+  Committed();
+  ASSERT_EQ(core_->ended_studies_in_memory().studies, 2);
+
+  // Over, and under once the ended studies are shed: the study is created.
+  SetResident(100, {950});
+  ASSERT_TRUE(core_->CreateStudy(SingleObjective("after-shedding", 5)).ok());
+  EXPECT_EQ(core_->ended_studies_in_memory().studies, 0);
+
+  // Still over after shedding: no new study, trial or lease, and nothing breaks.
+  SetResident(950);
+  absl::StatusOr<v1::Study> refused = core_->CreateStudy(SingleObjective("refused", 5));
+  ASSERT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("--max_memory_bytes"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("dhpt delete"), std::string::npos);
+  EXPECT_TRUE(absl::IsResourceExhausted(core_->SuggestTrials("active", 1, "c").status()));
+  v1::AddTrialsRequest add;
+  add.set_study("active");
+  v1::AddedTrial& added = *add.add_trials();
+  (*added.mutable_params())["lr"].set_number_value(0.01);
+  (*added.mutable_params())["layers"].set_number_value(2);
+  (*added.mutable_params())["act"].set_string_value("relu");
+  (*added.mutable_metrics())["loss"] = 1;
+  EXPECT_TRUE(absl::IsResourceExhausted(core_->AddTrials(add).status()));
+  // Reads answer, the ended studies' from the store.
+  EXPECT_TRUE(core_->GetStudy("active").ok());
+  EXPECT_EQ(AllTrials(*core_, "so").size(), 12u);
+  EXPECT_EQ(AllTrials(*core_, "active").size(), 3u);
+
+  // Back under: work goes on.
+  SetResident(100);
+  EXPECT_TRUE(core_->CreateStudy(SingleObjective("refused", 5)).ok());
+  EXPECT_EQ(Ask("active", 1), std::vector<int64_t>{3});
+  EXPECT_TRUE(core_->AddTrials(add).ok());
 }
 
 }  // namespace
