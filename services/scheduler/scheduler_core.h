@@ -239,8 +239,10 @@ class SchedulerCore {
   // Each parameter's importance over the study's completed trials (services/analysis/
   // importance.h). The trials are copied under the lock, at most the evaluator's limit of them
   // (a seeded subsample of a larger study), and evaluated off it (param_importances.cc).
+  // Without `read_back`, an ended study evicted from memory is FAILED_PRECONDITION instead
+  // (the metrics' scrape: it must not read the history back).
   absl::StatusOr<v1::GetParamImportancesResponse> GetParamImportances(
-      const v1::GetParamImportancesRequest& request);
+      const v1::GetParamImportancesRequest& request, bool read_back = true);
   // Registers `watcher` for the study's events (read with ReadWatch); returns its id. The core
   // forgets it when ReadWatch reports the end, at Unwatch, or before calling OnEnd.
   absl::StatusOr<uint64_t> Watch(absl::string_view study, const WatchOptions& options,

@@ -204,12 +204,6 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
     std::map<std::string, CachedImportance> kept;
     for (const v1::Study& study : studies) {
       const std::string& name = study.spec().name();
-      // An ended study keeps the gauge it had (computed once more if its last trials changed
-      // it); one never seen in progress (a restart) gets none, so a scrape never reads the
-      // whole history back from the store.
-      const bool ended = study.state() == v1::Study::COMPLETED ||
-                         study.state() == v1::Study::STOPPED || study.state() == v1::Study::FAILED;
-      if (ended && !importances_.contains(name)) continue;
       CachedImportance cached = importances_.contains(name) ? importances_[name] : CachedImportance();
       if (cached.completed != study.trials_completed()) {
         cached.completed = study.trials_completed();
@@ -217,8 +211,10 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
         v1::GetParamImportancesRequest request;
         request.set_study(name);
         // Too few trials, or none varied: no gauge until there is something to say.
+        // An ended study evicted from memory is not read back: a scrape must not read the
+        // whole history from the store (it keeps the gauge it had, if any).
         if (absl::StatusOr<v1::GetParamImportancesResponse> response =
-                core_->GetParamImportances(request);
+                core_->GetParamImportances(request, /*read_back=*/false);
             response.ok()) {
           for (const v1::ParamImportance& p : response->importances()) {
             if (static_cast<int>(cached.top.size()) >= kMaxImportanceParamsPerStudy) break;
