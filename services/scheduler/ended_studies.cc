@@ -118,6 +118,8 @@ void SchedulerCore::ForgetCachedLocked(StudyEntry& study) {
 }
 
 void SchedulerCore::TrimEndedCacheLocked(size_t bound, const StudyEntry* keep) {
+  // A store that cannot read back keeps every study: no walk on each commit.
+  if (!store_->reads_back()) return;
   auto it = ended_cache_.end();
   while (ended_cache_bytes_ > bound && it != ended_cache_.begin()) {
     StudyEntry& study = **std::prev(it);
