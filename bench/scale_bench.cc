@@ -13,6 +13,9 @@
 //   build/bin/scale_bench [--workers=1000] [--studies=1000] [--finished_trials=1000000]
 //                         [--watchers=0,50] [--trials=30000] [--repeats=3]
 //
+// With --db=FILE it measures memory instead (MemoryRuns): what the scheduler holds with the
+// history on a database file, and after a restart on it.
+//
 // Two cores here are shared by the scheduler and the generator: ratios (with/without
 // watchers) say more than the rates.
 
@@ -54,6 +57,12 @@ ABSL_FLAG(int, finished_trials, 1'000'000, "finished trials added across the oth
 ABSL_FLAG(std::string, watchers, "0,50", "WatchStudy readers of the busy study, per run");
 ABSL_FLAG(int, trials, 30'000, "no-op trials of each run's busy study");
 ABSL_FLAG(int, repeats, 3, "runs per watcher count, interleaved; the median is reported");
+ABSL_FLAG(std::string, db, "",
+          "the memory runs (issue 34) instead of the dispatch runs, on this database file: "
+          "built once (--studies - 1 ended studies holding --finished_trials, and one active "
+          "study of --active_trials), then the scheduler's resident size as built, its start-up "
+          "time and resident size after a restart, and ListTrials pages of ended studies");
+ABSL_FLAG(int, active_trials, 10'000, "--db: finished trials of the one active study");
 
 namespace dhpt {
 namespace {
@@ -85,7 +94,10 @@ int64_t ResidentBytes(pid_t pid) {
 struct Scheduler {
   pid_t pid = 0;
   std::string address;
-  Scheduler(const std::string& binary) {
+  absl::Duration start_up;  // From the exec to "listening on".
+  Scheduler(const std::string& binary, const std::string& db = ":memory:") {
+    const std::string db_flag = "--db=" + db;
+    const absl::Time start = absl::Now();
     int out[2];
     if (pipe(out) != 0) std::abort();
     pid = fork();
@@ -93,7 +105,7 @@ struct Scheduler {
       dup2(out[1], STDOUT_FILENO);
       const int null = open("/dev/null", O_WRONLY);
       dup2(null, STDERR_FILENO);
-      execl(binary.c_str(), binary.c_str(), "--listen=127.0.0.1:0", "--db=:memory:",
+      execl(binary.c_str(), binary.c_str(), "--listen=127.0.0.1:0", db_flag.c_str(),
             "--max_studies=100000", static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -111,6 +123,7 @@ struct Scheduler {
       std::fprintf(stderr, "%s did not start\n", binary.c_str());
       std::exit(1);
     }
+    start_up = absl::Now() - start;
     std::thread([stream] {
       char rest[256];
       while (fgets(rest, sizeof rest, stream) != nullptr) {
@@ -118,6 +131,7 @@ struct Scheduler {
     }).detach();
   }
   ~Scheduler() {
+    if (pid <= 0) return;  // Stopped and reaped already.
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
   }
@@ -371,6 +385,149 @@ Run MeasureRun(const Scheduler& scheduler, v1::StudyService::Stub& stub,
 }  // namespace
 }  // namespace dhpt
 
+namespace dhpt {
+namespace {
+
+// Adds `count` finished trials to the study, 10,000 a call; false on an error.
+bool AddFinished(v1::StudyService::Stub& users, const v1::StudySpec& spec, const std::string& metric,
+                 int count) {
+  for (int done = 0; done < count;) {
+    v1::AddTrialsRequest add;
+    add.set_study(spec.name());
+    const int batch = std::min(count - done, 10'000);
+    for (int t = 0; t < batch; ++t, ++done) {
+      v1::AddedTrial* trial = add.add_trials();
+      for (const v1::Parameter& p : spec.parameters()) {
+        const double span = p.double_range().max() - p.double_range().min();
+        (*trial->mutable_params())[p.name()].set_number_value(
+            p.double_range().min() + span * ((done * 7919 + (p.name().size() * 104729)) % 100003) / 100003.0);
+      }
+      (*trial->mutable_metrics())[metric] = done;
+    }
+    grpc::ClientContext context;
+    v1::AddTrialsResponse added;
+    grpc::Status status = users.AddTrials(&context, add, &added);
+    if (!status.ok()) {
+      std::fprintf(stderr, "AddTrials: %s\n", status.error_message().c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+// ListTrials pages (100 trials) of ended studies: each of `studies` once (most of them read
+// back from the database: the scheduler keeps only the recently used in memory), then the
+// first one again `again` times (in memory).
+void TimeEndedPages(v1::StudyService::Stub& users, int studies, int again, Latencies& latencies) {
+  auto page = [&](int s, const std::string& label) {
+    v1::ListTrialsRequest list;
+    list.set_study(absl::StrCat("study-", s));
+    list.set_page_size(100);
+    v1::ListTrialsResponse response;
+    grpc::Status status = Timed(latencies, label, [&](grpc::ClientContext* c) {
+      return users.ListTrials(c, list, &response);
+    });
+    if (!status.ok() || response.trials_size() != 100) {
+      std::fprintf(stderr, "ListTrials study-%d: %s\n", s, status.error_message().c_str());
+    }
+  };
+  for (int s = 0; s < studies; ++s) page(s, "ListTrials, ended study read back");
+  for (int i = 0; i < again; ++i) page(0, "ListTrials, ended study in memory");
+  for (int i = 0; i < again; ++i) {
+    v1::GetStudyRequest get;
+    get.set_name(absl::StrCat("study-", (i * 37) % studies));
+    v1::Study study;
+    Timed(latencies, "GetStudy, ended study", [&](grpc::ClientContext* c) { return users.GetStudy(c, get, &study); });
+    v1::ListStudiesRequest list;
+    v1::ListStudiesResponse listed;
+    Timed(latencies, "ListStudies (first page of 100)", [&](grpc::ClientContext* c) { return users.ListStudies(c, list, &listed); });
+  }
+}
+
+void PrintLatencies(const Latencies& latencies) {
+  for (const auto& [rpc, ms] : latencies.ms) {
+    std::printf("  %-40s p50 %.2f ms, p99 %.2f ms (%zu calls)\n", rpc.c_str(), Quantile(ms, 0.5),
+                Quantile(ms, 0.99), ms.size());
+  }
+}
+
+// Memory (issue 34): ended studies' trials live in the database, not in the scheduler.
+int MemoryRuns(const std::string& binary, const std::string& db) {
+  const int studies = absl::GetFlag(FLAGS_studies);
+  const int finished = absl::GetFlag(FLAGS_finished_trials);
+  const int active = absl::GetFlag(FLAGS_active_trials);
+  const int ended = studies - 1;
+  const int per_study = finished / std::max(1, ended);
+  const bool build = !std::ifstream(db).good();
+  {
+    Scheduler scheduler(binary, db);
+    auto users = v1::StudyService::NewStub(
+        grpc::CreateChannel(scheduler.address, grpc::InsecureChannelCredentials()));
+    if (build) {
+      const int64_t rss_empty = ResidentBytes(scheduler.pid);
+      const absl::Time loading = absl::Now();
+      for (int s = 0; s < ended; ++s) {
+        v1::StudySpec spec = FunctionSpec(absl::StrCat("study-", s), per_study + 10);
+        grpc::ClientContext create;
+        v1::Study study;
+        if (grpc::Status created = users->CreateStudy(&create, spec, &study); !created.ok()) {
+          std::fprintf(stderr, "CreateStudy: %s\n", created.error_message().c_str());
+          return 1;
+        }
+        if (!AddFinished(*users, spec, study.spec().objective().metric(), per_study)) return 1;
+        grpc::ClientContext stop;
+        v1::StopStudyRequest request;
+        request.set_name(spec.name());
+        (void)users->StopStudy(&stop, request, &study);
+      }
+      // The active one: no worker runs it, its trials added like the others'.
+      v1::StudySpec spec = FunctionSpec("active", active + 1'000);
+      grpc::ClientContext create;
+      v1::Study study;
+      if (!users->CreateStudy(&create, spec, &study).ok() ||
+          !AddFinished(*users, spec, study.spec().objective().metric(), active)) {
+        return 1;
+      }
+      std::printf("built %s: %d ended studies of %d finished trials and one active study of %d, "
+                  "in %.1f s\n", db.c_str(), ended, per_study, active,
+                  absl::ToDoubleSeconds(absl::Now() - loading));
+      absl::SleepFor(absl::Seconds(2));  // The last commits, and the cache's evictions.
+      std::printf("scheduler resident: %.1f MiB empty, %.1f MiB as built\n", rss_empty / 1048576.0,
+                  ResidentBytes(scheduler.pid) / 1048576.0);
+    }
+    Latencies latencies;
+    TimeEndedPages(*users, std::min(ended, 200), 200, latencies);
+    std::printf("%s the scheduler that %s it:\n", db.c_str(), build ? "built" : "opened");
+    PrintLatencies(latencies);
+    std::printf("  resident after the reads: %.1f MiB\n", ResidentBytes(scheduler.pid) / 1048576.0);
+    kill(scheduler.pid, SIGTERM);  // A clean stop; the destructor reaps it.
+    waitpid(scheduler.pid, nullptr, 0);
+    scheduler.pid = 0;
+  }
+  // A restart on that database, three times: the median start-up.
+  std::vector<double> start_ups, residents;
+  Latencies latencies;
+  for (int r = 0; r < 3; ++r) {
+    Scheduler scheduler(binary, db);
+    start_ups.push_back(absl::ToDoubleSeconds(scheduler.start_up));
+    residents.push_back(ResidentBytes(scheduler.pid) / 1048576.0);
+    if (r == 0) {
+      auto users = v1::StudyService::NewStub(
+          grpc::CreateChannel(scheduler.address, grpc::InsecureChannelCredentials()));
+      TimeEndedPages(*users, std::min(ended, 200), 200, latencies);
+      residents.back() = ResidentBytes(scheduler.pid) / 1048576.0;  // After the reads.
+    }
+  }
+  std::printf("after a restart on it: start-up %.2f / %.2f / %.2f s (to listening), resident "
+              "%.1f MiB after 200 ended studies' pages, %.1f and %.1f MiB at start\n",
+              start_ups[0], start_ups[1], start_ups[2], residents[0], residents[1], residents[2]);
+  PrintLatencies(latencies);
+  return 0;
+}
+
+}  // namespace
+}  // namespace dhpt
+
 int main(int argc, char** argv) {
   using namespace dhpt;
   absl::ParseCommandLine(argc, argv);
@@ -389,6 +546,7 @@ int main(int argc, char** argv) {
   if (length <= 0) return 1;
   self[length] = '\0';
   const std::string binary = std::string(self, strrchr(self, '/') - self) + "/dhpt-scheduler";
+  if (const std::string db = absl::GetFlag(FLAGS_db); !db.empty()) return MemoryRuns(binary, db);
 
   Scheduler scheduler(binary);
   grpc::ChannelArguments arguments;

@@ -200,6 +200,15 @@ void SchedulerCore::SuggestTrials(absl::string_view name, int count, absl::strin
     }
     return;
   }
+  // Near the memory cap no new trial starts: the same, saying why.
+  if (absl::Status memory = CheckMemoryLocked(); !memory.ok()) {
+    if (waiter->given.empty()) {
+      waiter->done(memory);
+    } else {
+      FinishSuggestWaiterLocked(**study, *waiter);
+    }
+    return;
+  }
   std::deque<uint64_t>& pending = (*study)->pending;
   for (size_t i = 0; i < pending.size() && static_cast<int>(waiter->given.size()) < waiter->count;) {
     TrialEntry& trial = trials_.at(pending[i]);

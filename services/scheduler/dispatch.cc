@@ -69,6 +69,7 @@ std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study,
     return id;
   }
   if (study.exhausted || study.budget_used() >= study.spec.max_trials()) return std::nullopt;
+  if (!CheckMemoryLocked().ok()) return std::nullopt;  // Near the memory cap: none new.
   if (!study.optimizer->cheap()) {
     RequestSuggestionLocked(study);
     return std::nullopt;
@@ -405,9 +406,13 @@ void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
     return;
   }
   const bool ran = ended.has_start_time() && ended.has_end_time();
-  observer_->TrialEnded(
-      study.spec, ended.state(), ran ? DeviceLabel(ended.device()) : "",
-      ran ? FromTimestamp(ended.end_time()) - FromTimestamp(ended.start_time()) : absl::ZeroDuration());
+  // A trial read back from the store ended long ago: its metric counted it then.
+  if (!reading_back_) {
+    observer_->TrialEnded(
+        study.spec, ended.state(), ran ? DeviceLabel(ended.device()) : "",
+        ran ? FromTimestamp(ended.end_time()) - FromTimestamp(ended.start_time())
+            : absl::ZeroDuration());
+  }
   switch (trial.trial.state()) {
     case v1::Trial::COMPLETED: {
       ++study.completed;
@@ -540,6 +545,7 @@ void SchedulerCore::EndStudyLocked(StudyEntry& study, v1::Study::State state, st
                 study.state_reason);
   PublishStudyLocked(study);  // Its watchers read to here, then their streams end.
   ServeSuggestWaitersLocked(study);  // Answered with what they hold: nothing more comes.
+  CacheEndedLocked(study);  // Its trials leave memory once others are read more recently.
 }
 
 }  // namespace dhpt::scheduler

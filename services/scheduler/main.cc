@@ -92,6 +92,16 @@ ABSL_FLAG(int64_t, max_reply_bytes_in_flight, dhpt::scheduler::kDefaultMaxReplyB
           "bytes of ListTrials and ListStudies pages being built or sent at once, all callers "
           "together; pages are cut short to fit, and a call finding under 64 KiB left is "
           "RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, ended_study_cache_bytes,
+          static_cast<int64_t>(dhpt::scheduler::kDefaultEndedStudyCacheBytes),
+          "bytes (estimated) of ended studies' trials kept in memory, the most recently used; "
+          "the others keep only their summary and are read back from --db when asked (a "
+          "--db of :memory: keeps everything)");
+ABSL_FLAG(int64_t, max_memory_bytes, -1,
+          "memory the scheduler may hold, in bytes; near it (90%) it sheds the ended studies "
+          "from memory, then refuses new studies and trials (RESOURCE_EXHAUSTED) until it is "
+          "back under, so the kernel does not kill it. -1: the memory limit of its container "
+          "(cgroup v2 or v1), read at start, if it has one; 0: no cap");
 ABSL_FLAG(int, watch_journal_events, 16'384,
           "latest events each watched study keeps for its WatchStudy readers (and at most 8 MiB); "
           "a reader further behind, or resuming from an older position, is brought up to date "
@@ -174,6 +184,25 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.core.max_reply_bytes_in_flight = static_cast<size_t>(max_reply_bytes);
+  const int64_t ended_study_cache_bytes = absl::GetFlag(FLAGS_ended_study_cache_bytes);
+  if (ended_study_cache_bytes < 0) {
+    std::fprintf(stderr, "--ended_study_cache_bytes must be >= 0\n");
+    return 2;
+  }
+  options.core.ended_study_cache_bytes = static_cast<size_t>(ended_study_cache_bytes);
+  int64_t max_memory_bytes = absl::GetFlag(FLAGS_max_memory_bytes);
+  if (max_memory_bytes < -1) {
+    std::fprintf(stderr, "--max_memory_bytes must be -1 (the container's limit), 0 (none) or "
+                         "a number of bytes\n");
+    return 2;
+  }
+  if (max_memory_bytes == -1) {
+    max_memory_bytes = dhpt::scheduler::CgroupMemoryLimit().value_or(0);
+  }
+  options.core.max_memory_bytes = max_memory_bytes;
+  if (max_memory_bytes > 0) {
+    DHPT_LOG_INFO("memory cap: %d MiB (new work is refused past 90%% of it)", max_memory_bytes >> 20);
+  }
   options.core.watch_journal.max_events = std::max(1, absl::GetFlag(FLAGS_watch_journal_events));
   if (options.core.max_studies < 1 || options.core.spec_limits.max_parameters < 1 ||
       options.core.spec_limits.max_dataset_bytes < 1 || options.max_receive_message_bytes < 1024) {

@@ -11,7 +11,7 @@
 namespace dhpt::scheduler {
 
 absl::StatusOr<v1::GetParamImportancesResponse> SchedulerCore::GetParamImportances(
-    const v1::GetParamImportancesRequest& request) const {
+    const v1::GetParamImportancesRequest& request, bool read_back) {
   analysis::ImportanceOptions options;
   options.evaluator = request.evaluator() == v1::GetParamImportancesRequest::FANOVA
                           ? analysis::Evaluator::kFanova
@@ -30,7 +30,12 @@ absl::StatusOr<v1::GetParamImportancesResponse> SchedulerCore::GetParamImportanc
   int considered = 0;
   {
     absl::MutexLock lock(&mutex_);
-    ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(request.study()));
+    ASSIGN_OR_RETURN(const StudyEntry* study, read_back ? FindStudyLocked(request.study())
+                                                        : FindSummaryLocked(request.study()));
+    if (study->evicted) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "study \"", request.study(), "\" has ended and its trials are not in memory"));
+    }
     spec = study->spec;
     // Only the trials an evaluator reads, and of a large study a seeded subsample of them, so
     // the copy made under the lock stays bounded (the library would subsample the same way).

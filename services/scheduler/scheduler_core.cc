@@ -105,10 +105,14 @@ SchedulerCore::~SchedulerCore() {
 // Recovery
 
 absl::Status SchedulerCore::Recover() {
-  ASSIGN_OR_RETURN(StoredState stored, store_->Load());
+  // A store that can read a study back loads the active studies' trials only: an ended study
+  // starts as its stored summary and is read back when asked, so a start costs what is in
+  // progress, not the history.
+  const bool summaries = store_->reads_back();
+  ASSIGN_OR_RETURN(StoredState stored, summaries ? store_->LoadActive() : store_->Load());
   absl::MutexLock lock(&mutex_);
   next_trial_id_ = stored.next_trial_id;
-  for (const v1::Study& study : stored.studies) {
+  for (v1::Study& study : stored.studies) {
     auto entry = std::make_unique<StudyEntry>();
     entry->order = next_study_order_++;
     entry->spec = study.spec();
@@ -118,80 +122,100 @@ absl::Status SchedulerCore::Recover() {
     entry->end_time = study.end_time();
     entry->space = study::ToSearchSpace(entry->spec);
     entry->early_stopping = study::ToEarlyStoppingRule(entry->spec);
-    entry->front.emplace(entry->spec);
-    ASSIGN_OR_RETURN(entry->optimizer,
-                     options_.optimizer_factory(entry->space, study::ToOptimizerConfig(entry->spec)));
+    if (summaries && entry->terminal()) {
+      entry->evicted = true;
+      entry->summary = std::move(study);
+      entry->summary.clear_spec();  // The entry's.
+    } else {
+      entry->front.emplace(entry->spec);
+      ASSIGN_OR_RETURN(entry->optimizer, options_.optimizer_factory(
+                                             entry->space, study::ToOptimizerConfig(entry->spec)));
+    }
     entry->head = next_position_++;
     // Counted, never refused: what was accepted before stays (a lower limit stops new ones).
     spec_bytes_total_ += static_cast<int64_t>(entry->spec.ByteSizeLong());
     study_order_.push_back(entry.get());
     if (!entry->terminal()) dispatchable_.push_back(entry.get());
-    studies_[study.spec().name()] = std::move(entry);
+    const std::string name = entry->spec.name();
+    studies_[name] = std::move(entry);
   }
   for (const v1::Trial& stored_trial : stored.trials) {
     auto study_it = studies_.find(stored_trial.study());
-    if (study_it == studies_.end()) {
+    if (study_it == studies_.end() || study_it->second->evicted) {
       return absl::DataLossError(absl::StrCat("trial ", stored_trial.id(), " names unknown study ",
                                               stored_trial.study()));
     }
-    StudyEntry& study = *study_it->second;
-    if (stored_trial.number() != study.created()) {
-      return absl::DataLossError(absl::StrCat("trial ", stored_trial.id(), " of ", study.spec.name(),
-                                              " has number ", stored_trial.number(),
-                                              ", expected ", study.created()));
-    }
-    ASSIGN_OR_RETURN(optimizer::Point point, study::ToPoint(study.space, stored_trial.params()));
-    TrialEntry& entry = trials_[stored_trial.id()];
-    entry.trial = stored_trial;
-    entry.curve.number = stored_trial.number();
-    entry.study = &study;
-    // Positions of this life, each its own: a watcher resuming from an earlier life's gets
-    // every trial again.
-    entry.position = study.head = next_position_++;
-    next_trial_id_ = std::max(next_trial_id_, stored_trial.id() + 1);
-    study.keys.insert(study.space.Key(point));
-    study.trial_ids.push_back(stored_trial.id());
-    study.history.push_back({std::move(point), optimizer::TrialStatus::kRunning, {}});
-    const v1::Trial& t = entry.trial;
-    if (TrialTerminal(t.state())) {
-      RecordTrialEndLocked(entry);
-      CompactLocked(entry);
-    } else if (t.state() == v1::Trial::RUNNING && t.attempt() >= 1 &&
-               t.attempt() <= t.attempts_size() &&
-               !t.attempts(t.attempt() - 1).client_id().empty()) {
-      // An ask-and-tell client's lease outlives the restart, counted afresh: the client does
-      // not know the scheduler went away, and nobody else may take its trial meanwhile.
-      ++study.running;
-      LeaseLocked(entry, t.attempts(t.attempt() - 1).client_id());
-    } else {
-      // Running on a worker of the previous life, or pending: wait for a worker again. The
-      // worker of the old attempt may claim it back when it reconnects, or deliver its result
-      // (accepted once); the attempt's epoch tells its result from anyone else's.
-      entry.trial.set_state(v1::Trial::PENDING);
-      entry.pending_since = options_.clock();
-      study.pending.push_back(entry.trial.id());
-    }
+    RETURN_IF_ERROR(RestoreTrialLocked(*study_it->second, stored_trial));
   }
   // Early stopping judges running trials against the others' curves: the stored ones, as the
   // first life saw them (each trial's latest attempt).
   for (StudyEntry* study : study_order_) {
-    if (std::holds_alternative<std::monostate>(study->early_stopping)) continue;
+    if (study->evicted || std::holds_alternative<std::monostate>(study->early_stopping)) continue;
     ASSIGN_OR_RETURN(std::vector<StoredIntermediateValue> values,
                      store_->LoadIntermediateValues(study->spec.name()));
-    for (const StoredIntermediateValue& value : values) {
-      auto it = trials_.find(value.trial_id);
-      if (it == trials_.end() || value.attempt != it->second.trial.attempt()) continue;
-      std::vector<study::IntermediateValue>& curve = it->second.curve.values;
-      if (curve.empty() || value.step > curve.back().step) {
-        curve.push_back({value.step, value.value});
-        it->second.last_step = value.step;  // A reclaimed attempt goes on from there.
-        ++it->second.stored_values;
-        if (it->second.stored_values >= 2) study->progress_reported = true;
-      }
+    RestoreCurvesLocked(*study, values);
+  }
+  for (StudyEntry* study : study_order_) {
+    CheckStudyEndLocked(*study);
+    // Ended in the previous life with trials still held (a store that cannot read back).
+    if (study->terminal() && !study->evicted && !study->cached) CacheEndedLocked(*study);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SchedulerCore::RestoreTrialLocked(StudyEntry& study, const v1::Trial& stored_trial) {
+  if (stored_trial.number() != study.created()) {
+    return absl::DataLossError(absl::StrCat("trial ", stored_trial.id(), " of ", study.spec.name(),
+                                            " has number ", stored_trial.number(),
+                                            ", expected ", study.created()));
+  }
+  ASSIGN_OR_RETURN(optimizer::Point point, study::ToPoint(study.space, stored_trial.params()));
+  TrialEntry& entry = trials_[stored_trial.id()];
+  entry.trial = stored_trial;
+  entry.curve.number = stored_trial.number();
+  entry.study = &study;
+  // Positions of this life, each its own: a watcher resuming from an earlier life's gets
+  // every trial again.
+  entry.position = study.head = next_position_++;
+  next_trial_id_ = std::max(next_trial_id_, stored_trial.id() + 1);
+  study.keys.insert(study.space.Key(point));
+  study.trial_ids.push_back(stored_trial.id());
+  study.history.push_back({std::move(point), optimizer::TrialStatus::kRunning, {}});
+  const v1::Trial& t = entry.trial;
+  if (TrialTerminal(t.state())) {
+    RecordTrialEndLocked(entry);
+    CompactLocked(entry);
+  } else if (t.state() == v1::Trial::RUNNING && t.attempt() >= 1 &&
+             t.attempt() <= t.attempts_size() &&
+             !t.attempts(t.attempt() - 1).client_id().empty()) {
+    // An ask-and-tell client's lease outlives the restart, counted afresh: the client does
+    // not know the scheduler went away, and nobody else may take its trial meanwhile.
+    ++study.running;
+    LeaseLocked(entry, t.attempts(t.attempt() - 1).client_id());
+  } else {
+    // Running on a worker of the previous life, or pending: wait for a worker again. The
+    // worker of the old attempt may claim it back when it reconnects, or deliver its result
+    // (accepted once); the attempt's epoch tells its result from anyone else's.
+    entry.trial.set_state(v1::Trial::PENDING);
+    entry.pending_since = options_.clock();
+    study.pending.push_back(entry.trial.id());
+  }
+  return absl::OkStatus();
+}
+
+void SchedulerCore::RestoreCurvesLocked(StudyEntry& study,
+                                        const std::vector<StoredIntermediateValue>& values) {
+  for (const StoredIntermediateValue& value : values) {
+    auto it = trials_.find(value.trial_id);
+    if (it == trials_.end() || value.attempt != it->second.trial.attempt()) continue;
+    std::vector<study::IntermediateValue>& curve = it->second.curve.values;
+    if (curve.empty() || value.step > curve.back().step) {
+      curve.push_back({value.step, value.value});
+      it->second.last_step = value.step;  // A reclaimed attempt goes on from there.
+      ++it->second.stored_values;
+      if (it->second.stored_values >= 2) study.progress_reported = true;
     }
   }
-  for (StudyEntry* study : study_order_) CheckStudyEndLocked(*study);
-  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -224,6 +248,7 @@ absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spe
     return absl::AlreadyExistsError(absl::StrCat(
         "study \"", spec.name(), "\" exists with a different spec; choose another name"));
   }
+  RETURN_IF_ERROR(CheckMemoryLocked());
   RETURN_IF_ERROR(CheckRoomForStudyLocked(spec));
   ASSIGN_OR_RETURN(std::unique_ptr<StudyEntry> entry, NewStudyEntryLocked(spec));
   // Checked before anything is created; added before its first trial is suggested.
@@ -235,7 +260,7 @@ absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spe
   entry->create_time = ToTimestamp(options_.clock());
   entry->order = next_study_order_++;
   entry->head = next_position_++;
-  WriteSequence stored = store_->PutStudy(BuildStudyLocked(*entry));
+  WriteSequence stored = entry->last_write = store_->PutStudy(BuildStudyLocked(*entry));
   spec_bytes_total_ += static_cast<int64_t>(entry->spec.ByteSizeLong());
   StudyEntry& created = *entry;
   study_order_.push_back(entry.get());
@@ -288,7 +313,7 @@ absl::StatusOr<std::unique_ptr<SchedulerCore::StudyEntry>> SchedulerCore::NewStu
   return entry;
 }
 
-absl::StatusOr<const SchedulerCore::StudyEntry*> SchedulerCore::FindStudyLocked(
+absl::StatusOr<const SchedulerCore::StudyEntry*> SchedulerCore::FindSummaryLocked(
     absl::string_view name) const {
   if (name.empty()) return absl::InvalidArgumentError("name: the study's name is required");
   auto it = studies_.find(name);
@@ -298,7 +323,7 @@ absl::StatusOr<const SchedulerCore::StudyEntry*> SchedulerCore::FindStudyLocked(
 
 absl::StatusOr<v1::Study> SchedulerCore::GetStudy(absl::string_view name) const {
   absl::MutexLock lock(&mutex_);
-  ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
+  ASSIGN_OR_RETURN(const StudyEntry* study, FindSummaryLocked(name));
   return BuildStudyLocked(*study);
 }
 
@@ -347,7 +372,7 @@ absl::StatusOr<v1::Study> SchedulerCore::StopStudy(absl::string_view name) {
   v1::Study reply;
   {
     absl::MutexLock lock(&mutex_);
-    ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(name));
+    ASSIGN_OR_RETURN(const StudyEntry* found, FindSummaryLocked(name));
     StudyEntry& study = *const_cast<StudyEntry*>(found);
     if (!study.terminal()) EndStudyLocked(study, v1::Study::STOPPED, "stopped by a user");
     reply = BuildStudyLocked(study);
@@ -363,7 +388,7 @@ absl::Status SchedulerCore::DeleteStudy(absl::string_view name, bool force) {
   WriteSequence stored;
   {
     absl::MutexLock lock(&mutex_);
-    ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(name));
+    ASSIGN_OR_RETURN(const StudyEntry* found, FindSummaryLocked(name));
     StudyEntry& study = *const_cast<StudyEntry*>(found);
     if (!study.terminal()) {
       if (!force) {
@@ -375,6 +400,7 @@ absl::Status SchedulerCore::DeleteStudy(absl::string_view name, bool force) {
     }
     EndWatchesLocked(study, absl::NotFoundError(absl::StrCat("study \"", name, "\" was deleted")));
     for (uint64_t id : study.trial_ids) trials_.erase(id);
+    ForgetCachedLocked(study);
     spec_bytes_total_ -= static_cast<int64_t>(study.spec.ByteSizeLong());
     study_order_.erase(std::find(study_order_.begin(), study_order_.end(), &study));
     stored = store_->DeleteStudy(study.spec.name());
@@ -394,7 +420,7 @@ absl::Status SchedulerCore::DeleteStudy(absl::string_view name, bool force) {
 
 absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
     absl::string_view name, v1::Trial::State only, int page_size, absl::string_view page_token,
-    bool values_only) const {
+    bool values_only) {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultTrialPageSize, kMaxTrialPageSize));
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
@@ -423,7 +449,7 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
   return page;
 }
 
-absl::StatusOr<v1::Trial> SchedulerCore::GetBestTrial(absl::string_view name) const {
+absl::StatusOr<v1::Trial> SchedulerCore::GetBestTrial(absl::string_view name) {
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
   if (!study->best) {
@@ -433,7 +459,7 @@ absl::StatusOr<v1::Trial> SchedulerCore::GetBestTrial(absl::string_view name) co
 }
 
 absl::StatusOr<v1::GetParetoFrontResponse> SchedulerCore::GetParetoFront(
-    absl::string_view name, int page_size, absl::string_view page_token) const {
+    absl::string_view name, int page_size, absl::string_view page_token) {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultTrialPageSize, kMaxTrialPageSize));
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
@@ -751,8 +777,8 @@ void SchedulerCore::RecordProgressLocked(TrialEntry& trial, int64_t step, double
   // One value is the final one (a program that prints its objective only at exit); progress
   // is a second.
   if (trial.stored_values >= 2) trial.study->progress_reported = true;
-  store_->PutIntermediateValue(trial.study->spec.name(), trial.trial.id(), trial.trial.attempt(),
-                               step, value);
+  trial.study->last_write = store_->PutIntermediateValue(
+      trial.study->spec.name(), trial.trial.id(), trial.trial.attempt(), step, value);
   if (!std::holds_alternative<std::monostate>(trial.study->early_stopping)) {
     ConsiderStoppingLocked(trial, step, value);
   }
@@ -1021,7 +1047,7 @@ int SchedulerCore::connected_workers() const {
 // Records and events
 
 WriteSequence SchedulerCore::SaveTrialLocked(TrialEntry& trial) {
-  const WriteSequence sequence = store_->PutTrial(trial.trial);
+  const WriteSequence sequence = trial.study->last_write = store_->PutTrial(trial.trial);
   if (TrialTerminal(trial.trial.state())) CompactLocked(trial);
   return sequence;
 }
@@ -1064,8 +1090,8 @@ v1::Trial SchedulerCore::FullTrialLocked(const TrialEntry& entry) const {
   return full;
 }
 
-WriteSequence SchedulerCore::SaveStudyLocked(const StudyEntry& study) {
-  return store_->PutStudy(BuildStudyLocked(study));
+WriteSequence SchedulerCore::SaveStudyLocked(StudyEntry& study) {
+  return study.last_write = store_->PutStudy(BuildStudyLocked(study));
 }
 
 void SchedulerCore::SendWhenStoredLocked(uint64_t session, WriteSequence sequence,
@@ -1092,9 +1118,18 @@ void SchedulerCore::OnStored(WriteSequence sequence) {
     answer.done(std::move(answer.response));
   }
   DispatchLocked();  // In case it paused while the store could not write.
+  // Ended studies whose last writes waited for this commit may go now.
+  if (ended_cache_bytes_ > options_.ended_study_cache_bytes) {
+    TrimEndedCacheLocked(options_.ended_study_cache_bytes);
+  }
 }
 
 v1::Study SchedulerCore::BuildStudyLocked(const StudyEntry& study) const {
+  if (study.evicted) {  // Ended: its summary does not change.
+    v1::Study out = study.summary;
+    *out.mutable_spec() = study.spec;
+    return out;
+  }
   v1::Study out;
   *out.mutable_spec() = study.spec;
   out.set_state(study.state);

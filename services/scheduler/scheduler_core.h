@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -31,6 +32,7 @@
 #include "services/common/work_queue.h"
 #include "services/optimizer/optimizer.h"
 #include "services/study/early_stopping.h"
+#include "services/scheduler/memory_limit.h"
 #include "services/scheduler/reply_budget.h"
 #include "services/scheduler/scheduler_observer.h"
 #include "services/study/spec_validation.h"
@@ -87,6 +89,15 @@ inline constexpr absl::Duration kWatchSummaryInterval = absl::Milliseconds(100);
 // largest fit, and thousands of ordinary ones (a few KiB each).
 inline constexpr int64_t kDefaultMaxSpecBytesTotal = int64_t{128} << 20;
 
+// The default of --ended_study_cache_bytes: a few ended studies of thousands of trials, so a user
+// paging through one reads the store once; small beside the 150 MB a lean scheduler aims at.
+inline constexpr size_t kDefaultEndedStudyCacheBytes = size_t{16} << 20;
+
+// The share of --max_memory_bytes past which the scheduler sheds caches and refuses new work:
+// the rest is headroom for what is under way (pages being sent, suggestions, results coming
+// in), so the kernel's limit is not reached.
+inline constexpr double kMemoryPressureShare = 0.9;
+
 using OptimizerFactory = std::function<absl::StatusOr<std::unique_ptr<optimizer::Optimizer>>(
     const optimizer::SearchSpace&, const optimizer::OptimizerConfig&)>;
 
@@ -119,6 +130,21 @@ struct SchedulerOptions {
   // How long an ask-and-tell client keeps a trial without a ReportProgress; then it goes back
   // to pending for another client, its attempt charged like a lost worker's.
   absl::Duration client_lease = absl::Minutes(30);
+  // Ended studies whose trials stay in memory after they end or are read (most recently used
+  // kept), in estimated bytes; past it the least recently used are evicted to their summary
+  // and read back from the store when asked (ended_studies.cc). Only for a store that
+  // reads_back(); a store without a file keeps everything.
+  size_t ended_study_cache_bytes = kDefaultEndedStudyCacheBytes;
+  // The memory the scheduler may hold (--max_memory_bytes); 0: no cap. Past
+  // kMemoryPressureShare of it the ended studies are shed from memory first; if that is not
+  // enough, CreateStudy, ImportStudy, AddTrials, EnqueueTrial and SuggestTrials are
+  // RESOURCE_EXHAUSTED and dispatch starts no new trial (those begun run on) until it is back
+  // under.
+  int64_t max_memory_bytes = 0;
+  // How the core reads its resident bytes (memory_limit.h; a test stands a fault in), and how
+  // often at most (a read costs a few microseconds; new trials come thousands a second).
+  std::function<int64_t()> resident_bytes = ResidentBytes;
+  absl::Duration memory_check_interval = absl::Milliseconds(100);
 };
 
 // Ask and tell, and warm starts.
@@ -201,20 +227,23 @@ class SchedulerCore {
   absl::StatusOr<v1::Study> UpdateStudy(const v1::UpdateStudyRequest& request);
   // One page of the study's trials in number order; `only` filters by state unless unset.
   // values_only: each trial with its number, state and objective value(s) only.
+  // These read an ended study's trials back from the store when they were evicted.
   absl::StatusOr<ListPage<v1::Trial>> ListTrials(absl::string_view study, v1::Trial::State only,
                                                  int page_size, absl::string_view page_token,
-                                                 bool values_only = false) const;
-  absl::StatusOr<v1::Trial> GetBestTrial(absl::string_view study) const;
+                                                 bool values_only = false);
+  absl::StatusOr<v1::Trial> GetBestTrial(absl::string_view study);
   // One page of the non-dominated feasible completed trials in number order, with the whole
   // front's hypervolume (one objective: the best trial, if feasible).
   absl::StatusOr<v1::GetParetoFrontResponse> GetParetoFront(absl::string_view study,
                                                             int page_size = 0,
-                                                            absl::string_view page_token = "") const;
+                                                            absl::string_view page_token = "");
   // Each parameter's importance over the study's completed trials (services/analysis/
   // importance.h). The trials are copied under the lock, at most the evaluator's limit of them
   // (a seeded subsample of a larger study), and evaluated off it (param_importances.cc).
+  // Without `read_back`, an ended study evicted from memory is FAILED_PRECONDITION instead
+  // (the metrics' scrape: it must not read the history back).
   absl::StatusOr<v1::GetParamImportancesResponse> GetParamImportances(
-      const v1::GetParamImportancesRequest& request) const;
+      const v1::GetParamImportancesRequest& request, bool read_back = true);
   // Registers `watcher` for the study's events (read with ReadWatch); returns its id. The core
   // forgets it when ReadWatch reports the end, at Unwatch, or before calling OnEnd.
   absl::StatusOr<uint64_t> Watch(absl::string_view study, const WatchOptions& options,
@@ -301,6 +330,16 @@ class SchedulerCore {
   int64_t store_bytes() const { return store_->size_bytes(); }
   int connected_workers() const;
   const ReplyBudget& reply_budget() const { return reply_budget_; }
+  // Ended studies whose trials are in memory, and the bytes estimated for them
+  // (--ended_study_cache_bytes bounds these).
+  struct EndedStudiesInMemory {
+    int studies = 0;
+    size_t bytes = 0;
+  };
+  EndedStudiesInMemory ended_studies_in_memory() const;
+  // Evicts every ended study that nothing holds now to its summary, whatever the cache's
+  // bound (a memory cap sheds this first); returns how many.
+  int ShedEndedStudies();
 
  private:
   struct StudyEntry;
@@ -493,7 +532,7 @@ class SchedulerCore {
   v1::Trial FullTrialLocked(const TrialEntry& trial) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // ListTrials' values_only form of a trial.
   v1::Trial ValuesOnlyLocked(const TrialEntry& trial) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  WriteSequence SaveStudyLocked(const StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  WriteSequence SaveStudyLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   v1::Study BuildStudyLocked(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Watch fan-out (watch.cc). A change of the trial (or the study's summary) takes the next
   // position; when the study is watched, its event is built and serialised once into the
@@ -518,8 +557,39 @@ class SchedulerCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void SendLocked(uint64_t session, v1::SchedulerMessage message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  absl::StatusOr<const StudyEntry*> FindStudyLocked(absl::string_view name) const
+  // The study with its trials in memory: an evicted one is read back from the store first
+  // (UNAVAILABLE when it cannot be), and an ended one becomes the most recently used.
+  absl::StatusOr<const StudyEntry*> FindStudyLocked(absl::string_view name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The study as it is, evicted or not: for what its summary answers (GetStudy, StopStudy,
+  // DeleteStudy).
+  absl::StatusOr<const StudyEntry*> FindSummaryLocked(absl::string_view name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Recovery and reading back: a stored trial joins its study (number order), and the stored
+  // intermediate values of its trials' latest attempts become their curves.
+  absl::Status RestoreTrialLocked(StudyEntry& study, const v1::Trial& stored)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void RestoreCurvesLocked(StudyEntry& study, const std::vector<StoredIntermediateValue>& values)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Ended studies in memory (ended_studies.cc). An ended study joins the cache; past
+  // options_.ended_study_cache_bytes the least recently used that nothing holds (a watch, a
+  // suggestion, an uncommitted write) are evicted: their trials leave memory and their summary
+  // stays. LoadEvictedLocked reads one back.
+  absl::Status LoadEvictedLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void CacheEndedLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void ForgetCachedLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Evicts from the least recently used end until the cache holds at most `bound` bytes or
+  // nothing more can go; `keep` stays.
+  void TrimEndedCacheLocked(size_t bound, const StudyEntry* keep = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool EvictableLocked(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void EvictLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // OK while the scheduler is under its memory cap (options_.max_memory_bytes), after
+  // shedding the ended studies if it was not; RESOURCE_EXHAUSTED, saying what to do, if it
+  // is still over. Read at most every options_.memory_check_interval.
+  absl::Status CheckMemoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Its trials leave memory (an eviction, or a read back that failed half way).
+  void DropTrialsLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   StudyStore* const store_;
   const SchedulerOptions options_;
@@ -551,6 +621,16 @@ class SchedulerCore {
   // The bytes of the kept studies' specs (--max_spec_bytes_total).
   int64_t spec_bytes_total_ ABSL_GUARDED_BY(mutex_) = 0;
   mutable ReplyBudget reply_budget_;  // Its own lock; taken under mutex_ by the page builders.
+  // Ended studies whose trials are in memory, most recently used first, and their estimated
+  // bytes (ended_studies.cc).
+  std::list<StudyEntry*> ended_cache_ ABSL_GUARDED_BY(mutex_);
+  size_t ended_cache_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  size_t evicted_bytes_ ABSL_GUARDED_BY(mutex_) = 0;  // Since memory last went back.
+  // The memory cap's last check: when, and what it said.
+  absl::Time memory_checked_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
+  absl::Status memory_status_ ABSL_GUARDED_BY(mutex_);
+  // An evicted study's trials are being read back: their ends are not new (no metrics).
+  bool reading_back_ ABSL_GUARDED_BY(mutex_) = false;
   // Deleted while a suggestion for them was being computed: freed when it returns.
   std::vector<std::unique_ptr<StudyEntry>> deleted_studies_ ABSL_GUARDED_BY(mutex_);
   absl::node_hash_map<uint64_t, TrialEntry> trials_ ABSL_GUARDED_BY(mutex_);

@@ -3,7 +3,8 @@
 // What the scheduler core's files share and nothing else includes: a study's entry and the
 // small conversions every part of the core uses. The core is split by concern (recovery,
 // studies, workers and records in scheduler_core.cc, dispatch in dispatch.cc, ask and tell in
-// client_trials.cc, warm starts in warm_start.cc, watch fan-out in watch.cc); each file defines SchedulerCore members over
+// client_trials.cc, warm starts in warm_start.cc, watch fan-out in watch.cc, ended studies
+// leaving memory in ended_studies.cc); each file defines SchedulerCore members over
 // these types.
 
 #include <deque>
@@ -109,6 +110,17 @@ struct SchedulerCore::StudyEntry {
   // Some trial reported progress (a second intermediate value): early stopping has a curve to
   // judge.
   bool progress_reported = false;
+  // Ended and evicted: its trials are in the store only (trial_ids, history, keys, front and
+  // optimiser are empty) and `summary` (without the spec) answers for it until it is read
+  // back (SchedulerCore::LoadEvictedLocked).
+  bool evicted = false;
+  v1::Study summary;
+  // The latest write of it or its trials: it may be evicted only once that is committed, so a
+  // read back sees everything it had.
+  WriteSequence last_write = 0;
+  // Its place in the core's cache of ended studies in memory, and the bytes counted for it.
+  std::optional<std::list<StudyEntry*>::iterator> cached;
+  size_t cached_bytes = 0;
   uint64_t order = 0;    // Creation order, for ListStudies pages.
   bool deleted = false;  // Deleted while a suggestion was computed for it.
 

@@ -211,8 +211,10 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
         v1::GetParamImportancesRequest request;
         request.set_study(name);
         // Too few trials, or none varied: no gauge until there is something to say.
+        // An ended study evicted from memory is not read back: a scrape must not read the
+        // whole history from the store (it keeps the gauge it had, if any).
         if (absl::StatusOr<v1::GetParamImportancesResponse> response =
-                core_->GetParamImportances(request);
+                core_->GetParamImportances(request, /*read_back=*/false);
             response.ok()) {
           for (const v1::ParamImportance& p : response->importances()) {
             if (static_cast<int>(cached.top.size()) >= kMaxImportanceParamsPerStudy) break;

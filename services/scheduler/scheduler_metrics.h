@@ -76,7 +76,8 @@ inline constexpr int kMaxImportanceParamsPerStudy = 5;
 // Gauges of the scheduler's state, computed from the core when Prometheus scrapes.
 class SchedulerStateCollector : public prometheus::Collectable {
  public:
-  explicit SchedulerStateCollector(const SchedulerCore* core) : core_(core) {}
+  // Importances read an evicted ended study back from the store, hence not const.
+  explicit SchedulerStateCollector(SchedulerCore* core) : core_(core) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
@@ -85,7 +86,7 @@ class SchedulerStateCollector : public prometheus::Collectable {
     int completed = -1;
     std::vector<std::pair<std::string, double>> top;
   };
-  const SchedulerCore* const core_;
+  SchedulerCore* const core_;
   mutable absl::Mutex mutex_;
   mutable std::map<std::string, CachedImportance> importances_ ABSL_GUARDED_BY(mutex_);
 };

@@ -445,7 +445,11 @@ absl::Status SqliteStudyStore::Migrate() {
 // ---------------------------------------------------------------------------------------------
 // Reading
 
-absl::StatusOr<StoredState> SqliteStudyStore::Load() {
+absl::StatusOr<StoredState> SqliteStudyStore::Load() { return LoadState(true); }
+
+absl::StatusOr<StoredState> SqliteStudyStore::LoadActive() { return LoadState(false); }
+
+absl::StatusOr<StoredState> SqliteStudyStore::LoadState(bool ended_trials) {
   StoredState state;
   const std::string& path = options_.path;
   auto read_all = [&](const char* sql, auto&& row) -> absl::Status {
@@ -469,18 +473,45 @@ absl::StatusOr<StoredState> SqliteStudyStore::Load() {
   RETURN_IF_ERROR(read_all("SELECT study FROM studies ORDER BY rowid", [&](sqlite3_stmt* row) {
     return parse(row, 0, state.studies.emplace_back(), "study");
   }));
-  RETURN_IF_ERROR(read_all("SELECT trial FROM trials ORDER BY id", [&](sqlite3_stmt* row) {
-    return parse(row, 0, state.trials.emplace_back(), "trial");
-  }));
+  if (ended_trials) {
+    RETURN_IF_ERROR(read_all("SELECT trial FROM trials ORDER BY id", [&](sqlite3_stmt* row) {
+      return parse(row, 0, state.trials.emplace_back(), "trial");
+    }));
+  } else {
+    // Through the (study, number) index, one active study at a time: an ended study's rows
+    // are not read at all, so a start costs what is in progress, not the history.
+    Statement by_study(db_, "SELECT trial FROM trials WHERE study = ?1 ORDER BY number");
+    if (!by_study.ok()) return StoreError(db_, sqlite3_errcode(db_), "cannot read", path, true);
+    for (const v1::Study& study : state.studies) {
+      if (study.state() == v1::Study::COMPLETED || study.state() == v1::Study::STOPPED ||
+          study.state() == v1::Study::FAILED) {
+        continue;
+      }
+      sqlite3_reset(by_study.get());
+      by_study.Bind(1, study.spec().name());
+      int code;
+      while ((code = sqlite3_step(by_study.get())) == SQLITE_ROW) {
+        RETURN_IF_ERROR(parse(by_study.get(), 0, state.trials.emplace_back(), "trial"));
+      }
+      if (code != SQLITE_DONE) return StoreError(db_, code, "cannot read", path, true);
+    }
+    std::sort(state.trials.begin(), state.trials.end(),
+              [](const v1::Trial& a, const v1::Trial& b) { return a.id() < b.id(); });
+  }
   RETURN_IF_ERROR(read_all("SELECT value FROM meta WHERE key = 'next_trial_id'",
                            [&](sqlite3_stmt* row) {
                              state.next_trial_id =
                                  static_cast<uint64_t>(sqlite3_column_int64(row, 0));
                              return absl::OkStatus();
                            }));
-  if (!state.trials.empty()) {
-    state.next_trial_id = std::max(state.next_trial_id, state.trials.back().id() + 1);
-  }
+  // Above every stored id, read or not (the rowid's maximum is one lookup).
+  RETURN_IF_ERROR(read_all("SELECT max(id) FROM trials", [&](sqlite3_stmt* row) {
+    if (sqlite3_column_type(row, 0) != SQLITE_NULL) {
+      state.next_trial_id = std::max(state.next_trial_id,
+                                     static_cast<uint64_t>(sqlite3_column_int64(row, 0)) + 1);
+    }
+    return absl::OkStatus();
+  }));
   state.next_trial_id = std::max<uint64_t>(state.next_trial_id, 1);
   return state;
 }
@@ -570,19 +601,55 @@ WriteSequence SqliteStudyStore::PutImportedStudy(
   return queued_.last = next_sequence_++;
 }
 
+namespace {
+
+// A read-only connection of its own (WAL readers never wait for the writer), closed on every
+// path; statements on it must be finalised first (declared after it).
+using Reader = std::unique_ptr<sqlite3, int (*)(sqlite3*)>;
+absl::StatusOr<Reader> OpenReader(const std::string& path) {
+  sqlite3* reader = nullptr;
+  int code = sqlite3_open_v2(path.c_str(), &reader,
+                             SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+                             nullptr);
+  Reader owned(reader, sqlite3_close);
+  if (code != SQLITE_OK) return StoreError(reader, code, "cannot read", path, true);
+  sqlite3_busy_timeout(reader, 5000);
+  return owned;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<v1::Trial>> SqliteStudyStore::ReadStudyTrials(
+    const std::string& study) const {
+  if (!reads_back()) return absl::UnimplementedError("an in-memory store cannot read a study back");
+  ASSIGN_OR_RETURN(Reader owned, OpenReader(options_.path));
+  sqlite3* reader = owned.get();
+  Statement statement(reader, "SELECT trial FROM trials WHERE study = ?1 ORDER BY number");
+  if (!statement.ok()) {
+    return StoreError(reader, sqlite3_extended_errcode(reader), "cannot read", options_.path, true);
+  }
+  statement.Bind(1, study);
+  std::vector<v1::Trial> trials;
+  int code;
+  while ((code = sqlite3_step(statement.get())) == SQLITE_ROW) {
+    if (!trials.emplace_back().ParseFromArray(sqlite3_column_blob(statement.get(), 0),
+                                              sqlite3_column_bytes(statement.get(), 0))) {
+      return absl::DataLossError(absl::StrCat(options_.path, ": a stored trial of study \"", study,
+                                              "\" cannot be read; restore a backup"));
+    }
+  }
+  if (code != SQLITE_DONE) return StoreError(reader, code, "cannot read", options_.path, true);
+  return trials;
+}
+
 absl::StatusOr<std::vector<StoredIntermediateValue>> SqliteStudyStore::ReadIntermediateValues(
     const std::vector<uint64_t>& trial_ids) const {
   // Only the writer's connection sees an in-memory database: a scheduler without a file
   // (tests, demos) exports no curves.
   if (options_.path == ":memory:") return std::vector<StoredIntermediateValue>();
-  sqlite3* reader = nullptr;
-  int code = sqlite3_open_v2(options_.path.c_str(), &reader,
-                             SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
-                             nullptr);
-  // Closed on every path; the statement is finalised first (declared after).
-  std::unique_ptr<sqlite3, int (*)(sqlite3*)> owned(reader, sqlite3_close);
-  if (code != SQLITE_OK) return StoreError(reader, code, "cannot read", options_.path, true);
-  sqlite3_busy_timeout(reader, 5000);
+  ASSIGN_OR_RETURN(Reader owned, OpenReader(options_.path));
+  sqlite3* reader = owned.get();
+  int code;
   Statement statement(reader,
                       "SELECT attempt, step, value FROM intermediate_values WHERE trial_id = ?1 "
                       "ORDER BY attempt, step");

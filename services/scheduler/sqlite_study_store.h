@@ -54,6 +54,7 @@ class SqliteStudyStore : public StudyStore {
   ~SqliteStudyStore() override;
 
   absl::StatusOr<StoredState> Load() override;
+  absl::StatusOr<StoredState> LoadActive() override;
   absl::StatusOr<std::vector<StoredIntermediateValue>> LoadIntermediateValues(
       const std::string& study) override;
   WriteSequence PutStudy(const v1::Study& study) override;
@@ -66,6 +67,8 @@ class SqliteStudyStore : public StudyStore {
   // for ":memory:", which no other connection can see.
   absl::StatusOr<std::vector<StoredIntermediateValue>> ReadIntermediateValues(
       const std::vector<uint64_t>& trial_ids) const override;
+  bool reads_back() const override { return options_.path != ":memory:"; }
+  absl::StatusOr<std::vector<v1::Trial>> ReadStudyTrials(const std::string& study) const override;
   WriteSequence DeleteStudy(const std::string& study) override;
   WriteSequence last_sequence() const override;
   absl::Status Sync(WriteSequence sequence) override;
@@ -105,6 +108,8 @@ class SqliteStudyStore : public StudyStore {
   struct Statements;
 
   SqliteStudyStore(SqliteStoreOptions options, sqlite3* db, int lock_fd);
+  // Load's work: every trial, or only the active studies' (`ended_trials` false).
+  absl::StatusOr<StoredState> LoadState(bool ended_trials);
   // Journal mode, durability, size cap and an integrity check; then Migrate.
   absl::Status Configure();
   absl::Status Migrate();

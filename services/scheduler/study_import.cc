@@ -252,7 +252,8 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
     absl::MutexLock lock(&mutex_);
     if (shutting_down_) return absl::UnavailableError("the scheduler is shutting down");
     if (auto it = studies_.find(spec.name()); it != studies_.end()) {
-      const StudyEntry& existing = *it->second;
+      ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(spec.name()));  // Read back.
+      const StudyEntry& existing = *found;
       if (!google::protobuf::util::MessageDifferencer::Equals(existing.spec, spec)) {
         return absl::AlreadyExistsError(absl::StrCat(
             "study \"", spec.name(), "\" exists with a different spec; nothing was imported. "
@@ -272,6 +273,7 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
       reply = BuildStudyLocked(existing);
       stored = store_->last_sequence();
     } else {
+      RETURN_IF_ERROR(CheckMemoryLocked());
       RETURN_IF_ERROR(CheckRoomForStudyLocked(spec));
       ASSIGN_OR_RETURN(std::unique_ptr<StudyEntry> owned, NewStudyEntryLocked(spec));
       StudyEntry& study = *owned;
@@ -332,10 +334,11 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
       if (!study.terminal()) dispatchable_.push_back(&study);
       studies_[spec.name()] = std::move(owned);
       // One write: a crash before its commit leaves nothing of the study, after it all of it.
-      store_->PutImportedStudy(BuildStudyLocked(study), rows, values);
+      study.last_write = store_->PutImportedStudy(BuildStudyLocked(study), rows, values);
       DHPT_LOG_INFO("study %s imported: %d trials, %d intermediate values", spec.name(),
                     static_cast<int>(rows.size()), static_cast<int>(values.size()));
       CheckStudyEndLocked(study);
+      if (study.terminal() && !study.cached) CacheEndedLocked(study);  // Imported ended.
       DispatchLocked();
       reply = BuildStudyLocked(study);
       stored = store_->last_sequence();

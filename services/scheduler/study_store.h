@@ -18,8 +18,10 @@
 namespace dhpt::scheduler {
 
 struct StoredState {
-  std::vector<v1::Study> studies;  // In creation order; counts are derived, not stored.
-  std::vector<v1::Trial> trials;   // In id order.
+  // In creation order. An ended study's stored message is its summary (counts, best trial) as
+  // of its last change; an active study's counts are derived from its trials.
+  std::vector<v1::Study> studies;
+  std::vector<v1::Trial> trials;  // In id order: every study's (Load) or active ones' (LoadActive).
   // Above every id ever handed out, including those of deleted studies: ids are never reused.
   uint64_t next_trial_id = 1;
 };
@@ -40,6 +42,9 @@ class StudyStore {
 
   // Everything committed. Called once, before any write.
   virtual absl::StatusOr<StoredState> Load() = 0;
+  // The same, with the trials of the studies not ended only: an ended study is read back with
+  // ReadStudyTrials when asked. Only for a store that reads_back().
+  virtual absl::StatusOr<StoredState> LoadActive() { return Load(); }
   // The intermediate values of the study's trials, by trial, attempt and step. Like Load,
   // before any write (early stopping rebuilds its curves from them).
   virtual absl::StatusOr<std::vector<StoredIntermediateValue>> LoadIntermediateValues(
@@ -61,6 +66,13 @@ class StudyStore {
   // reads them). Any thread, while writes go on.
   virtual absl::StatusOr<std::vector<StoredIntermediateValue>> ReadIntermediateValues(
       const std::vector<uint64_t>& trial_ids) const = 0;
+  // Whether ReadStudyTrials and ReadIntermediateValues see what was committed (a database
+  // another connection can open): only then may the core forget an ended study's trials.
+  virtual bool reads_back() const { return false; }
+  // The committed trials of the study in number order. Any thread, while writes go on.
+  virtual absl::StatusOr<std::vector<v1::Trial>> ReadStudyTrials(const std::string& study) const {
+    return absl::UnimplementedError("this store cannot read a study back");
+  }
   // The study, its trials and their intermediate values.
   virtual WriteSequence DeleteStudy(const std::string& study) = 0;
   // The latest sequence handed out.

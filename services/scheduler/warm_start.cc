@@ -91,13 +91,14 @@ void SchedulerCore::AddCheckedLocked(StudyEntry& study, CheckedTrials checked,
 
 absl::StatusOr<SchedulerCore::CheckedTrials> SchedulerCore::WarmStartLocked(
     const v1::StudySpec& spec, const optimizer::SearchSpace& space) {
-  auto earlier = studies_.find(spec.warm_start_study());
-  if (earlier == studies_.end()) {
+  if (!studies_.contains(spec.warm_start_study())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "warm_start_study: no study named \"", spec.warm_start_study(), "\" to learn from"));
   }
+  // An ended study evicted from memory is read back.
+  ASSIGN_OR_RETURN(const StudyEntry* earlier, FindStudyLocked(spec.warm_start_study()));
   google::protobuf::RepeatedPtrField<v1::AddedTrial> completed;
-  for (uint64_t id : earlier->second->trial_ids) {
+  for (uint64_t id : earlier->trial_ids) {
     const v1::Trial trial = FullTrialLocked(trials_.at(id));
     if (trial.state() != v1::Trial::COMPLETED) continue;
     v1::AddedTrial& added = *completed.Add();
@@ -127,6 +128,7 @@ absl::StatusOr<v1::Trial> SchedulerCore::EnqueueTrial(const v1::EnqueueTrialRequ
     ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(request.study()));
     StudyEntry& study = *const_cast<StudyEntry*>(found);
     if (study.terminal()) return Ended(study.state, request.study(), "enqueue to");
+    RETURN_IF_ERROR(CheckMemoryLocked());
     if (study.budget_used() >= study.spec.max_trials()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "study \"", request.study(), "\" has created all of its max_trials (",
@@ -166,6 +168,7 @@ absl::StatusOr<v1::AddTrialsResponse> SchedulerCore::AddTrials(
     ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(request.study()));
     StudyEntry& study = *const_cast<StudyEntry*>(found);
     if (study.terminal()) return Ended(study.state, request.study(), "add to");
+    RETURN_IF_ERROR(CheckMemoryLocked());
     if (study.added + request.trials_size() > kMaxAddedTrialsPerStudy) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "study \"", request.study(), "\" has ", study.added, " added trials; ",

@@ -156,6 +156,14 @@ test("probes point at ports the containers declare", () => {
   assert.ok(scheduler.args.includes(`--metrics-port=${scheduler.ports.find((p) => p.name === "metrics").containerPort}`));
 });
 
+test("the scheduler's memory cap is its container's limit, in bytes", () => {
+  const args = (values) => container(find(render(values), "Deployment", "-scheduler")).args;
+  assert.ok(args([]).includes("--max-memory-bytes=536870912"));  // The default 512Mi.
+  assert.ok(args(["--set", "scheduler.resources.limits.memory=3G"]).includes("--max-memory-bytes=3000000000"));
+  assert.equal(args(["--set", "scheduler.resources.limits=null"]).filter((a) => a.startsWith("--max-memory-bytes")).length, 0);
+  assert.match(renderFails(["--set", "scheduler.resources.limits.memory=1.5Gi"]), /write a whole number with k, M, G/);
+});
+
 test("pods run restricted: non-root, read-only root, no capabilities, RuntimeDefault seccomp", () => {
   for (const deployment of render().filter((o) => o.kind === "Deployment")) {
     const pod = podSpec(deployment);

@@ -293,6 +293,22 @@ parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_ran
     InProcessWorker worker(owner->address(), "w", 1);
     ASSERT_TRUE(WaitFor([&] { return client.GetStudy("holed")->state() == v1::Study::COMPLETED; }));
   }
+  // And a study in progress (added trials, which no worker runs), loaded whole at start.
+  ASSERT_TRUE(client.CreateStudy(Spec(R"(
+name: open
+model: {kind: EXTERNAL}
+objective: {metric: loss, goal: MINIMIZE}
+max_trials: 5
+parameters: [{name: x, double_range: {min: 0, max: 1}}]
+)")).ok());
+  v1::AddTrialsRequest add;
+  add.set_study("open");
+  for (int t = 0; t < 4; ++t) {
+    v1::AddedTrial& trial = *add.add_trials();
+    (*trial.mutable_params())["x"].set_number_value(t / 4.0);
+    (*trial.mutable_metrics())["loss"] = t;
+  }
+  ASSERT_TRUE(client.AddTrials(add).ok());
   // Stopped, not killed: a study seen COMPLETED may still have writes queued (they commit in
   // groups), and a kill could lose trials 2-4 whole, which leaves no hole to find.
   EXPECT_EQ(owner->Terminate().second, 0);
@@ -301,11 +317,23 @@ parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_ran
   ASSERT_EQ(sqlite3_open(shared.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db, "DELETE FROM trials WHERE number = 2", nullptr, nullptr, nullptr),
             SQLITE_OK);
-  sqlite3_close(db);
   std::tie(code, output) = StartOn(shared);
   EXPECT_EQ(code, 1);
   EXPECT_THAT(output, HasSubstr("DATA_LOSS"));
-  EXPECT_THAT(output, HasSubstr("expected 2"));
+  EXPECT_THAT(output, HasSubstr("open has number 3, expected 2"));
+  ASSERT_EQ(sqlite3_exec(db, "DELETE FROM trials WHERE study = 'open'; "
+                             "DELETE FROM studies WHERE name = 'open'",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  // The study has ended: a start loads its summary only, and reading its trials finds the hole.
+  SchedulerProcess reopened({"--db=" + shared});
+  ASSERT_FALSE(reopened.address().empty());
+  cli::StudyClient reader(reopened.address());
+  EXPECT_TRUE(reader.GetStudy("holed").ok());
+  absl::StatusOr<std::vector<v1::Trial>> trials = reader.ListTrials("holed");
+  EXPECT_TRUE(absl::IsDataLoss(trials.status())) << trials.status();
+  EXPECT_THAT(trials.status().message(), HasSubstr("expected 2"));
 }
 
 TEST(DurabilityTest, AReadOnlyDatabaseIsAClearErrorAtStart) {

@@ -68,7 +68,7 @@ inline v1::StudySpec FunctionStudy(const std::string& name, int max_trials) {
 }
 
 // Every trial of `study` in `state` (all pages).
-inline std::vector<v1::Trial> AllTrials(const SchedulerCore& core, const std::string& study,
+inline std::vector<v1::Trial> AllTrials(SchedulerCore& core, const std::string& study,
                                  v1::Trial::State state = v1::Trial::STATE_UNSPECIFIED) {
   std::vector<v1::Trial> trials;
   for (std::string token;;) {

@@ -308,3 +308,18 @@ spec:
         {{- toYaml . | nindent 8 }}
         {{- end }}
 {{- end -}}
+
+{{/*
+A Kubernetes memory quantity ("512Mi", "2G", "268435456") in bytes: the scheduler's
+--max-memory-bytes, so the cap it refuses new work under is the limit the kubelet enforces.
+*/}}
+{{- define "dhpt.memoryBytes" -}}
+{{- $quantity := toString . -}}
+{{- $number := regexFind "^[0-9]+" $quantity -}}
+{{- $suffix := trimPrefix $number $quantity -}}
+{{- $units := dict "" 1 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 -}}
+{{- if or (not $number) (not (hasKey $units $suffix)) -}}
+{{- fail (printf "scheduler.resources.limits.memory: %q is not a memory quantity the chart can pass to --max-memory-bytes; write a whole number with k, M, G, T, Ki, Mi, Gi or Ti (e.g. 512Mi)" $quantity) -}}
+{{- end -}}
+{{- mul (atoi $number) (get $units $suffix) -}}
+{{- end -}}

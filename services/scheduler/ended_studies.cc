@@ -1,0 +1,203 @@
+// Ended studies in memory: a study that has ended keeps its trials in memory while it is among
+// the most recently used (a cache bounded in bytes, SchedulerOptions::ended_study_cache_bytes);
+// past the bound it is evicted to its summary, and any call that needs its trials (ListTrials,
+// GetBestTrial, GetParetoFront, importances, exports, warm starts, extend) reads them back
+// from the store first. The SQLite store holds every trial durably, so the scheduler's memory
+// follows the work in progress, not the history. Reading back rebuilds the study exactly as a
+// restart does (RestoreTrialLocked), so every answer is the same before and after eviction.
+// Near the memory cap (--max_memory_bytes) this cache is shed first, then new work refused.
+
+#include <malloc.h>
+
+#include "absl/strings/str_cat.h"
+#include "services/common/logging.h"
+#include "services/common/status_macros.h"
+#include "services/scheduler/scheduler_core.h"
+#include "services/scheduler/scheduler_core_internal.h"
+#include "services/study/spec_translation.h"
+
+namespace dhpt::scheduler {
+namespace {
+
+// What one trial of an ended study holds beyond its bytes: its entry and hash-map node, its
+// history record and key, about what `sizeof` and allocator overheads come to (an estimate:
+// the cache's bound is a budget, not an accounting).
+constexpr size_t kTrialOverheadBytes = 400;
+
+// Evictions free many small blocks that malloc keeps for reuse: once this much has gone, the
+// free pages go back to the system, so the scheduler's size falls with its cache.
+constexpr size_t kReleaseMemoryAfterBytes = size_t{8} << 20;
+
+}  // namespace
+
+SchedulerCore::EndedStudiesInMemory SchedulerCore::ended_studies_in_memory() const {
+  absl::MutexLock lock(&mutex_);
+  return {static_cast<int>(ended_cache_.size()), ended_cache_bytes_};
+}
+
+int SchedulerCore::ShedEndedStudies() {
+  absl::MutexLock lock(&mutex_);
+  const size_t before = ended_cache_.size();
+  TrimEndedCacheLocked(0);
+  return static_cast<int>(before - ended_cache_.size());
+}
+
+absl::StatusOr<const SchedulerCore::StudyEntry*> SchedulerCore::FindStudyLocked(
+    absl::string_view name) {
+  ASSIGN_OR_RETURN(const StudyEntry* found, FindSummaryLocked(name));
+  StudyEntry& study = *const_cast<StudyEntry*>(found);
+  if (study.evicted) {
+    RETURN_IF_ERROR(LoadEvictedLocked(study));
+  } else if (study.cached) {
+    ended_cache_.splice(ended_cache_.begin(), ended_cache_, *study.cached);  // Most recent.
+  }
+  return &study;
+}
+
+absl::Status SchedulerCore::LoadEvictedLocked(StudyEntry& study) {
+  const std::string& name = study.spec.name();
+  absl::StatusOr<std::vector<v1::Trial>> trials = store_->ReadStudyTrials(name);
+  std::vector<StoredIntermediateValue> values;
+  if (trials.ok() && !std::holds_alternative<std::monostate>(study.early_stopping)) {
+    std::vector<uint64_t> ids;
+    for (const v1::Trial& trial : *trials) ids.push_back(trial.id());
+    absl::StatusOr<std::vector<StoredIntermediateValue>> read = store_->ReadIntermediateValues(ids);
+    if (!read.ok()) trials = read.status();
+    else values = *std::move(read);
+  }
+  if (!trials.ok()) {
+    return absl::UnavailableError(absl::StrCat("study \"", name, "\" has ended and its trials ",
+                                               "are in the store, which cannot read them now (",
+                                               trials.status().message(), "); try again"));
+  }
+  ASSIGN_OR_RETURN(study.optimizer,
+                   options_.optimizer_factory(study.space, study::ToOptimizerConfig(study.spec)));
+  study.front.emplace(study.spec);
+  study.running = study.completed = study.failed = study.cancelled = study.pruned = 0;
+  study.added = 0;
+  study.first_errors.clear();
+  study.progress_reported = false;
+  reading_back_ = true;
+  absl::Status restored;
+  for (const v1::Trial& trial : *trials) {
+    restored = RestoreTrialLocked(study, trial);
+    if (!restored.ok()) break;
+  }
+  reading_back_ = false;
+  if (!restored.ok()) {  // Back to its summary: nothing half read stays.
+    DropTrialsLocked(study);
+    return restored;
+  }
+  study.evicted = false;
+  RestoreCurvesLocked(study, values);
+  study.summary.Clear();
+  CacheEndedLocked(study);
+  return absl::OkStatus();
+}
+
+void SchedulerCore::CacheEndedLocked(StudyEntry& study) {
+  ForgetCachedLocked(study);
+  size_t bytes = sizeof(StudyEntry) + study.spec.ByteSizeLong();
+  for (uint64_t id : study.trial_ids) {
+    const TrialEntry& trial = trials_.at(id);
+    bytes += kTrialOverheadBytes + trial.finished.capacity() + trial.trial.ByteSizeLong() +
+             trial.curve.values.capacity() * sizeof(study::IntermediateValue);
+  }
+  study.cached = ended_cache_.insert(ended_cache_.begin(), &study);
+  study.cached_bytes = bytes;
+  ended_cache_bytes_ += bytes;
+  TrimEndedCacheLocked(options_.ended_study_cache_bytes, &study);
+}
+
+void SchedulerCore::ForgetCachedLocked(StudyEntry& study) {
+  if (!study.cached) return;
+  ended_cache_.erase(*study.cached);
+  study.cached.reset();
+  ended_cache_bytes_ -= study.cached_bytes;
+  study.cached_bytes = 0;
+}
+
+void SchedulerCore::TrimEndedCacheLocked(size_t bound, const StudyEntry* keep) {
+  // A store that cannot read back keeps every study: no walk on each commit.
+  if (!store_->reads_back()) return;
+  auto it = ended_cache_.end();
+  while (ended_cache_bytes_ > bound && it != ended_cache_.begin()) {
+    StudyEntry& study = **std::prev(it);
+    if (!study.terminal()) {
+      ForgetCachedLocked(study);  // Reopened (UpdateStudy): in progress again.
+    } else if (&study != keep && EvictableLocked(study)) {
+      evicted_bytes_ += study.cached_bytes;
+      EvictLocked(study);  // Erases std::prev(it) only: `it` stays valid.
+    } else {
+      --it;
+    }
+  }
+  if (evicted_bytes_ >= kReleaseMemoryAfterBytes) {
+    evicted_bytes_ = 0;
+    malloc_trim(0);
+  }
+}
+
+bool SchedulerCore::EvictableLocked(const StudyEntry& study) const {
+  // Only what the store can give back, once it has everything; and nothing may point into
+  // its trials: a watch reading them, a suggestion or a waiting call, a client's lease.
+  return store_->reads_back() && study.terminal() && !study.evicted &&
+         study.last_write <= stored_through_ && !study.suggesting && !study.serving_waiters &&
+         study.turn_holder == 0 && study.watch_ids.empty() && study.suggest_waiters.empty() &&
+         study.leased.empty() && study.pending.empty() && study.running == 0;
+}
+
+void SchedulerCore::EvictLocked(StudyEntry& study) {
+  v1::Study summary = BuildStudyLocked(study);
+  // What a restart starts from is this same summary.
+  study.last_write = store_->PutStudy(summary);
+  summary.clear_spec();
+  ForgetCachedLocked(study);
+  DropTrialsLocked(study);
+  study.summary = std::move(summary);
+  study.evicted = true;
+}
+
+void SchedulerCore::DropTrialsLocked(StudyEntry& study) {
+  for (uint64_t id : study.trial_ids) trials_.erase(id);
+  // Swapped out, not cleared: a cleared container keeps its capacity.
+  std::vector<uint64_t>().swap(study.trial_ids);
+  std::vector<optimizer::TrialRecord>().swap(study.history);
+  absl::flat_hash_set<std::string>().swap(study.keys);
+  std::vector<FirstError>().swap(study.first_errors);
+  study.front.reset();
+  study.optimizer.reset();
+  study.journal.reset();
+  study.best.reset();
+}
+
+absl::Status SchedulerCore::CheckMemoryLocked() {
+  if (options_.max_memory_bytes <= 0) return absl::OkStatus();
+  // Real time, not the core's clock (a test's may stand still).
+  const absl::Time now = absl::Now();
+  if (now < memory_checked_ + options_.memory_check_interval) return memory_status_;
+  memory_checked_ = now;
+  const int64_t limit =
+      static_cast<int64_t>(static_cast<double>(options_.max_memory_bytes) * kMemoryPressureShare);
+  int64_t used = options_.resident_bytes();
+  if (used > limit) {
+    TrimEndedCacheLocked(0);  // What can be read back from the store goes first.
+    malloc_trim(0);
+    used = options_.resident_bytes();
+  }
+  const bool was_ok = memory_status_.ok();
+  if (used <= limit) {
+    if (!was_ok) DHPT_LOG_INFO("memory: %d MiB in use, under the cap again: new work is accepted", used >> 20);
+    memory_status_ = absl::OkStatus();
+    return memory_status_;
+  }
+  memory_status_ = absl::ResourceExhaustedError(absl::StrCat(
+      "the scheduler is near its memory cap: ", used >> 20, " MiB in use of ",
+      options_.max_memory_bytes >> 20, " MiB (--max_memory_bytes, by default the container's "
+      "limit), so it takes no new studies or trials until memory is freed; delete ended "
+      "studies no longer needed (dhpt delete), or give it more memory"));
+  if (was_ok) DHPT_LOG_WARNING("memory: %s", memory_status_.message());
+  return memory_status_;
+}
+
+}  // namespace dhpt::scheduler

@@ -1,0 +1,366 @@
+// Ended studies leave memory (ended_studies.cc) on the real core and a real SQLite file: every
+// call answers an evicted study as it did before, a restart loads the studies in progress and
+// only the summaries of the ended ones, and extending an evicted study reads it back first.
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/text_format.h"
+#include "services/scheduler/scheduler_core.h"
+#include "tests/scheduler/core_test_util.h"
+#include "tests/scheduler/temp_database.h"
+
+namespace dhpt::scheduler {
+namespace {
+
+v1::StudySpec ExternalStudy(const std::string& name, int max_trials, const std::string& extra) {
+  v1::StudySpec spec;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+        model { kind: EXTERNAL }
+        algorithm { name: RANDOM seed: 5 }
+        parameters { name: "lr" double_range { min: 0.001 max: 0.1 log: true } }
+        parameters { name: "layers" int_range { min: 1 max: 4 } }
+        parameters { name: "act" categorical { values: "relu" values: "tanh" } })pb" + extra,
+      &spec));
+  spec.set_name(name);
+  spec.set_max_trials(max_trials);
+  spec.set_parallel_trials(max_trials);
+  return spec;
+}
+
+// One objective with early stopping (curves, pruned trials within reach of the best).
+v1::StudySpec SingleObjective(const std::string& name, int max_trials) {
+  return ExternalStudy(name, max_trials, R"pb(
+    objective { metric: "loss" goal: MINIMIZE }
+    early_stopping { median { n_startup_trials: 2 } })pb");
+}
+
+v1::StudySpec TwoObjectives(const std::string& name, int max_trials) {
+  return ExternalStudy(name, max_trials, R"pb(
+    objectives { metric: "loss" goal: MINIMIZE }
+    objectives { metric: "latency" goal: MINIMIZE })pb");
+}
+
+class EndedStudiesTest : public ::testing::Test {
+ protected:
+  EndedStudiesTest() { Start(); }
+  void Start() {
+    SchedulerOptions options;
+    options.clock = [] { return absl::FromUnixSeconds(1'800'000'000); };
+    if (max_memory_bytes_ > 0) {
+      options.max_memory_bytes = max_memory_bytes_;
+      options.resident_bytes = [this] { return Resident(); };
+      options.memory_check_interval = absl::ZeroDuration();  // Every call reads it.
+    }
+    core_ = std::make_unique<SchedulerCore>(db_.get(), options);
+    ASSERT_TRUE(core_->Recover().ok());
+  }
+  void Restart() {
+    core_.reset();
+    db_.Reopen();
+    Start();
+  }
+  // Every write committed and the core told: an ended study may then be evicted.
+  void Committed() { ASSERT_TRUE(db_.store().Sync(db_.store().last_sequence()).ok()); }
+
+  std::vector<int64_t> Ask(const std::string& study, int count) {
+    absl::StatusOr<v1::SuggestTrialsResponse> response = core_->SuggestTrials(study, count, "c");
+    EXPECT_TRUE(response.ok()) << response.status();
+    std::vector<int64_t> numbers;
+    if (response.ok()) {
+      for (const v1::Trial& trial : response->trials()) numbers.push_back(trial.number());
+    }
+    return numbers;
+  }
+  // Whether the study's rule stopped the trial.
+  bool Report(const std::string& study, int64_t trial, int64_t step, double value) {
+    v1::ReportProgressRequest request;
+    request.set_study(study);
+    request.set_trial(trial);
+    request.set_client_id("c");
+    request.set_step(step);
+    request.set_value(value);
+    absl::StatusOr<v1::ReportProgressResponse> response = core_->ReportClientProgress(request);
+    EXPECT_TRUE(response.ok()) << response.status();
+    return response.ok() && response->should_stop();
+  }
+  void Tell(const std::string& study, int64_t trial, std::map<std::string, double> metrics,
+            const std::string& infeasible = "", bool pruned = false) {
+    v1::CompleteTrialRequest request;
+    request.set_study(study);
+    request.set_trial(trial);
+    request.set_client_id("c");
+    for (const auto& [name, value] : metrics) (*request.mutable_metrics())[name] = value;
+    request.set_infeasible_reason(infeasible);
+    request.set_pruned(pruned);
+    absl::StatusOr<v1::Trial> told = core_->CompleteTrial(request);
+    ASSERT_TRUE(told.ok()) << told.status();
+  }
+
+  // "so": 12 trials with curves, one failed, some pruned by the rule or the client; ends
+  // COMPLETED. "mo": 8 trials of two objectives, a front; ends COMPLETED. "active": 3 of 10.
+  void RunStudies() {
+    ASSERT_TRUE(core_->CreateStudy(SingleObjective("so", 12)).ok());
+    ASSERT_TRUE(core_->CreateStudy(TwoObjectives("mo", 8)).ok());
+    ASSERT_TRUE(core_->CreateStudy(SingleObjective("active", 10)).ok());
+    for (int64_t n : Ask("so", 12)) {
+      bool stopped = false;
+      for (int step = 1; step <= 3 && !stopped; ++step) {
+        // Trial 7 leads, then its client stops it: pruned within reach of the best.
+        stopped = Report("so", n, step, n == 7 ? 1.0 / step : 10.0 - n % 5 + 1.0 / step);
+      }
+      if (stopped) {
+        continue;
+      } else if (n == 3) {
+        Tell("so", n, {}, "diverged");
+      } else if (n == 7) {
+        Tell("so", n, {}, "", /*pruned=*/true);
+      } else {
+        Tell("so", n, {{"loss", 10.0 - n % 5}, {"accuracy", n / 12.0}});
+      }
+    }
+    for (int64_t n : Ask("mo", 8)) {
+      Tell("mo", n, {{"loss", 1.0 + n % 4}, {"latency", 8.0 - n}});
+    }
+    for (int64_t n : Ask("active", 3)) Tell("active", n, {{"loss", 1.0 * n}});
+    ASSERT_EQ(core_->GetStudy("so")->state(), v1::Study::COMPLETED);
+    ASSERT_GE(core_->GetStudy("so")->trials_pruned_within_reach(), 1);  // Read from curves.
+    ASSERT_EQ(core_->GetStudy("mo")->state(), v1::Study::COMPLETED);
+    ASSERT_EQ(core_->GetStudy("active")->state(), v1::Study::RUNNING);
+  }
+
+  // What every call that reads a study answers, as text: the study, its trial pages (all and
+  // by state, small pages so the tokens show), the best trial, the front's pages, the
+  // importances, the curves an export reads, and the first page of studies.
+  std::string Answers(const std::string& name) {
+    std::string out;
+    auto add = [&](absl::string_view what, const auto& reply) {
+      if (reply.ok()) {
+        absl::StrAppend(&out, what, ": ", reply->DebugString(), "\n");
+      } else {
+        absl::StrAppend(&out, what, ": ", reply.status().ToString(), "\n");
+      }
+    };
+    add("GetStudy", core_->GetStudy(name));
+    std::vector<v1::Trial> trials;
+    for (v1::Trial::State only : {v1::Trial::STATE_UNSPECIFIED, v1::Trial::COMPLETED,
+                                  v1::Trial::PRUNED, v1::Trial::FAILED}) {
+      std::string token;
+      do {
+        absl::StatusOr<ListPage<v1::Trial>> page = core_->ListTrials(name, only, 3, token);
+        if (!page.ok()) {
+          absl::StrAppend(&out, "ListTrials: ", page.status().ToString(), "\n");
+          break;
+        }
+        for (const v1::Trial& trial : page->items) {
+          absl::StrAppend(&out, "ListTrials ", only, ": ", trial.DebugString(), "\n");
+          if (only == v1::Trial::STATE_UNSPECIFIED) trials.push_back(trial);
+        }
+        token = page->next_page_token;
+        absl::StrAppend(&out, "token: ", token, "\n");
+      } while (!token.empty());
+    }
+    add("GetBestTrial", core_->GetBestTrial(name));
+    std::string token;
+    do {
+      absl::StatusOr<v1::GetParetoFrontResponse> front = core_->GetParetoFront(name, 2, token);
+      add("GetParetoFront", front);
+      token = front.ok() ? front->next_page_token() : "";
+    } while (!token.empty());
+    v1::GetParamImportancesRequest importances;
+    importances.set_study(name);
+    add("GetParamImportances", core_->GetParamImportances(importances));
+    ReplyBudget::Lease lease;
+    absl::StatusOr<std::vector<v1::TrialCurve>> curves = core_->TrialCurves(trials, lease);
+    EXPECT_TRUE(curves.ok()) << curves.status();
+    if (curves.ok()) {
+      for (const v1::TrialCurve& curve : *curves) absl::StrAppend(&out, "curve: ", curve.DebugString());
+    }
+    absl::StatusOr<ListPage<v1::Study>> studies = core_->ListStudies(0, "");
+    if (studies.ok()) {
+      for (const v1::Study& study : studies->items) absl::StrAppend(&out, "ListStudies: ", study.DebugString());
+    }
+    return out;
+  }
+
+  // The memory cap and what the process is said to hold (a fault stood in): the next reads
+  // from `script_`, then `resident_`.
+  int64_t Resident() {
+    absl::MutexLock lock(&memory_mutex_);
+    if (script_.empty()) return resident_;
+    const int64_t next = script_.front();
+    script_.erase(script_.begin());
+    return next;
+  }
+  void SetResident(int64_t bytes, std::vector<int64_t> script = {}) {
+    absl::MutexLock lock(&memory_mutex_);
+    resident_ = bytes;
+    script_ = std::move(script);
+  }
+  int64_t max_memory_bytes_ = 0;
+  absl::Mutex memory_mutex_;
+  int64_t resident_ ABSL_GUARDED_BY(memory_mutex_) = 0;
+  std::vector<int64_t> script_ ABSL_GUARDED_BY(memory_mutex_);
+
+  testing::TempDatabase db_;
+  std::unique_ptr<SchedulerCore> core_;
+};
+
+TEST_F(EndedStudiesTest, EveryCallAnswersAnEvictedStudyAsBefore) {
+  RunStudies();
+  Committed();
+  const std::string so = Answers("so");
+  const std::string mo = Answers("mo");
+  ASSERT_EQ(core_->ended_studies_in_memory().studies, 2);
+  ASSERT_EQ(core_->ShedEndedStudies(), 2);
+  EXPECT_EQ(core_->ended_studies_in_memory().studies, 0);
+  EXPECT_EQ(core_->ended_studies_in_memory().bytes, 0u);
+  // The summary alone answers these: nothing is read back.
+  ASSERT_TRUE(core_->GetStudy("so").ok());
+  ASSERT_TRUE(core_->ListStudies(0, "").ok());
+  EXPECT_EQ(core_->ended_studies_in_memory().studies, 0);
+
+  EXPECT_EQ(Answers("so"), so);
+  EXPECT_EQ(Answers("mo"), mo);
+  EXPECT_EQ(core_->ended_studies_in_memory().studies, 2);  // Read back, kept while recent.
+  // The answers name what the studies hold (the comparison is not of two empty answers).
+  EXPECT_NE(so.find("PRUNED"), std::string::npos);
+  EXPECT_NE(so.find("diverged"), std::string::npos);
+  EXPECT_NE(so.find("curve: "), std::string::npos);
+  EXPECT_NE(mo.find("hypervolume"), std::string::npos);
+
+  // And after a restart, which starts from the summaries.
+  Committed();
+  Restart();
+  EXPECT_EQ(core_->ended_studies_in_memory().studies, 0);
+  EXPECT_EQ(Answers("so"), so);
+  EXPECT_EQ(Answers("mo"), mo);
+}
+
+TEST_F(EndedStudiesTest, RestartLoadsTheActiveStudiesAndSummariesOnly) {
+  RunStudies();
+  Committed();
+  const v1::Study so = *core_->GetStudy("so");
+  Restart();
+  // Nothing of the ended studies' trials is in memory, yet their summaries answer.
+  EXPECT_EQ(core_->ended_studies_in_memory().studies, 0);
+  absl::StatusOr<v1::Study> after = core_->GetStudy("so");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->DebugString(), so.DebugString());
+  // The study in progress goes on from its trials.
+  EXPECT_EQ(AllTrials(*core_, "active").size(), 3u);
+  EXPECT_EQ(Ask("active", 2), (std::vector<int64_t>{3, 4}));
+  // The store read only the active study's trials, and ids still never repeat.
+  absl::StatusOr<StoredState> loaded = db_.store().LoadActive();
+  ASSERT_TRUE(loaded.ok());
+  for (const v1::Trial& trial : loaded->trials) EXPECT_EQ(trial.study(), "active");
+  EXPECT_EQ(loaded->trials.size(), 5u);
+  absl::StatusOr<StoredState> all = db_.store().Load();
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(loaded->next_trial_id, all->next_trial_id);
+  EXPECT_EQ(all->trials.size(), 12u + 8u + 5u);
+}
+
+TEST_F(EndedStudiesTest, ExtendingAnEvictedStudyReadsItBack) {
+  RunStudies();
+  Committed();
+  const int completed = core_->GetStudy("so")->trials_completed();
+  ASSERT_GT(completed, 0);
+  ASSERT_EQ(core_->ShedEndedStudies(), 2);
+  v1::UpdateStudyRequest update;
+  update.set_name("so");
+  update.mutable_spec()->set_max_trials(14);
+  update.mutable_update_mask()->add_paths("max_trials");
+  absl::StatusOr<v1::Study> extended = core_->UpdateStudy(update);
+  ASSERT_TRUE(extended.ok()) << extended.status();
+  EXPECT_EQ(extended->state(), v1::Study::RUNNING);
+  EXPECT_EQ(extended->trials_completed(), completed);
+  EXPECT_EQ(extended->trials_pending(), 2);
+  // Numbers go on from the stored trials; the rule judges against their curves.
+  EXPECT_EQ(Ask("so", 2), (std::vector<int64_t>{12, 13}));
+  Tell("so", 12, {{"loss", 1}});
+  Tell("so", 13, {{"loss", 2}});
+  absl::StatusOr<v1::Study> ended = core_->GetStudy("so");
+  ASSERT_TRUE(ended.ok());
+  EXPECT_EQ(ended->state(), v1::Study::COMPLETED);
+  EXPECT_EQ(ended->trials_completed(), completed + 2);
+  EXPECT_EQ(ended->best_trial().number(), 12);
+  EXPECT_EQ(AllTrials(*core_, "so").size(), 14u);
+  // Evicted again, and read back again, with the two new trials.
+  Committed();
+  EXPECT_GE(core_->ShedEndedStudies(), 1);
+  EXPECT_EQ(AllTrials(*core_, "so").size(), 14u);
+}
+
+TEST_F(EndedStudiesTest, AWatchedStudyStaysInMemory) {
+  RunStudies();
+  Committed();
+  class Silent : public StudyWatcher {
+    void OnEventsReady() override {}
+    void OnEnd(const absl::Status&) override {}
+  } watcher;
+  absl::StatusOr<uint64_t> watch = core_->Watch("so", {}, &watcher);
+  ASSERT_TRUE(watch.ok());
+  EXPECT_EQ(core_->ShedEndedStudies(), 1);  // "mo" only.
+  EXPECT_EQ(core_->ended_studies_in_memory().studies, 1);
+  core_->Unwatch(*watch);
+  EXPECT_EQ(core_->ShedEndedStudies(), 1);
+  EXPECT_EQ(core_->ended_studies_in_memory().studies, 0);
+}
+
+TEST_F(EndedStudiesTest, DeletingAnEvictedStudyForgetsIt) {
+  RunStudies();
+  Committed();
+  ASSERT_EQ(core_->ShedEndedStudies(), 2);
+  ASSERT_TRUE(core_->DeleteStudy("so", false).ok());
+  EXPECT_TRUE(absl::IsNotFound(core_->ListTrials("so", v1::Trial::STATE_UNSPECIFIED, 0, "").status()));
+  Restart();
+  EXPECT_TRUE(absl::IsNotFound(core_->GetStudy("so").status()));
+  EXPECT_EQ(AllTrials(*core_, "mo").size(), 8u);
+}
+
+TEST_F(EndedStudiesTest, NearTheMemoryCapEndedStudiesGoFirstThenNewWorkIsRefused) {
+  max_memory_bytes_ = 1000;  // Pressure past 900.
+  Restart();
+  RunStudies();
+  Committed();
+  ASSERT_EQ(core_->ended_studies_in_memory().studies, 2);
+
+  // Over, and under once the ended studies are shed: the study is created.
+  SetResident(100, {950});
+  ASSERT_TRUE(core_->CreateStudy(SingleObjective("after-shedding", 5)).ok());
+  EXPECT_EQ(core_->ended_studies_in_memory().studies, 0);
+
+  // Still over after shedding: no new study, trial or lease, and nothing breaks.
+  SetResident(950);
+  absl::StatusOr<v1::Study> refused = core_->CreateStudy(SingleObjective("refused", 5));
+  ASSERT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("--max_memory_bytes"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("dhpt delete"), std::string::npos);
+  EXPECT_TRUE(absl::IsResourceExhausted(core_->SuggestTrials("active", 1, "c").status()));
+  v1::AddTrialsRequest add;
+  add.set_study("active");
+  v1::AddedTrial& added = *add.add_trials();
+  (*added.mutable_params())["lr"].set_number_value(0.01);
+  (*added.mutable_params())["layers"].set_number_value(2);
+  (*added.mutable_params())["act"].set_string_value("relu");
+  (*added.mutable_metrics())["loss"] = 1;
+  EXPECT_TRUE(absl::IsResourceExhausted(core_->AddTrials(add).status()));
+  // Reads answer, the ended studies' from the store.
+  EXPECT_TRUE(core_->GetStudy("active").ok());
+  EXPECT_EQ(AllTrials(*core_, "so").size(), 12u);
+  EXPECT_EQ(AllTrials(*core_, "active").size(), 3u);
+
+  // Back under: work goes on.
+  SetResident(100);
+  EXPECT_TRUE(core_->CreateStudy(SingleObjective("refused", 5)).ok());
+  EXPECT_EQ(Ask("active", 1), std::vector<int64_t>{3});
+  EXPECT_TRUE(core_->AddTrials(add).ok());
+}
+
+}  // namespace
+}  // namespace dhpt::scheduler
