@@ -234,7 +234,13 @@ TEST(ConditionalSpecTest, AModelChoiceStudyIsValidatedPerKind) {
   EXPECT_THAT(ModelChoiceErrors([](v1::StudySpec& s) {
                 s.mutable_parameters(0)->mutable_categorical()->set_values(1, "AUTOENCODER");
               }),
-              Contains(HasSubstr("parameters[0].categorical.values[1]: \"AUTOENCODER\" is not a "
+              Contains(HasSubstr("parameters[0].categorical.values[1]: \"AUTOENCODER\" cannot "
+                                 "be in a model choice: its r2 measures how well it reconstructs "
+                                 "the features")));
+  EXPECT_THAT(ModelChoiceErrors([](v1::StudySpec& s) {
+                s.mutable_parameters(0)->mutable_categorical()->set_values(1, "FUNCTION");
+              }),
+              Contains(HasSubstr("parameters[0].categorical.values[1]: \"FUNCTION\" is not a "
                                  "model kind a study can choose")));
   EXPECT_THAT(ModelChoiceErrors([](v1::StudySpec& s) {
                 s.mutable_model()->set_kind(v1::Model::FUNCTION);
