@@ -31,11 +31,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "services/cli/study_file.h"
 #include "services/common/param_values.h"
 #include "services/study/model_choice.h"
@@ -50,8 +48,11 @@ ABSL_FLAG(std::string, data_root, "/tmp/dhpt-mc-data",
 ABSL_FLAG(int, seeds, 10, "Seeds per optimiser (0..seeds-1).");
 ABSL_FLAG(std::string, budgets, "50,100", "Trial counts at which the best loss is recorded.");
 ABSL_FLAG(std::vector<std::string>, optimisers,
-          std::vector<std::string>({"TPE", "TPE flat", "BAYESIAN", "BAYESIAN flat", "RANDOM"}),
-          "which to run: TPE, BAYESIAN, RANDOM, each optionally followed by ' flat'");
+          std::vector<std::string>({"TPE", "TPE multivariate", "TPE flat", "BAYESIAN",
+                                    "BAYESIAN flat", "RANDOM"}),
+          "which to run: TPE, BAYESIAN or RANDOM with their defaults, each optionally followed "
+          "by modifiers: 'flat' (no conditions), and for TPE 'multivariate', 'conditioned' "
+          "(condition_on_parent)");
 ABSL_FLAG(std::string, regrets_out, "", "Write every seed's best loss per budget here.");
 ABSL_FLAG(std::string, export_dir, "",
           "also write the study's train.csv and validation.csv here, for the Optuna peer");
@@ -149,7 +150,8 @@ std::vector<double> Run(const SearchSpace& space, const optimizer::OptimizerConf
     if (!next.ok() || !next->has_value()) break;
     const double loss = evaluator.Loss(**next);
     keys.insert(space.Key(**next));
-    trials.push_back({**next, optimizer::TrialStatus::kCompleted, loss});
+    // The optimiser sees the objective as the study states it (r2, maximised).
+    trials.push_back({**next, optimizer::TrialStatus::kCompleted, config.minimize ? loss : 1 - loss});
     best.push_back(std::min(loss, best.empty() ? loss : best.back()));
   }
   return best;
@@ -193,15 +195,29 @@ int Main() {
   for (size_t k = 0; k < budgets.size(); ++k) std::printf("---|");
   std::printf("\n");
   for (const std::string& label : absl::GetFlag(FLAGS_optimisers)) {
-    const bool flat = absl::EndsWith(label, " flat");
+    const std::vector<std::string> words = absl::StrSplit(label, ' ');
     v1::StudySpec spec = *read;
     v1::Algorithm::Name name;
-    if (!v1::Algorithm::Name_Parse(std::string(absl::StripSuffix(label, " flat")), &name)) {
+    if (!v1::Algorithm::Name_Parse(words[0], &name)) {
       std::fprintf(stderr, "--optimisers: unknown %s\n", label.c_str());
       return 2;
     }
     spec.mutable_algorithm()->Clear();
     spec.mutable_algorithm()->set_name(name);
+    bool flat = false;
+    for (size_t w = 1; w < words.size(); ++w) {
+      v1::TpeSettings& tpe = *spec.mutable_algorithm()->mutable_tpe();
+      if (words[w] == "flat") {
+        flat = true;
+      } else if (name == v1::Algorithm::TPE && words[w] == "multivariate") {
+        tpe.set_multivariate(true);
+      } else if (name == v1::Algorithm::TPE && words[w] == "conditioned") {
+        tpe.set_condition_on_parent(true);
+      } else {
+        std::fprintf(stderr, "--optimisers: unknown modifier %s\n", words[w].c_str());
+        return 2;
+      }
+    }
     absl::StatusOr<v1::StudySpec> normal = study::NormalizeStudySpec(spec);
     if (!normal.ok()) {
       std::fprintf(stderr, "%s\n", normal.status().ToString().c_str());
