@@ -206,13 +206,12 @@ int Main() {
     spec.mutable_algorithm()->set_name(name);
     bool flat = false;
     for (size_t w = 1; w < words.size(); ++w) {
-      v1::TpeSettings& tpe = *spec.mutable_algorithm()->mutable_tpe();
       if (words[w] == "flat") {
         flat = true;
       } else if (name == v1::Algorithm::TPE && words[w] == "multivariate") {
-        tpe.set_multivariate(true);
+        spec.mutable_algorithm()->mutable_tpe()->set_multivariate(true);
       } else if (name == v1::Algorithm::TPE && words[w] == "conditioned") {
-        tpe.set_condition_on_parent(true);
+        spec.mutable_algorithm()->mutable_tpe()->set_condition_on_parent(true);
       } else {
         std::fprintf(stderr, "--optimisers: unknown modifier %s\n", words[w].c_str());
         return 2;
