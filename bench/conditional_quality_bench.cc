@@ -29,6 +29,8 @@
 ABSL_FLAG(int, seeds, 10, "Seeds per optimiser (0..seeds-1).");
 ABSL_FLAG(std::string, budgets, "50,100", "Trial counts at which the best loss is recorded.");
 ABSL_FLAG(std::string, regrets_out, "", "Write every seed's best loss per budget here.");
+ABSL_FLAG(std::vector<std::string>, only, {},
+          "run only the optimisers with these labels (default: every one)");
 
 namespace dhpt::optimizer {
 namespace {
@@ -83,12 +85,14 @@ int main(int argc, char** argv) {
   };
   std::vector<Contender> contenders = {{"TPE", config(Algorithm::kTpe)},
                                        {"TPE conditioned", config(Algorithm::kTpe)},
+                                       {"TPE multivariate", config(Algorithm::kTpe)},
                                        {"TPE flat", config(Algorithm::kTpe), true},
                                        {"BAYESIAN", config(Algorithm::kBayesian)},
                                        {"BAYESIAN flat", config(Algorithm::kBayesian), true},
                                        {"RANDOM", config(Algorithm::kRandom)},
                                        {"RANDOM flat", config(Algorithm::kRandom), true}};
   contenders[1].config.tpe.condition_on_parent = true;
+  contenders[2].config.tpe.multivariate = true;
   std::ofstream out;
   if (!absl::GetFlag(FLAGS_regrets_out).empty()) out.open(absl::GetFlag(FLAGS_regrets_out));
   std::printf("| optimiser |");
@@ -96,7 +100,9 @@ int main(int argc, char** argv) {
   std::printf("\n|---|");
   for (size_t k = 0; k < budgets.size(); ++k) std::printf("---|");
   std::printf("\n");
+  const std::vector<std::string> only = absl::GetFlag(FLAGS_only);
   for (const Contender& c : contenders) {
+    if (!only.empty() && std::find(only.begin(), only.end(), c.label) == only.end()) continue;
     std::vector<std::vector<double>> at(budgets.size());
     for (int seed = 0; seed < absl::GetFlag(FLAGS_seeds); ++seed) {
       const std::vector<double> best = Run(c, static_cast<uint64_t>(seed), max_budget);

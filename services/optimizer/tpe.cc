@@ -160,21 +160,27 @@ absl::StatusOr<std::optional<Point>> TpeSearch::Suggest(const History& history) 
                              .multivariate = options_.multivariate,
                              .bandwidth_weighted = options_.bandwidth_weighted};
   // Groups of dimensions modelled jointly: all at once, or each alone. In a conditional space
-  // the multivariate group holds the unconditional parameters only and every conditional one
-  // is modelled alone (as Optuna's multivariate TPE samples the parameters outside the
-  // intersection of the trials' spaces independently). Groups follow space_.order(), parents
-  // before children, for condition_on_parent.
+  // the multivariate groups are the parameters always active together: the unconditional ones,
+  // and the children of one parent under the same parent values (a branch), as Optuna's
+  // group=True decomposes the space into the sets of parameters that appear together. Groups
+  // follow space_.order(), parents before children, for condition_on_parent.
   std::vector<std::vector<int>> groups;
   if (options_.multivariate) {
-    std::vector<int> joint;
+    const std::vector<ParameterSpec>& parameters = space_.parameters();
     for (int i : space_.order()) {
-      if (space_.parameters()[i].parent < 0) joint.push_back(i);
+      auto same_branch = [&](const std::vector<int>& group) {
+        const ParameterSpec& first = parameters[group[0]];
+        return first.parent == parameters[i].parent &&
+               first.active_values == parameters[i].active_values;
+      };
+      auto it = std::find_if(groups.begin(), groups.end(), same_branch);
+      if (it == groups.end()) {
+        groups.push_back({i});
+      } else {
+        it->push_back(i);
+      }
     }
-    std::sort(joint.begin(), joint.end());
-    if (!joint.empty()) groups.push_back(std::move(joint));
-    for (int i : space_.order()) {
-      if (space_.parameters()[i].parent >= 0) groups.push_back({i});
-    }
+    for (std::vector<int>& group : groups) std::sort(group.begin(), group.end());
   } else {
     for (int i : space_.order()) groups.push_back({i});
   }
@@ -187,15 +193,15 @@ absl::StatusOr<std::optional<Point>> TpeSearch::Suggest(const History& history) 
     const bool sorted = !options_.multivariate;
     // Conditional parameters learn from the trials where they were active (Optuna's TPE fits
     // each parameter's densities to those trials); with condition_on_parent, only from those
-    // whose parent took the value just chosen for it.
+    // whose parent took the value just chosen for it. A group shares its parent.
     const int d = group[0];
     const int parent = space_.parameters()[d].parent;
     std::optional<double> parent_value;
-    if (alone && parent >= 0 && options_.condition_on_parent && chosen[parent] != kInactive) {
+    if (parent >= 0 && options_.condition_on_parent && chosen[parent] != kInactive) {
       parent_value = chosen[parent];
     }
     auto keep = [&](int trial) {
-      if (!alone || parent < 0) return true;
+      if (parent < 0) return true;
       if (value_at(trial, d) == kInactive) return false;
       return !parent_value || value_at(trial, parent) == *parent_value;
     };

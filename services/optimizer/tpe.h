@@ -23,8 +23,9 @@ namespace dhpt::optimizer {
 //   weighted among themselves; a suggestion draws every parameter and drops the inactive ones;
 //   a forbidden candidate yields like a tried one. With condition_on_parent, a child is fitted
 //   only to the trials whose parent took the value chosen for this suggestion (parents are
-//   ranked first). Multivariate models the unconditional parameters jointly and each
-//   conditional one alone.
+//   ranked first). Multivariate models jointly the parameters that are always active
+//   together: the unconditional ones, and each branch's (the children of one parent under the
+//   same parent values), as Optuna's group=True does.
 // The n-th suggestion's randomness comes from (seed, n) alone.
 //
 // Constraints: a completed trial with a violation > 0 ranks after every feasible completed and

@@ -68,8 +68,19 @@ void ValidateModelChoice(const v1::StudySpec& spec, std::vector<absl::Status>& e
   for (int k = 0; k < p.categorical().values_size(); ++k) {
     const std::string& value = p.categorical().values(k);
     v1::Model::Kind kind;
+    const std::string value_field = absl::StrCat(field, ".categorical.values[", k, "]");
+    if (v1::Model::Kind_Parse(value, &kind) && kind == v1::Model::AUTOENCODER) {
+      // Its r2 is a reconstruction of the features, not a prediction of the target: no
+      // objective compares it with the others (docs/concepts.md#model-choice).
+      errors.push_back(Invalid(value_field,
+                               "\"AUTOENCODER\" cannot be in a model choice: its r2 measures "
+                               "how well it reconstructs the features, XGBOOST's and "
+                               "RANDOM_FOREST's how well they predict the target, so one "
+                               "objective cannot compare them; tune it in a study of its own"));
+      return;
+    }
     if (!v1::Model::Kind_Parse(value, &kind) || !IsChoosableKind(kind)) {
-      errors.push_back(Invalid(absl::StrCat(field, ".categorical.values[", k, "]"),
+      errors.push_back(Invalid(value_field,
                                absl::StrCat(Quote(value), " is not a model kind a study can "
                                             "choose; give XGBOOST or RANDOM_FOREST")));
       return;

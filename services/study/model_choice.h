@@ -16,8 +16,9 @@ namespace dhpt::study {
 
 inline constexpr absl::string_view kModelKindParameter = "model_kind";
 
-// The kinds a study may choose among: those every CPU worker runs, on one dataset and
-// objective. (AUTOENCODER needs a CUDA worker and its own objective: not yet.)
+// The kinds a study may choose among: those whose objectives mean the same on one dataset
+// (predicting its target). AUTOENCODER's r2 is a reconstruction of the features, so it is
+// refused (docs/concepts.md#model-choice).
 inline bool IsChoosableKind(v1::Model::Kind kind) {
   return kind == v1::Model::XGBOOST || kind == v1::Model::RANDOM_FOREST;
 }

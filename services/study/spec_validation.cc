@@ -755,57 +755,75 @@ int64_t KnownChannels(const v1::Dataset& dataset) {
 // Every value a tuned or fixed hyperparameter can take lies in the range its trainer accepts
 // (services/common/model_catalog.h, which the trainers read too): one error per field.
 // A parameter with an error of its own (its domain) is left out; `dataset_ok`: whether the data
-// set's channels can be trusted for the bottleneck rule.
+// set's channels can be trusted for the bottleneck rule. In a model choice each parameter is
+// checked against every kind it can be active for, and model.fixed against every kind, so a
+// branch's range the trainer of that branch refuses is refused here, not in every such trial.
 void ValidateHyperparameterRanges(const v1::StudySpec& spec, bool dataset_ok,
                                   std::vector<absl::Status>& errors) {
-  const v1::Model::Kind kind = spec.model().kind();
-  const int64_t channels =
-      kind == v1::Model::AUTOENCODER && dataset_ok ? KnownChannels(spec.dataset()) : 0;
+  const bool choice = ModelKindParameter(spec) >= 0;
   // The values to check: a range's ends (the values between are within them) or each choice.
-  auto check = [&](const std::string& field, absl::string_view name,
-                   const std::vector<double>& values, bool whole_only) {
+  // False when it added an error.
+  auto check_kind = [&](v1::Model::Kind kind, const std::string& field, absl::string_view name,
+                        const std::vector<double>& values, bool whole_only) {
     const HyperparameterRange* range = FindHyperparameterRange(kind, name);
-    if (range == nullptr) return;
+    if (range == nullptr) return true;
+    // Which kind refuses it, when the study has several.
+    const std::string of_kind =
+        choice ? absl::StrCat(" (", v1::Model::Kind_Name(kind), ")") : std::string();
     if (range->whole && !whole_only) {
       errors.push_back(Invalid(field, absl::StrCat(name, " takes whole numbers in ",
-                                                   DescribeRange(*range), ": use int_range")));
-      return;
+                                                   DescribeRange(*range), of_kind,
+                                                   ": use int_range")));
+      return false;
     }
+    const int64_t channels =
+        kind == v1::Model::AUTOENCODER && dataset_ok ? KnownChannels(spec.dataset()) : 0;
     for (double value : values) {
       if (absl::Status status = CheckHyperparameterValue(*range, value); !status.ok()) {
-        errors.push_back(Invalid(field, status.message()));
-        return;
+        errors.push_back(Invalid(field, absl::StrCat(status.message(), of_kind)));
+        return false;
       }
       if (name == "bottleneck" && channels > 0) {
         if (absl::Status status = CheckAutoencoderBottleneck(static_cast<int64_t>(value), channels);
             !status.ok()) {
-          errors.push_back(Invalid(field, status.message()));
-          return;
+          errors.push_back(Invalid(field, absl::StrCat(status.message(), of_kind)));
+          return false;
         }
       }
+    }
+    return true;
+  };
+  auto check_all = [&](const std::vector<v1::Model::Kind>& kinds, const std::string& field,
+                       absl::string_view name, const std::vector<double>& values,
+                       bool whole_only) {
+    for (v1::Model::Kind kind : kinds) {
+      if (!check_kind(kind, field, name, values, whole_only)) return;  // One error per field.
     }
   };
   for (int i = 0; i < spec.parameters_size(); ++i) {
     const v1::Parameter& p = spec.parameters(i);
     const std::string field = absl::StrCat("parameters[", i, "]");
     if (!ValidateParameter(p, field).ok()) continue;
+    const std::vector<v1::Model::Kind> kinds =
+        choice ? ParameterModelKinds(spec, i) : std::vector<v1::Model::Kind>{spec.model().kind()};
     if (p.has_int_range()) {
-      check(field + ".int_range", p.name(),
-            {static_cast<double>(p.int_range().min()), static_cast<double>(p.int_range().max())},
-            true);
+      check_all(kinds, field + ".int_range", p.name(),
+                {static_cast<double>(p.int_range().min()), static_cast<double>(p.int_range().max())},
+                true);
     } else if (p.has_double_range()) {
       const v1::DoubleRange& r = p.double_range();
       // A step from a whole min makes whole numbers only.
       const bool whole = r.step() > 0 && r.step() == std::floor(r.step()) &&
                          r.min() == std::floor(r.min());
-      check(field + ".double_range", p.name(), {r.min(), r.max()}, whole);
+      check_all(kinds, field + ".double_range", p.name(), {r.min(), r.max()}, whole);
     } else if (p.has_discrete()) {
       const std::vector<double> values(p.discrete().values().begin(), p.discrete().values().end());
       const bool whole = std::all_of(values.begin(), values.end(),
                                      [](double v) { return v == std::floor(v); });
-      check(field + ".discrete.values", p.name(), values, whole);
+      check_all(kinds, field + ".discrete.values", p.name(), values, whole);
     }
   }
+  const v1::Model::Kind kind = spec.model().kind();
   auto check_choices = [&](const std::string& field, absl::string_view name,
                            const std::vector<std::string>& values) {
     const std::vector<absl::string_view>* choices = HyperparameterChoices(kind, name);
@@ -830,7 +848,8 @@ void ValidateHyperparameterRanges(const v1::StudySpec& spec, bool dataset_ok,
     }
     if (value.kind_case() != google::protobuf::Value::kNumberValue) continue;
     const double number = value.number_value();
-    check(absl::StrCat("model.fixed.", name), name, {number}, number == std::floor(number));
+    check_all(StudyModelKinds(spec), absl::StrCat("model.fixed.", name), name, {number},
+              number == std::floor(number));
   }
 }
 

@@ -234,7 +234,13 @@ TEST(ConditionalSpecTest, AModelChoiceStudyIsValidatedPerKind) {
   EXPECT_THAT(ModelChoiceErrors([](v1::StudySpec& s) {
                 s.mutable_parameters(0)->mutable_categorical()->set_values(1, "AUTOENCODER");
               }),
-              Contains(HasSubstr("parameters[0].categorical.values[1]: \"AUTOENCODER\" is not a "
+              Contains(HasSubstr("parameters[0].categorical.values[1]: \"AUTOENCODER\" cannot "
+                                 "be in a model choice: its r2 measures how well it reconstructs "
+                                 "the features")));
+  EXPECT_THAT(ModelChoiceErrors([](v1::StudySpec& s) {
+                s.mutable_parameters(0)->mutable_categorical()->set_values(1, "FUNCTION");
+              }),
+              Contains(HasSubstr("parameters[0].categorical.values[1]: \"FUNCTION\" is not a "
                                  "model kind a study can choose")));
   EXPECT_THAT(ModelChoiceErrors([](v1::StudySpec& s) {
                 s.mutable_model()->set_kind(v1::Model::FUNCTION);
@@ -246,6 +252,31 @@ TEST(ConditionalSpecTest, AModelChoiceStudyIsValidatedPerKind) {
                 s.mutable_parameters()->DeleteSubrange(1, 1);
               }),
               ElementsAre(HasSubstr("model.fixed.eta: is not a hyperparameter of RANDOM_FOREST")));
+}
+
+// Each branch's ranges are the ones its own trainer accepts, whichever kind model.kind names:
+// a range only the other kind's trainer would see is refused at CreateStudy, not in every trial.
+TEST(ConditionalSpecTest, AModelChoiceBranchRangeIsCheckedAgainstItsOwnKind) {
+  // num_parallel_tree is the Random Forest's tree count (at least 1); model.kind is XGBOOST.
+  EXPECT_THAT(ModelChoiceErrors([](v1::StudySpec& s) {
+                s.mutable_parameters(2)->mutable_int_range()->set_min(0);
+              }),
+              ElementsAre(HasSubstr("parameters[2].int_range: num_parallel_tree must be a whole "
+                                    "number in [1, 100000], got 0 (RANDOM_FOREST)")));
+  // eta is XGBoost's alone; model.kind is RANDOM_FOREST.
+  EXPECT_THAT(ModelChoiceErrors([](v1::StudySpec& s) {
+                s.mutable_model()->set_kind(v1::Model::RANDOM_FOREST);
+                s.mutable_parameters(1)->mutable_double_range()->set_min(-0.1);
+                s.mutable_parameters(1)->mutable_double_range()->set_log(false);
+              }),
+              ElementsAre(HasSubstr("parameters[1].double_range: eta must be in [0, inf), got "
+                                    "-0.1 (XGBOOST)")));
+  // A parameter of both kinds is reported once.
+  EXPECT_THAT(ModelChoiceErrors([](v1::StudySpec& s) {
+                s.mutable_parameters(3)->mutable_int_range()->set_min(-1);
+              }),
+              ElementsAre(HasSubstr("parameters[3].int_range: max_depth must be a whole number "
+                                    "in [0, inf), got -1 (XGBOOST)")));
 }
 
 TEST(ConditionalSpecTest, AModelChoiceTrialRunsAsItsKindWithoutTheChoiceAmongItsParameters) {

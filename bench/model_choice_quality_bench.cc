@@ -1,0 +1,260 @@
+// Quality on a real model choice (issue 33): XGBoost or Random Forest, each with its own
+// parameters (bench/model_choice/diabetes.yaml), tuned by DHPT's optimisers in this process
+// with the workers' own trainer (TrainXgboost on the worker's dataset cache and split), against
+// the same space written flat (every parameter drawn every time, those of the other kind
+// dropped before training: what a user without conditions gets) and against Optuna 3.1's
+// define-by-run TPE on the same rows (bench/optuna_model_choice_peer.py).
+//
+//   /usr/bin/python3 bench/pruning/make_datasets.py /tmp/dhpt-mc-data
+//   build/bin/model_choice_quality_bench --data_root=/tmp/dhpt-mc-data
+//       --export_dir=/tmp/dhpt-mc-split --regrets_out=/tmp/dhpt-mc.tsv
+//   /usr/bin/python3 bench/optuna_model_choice_peer.py --data=/tmp/dhpt-mc-split
+//       --regrets-out=/tmp/optuna-mc.tsv
+//   /usr/bin/python3 bench/quality_significance.py /tmp/dhpt-mc.tsv /tmp/optuna-mc.tsv
+//       "TPE=TPESampler" "TPE=TPESampler(group)" "BAYESIAN=TPESampler"
+//   /usr/bin/python3 bench/quality_significance.py /tmp/dhpt-mc.tsv /tmp/dhpt-mc.tsv
+//       "TPE=TPE flat" "BAYESIAN=BAYESIAN flat"
+//
+// The loss of a trial is 1 - validation r2; each seed's best loss after 50 and 100 trials goes
+// to --regrets_out as "model_choice@BUDGET<TAB>label<TAB>v1,v2,...". The trainer is seeded
+// (XGBoost's seed 0, the forest's chunk seeds), so a point always scores the same: a point seen
+// before is not trained again.
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "services/cli/study_file.h"
+#include "services/common/param_values.h"
+#include "services/study/model_choice.h"
+#include "services/study/spec_translation.h"
+#include "services/study/spec_validation.h"
+#include "services/worker/datasets.h"
+#include "services/worker/xgboost_trainer.h"
+
+ABSL_FLAG(std::string, study, "bench/model_choice/diabetes.yaml", "the model-choice study file");
+ABSL_FLAG(std::string, data_root, "/tmp/dhpt-mc-data",
+          "the directory holding the study's CSV (bench/pruning/make_datasets.py writes it)");
+ABSL_FLAG(int, seeds, 10, "Seeds per optimiser (0..seeds-1).");
+ABSL_FLAG(std::string, budgets, "50,100", "Trial counts at which the best loss is recorded.");
+ABSL_FLAG(std::vector<std::string>, optimisers,
+          std::vector<std::string>({"TPE", "TPE multivariate", "TPE flat", "BAYESIAN",
+                                    "BAYESIAN flat", "RANDOM"}),
+          "which to run: TPE, BAYESIAN or RANDOM with their defaults, each optionally followed "
+          "by modifiers: 'flat' (no conditions), and for TPE 'multivariate', 'conditioned' "
+          "(condition_on_parent)");
+ABSL_FLAG(std::string, regrets_out, "", "Write every seed's best loss per budget here.");
+ABSL_FLAG(std::string, export_dir, "",
+          "also write the study's train.csv and validation.csv here, for the Optuna peer");
+ABSL_FLAG(int, threads, 1, "threads per trial");
+ABSL_FLAG(bool, trace, false,
+          "print each trained point and its loss to stderr (to check the peer's trainer)");
+
+namespace dhpt::bench {
+namespace {
+
+using optimizer::Point;
+using optimizer::SearchSpace;
+
+void WriteCsv(const std::filesystem::path& path, const worker::Dataset& data) {
+  std::ofstream out(path);
+  for (int64_t j = 0; j < data.cols; ++j) out << data.feature_names[j] << ",";
+  out << "y\n";
+  out.precision(9);
+  for (int64_t i = 0; i < data.rows; ++i) {
+    for (int64_t j = 0; j < data.cols; ++j) out << data.features[i * data.cols + j] << ",";
+    out << data.target[i] << "\n";
+  }
+}
+
+// The space with no conditions: every parameter always drawn.
+SearchSpace Flat(const SearchSpace& space) {
+  std::vector<optimizer::ParameterSpec> parameters = space.parameters();
+  for (optimizer::ParameterSpec& p : parameters) {
+    p.parent = -1;
+    p.active_values.clear();
+  }
+  return SearchSpace(std::move(parameters));
+}
+
+class Evaluator {
+ public:
+  Evaluator(const v1::StudySpec& spec, const SearchSpace& space,
+            std::shared_ptr<const worker::SplitDataset> data)
+      : spec_(spec), space_(space), data_(std::move(data)) {}
+
+  // 1 - r2 of the point's canonical form (what the conditional space makes of it: a flat
+  // point's parameters of the other kind dropped); 2 for a failed trial.
+  double Loss(Point point) {
+    for (int i : space_.order()) {
+      if (!space_.Active(point, i)) point[i] = optimizer::Inactive{};
+    }
+    const std::string key = space_.Key(point);
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    v1::Model model;
+    study::ParamMap params;
+    study::ModelForTrial(spec_, study::ToParamMap(space_, point), &model, &params);
+    worker::XgboostRequest request;
+    request.random_forest = model.kind() == v1::Model::RANDOM_FOREST;
+    for (const auto& [name, value] : model.fixed()) {
+      request.params.emplace_back(name, FormatFixedValue(value));
+    }
+    for (const auto& [name, value] : params) {
+      request.params.emplace_back(name, FormatParameterValueExact(value));
+    }
+    request.threads = absl::GetFlag(FLAGS_threads);
+    absl::StatusOr<worker::XgboostResult> trained = worker::TrainXgboost(*data_, request);
+    if (!trained.ok()) std::fprintf(stderr, "trial failed: %s\n", trained.status().ToString().c_str());
+    const double loss = trained.ok() ? 1 - trained->r2 : 2;
+    if (absl::GetFlag(FLAGS_trace)) {
+      std::string line = v1::Model::Kind_Name(model.kind());
+      for (const auto& [name, value] : params) {
+        absl::StrAppend(&line, " ", name, "=", FormatParameterValueExact(value));
+      }
+      std::fprintf(stderr, "%s loss=%.9g\n", line.c_str(), loss);
+    }
+    cache_[key] = loss;
+    return loss;
+  }
+
+ private:
+  const v1::StudySpec& spec_;
+  const SearchSpace& space_;
+  std::shared_ptr<const worker::SplitDataset> data_;
+  absl::flat_hash_map<std::string, double> cache_;
+};
+
+// The best loss after each trial of one run.
+std::vector<double> Run(const SearchSpace& space, const optimizer::OptimizerConfig& config,
+                        Evaluator& evaluator, int budget) {
+  auto optimizer = optimizer::MakeOptimizer(space, config);
+  if (!optimizer.ok()) {
+    std::fprintf(stderr, "%s\n", optimizer.status().ToString().c_str());
+    std::exit(2);
+  }
+  std::vector<optimizer::TrialRecord> trials;
+  absl::flat_hash_set<std::string> keys;
+  std::vector<double> best;
+  for (int t = 0; t < budget; ++t) {
+    auto next = (*optimizer)->Suggest({trials, keys});
+    if (!next.ok() || !next->has_value()) break;
+    const double loss = evaluator.Loss(**next);
+    keys.insert(space.Key(**next));
+    // The optimiser sees the objective as the study states it (r2, maximised).
+    trials.push_back({**next, optimizer::TrialStatus::kCompleted, config.minimize ? loss : 1 - loss});
+    best.push_back(std::min(loss, best.empty() ? loss : best.back()));
+  }
+  return best;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int Main() {
+  absl::StatusOr<v1::StudySpec> read = cli::ReadStudyFile(absl::GetFlag(FLAGS_study));
+  if (!read.ok()) {
+    std::fprintf(stderr, "%s\n", read.status().ToString().c_str());
+    return 2;
+  }
+  worker::DatasetOptions datasets;
+  datasets.data_roots = {std::filesystem::absolute(absl::GetFlag(FLAGS_data_root)).string()};
+  worker::DatasetCache cache(datasets);
+  absl::StatusOr<std::shared_ptr<const worker::SplitDataset>> data = cache.Get(read->dataset());
+  if (!data.ok()) {
+    std::fprintf(stderr, "dataset: %s\n", data.status().ToString().c_str());
+    return 2;
+  }
+  if (const std::string dir = absl::GetFlag(FLAGS_export_dir); !dir.empty()) {
+    std::filesystem::create_directories(dir);
+    WriteCsv(std::filesystem::path(dir) / "train.csv", (*data)->train);
+    WriteCsv(std::filesystem::path(dir) / "validation.csv", (*data)->validation);
+  }
+  std::vector<int> budgets;
+  for (absl::string_view b : absl::StrSplit(absl::GetFlag(FLAGS_budgets), ',')) {
+    budgets.push_back(std::stoi(std::string(b)));
+  }
+  const int max_budget = *std::max_element(budgets.begin(), budgets.end());
+  std::ofstream out;
+  if (!absl::GetFlag(FLAGS_regrets_out).empty()) out.open(absl::GetFlag(FLAGS_regrets_out));
+  std::printf("| optimiser |");
+  for (int b : budgets) std::printf(" median best r2 @%d |", b);
+  std::printf("\n|---|");
+  for (size_t k = 0; k < budgets.size(); ++k) std::printf("---|");
+  std::printf("\n");
+  for (const std::string& label : absl::GetFlag(FLAGS_optimisers)) {
+    const std::vector<std::string> words = absl::StrSplit(label, ' ');
+    v1::StudySpec spec = *read;
+    v1::Algorithm::Name name;
+    if (!v1::Algorithm::Name_Parse(words[0], &name)) {
+      std::fprintf(stderr, "--optimisers: unknown %s\n", label.c_str());
+      return 2;
+    }
+    spec.mutable_algorithm()->Clear();
+    spec.mutable_algorithm()->set_name(name);
+    bool flat = false;
+    for (size_t w = 1; w < words.size(); ++w) {
+      if (words[w] == "flat") {
+        flat = true;
+      } else if (name == v1::Algorithm::TPE && words[w] == "multivariate") {
+        spec.mutable_algorithm()->mutable_tpe()->set_multivariate(true);
+      } else if (name == v1::Algorithm::TPE && words[w] == "conditioned") {
+        spec.mutable_algorithm()->mutable_tpe()->set_condition_on_parent(true);
+      } else {
+        std::fprintf(stderr, "--optimisers: unknown modifier %s\n", words[w].c_str());
+        return 2;
+      }
+    }
+    absl::StatusOr<v1::StudySpec> normal = study::NormalizeStudySpec(spec);
+    if (!normal.ok()) {
+      std::fprintf(stderr, "%s\n", normal.status().ToString().c_str());
+      return 2;
+    }
+    const SearchSpace space = study::ToSearchSpace(*normal);
+    const SearchSpace flat_space = Flat(space);
+    Evaluator evaluator(*normal, space, *data);
+    std::vector<std::vector<double>> at(budgets.size());
+    for (int seed = 0; seed < absl::GetFlag(FLAGS_seeds); ++seed) {
+      optimizer::OptimizerConfig config = study::ToOptimizerConfig(*normal);
+      config.seed = static_cast<uint64_t>(seed);
+      const std::vector<double> best =
+          Run(flat ? flat_space : space, config, evaluator, max_budget);
+      for (size_t k = 0; k < budgets.size(); ++k) {
+        at[k].push_back(best[std::min<size_t>(best.size(), budgets[k]) - 1]);
+      }
+      std::fprintf(stderr, "%s seed %d: best r2 %.4f\n", label.c_str(), seed, 1 - best.back());
+    }
+    std::printf("| %s |", label.c_str());
+    for (size_t k = 0; k < budgets.size(); ++k) {
+      std::printf(" %.4f |", 1 - Median(at[k]));
+      if (out.is_open()) {
+        out << "model_choice@" << budgets[k] << "\t" << label << "\t"
+            << absl::StrJoin(at[k], ",") << "\n";
+        out.flush();
+      }
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace dhpt::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return dhpt::bench::Main();
+}
