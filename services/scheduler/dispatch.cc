@@ -210,8 +210,9 @@ SchedulerCore::Assignment SchedulerCore::AssignMatchingLocked(
     StudyEntry& study = *dispatchable_[index];
     if (!eligible(study) || !Runnable(study, worker)) continue;
     const uint64_t memory = worker.capabilities.memory_bytes();
-    std::optional<uint64_t> id = TakeTrialLocked(study, memory > 0 ? memory : UINT64_MAX,
-                                                 speeds_.OverallSpeed(worker.node_class));
+    std::optional<uint64_t> id = TakeTrialLocked(
+        study, memory > 0 ? memory : UINT64_MAX,
+        options_.speed_placement ? speeds_.OverallSpeed(worker.node_class) : std::nullopt);
     if (!id) {
       if (study.suggesting && study.turn_holder == 0 &&
           study.last_suggestion_took <= kMaxSuggestionWorthWaitingFor) {
@@ -323,7 +324,7 @@ void SchedulerCore::DispatchLocked() {
     order.clear();
     for (uint64_t session : maybe_free_) {
       auto worker = workers_.find(session);
-      const double speed = worker == workers_.end()
+      const double speed = worker == workers_.end() || !options_.speed_placement
                                ? 1
                                : speeds_.OverallSpeed(worker->second.node_class).value_or(1);
       order.emplace_back(-speed, session);
@@ -367,7 +368,9 @@ std::pair<v1::Model::Kind, double> SchedulerCore::TrialSizeLocked(const TrialEnt
 }
 
 bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
-  if (options_.duplicate_margin <= 0 || idle.free_slots() <= 0) return false;
+  if (!options_.speed_placement || options_.duplicate_margin <= 0 || idle.free_slots() <= 0) {
+    return false;
+  }
   const absl::Time now = options_.clock();
   const uint64_t memory = idle.capabilities.memory_bytes();
   TrialEntry* best = nullptr;

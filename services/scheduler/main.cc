@@ -113,6 +113,9 @@ ABSL_FLAG(int, suggestion_threads, 0,
           "one suggestion in progress, so one costly study cannot hold up the others");
 ABSL_FLAG(absl::Duration, client_lease, absl::Minutes(30),
           "how long an ask-and-tell client keeps a trial without reporting (ReportProgress)");
+ABSL_FLAG(bool, speed_placement, true,
+          "place trials by the workers' learnt speeds (the longest ready trials to the fastest "
+          "workers, duplicates at a study's end); false: first-come, no duplicates");
 ABSL_FLAG(double, duplicate_margin, dhpt::scheduler::kDefaultDuplicateMargin,
           "once a study has no trial left to suggest, an idle worker runs a duplicate of a "
           "slower worker's trial when the slow one's predicted remaining time exceeds this many "
@@ -133,7 +136,7 @@ int main(int argc, char** argv) {
   dhpt::ApplyEnvironmentToFlags({"listen", "metrics_port", "metrics_listen", "db",
                                  "max_db_bytes", "db_sync",
                                  "heartbeat_interval", "missed_heartbeats", "client_lease",
-                                 "duplicate_margin",
+                                 "duplicate_margin", "speed_placement",
                                  "keepalive_time", "keepalive_timeout",
                                  "keepalive_min_ping_interval",
                                  "suggestion_threads",
@@ -164,6 +167,7 @@ int main(int argc, char** argv) {
   options.core.missed_heartbeats = absl::GetFlag(FLAGS_missed_heartbeats);
   options.core.client_lease = absl::GetFlag(FLAGS_client_lease);
   options.core.duplicate_margin = absl::GetFlag(FLAGS_duplicate_margin);
+  options.core.speed_placement = absl::GetFlag(FLAGS_speed_placement);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int suggestion_threads = absl::GetFlag(FLAGS_suggestion_threads);
   options.core.suggestion_threads = suggestion_threads > 0 ? suggestion_threads : cores;

@@ -313,6 +313,13 @@ std::vector<v1::Worker> SchedulerCore::ListWorkers() const {
     running.insert(running.end(), worker.superseded.begin(), worker.superseded.end());
     std::sort(running.begin(), running.end());
     out.mutable_running_trials()->Add(running.begin(), running.end());
+    out.set_node_class(worker.node_class);
+    for (const SpeedModel::Estimate& estimate : speeds_.EstimatesOf(worker.node_class)) {
+      v1::WorkerSpeed& speed = *out.add_speeds();
+      speed.set_kind(estimate.kind);
+      speed.set_relative_speed(estimate.relative_speed);
+      speed.set_seconds_per_unit(estimate.seconds_per_unit);
+    }
   }
   std::sort(workers.begin(), workers.end(), [](const v1::Worker& a, const v1::Worker& b) {
     return a.worker_id() < b.worker_id();

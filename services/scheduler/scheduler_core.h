@@ -129,6 +129,9 @@ struct SchedulerOptions {
   // holds when the slow one's predicted remaining time is more than this many times the idle
   // one's predicted time for the whole trial; the first result counts. 0 turns duplicates off.
   double duplicate_margin = kDefaultDuplicateMargin;
+  // Placement by learnt speed (--speed_placement): false dispatches first-come, as before issue
+  // 32, and runs no duplicates; speeds are learnt and shown either way.
+  bool speed_placement = true;
 };
 
 // Ask and tell, and warm starts.

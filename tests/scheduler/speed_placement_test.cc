@@ -38,10 +38,11 @@ v1::Hello Board(const std::string& id, const std::string& board,
 
 class SpeedPlacementTest : public ::testing::Test {
  protected:
-  void Start(double duplicate_margin = kDefaultDuplicateMargin) {
+  void Start(double duplicate_margin = kDefaultDuplicateMargin, bool speed_placement = true) {
     SchedulerOptions options;
     options.clock = [this] { return now_; };
     options.duplicate_margin = duplicate_margin;
+    options.speed_placement = speed_placement;
     core_ = std::make_unique<SchedulerCore>(db_.get(), options);
   }
   uint64_t Connect(RecordingChannel& channel, const v1::Hello& hello) {
@@ -184,9 +185,21 @@ TEST_F(SpeedPlacementTest, NoDuplicateBeyondTheMargin) {
   EXPECT_EQ(fast_.Assigns().size(), 3u);
 }
 
-// Several trials ready: a fast worker takes the longest, a slow one the shortest.
-TEST_F(SpeedPlacementTest, TheLongestReadyTrialGoesToTheFastestWorker) {
-  Start();
+TEST_F(SpeedPlacementTest, FirstComeWhenSpeedPlacementIsOff) {
+  Start(kDefaultDuplicateMargin, /*speed_placement=*/false);
+  RunUntilTheOrinIsIdle();
+  EXPECT_EQ(fast_.Assigns().size(), 3u);
+  // Learnt and shown all the same.
+  EXPECT_EQ(core_->SpeedEstimates().size(), 2u);
+}
+
+// Several trials ready: a fast worker takes the longest, a slow one the shortest; queue order
+// when speed placement is off.
+class ReadyTrialsTest : public SpeedPlacementTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(ReadyTrialsTest, TheLongestReadyTrialGoesToTheFastestWorker) {
+  const bool speed_placement = GetParam();
+  Start(kDefaultDuplicateMargin, speed_placement);
   v1::StudySpec spec;
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(R"pb(
     name: "x"
@@ -211,13 +224,24 @@ TEST_F(SpeedPlacementTest, TheLongestReadyTrialGoesToTheFastestWorker) {
   core_->HandleResult(fast_session_,
                       Finished(fast_.Assigns().back(), v1::Trial::COMPLETED, 0.5, "r2"));
   ASSERT_EQ(fast_.Assigns().size(), 2u);
-  EXPECT_EQ(rounds(fast_.Assigns().back()), 400);  // Queue order would give it 10.
+  EXPECT_EQ(rounds(fast_.Assigns().back()), speed_placement ? 400 : 10);
   Advance(absl::Seconds(4));
   core_->HandleResult(slow_session_,
                       Finished(slow_.Assigns().back(), v1::Trial::COMPLETED, 0.5, "r2"));
   ASSERT_EQ(slow_.Assigns().size(), 2u);
-  EXPECT_EQ(rounds(slow_.Assigns().back()), 10);
+  EXPECT_EQ(rounds(slow_.Assigns().back()), speed_placement ? 10 : 400);
+  // Both workers list their class and learnt speed: the Orin took 1 s for 100 rounds, the Pi 4
+  // 5 s for 101.
+  std::map<std::string, double> speeds;
+  for (const v1::Worker& worker : core_->ListWorkers()) {
+    ASSERT_EQ(worker.speeds_size(), 1) << worker.worker_id();
+    EXPECT_EQ(worker.speeds(0).kind(), v1::Model::XGBOOST);
+    speeds[worker.node_class()] = worker.speeds(0).relative_speed();
+  }
+  EXPECT_NEAR(speeds["orin"] / speeds["pi4"], 5.0 * 100 / 101, 1e-9);
 }
+
+INSTANTIATE_TEST_SUITE_P(SpeedPlacement, ReadyTrialsTest, ::testing::Bool());
 
 }  // namespace
 }  // namespace dhpt::scheduler
