@@ -7,12 +7,14 @@
 #
 #   bench/edge_cluster.sh [--nodes=PROFILE[:mem=SIZE],...] [--fault=AT,KIND,NODE[,ARG]]...
 #                         [--scheduler-flag=FLAG]... [--worker-flag=FLAG]... [--out=DIR]
-#                         [--rate=RATE] [-- COMMAND [ARG...]]
+#                         [--rate=RATE] [--cpu-scale=N] [-- COMMAND [ARG...]]
 #
 # With a COMMAND, it runs in the scheduler's namespace once every worker is connected, with
 # DHPT_SCHEDULER=127.0.0.1:50051 (what `dhpt` reads) and EDGE_OUT=DIR set; the script then
 # cleans up and exits with the command's status. Without one, it runs until interrupted.
 #
+# --cpu-scale=N divides every board's share of a core by N (ratios kept): on a host loaded by
+# other work a board gets less than its cap, so the caps must be smaller to bind.
 # Nodes are n1, n2, ... in --nodes order (default orin,orin,pi4,pi4,pi4,pi4). Faults, AT seconds
 # after the command starts (or the cluster is up):
 #   AT,partition,NODE,SECS  the node's link down for SECS seconds, then up (processes keep running)
@@ -56,6 +58,7 @@ faults=()
 scheduler_flags=()
 worker_flags=()
 out=""
+cpu_scale=1
 rate=20mbit  # A good Wi-Fi link's throughput; tbf, since netem is not on every kernel.
 command=()
 while (($#)); do
@@ -66,11 +69,18 @@ while (($#)); do
     --worker-flag=*) worker_flags+=("${1#*=}") ;;
     --out=*) out=${1#*=} ;;
     --rate=*) rate=${1#*=} ;;
+    --cpu-scale=*) cpu_scale=${1#*=} ;;
     --) shift; command=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
   shift
+done
+
+[[ $cpu_scale =~ ^[1-9][0-9]*$ ]] || die "--cpu-scale must be a whole number from 1"
+for profile in "${!quota[@]}"; do
+  quota[$profile]=$((quota[$profile] / cpu_scale))
+  ((quota[$profile] >= 10)) || die "--cpu-scale=$cpu_scale leaves $profile under 1% of a core"
 done
 
 # --- What the machine must have; exit 77 (ctest's skip code) with the reason if it lacks it.

@@ -367,6 +367,13 @@ std::pair<v1::Model::Kind, double> SchedulerCore::TrialSizeLocked(const TrialEnt
   return {model.kind(), TrialWorkUnits(model, params, study.spec.dataset())};
 }
 
+std::optional<double> SchedulerCore::TrialStepsLocked(const TrialEntry& trial) const {
+  v1::Model model;
+  google::protobuf::Map<std::string, v1::ParameterValue> params;
+  study::ModelForTrial(trial.study->spec, trial.trial.params(), &model, &params);
+  return TrialSteps(model, params);
+}
+
 bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
   if (!options_.speed_placement || options_.duplicate_margin <= 0 || idle.free_slots() <= 0) {
     return false;
@@ -390,12 +397,24 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
       const auto [kind, units] = TrialSizeLocked(trial);
       const std::optional<absl::Duration> there = speeds_.Predict(other.node_class, kind, units);
       const std::optional<absl::Duration> here = speeds_.Predict(idle.node_class, kind, units);
-      if (!there || !here) continue;  // Not learnt yet: first-come, as before.
-      const absl::Duration remaining = *there - (now - FromTimestamp(trial.trial.start_time()));
-      if (remaining <= *here * options_.duplicate_margin) continue;
-      if (best == nullptr || remaining - *here > best_gain) {
+      if (!there || !here || *there <= absl::ZeroDuration()) continue;  // Not learnt yet.
+      // The trial's own pace where it reports progress: its size measure leaves out what else
+      // makes it slow (deeper trees), and a straggler is one that overruns its prediction.
+      // Its whole time on the slow worker, projected from the share of its steps done, scales
+      // the fast worker's prediction alike. Without progress: the prediction, or the time it
+      // has taken already if that is longer.
+      const absl::Duration elapsed = now - FromTimestamp(trial.trial.start_time());
+      absl::Duration whole = std::max(*there, elapsed);
+      const std::optional<double> steps = TrialStepsLocked(trial);
+      if (steps && trial.last_step && *trial.last_step > 0 && *trial.last_step < *steps) {
+        whole = elapsed * (*steps / static_cast<double>(*trial.last_step));
+      }
+      const absl::Duration remaining = whole - elapsed;
+      const absl::Duration fast = *here * absl::FDivDuration(whole, *there);
+      if (remaining <= fast * options_.duplicate_margin) continue;
+      if (best == nullptr || remaining - fast > best_gain) {
         best = &trial;
-        best_gain = remaining - *here;
+        best_gain = remaining - fast;
       }
     }
   }
@@ -418,6 +437,28 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
   observer_->TrialDuplicated(best->study->spec);
   StartOnWorkerLocked(session, idle, *best);
   return true;
+}
+
+void SchedulerCore::ReconsiderDuplicatesLocked(const TrialEntry& trial) {
+  const StudyEntry& study = *trial.study;
+  if (!options_.speed_placement || options_.duplicate_margin <= 0 ||
+      trial.superseded_session != 0 || !study.pending.empty() ||
+      !(study.exhausted || study.budget_used() >= study.spec.max_trials())) {
+    return;
+  }
+  std::vector<uint64_t> idle;
+  for (const auto& [unused, aside] : set_aside_) {
+    if (CanRun(study.spec, aside.capabilities)) idle.insert(idle.end(), aside.sessions.begin(), aside.sessions.end());
+  }
+  for (uint64_t session : idle) {
+    auto worker = workers_.find(session);
+    if (worker == workers_.end()) continue;
+    if (DuplicateOntoLocked(session, worker->second)) {
+      MaybeFreeLocked(session);  // Out of set-aside: it may have more free slots.
+      DispatchLocked();
+      return;
+    }
+  }
 }
 
 void SchedulerCore::ForgetSupersededLocked(TrialEntry& trial, bool cancel,

@@ -760,7 +760,9 @@ void SchedulerCore::HandleProgress(uint64_t session, const v1::TrialProgress& pr
   absl::MutexLock lock(&mutex_);
   TrialEntry* trial = AttemptOfSessionLocked(session, progress.trial_id(), progress.attempt(),
                                              progress.epoch(), "progress");
-  if (trial != nullptr) RecordProgressLocked(*trial, progress.step(), progress.value());
+  if (trial == nullptr) return;
+  RecordProgressLocked(*trial, progress.step(), progress.value());
+  if (trial->trial.state() == v1::Trial::RUNNING) ReconsiderDuplicatesLocked(*trial);
 }
 
 void SchedulerCore::RecordProgressLocked(TrialEntry& trial, int64_t step, double value) {

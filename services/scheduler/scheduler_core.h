@@ -417,12 +417,18 @@ class SchedulerCore {
   // slower worker would take longest to finish, if that beats it by options_.duplicate_margin.
   bool DuplicateOntoLocked(uint64_t session, WorkerEntry& idle)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A running trial of a study at its end reported progress, which may show it a straggler:
+  // the idle (set-aside) workers that can run it are offered a duplicate again.
+  void ReconsiderDuplicatesLocked(const TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Ends the trial's superseded attempt's hold on its worker's slot; `cancel` tells the worker
   // to stop it (`reason`).
   void ForgetSupersededLocked(TrialEntry& trial, bool cancel, absl::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The trial's kind and size in work units (speed_model.h), as its worker runs it.
   std::pair<v1::Model::Kind, double> TrialSizeLocked(const TrialEntry& trial) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The steps its current attempt reports progress in up to its end (TrialSteps).
+  std::optional<double> TrialStepsLocked(const TrialEntry& trial) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Whether a connected worker that can run the study has more than `memory_bytes`.
   bool LargerWorkerConnectedLocked(const StudyEntry& study, uint64_t memory_bytes) const

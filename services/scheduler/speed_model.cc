@@ -52,24 +52,25 @@ std::string NodeClass(const v1::WorkerCapabilities& worker, absl::string_view wo
   return std::string(worker_id);
 }
 
+std::optional<double> TrialSteps(const v1::Model& model,
+                                 const google::protobuf::Map<std::string, v1::ParameterValue>& params) {
+  switch (model.kind()) {
+    case v1::Model::XGBOOST:
+      return std::max(1.0, Budget(model, params, {"num_boost_round", "n_estimators"}, kDefaultBoostRounds));
+    case v1::Model::RANDOM_FOREST:
+      return std::max(1.0, Budget(model, params, {"n_estimators", "num_parallel_tree"}, kDefaultForestTrees));
+    case v1::Model::AUTOENCODER:
+      return std::max(1.0, Budget(model, params, {"epochs"}, kDefaultAutoencoderEpochs));
+    default:
+      return std::nullopt;
+  }
+}
+
 double TrialWorkUnits(const v1::Model& model,
                       const google::protobuf::Map<std::string, v1::ParameterValue>& params,
                       const v1::Dataset& dataset) {
-  double steps = 1;
-  switch (model.kind()) {
-    case v1::Model::XGBOOST:
-      steps = Budget(model, params, {"num_boost_round", "n_estimators"}, kDefaultBoostRounds);
-      break;
-    case v1::Model::RANDOM_FOREST:
-      steps = Budget(model, params, {"n_estimators", "num_parallel_tree"}, kDefaultForestTrees);
-      break;
-    case v1::Model::AUTOENCODER:
-      steps = Budget(model, params, {"epochs"}, kDefaultAutoencoderEpochs);
-      break;
-    default:
-      return 1;
-  }
-  return std::max(1.0, steps) * TrainingRows(dataset);
+  const std::optional<double> steps = TrialSteps(model, params);
+  return steps ? *steps * TrainingRows(dataset) : 1;
 }
 
 void SpeedModel::Record(const std::string& node_class, v1::Model::Kind kind, double units,

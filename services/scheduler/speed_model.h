@@ -37,6 +37,10 @@ std::string NodeClass(const v1::WorkerCapabilities& worker, absl::string_view wo
 // parameters, else the model's fixed ones, else the trainer's default. Rows are unknown for CSV
 // files (1: a study's trials share its data, so their sizes still compare). COMMAND and function
 // trials are one unit each: the study's budget is the same for every trial.
+// The steps a trial reports progress in up to its end (rounds, trees, epochs), as above;
+// nullopt for kinds whose steps DHPT does not know (COMMAND, functions).
+std::optional<double> TrialSteps(const v1::Model& model,
+                                 const google::protobuf::Map<std::string, v1::ParameterValue>& params);
 double TrialWorkUnits(const v1::Model& model,
                       const google::protobuf::Map<std::string, v1::ParameterValue>& params,
                       const v1::Dataset& dataset);

@@ -243,5 +243,60 @@ TEST_P(ReadyTrialsTest, TheLongestReadyTrialGoesToTheFastestWorker) {
 
 INSTANTIATE_TEST_SUITE_P(SpeedPlacement, ReadyTrialsTest, ::testing::Bool());
 
+// A straggler: the slow worker's trial is slower than its size predicted (deeper trees); its
+// progress says so, and the idle fast worker is offered a duplicate then.
+class StragglerTest : public SpeedPlacementTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(StragglerTest, ATrialWhoseProgressShowsItSlowIsDuplicatedOnAnIdleFastWorker) {
+  const bool reports_progress = GetParam();
+  // A margin that the predictions alone (4 s left on the Pi 4, 1 s on the Orin) do not pass.
+  Start(/*duplicate_margin=*/4.5);
+  auto study = [&](const std::string& name) {
+    v1::StudySpec spec;
+    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(R"pb(
+      model { kind: XGBOOST }
+      dataset { friedman1 { samples: 200 features: 5 noise: 1 seed: 0 } }
+      parameters { name: "n_estimators" int_range { min: 100 max: 110 } }
+      max_trials: 2)pb", &spec));
+    spec.set_name(name);
+    EXPECT_TRUE(core_->CreateStudy(spec).ok());
+  };
+  auto complete = [&](uint64_t session, RecordingChannel& channel) {
+    core_->HandleResult(session, Finished(channel.Assigns().back(), v1::Trial::COMPLETED, 0.5, "r2"));
+  };
+  // Learnt from a first study: about 1 s a trial on the Orin, 5 s on the Pi 4.
+  fast_session_ = Connect(fast_, Board("fast", "orin", {v1::Model::XGBOOST}));
+  slow_session_ = Connect(slow_, Board("slow", "pi4", {v1::Model::XGBOOST}));
+  study("learn");
+  Advance(absl::Seconds(1));
+  complete(fast_session_, fast_);
+  Advance(absl::Seconds(4));
+  complete(slow_session_, slow_);
+  study("main");
+  ASSERT_EQ(fast_.Assigns().size(), 2u);
+  ASSERT_EQ(slow_.Assigns().size(), 2u);
+  const v1::Assign straggler = slow_.Assigns().back();
+  Advance(absl::Seconds(1));
+  complete(fast_session_, fast_);
+  EXPECT_EQ(fast_.Assigns().size(), 2u);  // Idle: not worth a duplicate as predicted.
+  // 5 s in, 3 of its 100-110 rounds done: it needs about three minutes, the Orin 35 s.
+  Advance(absl::Seconds(4));
+  v1::TrialProgress progress;
+  progress.set_trial_id(straggler.trial_id());
+  progress.set_attempt(straggler.attempt());
+  progress.set_epoch(straggler.epoch());
+  progress.set_step(reports_progress ? 3 : 99);
+  progress.set_value(0.1);
+  core_->HandleProgress(slow_session_, progress);
+  if (reports_progress) {
+    ASSERT_EQ(fast_.Assigns().size(), 3u);
+    EXPECT_EQ(fast_.Assigns().back().trial_id(), straggler.trial_id());
+  } else {
+    EXPECT_EQ(fast_.Assigns().size(), 2u);  // 99 rounds done: nearly finished.
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SpeedPlacement, StragglerTest, ::testing::Bool());
+
 }  // namespace
 }  // namespace dhpt::scheduler
