@@ -90,6 +90,7 @@ while (($#)); do
   shift
 done
 
+
 # --- What the machine must have; exit 77 (ctest's skip code) with the reason if it lacks it.
 skip() { echo "edge_cluster: SKIP: $*" >&2; exit 77; }
 [[ $(id -u) -eq 0 ]] || skip "needs root (network namespaces, cgroups)"

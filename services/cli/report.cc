@@ -226,9 +226,24 @@ std::string StudiesTable(const std::vector<v1::Study>& studies) {
   return table.Render();
 }
 
+namespace {
+
+// "XGBOOST 0.20x" per learnt kind (times the cluster's median board), "-" before any.
+std::string SpeedText(const v1::Worker& worker) {
+  std::vector<std::string> speeds;
+  for (const v1::WorkerSpeed& speed : worker.speeds()) {
+    speeds.push_back(absl::StrFormat("%s %.2fx", v1::Model::Kind_Name(speed.kind()),
+                                     speed.relative_speed()));
+  }
+  return speeds.empty() ? "-" : absl::StrJoin(speeds, ", ");
+}
+
+}  // namespace
+
 std::string WorkersTable(const std::vector<v1::Worker>& workers) {
   TextTable table(
-      {"worker", "device", "models", "slots", "running", "node", "arch", "version", "labels"});
+      {"worker", "device", "models", "slots", "running", "speed", "node", "arch", "version",
+       "labels"});
   for (const v1::Worker& w : workers) {
     const v1::WorkerCapabilities& caps = w.capabilities();
     std::vector<std::string> models;
@@ -244,7 +259,7 @@ std::string WorkersTable(const std::vector<v1::Worker>& workers) {
                absl::StrCat(v1::WorkerCapabilities::DeviceKind_Name(caps.device_kind()), " ",
                             caps.device_name()),
                absl::StrJoin(models, ","), absl::StrCat(caps.slots()),
-               absl::StrCat(w.running_trials_size()), caps.node_name(), caps.arch(),
+               absl::StrCat(w.running_trials_size()), SpeedText(w), caps.node_name(), caps.arch(),
                caps.version(), Labels(caps)});
   }
   return table.Render();

@@ -13,6 +13,7 @@
 #include "services/scheduler/placement.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/scheduler_core_internal.h"
+#include "services/scheduler/speed_model.h"
 #include "services/study/model_choice.h"
 #include "services/study/spec_translation.h"
 #include "services/study/trial_outcome.h"
@@ -25,6 +26,10 @@ namespace {
 // took at most this long: waiting is fairer than passing the turn on, and costs the worker
 // less than a trial's overhead.
 constexpr absl::Duration kMaxSuggestionWorthWaitingFor = absl::Milliseconds(100);
+
+// Pending trials a worker of known speed compares by size per take: a bound on dispatch's cost
+// with a long queue (an enqueued grid), beyond which queue order holds.
+constexpr int kMaxPendingSizedPerTake = 64;
 
 // Spec validation keeps a suggestion within kSuggestionMemoryBudgetBytes, but a scheduler
 // under a tighter memory limit (or with other studies' suggestions running) can still fail to
@@ -60,12 +65,32 @@ bool SchedulerCore::Runnable(const StudyEntry& study, const WorkerEntry& worker)
 }
 
 std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study,
-                                                       uint64_t memory_bytes) {
-  // In queue order, passing over the trials that ran out of memory on a worker this size.
+                                                       uint64_t memory_bytes,
+                                                       std::optional<double> speed) {
+  // In queue order, passing over the trials that ran out of memory on a worker this size. A
+  // worker of known speed looks further (kMaxPendingSizedPerTake): the longest trials go to the
+  // fast workers, which dispatch serves first, and the shortest to the slow ones.
+  auto chosen = study.pending.end();
+  double chosen_units = 0;
+  int sized = 0;
   for (auto it = study.pending.begin(); it != study.pending.end(); ++it) {
-    if (trials_.at(*it).min_memory_bytes > memory_bytes) continue;
-    const uint64_t id = *it;
-    study.pending.erase(it);
+    const TrialEntry& trial = trials_.at(*it);
+    if (trial.min_memory_bytes > memory_bytes) continue;
+    if (!speed) {
+      chosen = it;
+      break;
+    }
+    const double units = TrialSizeLocked(trial).second;
+    if (chosen == study.pending.end() ||
+        (*speed >= 1 ? units > chosen_units : units < chosen_units)) {
+      chosen = it;
+      chosen_units = units;
+    }
+    if (++sized >= kMaxPendingSizedPerTake) break;
+  }
+  if (chosen != study.pending.end()) {
+    const uint64_t id = *chosen;
+    study.pending.erase(chosen);
     return id;
   }
   if (study.exhausted || study.budget_used() >= study.spec.max_trials()) return std::nullopt;
@@ -186,7 +211,9 @@ SchedulerCore::Assignment SchedulerCore::AssignMatchingLocked(
     StudyEntry& study = *dispatchable_[index];
     if (!eligible(study) || !Runnable(study, worker)) continue;
     const uint64_t memory = worker.capabilities.memory_bytes();
-    std::optional<uint64_t> id = TakeTrialLocked(study, memory > 0 ? memory : UINT64_MAX);
+    std::optional<uint64_t> id = TakeTrialLocked(
+        study, memory > 0 ? memory : UINT64_MAX,
+        options_.speed_placement ? speeds_.OverallSpeed(worker.node_class) : std::nullopt);
     if (!id) {
       if (study.suggesting && study.turn_holder == 0 &&
           study.last_suggestion_took <= kMaxSuggestionWorthWaitingFor) {
@@ -204,36 +231,41 @@ SchedulerCore::Assignment SchedulerCore::AssignMatchingLocked(
                              ? static_cast<size_t>(front - dispatchable_.begin())
                              : (dispatchable_.empty() ? 0 : (index + 1) % dispatchable_.size());
 
-    TrialEntry& entry = trials_.at(*id);
-    const v1::Trial& trial = entry.trial;
-    BeginAttemptLocked(entry, worker.worker_id, "", DeviceLabel(worker.capabilities));
-    entry.trial.set_node_name(worker.capabilities.node_name());
-    entry.session = session;
-    worker.running.insert(*id);
-    SaveTrialLocked(entry);
-
-    v1::SchedulerMessage message;
-    v1::Assign& assign = *message.mutable_assign();
-    assign.set_trial_id(*id);
-    assign.set_attempt(trial.attempt());
-    assign.set_epoch(epoch_);
-    assign.set_study(study.spec.name());
-    // A model-choice study's trial runs as its own model_kind (model_choice.h).
-    study::ModelForTrial(study.spec, trial.params(), assign.mutable_model(), assign.mutable_params());
-    if (study.spec.has_dataset()) *assign.mutable_dataset() = study.spec.dataset();
-    assign.set_objective_metric(study.spec.objective().metric());
-    entry.deadline = absl::InfiniteFuture();
-    if (std::optional<absl::Duration> timeout = TrialTimeout(study.spec)) {
-      assign.set_timeout_ms(absl::ToInt64Milliseconds(*timeout));
-      // The worker stops the trial itself; the scheduler steps in a lease later.
-      entry.deadline = options_.clock() + *timeout +
-                       options_.heartbeat_interval * options_.missed_heartbeats;
-    }
-    worker.channel->Send(std::move(message));
-    PublishTrialLocked(entry);
+    StartOnWorkerLocked(session, worker, trials_.at(*id));
     return Assignment::kAssigned;
   }
   return Assignment::kNone;
+}
+
+void SchedulerCore::StartOnWorkerLocked(uint64_t session, WorkerEntry& worker,
+                                        TrialEntry& entry) {
+  const StudyEntry& study = *entry.study;
+  const v1::Trial& trial = entry.trial;
+  BeginAttemptLocked(entry, worker.worker_id, "", DeviceLabel(worker.capabilities));
+  entry.trial.set_node_name(worker.capabilities.node_name());
+  entry.session = session;
+  worker.running.insert(entry.trial.id());
+  SaveTrialLocked(entry);
+
+  v1::SchedulerMessage message;
+  v1::Assign& assign = *message.mutable_assign();
+  assign.set_trial_id(entry.trial.id());
+  assign.set_attempt(trial.attempt());
+  assign.set_epoch(epoch_);
+  assign.set_study(study.spec.name());
+  // A model-choice study's trial runs as its own model_kind (model_choice.h).
+  study::ModelForTrial(study.spec, trial.params(), assign.mutable_model(), assign.mutable_params());
+  if (study.spec.has_dataset()) *assign.mutable_dataset() = study.spec.dataset();
+  assign.set_objective_metric(study.spec.objective().metric());
+  entry.deadline = absl::InfiniteFuture();
+  if (std::optional<absl::Duration> timeout = TrialTimeout(study.spec)) {
+    assign.set_timeout_ms(absl::ToInt64Milliseconds(*timeout));
+    // The worker stops the trial itself; the scheduler steps in a lease later.
+    entry.deadline = options_.clock() + *timeout +
+                     options_.heartbeat_interval * options_.missed_heartbeats;
+  }
+  worker.channel->Send(std::move(message));
+  PublishTrialLocked(entry);
 }
 
 void SchedulerCore::BeginAttemptLocked(TrialEntry& entry, const std::string& worker_id,
@@ -283,25 +315,166 @@ void SchedulerCore::DispatchLocked() {
   WakeSetAsideLocked();
   // One trial per worker per round, so that workers fill evenly. A worker given nothing is
   // set aside: nothing it can run has a trial to give until a later dispatch finds one.
+  // The fastest workers first (learnt speeds; those not learnt yet count as the cluster's
+  // median), so that of several ready trials the longest go to them (TakeTrialLocked). With no
+  // speed learnt, session order, as first-come dispatch always had.
   bool assigned = true;
+  std::vector<std::pair<double, uint64_t>> order;
   while (assigned) {
     assigned = false;
-    for (auto it = maybe_free_.begin(); it != maybe_free_.end();) {
-      auto worker = workers_.find(*it);
+    order.clear();
+    for (uint64_t session : maybe_free_) {
+      auto worker = workers_.find(session);
+      const double speed = worker == workers_.end() || !options_.speed_placement
+                               ? 1
+                               : speeds_.OverallSpeed(worker->second.node_class).value_or(1);
+      order.emplace_back(-speed, session);
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [unused, session] : order) {
+      if (!maybe_free_.contains(session)) continue;
+      auto worker = workers_.find(session);
       if (worker == workers_.end() || worker->second.free_slots() <= 0) {
-        it = maybe_free_.erase(it);
+        maybe_free_.erase(session);
         continue;
       }
       ++sessions_tried_;
       // A slot holding a study's turn counts as taken until the suggestion comes.
-      if (AssignOneLocked(worker->first, worker->second) != Assignment::kNone) {
+      if (AssignOneLocked(session, worker->second) != Assignment::kNone ||
+          DuplicateOntoLocked(session, worker->second)) {
         assigned = true;
-        ++it;
       } else {
-        SetAsideLocked(worker->first, worker->second);
-        it = maybe_free_.erase(it);
+        SetAsideLocked(session, worker->second);
+        maybe_free_.erase(session);
       }
     }
+    // Sessions freed during this round (a study's end releases slots) are tried in the next.
+    for (uint64_t session : maybe_free_) {
+      if (std::none_of(order.begin(), order.end(),
+                       [&](const auto& tried) { return tried.second == session; })) {
+        assigned = true;
+        break;
+      }
+    }
+  }
+}
+
+std::pair<v1::Model::Kind, double> SchedulerCore::TrialSizeLocked(const TrialEntry& trial) const {
+  const StudyEntry& study = *trial.study;
+  v1::Model model;
+  google::protobuf::Map<std::string, v1::ParameterValue> params;
+  study::ModelForTrial(study.spec, trial.trial.params(), &model, &params);
+  return {model.kind(), TrialWorkUnits(model, params, study.spec.dataset())};
+}
+
+std::optional<double> SchedulerCore::TrialStepsLocked(const TrialEntry& trial) const {
+  v1::Model model;
+  google::protobuf::Map<std::string, v1::ParameterValue> params;
+  study::ModelForTrial(trial.study->spec, trial.trial.params(), &model, &params);
+  return TrialSteps(model, params);
+}
+
+bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
+  if (!options_.speed_placement || options_.duplicate_margin <= 0 || idle.free_slots() <= 0) {
+    return false;
+  }
+  const absl::Time now = options_.clock();
+  const uint64_t memory = idle.capabilities.memory_bytes();
+  TrialEntry* best = nullptr;
+  absl::Duration best_gain = absl::ZeroDuration();
+  for (const auto& [other_session, other] : workers_) {
+    if (other_session == session) continue;
+    for (uint64_t id : other.running) {
+      TrialEntry& trial = trials_.at(id);
+      const StudyEntry& study = *trial.study;
+      // Only at a study's end: while it has trials to suggest, a free worker runs a new one.
+      if (trial.superseded_session != 0 || study.terminal() || !study.pending.empty() ||
+          !(study.exhausted || study.budget_used() >= study.spec.max_trials()) ||
+          trial.min_memory_bytes > (memory > 0 ? memory : UINT64_MAX) ||
+          !CanRun(study.spec, idle.capabilities)) {
+        continue;
+      }
+      const auto [kind, units] = TrialSizeLocked(trial);
+      const std::optional<absl::Duration> there = speeds_.Predict(other.node_class, kind, units);
+      const std::optional<absl::Duration> here = speeds_.Predict(idle.node_class, kind, units);
+      if (!there || !here || *there <= absl::ZeroDuration()) continue;  // Not learnt yet.
+      // The trial's own pace where it reports progress: its size measure leaves out what else
+      // makes it slow (deeper trees), and a straggler is one that overruns its prediction.
+      // Its whole time on the slow worker, projected from the share of its steps done, scales
+      // the fast worker's prediction alike. Without progress: the prediction, or the time it
+      // has taken already if that is longer.
+      const absl::Duration elapsed = now - FromTimestamp(trial.trial.start_time());
+      absl::Duration whole = std::max(*there, elapsed);
+      const std::optional<double> steps = TrialStepsLocked(trial);
+      if (steps && trial.last_step && *trial.last_step > 0 && *trial.last_step < *steps) {
+        whole = elapsed * (*steps / static_cast<double>(*trial.last_step));
+      }
+      const absl::Duration remaining = whole - elapsed;
+      const absl::Duration fast = *here * absl::FDivDuration(whole, *there);
+      if (remaining <= fast * options_.duplicate_margin) continue;
+      if (best == nullptr || remaining - fast > best_gain) {
+        best = &trial;
+        best_gain = remaining - fast;
+      }
+    }
+  }
+  if (best == nullptr) return false;
+  // The slow worker keeps running its attempt (its slot stays taken); the duplicate becomes the
+  // trial's current attempt. The study's running count stays: one trial, two attempts.
+  WorkerEntry& slow = workers_.at(best->session);
+  slow.running.erase(best->trial.id());
+  slow.superseded.insert(best->trial.id());
+  best->superseded_session = best->session;
+  best->superseded_attempt = best->trial.attempt();
+  best->superseded_start = FromTimestamp(best->trial.start_time());
+  best->session = 0;
+  --best->study->running;
+  DHPT_LOG_INFO("trial %d of study %s: duplicate on worker %s (%s), predicted to finish %s "
+                "before worker %s (%s)",
+                best->trial.id(), best->study->spec.name(), idle.worker_id, idle.node_class,
+                absl::FormatDuration(absl::Trunc(best_gain, absl::Seconds(1))), slow.worker_id,
+                slow.node_class);
+  observer_->TrialDuplicated(best->study->spec);
+  StartOnWorkerLocked(session, idle, *best);
+  return true;
+}
+
+void SchedulerCore::ReconsiderDuplicatesLocked(const TrialEntry& trial) {
+  const StudyEntry& study = *trial.study;
+  if (!options_.speed_placement || options_.duplicate_margin <= 0 ||
+      trial.superseded_session != 0 || !study.pending.empty() ||
+      !(study.exhausted || study.budget_used() >= study.spec.max_trials())) {
+    return;
+  }
+  std::vector<uint64_t> idle;
+  for (const auto& [unused, aside] : set_aside_) {
+    if (CanRun(study.spec, aside.capabilities)) idle.insert(idle.end(), aside.sessions.begin(), aside.sessions.end());
+  }
+  for (uint64_t session : idle) {
+    auto worker = workers_.find(session);
+    if (worker == workers_.end()) continue;
+    if (DuplicateOntoLocked(session, worker->second)) {
+      MaybeFreeLocked(session);  // Out of set-aside: it may have more free slots.
+      DispatchLocked();
+      return;
+    }
+  }
+}
+
+void SchedulerCore::ForgetSupersededLocked(TrialEntry& trial, bool cancel,
+                                           absl::string_view reason) {
+  if (trial.superseded_session == 0) return;
+  const uint64_t session = std::exchange(trial.superseded_session, 0);
+  if (auto it = workers_.find(session); it != workers_.end()) {
+    it->second.superseded.erase(trial.trial.id());
+    MaybeFreeLocked(session);
+  }
+  if (cancel) {
+    const int attempt = trial.superseded_attempt;
+    const uint64_t epoch =
+        attempt >= 1 && attempt <= trial.trial.attempts_size() ? trial.trial.attempts(attempt - 1).epoch() : 0;
+    SendLocked(session, CancelMessage(trial.trial.id(), attempt, epoch, std::string(reason)));
   }
 }
 
@@ -342,6 +515,7 @@ void SchedulerCore::WakeSetAsideLocked() {
 }
 
 void SchedulerCore::ReleaseLocked(TrialEntry& trial) {
+  ForgetSupersededLocked(trial, /*cancel=*/true, "a duplicate of this trial ended it first");
   if (trial.session != 0) {
     if (auto it = workers_.find(trial.session); it != workers_.end()) {
       it->second.running.erase(trial.trial.id());
@@ -526,6 +700,8 @@ void SchedulerCore::EndStudyLocked(StudyEntry& study, v1::Study::State state, st
     TrialEntry& trial = trials_.at(id);
     const v1::Trial::State s = trial.trial.state();
     if (s != v1::Trial::RUNNING && s != v1::Trial::PENDING) continue;
+    ForgetSupersededLocked(trial, /*cancel=*/true,
+                           absl::StrCat("study ", study.spec.name(), " ended"));
     if (s == v1::Trial::RUNNING) {
       const uint64_t session = trial.session;
       ReleaseLocked(trial);

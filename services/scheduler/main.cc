@@ -123,6 +123,13 @@ ABSL_FLAG(int, suggestion_threads, 0,
           "one suggestion in progress, so one costly study cannot hold up the others");
 ABSL_FLAG(absl::Duration, client_lease, absl::Minutes(30),
           "how long an ask-and-tell client keeps a trial without reporting (ReportProgress)");
+ABSL_FLAG(bool, speed_placement, true,
+          "place trials by the workers' learnt speeds (the longest ready trials to the fastest "
+          "workers, duplicates at a study's end); false: first-come, no duplicates");
+ABSL_FLAG(double, duplicate_margin, dhpt::scheduler::kDefaultDuplicateMargin,
+          "once a study has no trial left to suggest, an idle worker runs a duplicate of a "
+          "slower worker's trial when the slow one's predicted remaining time exceeds this many "
+          "times the idle one's predicted time (learnt speeds; docs/deployment.md#placement-by-learnt-speed); 0: never");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -139,6 +146,7 @@ int main(int argc, char** argv) {
   dhpt::ApplyEnvironmentToFlags({"listen", "metrics_port", "metrics_listen", "db",
                                  "max_db_bytes", "db_sync",
                                  "heartbeat_interval", "missed_heartbeats", "client_lease",
+                                 "duplicate_margin", "speed_placement",
                                  "keepalive_time", "keepalive_timeout",
                                  "keepalive_min_ping_interval",
                                  "suggestion_threads",
@@ -168,6 +176,8 @@ int main(int argc, char** argv) {
   options.core.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   options.core.missed_heartbeats = absl::GetFlag(FLAGS_missed_heartbeats);
   options.core.client_lease = absl::GetFlag(FLAGS_client_lease);
+  options.core.duplicate_margin = absl::GetFlag(FLAGS_duplicate_margin);
+  options.core.speed_placement = absl::GetFlag(FLAGS_speed_placement);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int suggestion_threads = absl::GetFlag(FLAGS_suggestion_threads);
   options.core.suggestion_threads = suggestion_threads > 0 ? suggestion_threads : cores;
@@ -212,6 +222,10 @@ int main(int argc, char** argv) {
   }
   if (suggestion_threads < 0 || suggestion_threads > 1024) {
     std::fprintf(stderr, "--suggestion_threads must be between 0 (one per core) and 1024\n");
+    return 2;
+  }
+  if (!(options.core.duplicate_margin == 0 || options.core.duplicate_margin >= 1)) {
+    std::fprintf(stderr, "--duplicate_margin must be 0 (no duplicates) or at least 1\n");
     return 2;
   }
   if (options.core.client_lease < absl::Seconds(1)) {

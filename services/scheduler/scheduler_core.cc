@@ -335,13 +335,26 @@ std::vector<v1::Worker> SchedulerCore::ListWorkers() const {
     out.set_worker_id(worker.worker_id);
     *out.mutable_capabilities() = worker.capabilities;
     std::vector<uint64_t> running(worker.running.begin(), worker.running.end());
+    running.insert(running.end(), worker.superseded.begin(), worker.superseded.end());
     std::sort(running.begin(), running.end());
     out.mutable_running_trials()->Add(running.begin(), running.end());
+    out.set_node_class(worker.node_class);
+    for (const SpeedModel::Estimate& estimate : speeds_.EstimatesOf(worker.node_class)) {
+      v1::WorkerSpeed& speed = *out.add_speeds();
+      speed.set_kind(estimate.kind);
+      speed.set_relative_speed(estimate.relative_speed);
+      speed.set_seconds_per_unit(estimate.seconds_per_unit);
+    }
   }
   std::sort(workers.begin(), workers.end(), [](const v1::Worker& a, const v1::Worker& b) {
     return a.worker_id() < b.worker_id();
   });
   return workers;
+}
+
+std::vector<SpeedModel::Estimate> SchedulerCore::SpeedEstimates() const {
+  absl::MutexLock lock(&mutex_);
+  return speeds_.Estimates();
 }
 
 absl::StatusOr<ListPage<v1::Study>> SchedulerCore::ListStudies(
@@ -583,6 +596,7 @@ absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
   worker.worker_id = hello.worker_id();
   worker.capabilities = caps;
   worker.placement_class = PlacementClass(caps);
+  worker.node_class = NodeClass(caps, hello.worker_id());
   MaybeFreeLocked(session);
   worker.channel = channel;
   worker.last_seen = options_.clock();
@@ -673,6 +687,8 @@ void SchedulerCore::DisconnectLocked(uint64_t session, absl::string_view reason)
   workers_.erase(it);
   DHPT_LOG_INFO("worker %s disconnected (%s); %d running trials go back to pending",
                 worker.worker_id, reason, worker.running.size());
+  // A trial it ran while a duplicate runs elsewhere carries on there.
+  for (uint64_t id : worker.superseded) trials_.at(id).superseded_session = 0;
   std::vector<StudyEntry*> touched;
   for (uint64_t id : worker.running) {
     TrialEntry& trial = trials_.at(id);
@@ -753,6 +769,12 @@ SchedulerCore::TrialEntry* SchedulerCore::AttemptOfSessionLocked(uint64_t sessio
     // cut off a worker that had simply run many pruned trials.
     return nullptr;
   }
+  if (trial != trials_.end() && trial->second.superseded_session == session &&
+      trial->second.superseded_attempt == attempt) {
+    // An attempt a duplicate superseded: it runs on to its result, but the duplicate's progress
+    // is the trial's curve.
+    return nullptr;
+  }
   if (trial == trials_.end() || !RunsOnLocked(trial->second, session, attempt) ||
       !AttemptGivenTo(trial->second.trial, attempt, worker->second.worker_id, epoch)) {
     RefuseTrialLocked(session, worker->second, trial_id, attempt, epoch, what);
@@ -765,7 +787,9 @@ void SchedulerCore::HandleProgress(uint64_t session, const v1::TrialProgress& pr
   absl::MutexLock lock(&mutex_);
   TrialEntry* trial = AttemptOfSessionLocked(session, progress.trial_id(), progress.attempt(),
                                              progress.epoch(), "progress");
-  if (trial != nullptr) RecordProgressLocked(*trial, progress.step(), progress.value());
+  if (trial == nullptr) return;
+  RecordProgressLocked(*trial, progress.step(), progress.value());
+  if (trial->trial.state() == v1::Trial::RUNNING) ReconsiderDuplicatesLocked(*trial);
 }
 
 void SchedulerCore::RecordProgressLocked(TrialEntry& trial, int64_t step, double value) {
@@ -892,6 +916,21 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
   }
   const bool from_current_attempt = RunsOnLocked(trial, session, attempt);
   const v1::TrialResult result = BoundedResult(reported, study.spec.objective().metric());
+  const bool from_superseded =
+      trial.superseded_session == session && attempt == trial.superseded_attempt;
+  if (from_superseded && result.state() != v1::Trial::COMPLETED) {
+    // The duplicate runs on: the slow attempt's failure or hand-back ends only that attempt.
+    ForgetSupersededLocked(trial, /*cancel=*/false, "");
+    SendWhenStoredLocked(session, store_->last_sequence(), std::move(ack));
+    DispatchLocked();
+    return;
+  }
+  if (from_superseded) {
+    // The slow attempt finished before its duplicate: it counts, with its own start.
+    ForgetSupersededLocked(trial, /*cancel=*/false, "");
+    *trial.trial.mutable_start_time() = ToTimestamp(trial.superseded_start);
+    trial.trial.set_node_name(worker.capabilities.node_name());
+  }
   if (result.state() == v1::Trial::CANCELLED) {
     // The worker gave the trial back (it is stopping): someone else runs it, at no cost.
     if (from_current_attempt) {
@@ -937,6 +976,16 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
   study::RecordResult(study.spec, result, t);
   t.set_worker_id(worker.worker_id);
   *t.mutable_end_time() = ToTimestamp(options_.clock());
+  if (t.state() == v1::Trial::COMPLETED && t.has_start_time()) {
+    const auto [kind, units] = TrialSizeLocked(trial);
+    speeds_.Record(worker.node_class, kind, units,
+                   FromTimestamp(t.end_time()) - FromTimestamp(t.start_time()));
+    for (const SpeedModel::Estimate& estimate : speeds_.Estimates()) {
+      if (estimate.kind == kind) {
+        observer_->SpeedEstimated(estimate.node_class, kind, estimate.relative_speed);
+      }
+    }
+  }
   RecordTrialEndLocked(trial);
   SendWhenStoredLocked(session, SaveTrialLocked(trial), std::move(ack));
   PublishTrialLocked(trial);

@@ -35,6 +35,7 @@
 #include "services/scheduler/memory_limit.h"
 #include "services/scheduler/reply_budget.h"
 #include "services/scheduler/scheduler_observer.h"
+#include "services/scheduler/speed_model.h"
 #include "services/study/spec_validation.h"
 #include "services/scheduler/study_store.h"
 #include "services/scheduler/watch_journal.h"
@@ -101,6 +102,10 @@ inline constexpr double kMemoryPressureShare = 0.9;
 using OptimizerFactory = std::function<absl::StatusOr<std::unique_ptr<optimizer::Optimizer>>(
     const optimizer::SearchSpace&, const optimizer::OptimizerConfig&)>;
 
+// Above 1, so that a duplicate is run only where it is predicted to finish clearly first: the
+// estimates come from a window of past trials and a trial's time varies with its parameters.
+inline constexpr double kDefaultDuplicateMargin = 1.5;
+
 struct SchedulerOptions {
   // How often workers must send a heartbeat; a worker silent for `missed_heartbeats` intervals
   // loses its leases.
@@ -145,6 +150,14 @@ struct SchedulerOptions {
   // often at most (a read costs a few microseconds; new trials come thousands a second).
   std::function<int64_t()> resident_bytes = ResidentBytes;
   absl::Duration memory_check_interval = absl::Milliseconds(100);
+  // Duplicates at a study's end (--duplicate_margin, docs/deployment.md#placement-by-learnt-speed): once a
+  // study has no trial left to suggest, an idle worker runs a copy of a trial a slower worker
+  // holds when the slow one's predicted remaining time is more than this many times the idle
+  // one's predicted time for the whole trial; the first result counts. 0 turns duplicates off.
+  double duplicate_margin = kDefaultDuplicateMargin;
+  // Placement by learnt speed (--speed_placement): false dispatches first-come, as before issue
+  // 32, and runs no duplicates; speeds are learnt and shown either way.
+  bool speed_placement = true;
 };
 
 // Ask and tell, and warm starts.
@@ -218,6 +231,8 @@ class SchedulerCore {
   absl::Status DeleteStudy(absl::string_view name, bool force);
   // Connected workers with their capabilities and running trials.
   std::vector<v1::Worker> ListWorkers() const;
+  // Every learnt speed (node class, model kind), for metrics and tests.
+  std::vector<SpeedModel::Estimate> SpeedEstimates() const;
   absl::StatusOr<v1::Study> StopStudy(absl::string_view name);
   // Changes the fields update_mask names (max_trials, parallel_trials, max_failed_trials,
   // trial_timeout), checked as CreateStudy checks them; reopens a COMPLETED or STOPPED study
@@ -371,6 +386,12 @@ class SchedulerCore {
     // with at least this many memory_bytes get it (kept in memory only: after a restart any
     // worker may try it once more).
     uint64_t min_memory_bytes = 0;
+    // An earlier attempt that still runs on a slower worker while a duplicate (the current
+    // attempt) runs on a faster one: the first to complete counts, the other is cancelled and
+    // costs no attempt (DuplicateOntoLocked). 0 when none.
+    uint64_t superseded_session = 0;
+    int superseded_attempt = 0;
+    absl::Time superseded_start;  // When the superseded attempt was given.
   };
   struct WorkerEntry {
     std::string worker_id;
@@ -384,8 +405,14 @@ class SchedulerCore {
     int held_turns = 0;
     // Trials it named without running them, each answered with one Cancel.
     absl::flat_hash_set<uint64_t> refused_trials;
+    std::string node_class;  // NodeClass(capabilities): what its speed is learnt under.
+    // Trials whose earlier attempt it runs while a duplicate runs elsewhere: their slots stay
+    // taken until the attempt ends or is cancelled.
+    absl::flat_hash_set<uint64_t> superseded;
     int free_slots() const {
-      return draining ? 0 : capabilities.slots() - static_cast<int>(running.size()) - held_turns;
+      return draining ? 0
+                      : capabilities.slots() - static_cast<int>(running.size()) -
+                            static_cast<int>(superseded.size()) - held_turns;
     }
   };
 
@@ -417,8 +444,31 @@ class SchedulerCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The next trial of the study for a worker with `memory_bytes` (pending ones it has enough
   // memory for first, then a new one).
+  // With `speed` (the worker's OverallSpeed), a worker at least as fast as the cluster's median
+  // takes the largest pending trial and a slower one the smallest (TrialWorkUnits).
   std::optional<uint64_t> TakeTrialLocked(StudyEntry& study,
-                                          uint64_t memory_bytes = UINT64_MAX)
+                                          uint64_t memory_bytes = UINT64_MAX,
+                                          std::optional<double> speed = std::nullopt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Starts the trial's next attempt on the worker and sends it the assignment.
+  void StartOnWorkerLocked(uint64_t session, WorkerEntry& worker, TrialEntry& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A study with no trial left to suggest: the idle worker runs a duplicate of the trial a
+  // slower worker would take longest to finish, if that beats it by options_.duplicate_margin.
+  bool DuplicateOntoLocked(uint64_t session, WorkerEntry& idle)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A running trial of a study at its end reported progress, which may show it a straggler:
+  // the idle (set-aside) workers that can run it are offered a duplicate again.
+  void ReconsiderDuplicatesLocked(const TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Ends the trial's superseded attempt's hold on its worker's slot; `cancel` tells the worker
+  // to stop it (`reason`).
+  void ForgetSupersededLocked(TrialEntry& trial, bool cancel, absl::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The trial's kind and size in work units (speed_model.h), as its worker runs it.
+  std::pair<v1::Model::Kind, double> TrialSizeLocked(const TrialEntry& trial) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The steps its current attempt reports progress in up to its end (TrialSteps).
+  std::optional<double> TrialStepsLocked(const TrialEntry& trial) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Whether a connected worker that can run the study has more than `memory_bytes`.
   bool LargerWorkerConnectedLocked(const StudyEntry& study, uint64_t memory_bytes) const
@@ -606,6 +656,8 @@ class SchedulerCore {
   std::vector<StudyEntry*> dispatchable_ ABSL_GUARDED_BY(mutex_);
   size_t next_dispatchable_ ABSL_GUARDED_BY(mutex_) = 0;
   std::set<uint64_t> maybe_free_ ABSL_GUARDED_BY(mutex_);
+  // Each node class's speed per model kind, learnt from completed trials (not stored).
+  SpeedModel speeds_ ABSL_GUARDED_BY(mutex_);
   // Sessions with a free slot that a dispatch could give nothing, by placement class. A
   // dispatch wakes a class only when some study could give its workers a trial, so idle
   // workers that no active study can use (CPU workers while only GPU studies run, a whole

@@ -70,6 +70,11 @@ SchedulerMetrics::SchedulerMetrics()
                     .Name("dhpt_trial_requeues_total")
                     .Help("Running trials sent back to the queue (worker lost or gave it back), by model.")
                     .Register(*registry_)),
+      duplicates_(prometheus::BuildCounter()
+                      .Name("dhpt_trial_duplicates_total")
+                      .Help("Duplicates of a slow worker's trial started on a faster one at a "
+                            "study's end (placement by learnt speed), by model.")
+                      .Register(*registry_)),
       steps_saved_(prometheus::BuildCounter()
                        .Name("dhpt_pruned_steps_saved_total")
                        .Help("Training steps (rounds, trees, epochs) pruned trials did not run: "
@@ -141,6 +146,12 @@ void SchedulerMetrics::EarlyStoppingDecided(const v1::StudySpec& spec, absl::Dur
 void SchedulerMetrics::TrialRequeued(const v1::StudySpec& spec) {
   prometheus::Counter*& counter = requeue_counters_[spec.model().kind()];
   if (counter == nullptr) counter = &requeues_.Add({{"model", ModelLabel(spec)}});
+  counter->Increment();
+}
+
+void SchedulerMetrics::TrialDuplicated(const v1::StudySpec& spec) {
+  prometheus::Counter*& counter = duplicate_counters_[spec.model().kind()];
+  if (counter == nullptr) counter = &duplicates_.Add({{"model", ModelLabel(spec)}});
   counter->Increment();
 }
 
@@ -245,12 +256,28 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
     AddGauge(slots, {{"kind", kind}, {"state", "busy"}}, counts[1]);
     AddGauge(slots, {{"kind", kind}, {"state", "free"}}, counts[2]);
   }
+  // Learnt speeds (speed_model.h): node classes are board labels, else worker ids, at most
+  // kMaxSpeedClasses of them.
+  auto speed = GaugeFamily(
+      "dhpt_node_speed_relative",
+      "Each node class's learnt speed per model kind, relative to the cluster's median class "
+      "(2: twice as fast), from its last completed trials; absent until it completed one.");
+  auto seconds_per_unit = GaugeFamily(
+      "dhpt_node_seconds_per_work_unit",
+      "Each node class's learnt seconds per work unit (rounds, trees or epochs times training "
+      "rows; one per COMMAND or function trial) per model kind.");
+  for (const SpeedModel::Estimate& estimate : core_->SpeedEstimates()) {
+    const std::string model = Lower(v1::Model::Kind_Name(estimate.kind));
+    AddGauge(speed, {{"model", model}, {"node_class", estimate.node_class}}, estimate.relative_speed);
+    AddGauge(seconds_per_unit, {{"model", model}, {"node_class", estimate.node_class}},
+             estimate.seconds_per_unit);
+  }
   auto store_bytes = GaugeFamily("dhpt_store_bytes", "Bytes of the scheduler's database on disk (file and write-ahead log).");
   AddGauge(store_bytes, {}, static_cast<double>(core_->store_bytes()));
   auto store_writable = GaugeFamily("dhpt_store_writable", "1 while the database accepts writes; 0 while they fail (disk full, read-only): nothing new is acknowledged.");
   AddGauge(store_writable, {}, core_->store_health().ok() ? 1 : 0);
   return {studies_by_state, trials, max_trials, best, front_size, hypervolume, importance,
-          workers, slots, store_bytes, store_writable};
+          workers, slots, speed, seconds_per_unit, store_bytes, store_writable};
 }
 
 }  // namespace dhpt::scheduler

@@ -37,6 +37,7 @@ class SchedulerMetrics : public SchedulerObserver {
   void EarlyStoppingDecided(const v1::StudySpec& spec, absl::Duration took, bool stopped,
                             int64_t steps_saved) override;
   void TrialRequeued(const v1::StudySpec& spec) override;
+  void TrialDuplicated(const v1::StudySpec& spec) override;
   void SuggestionMade(v1::Algorithm::Name algorithm, absl::Duration took) override;
   void WorkerConnected(const v1::WorkerCapabilities& worker) override;
 
@@ -58,12 +59,14 @@ class SchedulerMetrics : public SchedulerObserver {
   prometheus::Family<prometheus::Histogram>& queue_wait_;
   prometheus::Family<prometheus::Histogram>& suggestion_duration_;
   prometheus::Family<prometheus::Counter>& requeues_;
+  prometheus::Family<prometheus::Counter>& duplicates_;
   prometheus::Family<prometheus::Counter>& steps_saved_;
   prometheus::Family<prometheus::Histogram>& early_stopping_duration_;
   prometheus::Family<prometheus::Counter>& connections_;
   std::map<ModelDevice, PerModelDevice> per_model_device_;
   std::map<std::pair<std::string, v1::Trial::State>, prometheus::Counter*> ended_;
   std::map<v1::Model::Kind, prometheus::Counter*> requeue_counters_;
+  std::map<v1::Model::Kind, prometheus::Counter*> duplicate_counters_;
   std::map<std::string, prometheus::Counter*> steps_saved_counters_;  // By study.
   prometheus::Histogram* early_stopping_decisions_ = nullptr;
   std::map<v1::Algorithm::Name, prometheus::Histogram*> suggestions_;

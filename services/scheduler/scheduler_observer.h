@@ -29,6 +29,13 @@ class SchedulerObserver {
                                     int64_t steps_saved) {}
   // A running trial went back to pending because its worker was lost or gave it back.
   virtual void TrialRequeued(const v1::StudySpec& spec) {}
+  // A duplicate of a slow worker's trial started on a faster one (SchedulerOptions::
+  // duplicate_margin).
+  virtual void TrialDuplicated(const v1::StudySpec& spec) {}
+  // The learnt speed of a node class for a model kind, relative to the cluster's median class
+  // (speed_model.h), after a completed trial changed it.
+  virtual void SpeedEstimated(absl::string_view node_class, v1::Model::Kind kind,
+                              double relative_speed) {}
   virtual void SuggestionMade(v1::Algorithm::Name algorithm, absl::Duration took) {}
   virtual void WorkerConnected(const v1::WorkerCapabilities& worker) {}
 };

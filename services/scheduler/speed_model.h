@@ -1,0 +1,89 @@
+#pragma once
+
+// How fast each node class runs each model kind, learnt from the trials it completed (issue 32):
+// placement gives the longest predicted trials to the fastest free workers and duplicates a slow
+// worker's last trial on an idle fast one (dispatch.cc). A node class is a board, not a worker:
+// four Raspberry Pis learn one speed between them. Nothing is stored: after a restart the
+// scheduler learns again from the trials that complete, and places as first-come until then.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "dhpt/v1/common.pb.h"
+#include "dhpt/v1/worker_service.pb.h"
+
+namespace dhpt::scheduler {
+
+// Completed trials remembered per (node class, kind): the estimate follows a board whose speed
+// changes (thermal throttling, another tenant) within this many trials.
+inline constexpr int kSpeedWindow = 16;
+// Node classes learnt at most; more (worker ids of short-lived workers without labels) are not
+// learnt, so a churn of workers cannot grow the scheduler's memory.
+inline constexpr size_t kMaxSpeedClasses = 1024;
+
+// The class a worker's trials are learnt under: its `board` label (bench/edge_cluster.sh and the
+// chart's cpuWorker.labels set it), else `dhpt.io/board`, else `node`, else the worker id.
+std::string NodeClass(const v1::WorkerCapabilities& worker, absl::string_view worker_id);
+
+// A trial's size in work units, which its time is taken to be proportional to: boosting rounds
+// (XGBoost), trees (Random Forest) or epochs (AutoEncoder) times training rows, from the trial's
+// parameters, else the model's fixed ones, else the trainer's default. Rows are unknown for CSV
+// files (1: a study's trials share its data, so their sizes still compare). COMMAND and function
+// trials are one unit each: the study's budget is the same for every trial.
+// The steps a trial reports progress in up to its end (rounds, trees, epochs), as above;
+// nullopt for kinds whose steps DHPT does not know (COMMAND, functions).
+std::optional<double> TrialSteps(const v1::Model& model,
+                                 const google::protobuf::Map<std::string, v1::ParameterValue>& params);
+double TrialWorkUnits(const v1::Model& model,
+                      const google::protobuf::Map<std::string, v1::ParameterValue>& params,
+                      const v1::Dataset& dataset);
+
+class SpeedModel {
+ public:
+  // A completed trial of `units` on `node_class` took `took` (the core's clock, assignment to
+  // result). Ignored when either is not positive.
+  void Record(const std::string& node_class, v1::Model::Kind kind, double units,
+              absl::Duration took);
+
+  // The median seconds per unit of the class's last kSpeedWindow trials of this kind: a median
+  // of log ratios, so one trial that waited behind a frozen link does not move it.
+  std::optional<double> SecondsPerUnit(const std::string& node_class, v1::Model::Kind kind) const;
+  std::optional<absl::Duration> Predict(const std::string& node_class, v1::Model::Kind kind,
+                                        double units) const;
+  // How many times faster than the cluster's median class the class runs this kind (2: twice as
+  // fast); nullopt until it completed one such trial.
+  std::optional<double> RelativeSpeed(const std::string& node_class, v1::Model::Kind kind) const;
+  // RelativeSpeed's geometric mean over the kinds the class has run: how dispatch orders free
+  // workers. nullopt until it completed a trial.
+  std::optional<double> OverallSpeed(const std::string& node_class) const;
+
+  struct Estimate {
+    std::string node_class;
+    v1::Model::Kind kind;
+    double relative_speed;
+    double seconds_per_unit;
+  };
+  // Every learnt (class, kind), in class then kind order.
+  std::vector<Estimate> Estimates() const;
+  std::vector<Estimate> EstimatesOf(const std::string& node_class) const;
+
+ private:
+  struct Series {
+    std::deque<double> log_seconds_per_unit;  // The last kSpeedWindow, oldest first.
+    double median = 0;                        // Of log_seconds_per_unit.
+  };
+  // The median of the classes' medians for this kind.
+  std::optional<double> ClusterMedian(v1::Model::Kind kind) const;
+
+  std::map<std::pair<std::string, int>, Series> series_;
+  std::map<std::string, int> classes_;  // Class -> series count, to bound kMaxSpeedClasses.
+};
+
+}  // namespace dhpt::scheduler

@@ -1,0 +1,91 @@
+#include "services/scheduler/speed_model.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace dhpt::scheduler {
+namespace {
+
+TEST(SpeedModelTest, NodeClassIsTheBoardLabelElseTheNodeLabelElseTheWorkerId) {
+  v1::WorkerCapabilities worker;
+  EXPECT_EQ(NodeClass(worker, "w1"), "w1");
+  (*worker.mutable_labels())["node"] = "rack-3";
+  EXPECT_EQ(NodeClass(worker, "w1"), "rack-3");
+  (*worker.mutable_labels())["dhpt.io/board"] = "nano";
+  EXPECT_EQ(NodeClass(worker, "w1"), "nano");
+  (*worker.mutable_labels())["board"] = "pi4";
+  EXPECT_EQ(NodeClass(worker, "w1"), "pi4");
+}
+
+TEST(SpeedModelTest, WorkUnitsAreRoundsTimesTrainingRows) {
+  v1::Model model;
+  model.set_kind(v1::Model::XGBOOST);
+  v1::Dataset dataset;
+  dataset.mutable_friedman1()->set_samples(1000);  // 800 training rows at the default split.
+  google::protobuf::Map<std::string, v1::ParameterValue> params;
+  EXPECT_DOUBLE_EQ(TrialWorkUnits(model, params, dataset), 100 * 800);  // The default rounds.
+  params["n_estimators"].set_int_value(50);
+  EXPECT_DOUBLE_EQ(TrialWorkUnits(model, params, dataset), 50 * 800);
+  (*model.mutable_fixed())["num_boost_round"].set_number_value(20);  // Named first: it wins.
+  EXPECT_DOUBLE_EQ(TrialWorkUnits(model, params, dataset), 20 * 800);
+  dataset.set_validation_fraction(0.5);
+  EXPECT_DOUBLE_EQ(TrialWorkUnits(model, params, dataset), 20 * 500);
+  model.set_kind(v1::Model::COMMAND);
+  EXPECT_DOUBLE_EQ(TrialWorkUnits(model, params, dataset), 1);
+}
+
+TEST(SpeedModelTest, LearnsEachClassAndKindRelativeToTheClusterMedian) {
+  SpeedModel speeds;
+  EXPECT_FALSE(speeds.RelativeSpeed("orin", v1::Model::XGBOOST));
+  EXPECT_FALSE(speeds.OverallSpeed("orin"));
+  // An Orin runs 1000 units in 2 s, a Pi 4 in 10 s, a Pi 5 in 4 s.
+  for (int i = 0; i < 3; ++i) {
+    speeds.Record("orin", v1::Model::XGBOOST, 1000, absl::Seconds(2));
+    speeds.Record("pi4", v1::Model::XGBOOST, 500, absl::Seconds(5));
+    speeds.Record("pi5", v1::Model::XGBOOST, 2000, absl::Seconds(8));
+  }
+  EXPECT_NEAR(*speeds.SecondsPerUnit("orin", v1::Model::XGBOOST), 0.002, 1e-12);
+  EXPECT_NEAR(absl::ToDoubleSeconds(*speeds.Predict("pi4", v1::Model::XGBOOST, 300)), 3, 1e-9);
+  // The median class is the Pi 5: the Orin is twice as fast, the Pi 4 2.5 times slower.
+  EXPECT_NEAR(*speeds.RelativeSpeed("pi5", v1::Model::XGBOOST), 1, 1e-9);
+  EXPECT_NEAR(*speeds.RelativeSpeed("orin", v1::Model::XGBOOST), 2, 1e-9);
+  EXPECT_NEAR(*speeds.RelativeSpeed("pi4", v1::Model::XGBOOST), 0.4, 1e-9);
+  // Kinds are learnt apart: the Orin's XGBoost speed says nothing of its AutoEncoders.
+  EXPECT_FALSE(speeds.Predict("orin", v1::Model::AUTOENCODER, 1));
+  EXPECT_NEAR(*speeds.OverallSpeed("orin"), 2, 1e-9);
+  EXPECT_EQ(speeds.Estimates().size(), 3u);
+  ASSERT_EQ(speeds.EstimatesOf("pi4").size(), 1u);
+  EXPECT_NEAR(speeds.EstimatesOf("pi4")[0].relative_speed, 0.4, 1e-9);
+}
+
+TEST(SpeedModelTest, OneOutlierDoesNotMoveTheEstimateAndOldTrialsAgeOut) {
+  SpeedModel speeds;
+  for (int i = 0; i < 5; ++i) speeds.Record("pi4", v1::Model::RANDOM_FOREST, 10, absl::Seconds(10));
+  // A trial that waited out a frozen node: a median ignores it, a mean would not.
+  speeds.Record("pi4", v1::Model::RANDOM_FOREST, 10, absl::Seconds(600));
+  EXPECT_NEAR(*speeds.SecondsPerUnit("pi4", v1::Model::RANDOM_FOREST), 1, 1e-9);
+  // The board got faster (a heat sink): within a window of trials the estimate follows.
+  for (int i = 0; i < kSpeedWindow; ++i) {
+    speeds.Record("pi4", v1::Model::RANDOM_FOREST, 10, absl::Seconds(5));
+  }
+  EXPECT_NEAR(*speeds.SecondsPerUnit("pi4", v1::Model::RANDOM_FOREST), 0.5, 1e-9);
+  // Nothing to learn from an empty trial or a clock that went back.
+  speeds.Record("pi4", v1::Model::RANDOM_FOREST, 0, absl::Seconds(5));
+  speeds.Record("pi4", v1::Model::RANDOM_FOREST, 10, absl::Seconds(-1));
+  EXPECT_NEAR(*speeds.SecondsPerUnit("pi4", v1::Model::RANDOM_FOREST), 0.5, 1e-9);
+}
+
+TEST(SpeedModelTest, ClassesBeyondTheLimitAreNotLearnt) {
+  SpeedModel speeds;
+  for (size_t i = 0; i < kMaxSpeedClasses; ++i) {
+    speeds.Record(absl::StrCat("w", i), v1::Model::FUNCTION, 1, absl::Seconds(1));
+  }
+  speeds.Record("one-too-many", v1::Model::FUNCTION, 1, absl::Seconds(1));
+  EXPECT_FALSE(speeds.SecondsPerUnit("one-too-many", v1::Model::FUNCTION));
+  speeds.Record("w0", v1::Model::XGBOOST, 1, absl::Seconds(1));  // A known class learns on.
+  EXPECT_TRUE(speeds.SecondsPerUnit("w0", v1::Model::XGBOOST));
+}
+
+}  // namespace
+}  // namespace dhpt::scheduler

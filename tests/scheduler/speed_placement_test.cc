@@ -1,0 +1,302 @@
+// Placement by learnt speed (issue 32): the longest ready trials go to the fastest workers, and
+// at a study's end an idle fast worker runs a duplicate of a slow worker's trial; the first
+// result counts, once. On the core's fake clock, with a real SQLite store.
+
+#include <deque>
+#include <memory>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "google/protobuf/text_format.h"
+#include "services/scheduler/scheduler_core.h"
+#include "tests/scheduler/core_test_util.h"
+#include "tests/scheduler/temp_database.h"
+
+namespace dhpt::scheduler {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::TrialResult Finished(const v1::Assign& assign, v1::Trial::State state, double value = 1,
+                         const std::string& metric = "value") {
+  v1::TrialResult result;
+  result.set_trial_id(assign.trial_id());
+  result.set_attempt(assign.attempt());
+  result.set_epoch(assign.epoch());
+  result.set_state(state);
+  if (state == v1::Trial::COMPLETED) (*result.mutable_metrics())[metric] = value;
+  return result;
+}
+
+v1::Hello Board(const std::string& id, const std::string& board,
+                std::vector<v1::Model::Kind> models = {v1::Model::FUNCTION}) {
+  v1::Hello hello = Hello(id, 1, std::move(models));
+  (*hello.mutable_capabilities()->mutable_labels())["board"] = board;
+  return hello;
+}
+
+class SpeedPlacementTest : public ::testing::Test {
+ protected:
+  void Start(double duplicate_margin = kDefaultDuplicateMargin, bool speed_placement = true) {
+    SchedulerOptions options;
+    options.clock = [this] { return now_; };
+    options.duplicate_margin = duplicate_margin;
+    options.speed_placement = speed_placement;
+    core_ = std::make_unique<SchedulerCore>(db_.get(), options);
+  }
+  uint64_t Connect(RecordingChannel& channel, const v1::Hello& hello) {
+    absl::StatusOr<uint64_t> session = core_->ConnectWorker(hello, {}, &channel);
+    EXPECT_TRUE(session.ok()) << session.status();
+    return *session;
+  }
+  void Advance(absl::Duration d) { now_ += d; }
+
+  // Five one-unit trials on an Orin (1 s each) and a Pi 4 (5 s each): the Pi 4 is given the
+  // last trial at 5 s and the Orin is idle from 6 s. Returns the last trial's first attempt.
+  v1::Assign RunUntilTheOrinIsIdle() {
+    EXPECT_TRUE(core_->CreateStudy(FunctionStudy("s", 5)).ok());
+    fast_session_ = Connect(fast_, Board("fast", "orin"));
+    slow_session_ = Connect(slow_, Board("slow", "pi4"));
+    EXPECT_EQ(fast_.Assigns().size(), 1u);
+    EXPECT_EQ(slow_.Assigns().size(), 1u);
+    Advance(absl::Seconds(1));
+    core_->HandleResult(fast_session_, Finished(fast_.Assigns().back(), v1::Trial::COMPLETED));
+    Advance(absl::Seconds(1));
+    core_->HandleResult(fast_session_, Finished(fast_.Assigns().back(), v1::Trial::COMPLETED));
+    Advance(absl::Seconds(3));  // 5 s
+    core_->HandleResult(slow_session_, Finished(slow_.Assigns().back(), v1::Trial::COMPLETED));
+    EXPECT_EQ(slow_.Assigns().size(), 2u);  // The fifth trial, the last.
+    Advance(absl::Seconds(1));  // 6 s: the Orin's third trial ends; nothing new to suggest.
+    core_->HandleResult(fast_session_, Finished(fast_.Assigns().back(), v1::Trial::COMPLETED));
+    return slow_.Assigns().back();
+  }
+
+  std::deque<RecordingChannel> channels_;
+  RecordingChannel& fast_ = channels_.emplace_back();
+  RecordingChannel& slow_ = channels_.emplace_back();
+  uint64_t fast_session_ = 0;
+  uint64_t slow_session_ = 0;
+  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  testing::TempDatabase db_;
+  std::unique_ptr<SchedulerCore> core_;
+};
+
+TEST_F(SpeedPlacementTest, SpeedsAreLearntPerBoardFromCompletedTrials) {
+  Start();
+  RunUntilTheOrinIsIdle();
+  std::map<std::string, double> speeds;
+  for (const SpeedModel::Estimate& estimate : core_->SpeedEstimates()) {
+    EXPECT_EQ(estimate.kind, v1::Model::FUNCTION);
+    speeds[estimate.node_class] = estimate.seconds_per_unit;
+  }
+  EXPECT_NEAR(speeds["orin"], 1, 1e-9);
+  EXPECT_NEAR(speeds["pi4"], 5, 1e-9);
+}
+
+TEST_F(SpeedPlacementTest, AnIdleFastWorkerDuplicatesTheSlowWorkersLastTrialAndItsResultCounts) {
+  Start();
+  const v1::Assign last = RunUntilTheOrinIsIdle();
+  // The Pi 4 needs 4 s more (5 s predicted, 1 s done), the Orin 1 s: a duplicate, attempt 2.
+  ASSERT_EQ(fast_.Assigns().size(), 4u);
+  const v1::Assign duplicate = fast_.Assigns().back();
+  EXPECT_EQ(duplicate.trial_id(), last.trial_id());
+  EXPECT_EQ(duplicate.attempt(), last.attempt() + 1);
+  // The slow attempt's progress is neither refused nor stored.
+  v1::TrialProgress progress;
+  progress.set_trial_id(last.trial_id());
+  progress.set_attempt(last.attempt());
+  progress.set_epoch(last.epoch());
+  progress.set_step(1);
+  progress.set_value(3);
+  core_->HandleProgress(slow_session_, progress);
+  EXPECT_EQ(slow_.Count(v1::SchedulerMessage::kCancel), 0);
+
+  Advance(absl::Seconds(1));
+  core_->HandleResult(fast_session_, Finished(duplicate, v1::Trial::COMPLETED, 7));
+  // The slow attempt is cancelled; its answer to that changes nothing.
+  ASSERT_EQ(slow_.Count(v1::SchedulerMessage::kCancel), 1);
+  for (const v1::SchedulerMessage& m : slow_.sent()) {
+    if (m.has_cancel()) EXPECT_EQ(m.cancel().attempt(), last.attempt());
+  }
+  core_->HandleResult(slow_session_, Finished(last, v1::Trial::CANCELLED));
+  core_->HandleResult(slow_session_, Finished(last, v1::Trial::COMPLETED, 1));
+
+  const std::vector<v1::Trial> trials = AllTrials(*core_, "s");
+  ASSERT_EQ(trials.size(), 5u);
+  for (const v1::Trial& trial : trials) EXPECT_EQ(trial.state(), v1::Trial::COMPLETED);
+  const v1::Trial& duplicated = trials.back();
+  EXPECT_EQ(duplicated.id(), last.trial_id());
+  EXPECT_EQ(duplicated.worker_id(), "fast");
+  EXPECT_EQ(duplicated.metrics().at("value"), 7);
+  EXPECT_EQ(duplicated.lost_attempts(), 0);
+  const v1::Study study = *core_->GetStudy("s");
+  EXPECT_EQ(study.state(), v1::Study::COMPLETED);
+  EXPECT_THAT(study.state_reason(), HasSubstr("all 5 trials finished"));
+  // Both workers are free again, with nothing left.
+  for (const v1::Worker& worker : core_->ListWorkers()) EXPECT_EQ(worker.running_trials_size(), 0);
+}
+
+TEST_F(SpeedPlacementTest, TheSlowAttemptFinishingFirstCountsAndTheDuplicateIsCancelled) {
+  Start();
+  const v1::Assign last = RunUntilTheOrinIsIdle();
+  ASSERT_EQ(fast_.Assigns().size(), 4u);
+  const v1::Assign duplicate = fast_.Assigns().back();
+  ASSERT_EQ(duplicate.trial_id(), last.trial_id());
+  const int fast_cancels = fast_.Count(v1::SchedulerMessage::kCancel);
+  Advance(absl::Milliseconds(500));
+  core_->HandleResult(slow_session_, Finished(last, v1::Trial::COMPLETED, 9));
+  EXPECT_EQ(fast_.Count(v1::SchedulerMessage::kCancel), fast_cancels + 1);
+  core_->HandleResult(fast_session_, Finished(duplicate, v1::Trial::COMPLETED, 2));
+
+  const std::vector<v1::Trial> trials = AllTrials(*core_, "s");
+  ASSERT_EQ(trials.size(), 5u);
+  const v1::Trial& duplicated = trials.back();
+  EXPECT_EQ(duplicated.state(), v1::Trial::COMPLETED);
+  EXPECT_EQ(duplicated.worker_id(), "slow");
+  EXPECT_EQ(duplicated.metrics().at("value"), 9);
+  EXPECT_EQ(duplicated.lost_attempts(), 0);
+  // Its time is the slow attempt's: given at 5 s, done at 6.5 s.
+  EXPECT_EQ(duplicated.end_time().seconds() - duplicated.start_time().seconds(), 1);
+  EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::COMPLETED);
+}
+
+TEST_F(SpeedPlacementTest, ASlowAttemptThatFailsLeavesTheDuplicateRunning) {
+  Start();
+  const v1::Assign last = RunUntilTheOrinIsIdle();
+  ASSERT_EQ(fast_.Assigns().size(), 4u);
+  core_->HandleResult(slow_session_, Finished(last, v1::Trial::FAILED));
+  EXPECT_EQ(AllTrials(*core_, "s").back().state(), v1::Trial::RUNNING);
+  core_->DisconnectWorker(slow_session_, "gone");  // Not the current attempt: nothing requeued.
+  core_->HandleResult(fast_session_, Finished(fast_.Assigns().back(), v1::Trial::COMPLETED));
+  EXPECT_EQ(AllTrials(*core_, "s").back().state(), v1::Trial::COMPLETED);
+  EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::COMPLETED);
+}
+
+TEST_F(SpeedPlacementTest, NoDuplicateWhenTurnedOffOrNotWorthIt) {
+  Start(/*duplicate_margin=*/0);
+  RunUntilTheOrinIsIdle();
+  EXPECT_EQ(fast_.Assigns().size(), 3u);
+}
+
+TEST_F(SpeedPlacementTest, NoDuplicateBeyondTheMargin) {
+  Start(/*duplicate_margin=*/4.5);  // 4 s left on the Pi 4 is not 4.5 times the Orin's 1 s.
+  RunUntilTheOrinIsIdle();
+  EXPECT_EQ(fast_.Assigns().size(), 3u);
+}
+
+TEST_F(SpeedPlacementTest, FirstComeWhenSpeedPlacementIsOff) {
+  Start(kDefaultDuplicateMargin, /*speed_placement=*/false);
+  RunUntilTheOrinIsIdle();
+  EXPECT_EQ(fast_.Assigns().size(), 3u);
+  // Learnt and shown all the same.
+  EXPECT_EQ(core_->SpeedEstimates().size(), 2u);
+}
+
+// Several trials ready: a fast worker takes the longest, a slow one the shortest; queue order
+// when speed placement is off.
+class ReadyTrialsTest : public SpeedPlacementTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(ReadyTrialsTest, TheLongestReadyTrialGoesToTheFastestWorker) {
+  const bool speed_placement = GetParam();
+  Start(kDefaultDuplicateMargin, speed_placement);
+  v1::StudySpec spec;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(R"pb(
+    name: "x"
+    model { kind: XGBOOST }
+    dataset { friedman1 { samples: 200 features: 5 noise: 1 seed: 0 } }
+    parameters { name: "n_estimators" int_range { min: 10 max: 400 } }
+    max_trials: 6)pb", &spec));
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  for (int rounds : {100, 101, 10, 400, 50, 300}) {
+    v1::EnqueueTrialRequest request;
+    request.set_study("x");
+    (*request.mutable_params())["n_estimators"].set_number_value(rounds);
+    absl::StatusOr<v1::Trial> enqueued = core_->EnqueueTrial(request);
+    ASSERT_TRUE(enqueued.ok()) << enqueued.status();
+  }
+  fast_session_ = Connect(fast_, Board("fast", "orin", {v1::Model::XGBOOST}));
+  slow_session_ = Connect(slow_, Board("slow", "pi4", {v1::Model::XGBOOST}));
+  ASSERT_EQ(fast_.Assigns().size(), 1u);
+  ASSERT_EQ(slow_.Assigns().size(), 1u);
+  auto rounds = [](const v1::Assign& assign) { return assign.params().at("n_estimators").int_value(); };
+  Advance(absl::Seconds(1));
+  core_->HandleResult(fast_session_,
+                      Finished(fast_.Assigns().back(), v1::Trial::COMPLETED, 0.5, "r2"));
+  ASSERT_EQ(fast_.Assigns().size(), 2u);
+  EXPECT_EQ(rounds(fast_.Assigns().back()), speed_placement ? 400 : 10);
+  Advance(absl::Seconds(4));
+  core_->HandleResult(slow_session_,
+                      Finished(slow_.Assigns().back(), v1::Trial::COMPLETED, 0.5, "r2"));
+  ASSERT_EQ(slow_.Assigns().size(), 2u);
+  EXPECT_EQ(rounds(slow_.Assigns().back()), speed_placement ? 10 : 400);
+  // Both workers list their class and learnt speed: the Orin took 1 s for 100 rounds, the Pi 4
+  // 5 s for 101.
+  std::map<std::string, double> speeds;
+  for (const v1::Worker& worker : core_->ListWorkers()) {
+    ASSERT_EQ(worker.speeds_size(), 1) << worker.worker_id();
+    EXPECT_EQ(worker.speeds(0).kind(), v1::Model::XGBOOST);
+    speeds[worker.node_class()] = worker.speeds(0).relative_speed();
+  }
+  EXPECT_NEAR(speeds["orin"] / speeds["pi4"], 5.0 * 100 / 101, 1e-9);
+}
+
+INSTANTIATE_TEST_SUITE_P(SpeedPlacement, ReadyTrialsTest, ::testing::Bool());
+
+// A straggler: the slow worker's trial is slower than its size predicted (deeper trees); its
+// progress says so, and the idle fast worker is offered a duplicate then.
+class StragglerTest : public SpeedPlacementTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(StragglerTest, ATrialWhoseProgressShowsItSlowIsDuplicatedOnAnIdleFastWorker) {
+  const bool reports_progress = GetParam();
+  // A margin that the predictions alone (4 s left on the Pi 4, 1 s on the Orin) do not pass.
+  Start(/*duplicate_margin=*/4.5);
+  auto study = [&](const std::string& name) {
+    v1::StudySpec spec;
+    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(R"pb(
+      model { kind: XGBOOST }
+      dataset { friedman1 { samples: 200 features: 5 noise: 1 seed: 0 } }
+      parameters { name: "n_estimators" int_range { min: 100 max: 110 } }
+      max_trials: 2)pb", &spec));
+    spec.set_name(name);
+    EXPECT_TRUE(core_->CreateStudy(spec).ok());
+  };
+  auto complete = [&](uint64_t session, RecordingChannel& channel) {
+    core_->HandleResult(session, Finished(channel.Assigns().back(), v1::Trial::COMPLETED, 0.5, "r2"));
+  };
+  // Learnt from a first study: about 1 s a trial on the Orin, 5 s on the Pi 4.
+  fast_session_ = Connect(fast_, Board("fast", "orin", {v1::Model::XGBOOST}));
+  slow_session_ = Connect(slow_, Board("slow", "pi4", {v1::Model::XGBOOST}));
+  study("learn");
+  Advance(absl::Seconds(1));
+  complete(fast_session_, fast_);
+  Advance(absl::Seconds(4));
+  complete(slow_session_, slow_);
+  study("main");
+  ASSERT_EQ(fast_.Assigns().size(), 2u);
+  ASSERT_EQ(slow_.Assigns().size(), 2u);
+  const v1::Assign straggler = slow_.Assigns().back();
+  Advance(absl::Seconds(1));
+  complete(fast_session_, fast_);
+  EXPECT_EQ(fast_.Assigns().size(), 2u);  // Idle: not worth a duplicate as predicted.
+  // 5 s in, 3 of its 100-110 rounds done: it needs about three minutes, the Orin 35 s.
+  Advance(absl::Seconds(4));
+  v1::TrialProgress progress;
+  progress.set_trial_id(straggler.trial_id());
+  progress.set_attempt(straggler.attempt());
+  progress.set_epoch(straggler.epoch());
+  progress.set_step(reports_progress ? 3 : 99);
+  progress.set_value(0.1);
+  core_->HandleProgress(slow_session_, progress);
+  if (reports_progress) {
+    ASSERT_EQ(fast_.Assigns().size(), 3u);
+    EXPECT_EQ(fast_.Assigns().back().trial_id(), straggler.trial_id());
+  } else {
+    EXPECT_EQ(fast_.Assigns().size(), 2u);  // 99 rounds done: nearly finished.
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SpeedPlacement, StragglerTest, ::testing::Bool());
+
+}  // namespace
+}  // namespace dhpt::scheduler
