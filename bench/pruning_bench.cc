@@ -22,6 +22,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -40,7 +41,9 @@ ABSL_FLAG(std::string, study, "bench/pruning/xgboost.yaml", "the study file");
 ABSL_FLAG(int, seeds, 5, "seeds 1..N of the study's TPE");
 ABSL_FLAG(std::vector<std::string>, rules,
           std::vector<std::string>({"none", "median", "asha", "hyperband"}),
-          "early-stopping rules, each with its defaults: none, median, asha, hyperband");
+          "early-stopping rules, each with its defaults: none, median, asha, hyperband; a rule "
+          "may set some of its fields after a slash, as hyperband/min_resource=40/"
+          "reduction_factor=3 (a JSON line's rule is this whole string)");
 ABSL_FLAG(std::string, csv, "",
           "a CSV file (target column y) in place of the study's dataset; the study's name gets "
           "the file's stem, as bench/optuna_pruning_peer.py --name expects");
@@ -77,9 +80,46 @@ absl::Status ExportData(const v1::StudySpec& spec, const std::string& dir,
   return absl::OkStatus();
 }
 
-absl::Status SetRule(const std::string& rule, v1::StudySpec& spec) {
+// Sets the integer or double field `name` of the rule's message to `value`.
+absl::Status SetRuleField(google::protobuf::Message& rule, absl::string_view name,
+                          absl::string_view value) {
+  const google::protobuf::FieldDescriptor* field =
+      rule.GetDescriptor()->FindFieldByName(std::string(name));
+  const google::protobuf::Reflection* reflection = rule.GetReflection();
+  int64_t integer = 0;
+  double number = 0;
+  if (field == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(rule.GetTypeName(), " has no field ", name));
+  } else if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT32 &&
+             absl::SimpleAtoi(value, &integer)) {
+    reflection->SetInt32(&rule, field, static_cast<int32_t>(integer));
+  } else if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT64 &&
+             absl::SimpleAtoi(value, &integer)) {
+    reflection->SetInt64(&rule, field, integer);
+  } else if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE &&
+             absl::SimpleAtod(value, &number)) {
+    reflection->SetDouble(&rule, field, number);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(name, "=", value, ": not a number it takes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetRule(const std::string& rule_and_fields, v1::StudySpec& spec) {
+  const std::vector<std::string> parts = absl::StrSplit(rule_and_fields, '/');
+  const std::string& rule = parts[0];
   if (rule == "none") return cli::OverrideEarlyStopping("off", spec);
   RETURN_IF_ERROR(cli::OverrideEarlyStopping(rule, spec));
+  v1::EarlyStopping& stopping = *spec.mutable_early_stopping();
+  const google::protobuf::FieldDescriptor* oneof_field =
+      stopping.GetReflection()->GetOneofFieldDescriptor(stopping,
+                                                        stopping.GetDescriptor()->oneof_decl(0));
+  google::protobuf::Message* message =
+      stopping.GetReflection()->MutableMessage(&stopping, oneof_field);
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const std::pair<std::string, std::string> field = absl::StrSplit(parts[i], '=');
+    RETURN_IF_ERROR(SetRuleField(*message, field.first, field.second));
+  }
   if (rule == "asha" && absl::GetFlag(FLAGS_asha_min_resource) > 0) {
     spec.mutable_early_stopping()->mutable_asha()->set_min_resource(
         absl::GetFlag(FLAGS_asha_min_resource));
@@ -92,13 +132,15 @@ double Metric(const v1::Trial& trial, absl::string_view name) {
   return it == trial.metrics().end() ? 0 : it->second;
 }
 
-// {"system":"dhpt","study":...,"rule":...,"seed":...,"wall_seconds":...,"trials":[...]}: each
-// trial's state, objective (the last reported value when pruned), CPU and wall seconds.
+// {"system":"dhpt","study":...,"rule":...,"seed":...,"wall_seconds":...,
+// "pruned_within_reach":...,"trials":[...]}: each trial's state, objective (the last reported
+// value when pruned), CPU and wall seconds.
 std::string JsonLine(const v1::StudySpec& spec, const std::string& rule, int seed, double wall,
                      const worker::SequentialRun& run) {
   std::string line = absl::StrFormat(
-      R"({"system":"dhpt","study":"%s","rule":"%s","seed":%d,"wall_seconds":%.3f,"trials":[)",
-      spec.name(), rule, seed, wall);
+      R"({"system":"dhpt","study":"%s","rule":"%s","seed":%d,"wall_seconds":%.3f,)"
+      R"("pruned_within_reach":%d,"trials":[)",
+      spec.name(), rule, seed, wall, run.study.trials_pruned_within_reach());
   const std::string& metric = spec.objective().metric();
   for (size_t i = 0; i < run.trials.size(); ++i) {
     const v1::Trial& trial = run.trials[i];

@@ -4,8 +4,9 @@
 # DHPT's rules (none, median, asha, hyperband, with their defaults) beside Optuna 3.1's Median,
 # SuccessiveHalving and Hyperband pruners on the same rows; the two sides run at once, one
 # process each, niced. Appends to OUT-dhpt.jsonl and OUT-optuna.jsonl (default OUT:
-# bench/results/pruning-matrix). MODELS and DATASETS pick cells; cells can run at once, each
-# with its own OUT.
+# bench/results/pruning-matrix). MODELS, DATASETS and RULES (DHPT's; pruning_bench --rules) pick
+# cells, OPTUNA=0 leaves the peer out; cells can run at once, each with its own OUT. DHPT's runs
+# are deterministic (one thread per trial), so a cell rerun gives the same lines.
 #
 #   scripts/install-deps.sh --bench && cmake --build build --target pruning_bench
 #   bench/pruning_matrix.sh
@@ -16,6 +17,8 @@ DATA=${DATA:-/tmp/dhpt-pruning-data}
 SEEDS=${SEEDS:-5}
 MODELS=${MODELS:-xgboost-small forest-small}
 DATASETS=${DATASETS:-friedman1 friedman3 diabetes cancer}
+RULES=${RULES:-none,median,asha,hyperband}
+OPTUNA=${OPTUNA:-1}
 /usr/bin/python3 bench/pruning/make_datasets.py "$DATA"
 for model in $MODELS; do
   for data in $DATASETS; do
@@ -29,9 +32,9 @@ for model in $MODELS; do
         --export_dir="$export_dir"
     # shellcheck disable=SC2086
     nice build/bin/pruning_bench --study="bench/pruning/$model.yaml" $csv --seeds="$SEEDS" \
-        --out="$OUT-dhpt.jsonl" &
+        --rules="$RULES" --out="$OUT-dhpt.jsonl" &
     dhpt=$!
-    nice /usr/bin/python3 bench/optuna_pruning_peer.py --study="bench/pruning/$model.yaml" \
+    [ "$OPTUNA" = 0 ] || nice /usr/bin/python3 bench/optuna_pruning_peer.py --study="bench/pruning/$model.yaml" \
         --name="$name" --data="$export_dir" --seeds="$SEEDS" --out="$OUT-optuna.jsonl"
     wait "$dhpt"
   done

@@ -279,6 +279,7 @@ absl::Status Comparison::RunSequential(const v1::StudySpec& spec, const std::str
         run.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start));
         run.set_state(event.study().state());
         run.set_state_reason(event.study().state_reason());
+        run.set_trials_pruned_within_reach(event.study().trials_pruned_within_reach());
         ended = true;
       }
     }
@@ -447,6 +448,7 @@ absl::Status Comparison::WatchFramework(StudyClient& client, const std::string& 
   ASSIGN_OR_RETURN(v1::Study study, client.GetStudy(name));
   run.set_state(study.state());
   run.set_state_reason(study.state_reason());
+  run.set_trials_pruned_within_reach(study.trials_pruned_within_reach());
   Progress(StudyProgress("framework", study, 0), true);
   return absl::OkStatus();
 }

@@ -396,6 +396,11 @@ std::string ComparisonTable(const v1::CompareReport& report, bool markdown) {
              absl::StrCat(s.trials_completed(), " / ", s.trials_pruned(), " / ", s.trials_failed()),
              absl::StrCat(f.trials_completed(), " / ", f.trials_pruned(), " / ", f.trials_failed()),
              ""});
+  if (s.trials_pruned() > 0 || f.trials_pruned() > 0) {
+    // Many pruned trials level with the best when stopped: the rule may cost the best model.
+    table.Add({"pruned within reach of the best", absl::StrCat(seq.trials_pruned_within_reach()),
+               absl::StrCat(fw.trials_pruned_within_reach()), ""});
+  }
   table.Add({"trial time, sum (s)", Seconds(s.trial_seconds_sum()), Seconds(f.trial_seconds_sum()),
              Ratio(f.trial_seconds_sum(), s.trial_seconds_sum())});
   table.Add({"trial time, median (s)", absl::StrFormat("%.3f", s.trial_seconds_median()),

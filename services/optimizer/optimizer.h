@@ -39,11 +39,15 @@ struct TrialRecord {
 struct History {
   const std::vector<TrialRecord>& trials;
   const absl::flat_hash_set<std::string>& keys;
-  // Where set, TPE and Bayesian optimisation learn only from the trials t with (*learn_from)[t]
-  // (early stopping's Hyperband: the trials of the next trial's bracket, whose values at the
-  // same rungs compare). The others still count as taken points. Unset: every trial.
+  // Where set, TPE and Bayesian optimisation learn from every completed trial and from the
+  // other trials t only where (*learn_from)[t] (early stopping's Hyperband: the next trial's
+  // bracket, whose pruned trials stopped at the same rungs, so their last values compare; a
+  // completed trial's value is the full objective in any bracket). The trials left out still
+  // count as taken points. Unset: every trial.
   const std::vector<bool>* learn_from = nullptr;
-  bool LearnsFrom(size_t t) const { return learn_from == nullptr || (*learn_from)[t]; }
+  bool LearnsFrom(size_t t) const {
+    return learn_from == nullptr || (*learn_from)[t] || trials[t].status == TrialStatus::kCompleted;
+  }
 };
 
 // With several objectives (IsMultiObjective): kTpe is MOTPE (motpe.h), kBayesian is ParEGO

@@ -99,9 +99,10 @@ bool ShouldStop(const EarlyStoppingRule& rule, bool maximize, const TrialCurve& 
                 absl::Span<const TrialCurve* const> others);
 
 // Which of trials 0 .. next_number - 1 an optimiser learns from for the suggestion of trial
-// `next_number` (optimizer::History::learn_from): under Hyperband only those of its bracket,
-// whose values at the bracket's rungs compare, as Optuna's TPE does with a HyperbandPruner.
-// nullopt: every trial.
+// `next_number` (optimizer::History::learn_from): under Hyperband those of its bracket, whose
+// pruned trials stopped at the bracket's rungs, so their last values compare (Optuna's TPE
+// learns from the bracket's trials only; History also takes every completed trial, whose value
+// is the full objective in any bracket). nullopt: every trial.
 std::optional<std::vector<bool>> LearningFilter(const EarlyStoppingRule& rule,
                                                 int64_t next_number);
 

@@ -190,6 +190,16 @@ absl::StatusOr<SequentialRun> RunStudySequentially(const v1::StudySpec& request,
     }
     if (options.on_trial_end) options.on_trial_end(trial);
   }
+  // As GetStudy counts them: pruned trials that were level with the best when stopped.
+  if (study.trials_pruned() > 0 && study.has_best_trial()) {
+    const study::TrialCurve& best = curves[static_cast<size_t>(study.best_trial().number())];
+    int within_reach = 0;
+    for (size_t k = 0; k < run.trials.size(); ++k) {
+      within_reach += run.trials[k].state() == v1::Trial::PRUNED &&
+                      study::WithinReachOfBest(maximize, curves[k], best);
+    }
+    study.set_trials_pruned_within_reach(within_reach);
+  }
   return run;
 }
 

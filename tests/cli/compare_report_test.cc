@@ -190,6 +190,18 @@ TEST(CompareReportTest, TableAndMarkdownShowBothRuns) {
   EXPECT_THAT(md, ::testing::ContainsRegex("\\| framework +\\| w2 +\\|"));
 }
 
+TEST(CompareReportTest, PrunedRunsSayHowManyPrunedTrialsWereWithinReachOfTheBest) {
+  v1::CompareReport report = TwoRuns(v1::Algorithm::TPE);
+  EXPECT_THAT(ComparisonTable(report), Not(HasSubstr("within reach")));  // Nothing pruned.
+  v1::Trial pruned = Trial(3, 0.4, v1::Trial::PRUNED, 0, 1, 1, 100 << 20, "sequential");
+  *report.mutable_sequential()->add_trials() = pruned;
+  *report.mutable_framework()->add_trials() = pruned;
+  report.mutable_sequential()->set_trials_pruned_within_reach(1);
+  Conclude(report, 2);
+  EXPECT_THAT(ComparisonTable(report),
+              ::testing::ContainsRegex("pruned within reach of the best +1 +0"));
+}
+
 TEST(CompareReportTest, MatrixRowsCarryEachCellsSummary) {
   v1::CompareReport report = TwoRuns(v1::Algorithm::TPE);
   Conclude(report, 2);

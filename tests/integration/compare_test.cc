@@ -199,6 +199,33 @@ max_trials: 50
   ExpectPlots(out);
 }
 
+TEST_F(CompareTest, BothRunsCountPrunedTrialsWithinReachOfTheBest) {
+  // The study of SequentialStudyTest.CountsPrunedTrialsWithinReachOfTheBestAsGetStudyDoes: its
+  // sequential run stops two trials level with the eventual best (XGBoost on one thread is
+  // deterministic). The framework's count comes from GetStudy; its trials may interleave.
+  const std::string study = Write("reach.yaml", R"(
+name: reach
+model: {kind: XGBOOST, fixed: {num_boost_round: 80}}
+dataset: {friedman1: {samples: 300, features: 10, noise: 1, seed: 0}}
+objective: {metric: r2, goal: MAXIMIZE}
+algorithm: {name: RANDOM, seed: 7}
+parameters:
+  - {name: eta, double_range: {min: 0.01, max: 0.5, log: true}}
+  - {name: max_depth, int_range: {min: 1, max: 6}}
+early_stopping: {asha: {min_resource: 10, reduction_factor: 2}}
+max_trials: 16
+)");
+  const std::filesystem::path out = dir_ / "out";
+  const auto [code, output] = RunBinary(
+      "dhpt", absl::StrCat("compare --study=", study, " --workers=1 --out=", out.string()));
+  ASSERT_EQ(code, 0) << output;
+  const v1::CompareReport report = ParseReport(out);
+  EXPECT_EQ(report.sequential().trials_pruned_within_reach(), 2);
+  EXPECT_LE(report.framework().trials_pruned_within_reach(),
+            report.framework().summary().trials_pruned());
+  EXPECT_THAT(ReadFile(out / "report.md"), HasSubstr("pruned within reach of the best"));
+}
+
 TEST_F(CompareTest, MatrixRunsEveryCellAndResumes) {
   const std::string matrix = Write("matrix.yaml", R"(
 studies:

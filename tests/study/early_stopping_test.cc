@@ -226,7 +226,8 @@ TEST(HyperbandTest, ATrialIsJudgedOnlyAgainstItsOwnBracketAndNotAtMaxResource) {
   // (it would lose to the other bracket-2 trial there).
   const TrialCurve two = InBracket(rule, 2, Curve({0, 0, 0, 0, 0, 0, 0, 0, 0}, false), next);
   EXPECT_FALSE(ShouldStop(rule, true, two, Pointers(others)));
-  // The optimiser learns for trial `two` from the trials of bracket 2 only.
+  // The optimiser learns for trial `two` from the trials of bracket 2 (and, History adds, from
+  // every completed trial).
   const std::optional<std::vector<bool>> learn = LearningFilter(rule, two.number);
   ASSERT_TRUE(learn.has_value());
   ASSERT_EQ(learn->size(), static_cast<size_t>(two.number));

@@ -99,6 +99,25 @@ TEST(SequentialStudyTest, EarlyStoppingPrunesAsTheSchedulerWould) {
   }
 }
 
+TEST(SequentialStudyTest, CountsPrunedTrialsWithinReachOfTheBestAsGetStudyDoes) {
+  // Halving at every 10 rounds from the first report: with only the best half going on, two
+  // trials of this seed are stopped while level with the eventual best at that step (counted
+  // as the scheduler counts them, from the run's own curves).
+  TrialRunner runner;
+  absl::StatusOr<SequentialRun> run = RunStudySequentially(Spec(R"pb(
+    name: "reach" model { kind: XGBOOST fixed { key: "num_boost_round" value { number_value: 80 } } }
+    dataset { friedman1 { samples: 300 features: 10 noise: 1 seed: 0 } }
+    objective { metric: "r2" goal: MAXIMIZE }
+    algorithm { name: RANDOM seed: 7 }
+    parameters { name: "eta" double_range { min: 0.01 max: 0.5 log: true } }
+    parameters { name: "max_depth" int_range { min: 1 max: 6 } }
+    early_stopping { asha { min_resource: 10 reduction_factor: 2 } }
+    max_trials: 16)pb"), runner, {});
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_GE(run->study.trials_pruned(), 1);
+  EXPECT_EQ(run->study.trials_pruned_within_reach(), 2);
+}
+
 TEST(SequentialStudyTest, SameSeedSamePointsEveryAlgorithm) {
   for (v1::Algorithm::Name algorithm :
        {v1::Algorithm::RANDOM, v1::Algorithm::GRID, v1::Algorithm::TPE,
