@@ -625,7 +625,7 @@ function utilisationText(w) {
   const u = w.utilisation;
   if (!u || !w.utilisation_time) return {text: '-', stale: false};
   const parts = [`${Number(u.cpu_cores ?? 0).toFixed(2)} cores`, `${Math.round(Number(u.memory_bytes ?? 0) / 1048576)} MiB`];
-  if (u.gpu_percent !== undefined) parts.push(`GPU ${Math.round(Number(u.gpu_percent))}%`);
+  if (u.gpu_percent != null) parts.push(`GPU ${Math.round(Number(u.gpu_percent))}%`);
   const age = Date.now() - Date.parse(w.utilisation_time);
   const stale = age > Math.max(15000, 3 * Number(u.interval_ms ?? 0));
   return {text: parts.join(' · ') + (stale ? ` (stale, ${Math.round(age / 1000)} s old)` : ''), stale};
