@@ -238,12 +238,21 @@ std::string SpeedText(const v1::Worker& worker) {
   return speeds.empty() ? "-" : absl::StrJoin(speeds, ", ");
 }
 
+// Its last heartbeat's utilisation: "1.50 cpu 300MiB gpu 42%"; "-" before the first.
+std::string UtilisationText(const v1::Worker& w) {
+  if (!w.has_utilisation()) return "-";
+  const v1::WorkerUtilisation& u = w.utilisation();
+  std::string text = absl::StrFormat("%.2f cpu %.0fMiB", u.cpu_cores(),
+                                     static_cast<double>(u.memory_bytes()) / (1 << 20));
+  if (u.has_gpu_percent()) absl::StrAppendFormat(&text, " gpu %.0f%%", u.gpu_percent());
+  return text;
+}
+
 }  // namespace
 
 std::string WorkersTable(const std::vector<v1::Worker>& workers) {
-  TextTable table(
-      {"worker", "device", "models", "slots", "running", "speed", "node", "arch", "version",
-       "labels"});
+  TextTable table({"worker", "device", "models", "slots", "running", "speed", "utilisation",
+                   "node", "arch", "version", "labels"});
   for (const v1::Worker& w : workers) {
     const v1::WorkerCapabilities& caps = w.capabilities();
     std::vector<std::string> models;
@@ -259,7 +268,8 @@ std::string WorkersTable(const std::vector<v1::Worker>& workers) {
                absl::StrCat(v1::WorkerCapabilities::DeviceKind_Name(caps.device_kind()), " ",
                             caps.device_name()),
                absl::StrJoin(models, ","), absl::StrCat(caps.slots()),
-               absl::StrCat(w.running_trials_size()), SpeedText(w), caps.node_name(), caps.arch(),
+               absl::StrCat(w.running_trials_size()), SpeedText(w), UtilisationText(w),
+               caps.node_name(), caps.arch(),
                caps.version(), Labels(caps)});
   }
   return table.Render();

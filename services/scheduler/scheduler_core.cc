@@ -1,6 +1,7 @@
 #include "services/scheduler/scheduler_core.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "absl/strings/escaping.h"
@@ -344,6 +345,10 @@ std::vector<v1::Worker> SchedulerCore::ListWorkers() const {
       speed.set_kind(estimate.kind);
       speed.set_relative_speed(estimate.relative_speed);
       speed.set_seconds_per_unit(estimate.seconds_per_unit);
+    }
+    if (worker.utilisation) {
+      *out.mutable_utilisation() = *worker.utilisation;
+      *out.mutable_utilisation_time() = ToTimestamp(worker.utilisation_time);
     }
   }
   std::sort(workers.begin(), workers.end(), [](const v1::Worker& a, const v1::Worker& b) {
@@ -717,16 +722,61 @@ void SchedulerCore::HandleWorkerMessage(uint64_t session, const v1::WorkerMessag
       HandleDraining(session, message.draining());
       break;
     case v1::WorkerMessage::kHeartbeat:
+      HandleHeartbeat(session, message.heartbeat());
+      break;
     case v1::WorkerMessage::kHello:  // A second hello changes nothing.
     case v1::WorkerMessage::KIND_NOT_SET:
-      HandleHeartbeat(session);
+      HandleHeartbeat(session, v1::Heartbeat());
       break;
   }
 }
 
-void SchedulerCore::HandleHeartbeat(uint64_t session) {
+namespace {
+
+// A worker's word about itself is bounded like everything else it sends: a broken or lying
+// worker must not put NaN or a million cores into ListWorkers, the dashboard or the gauges.
+absl::Status ValidateUtilisation(const v1::WorkerUtilisation& u) {
+  if (!std::isfinite(u.cpu_cores()) || u.cpu_cores() < 0 ||
+      u.cpu_cores() > kMaxUtilisationCpuCores) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "utilisation.cpu_cores must be between 0 and ", kMaxUtilisationCpuCores, "; got ",
+        u.cpu_cores()));
+  }
+  if (u.memory_bytes() > kMaxUtilisationMemoryBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("utilisation.memory_bytes must be at most ",
+                                                   kMaxUtilisationMemoryBytes, "; got ",
+                                                   u.memory_bytes()));
+  }
+  if (u.has_gpu_percent() &&
+      (!std::isfinite(u.gpu_percent()) || u.gpu_percent() < 0 || u.gpu_percent() > 100)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("utilisation.gpu_percent must be between 0 and 100; got ", u.gpu_percent()));
+  }
+  if (u.interval_ms() <= 0 || u.interval_ms() > kMaxUtilisationIntervalMs) {
+    return absl::InvalidArgumentError(absl::StrCat("utilisation.interval_ms must be between 1 and ",
+                                                   kMaxUtilisationIntervalMs, "; got ",
+                                                   u.interval_ms()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void SchedulerCore::HandleHeartbeat(uint64_t session, const v1::Heartbeat& heartbeat) {
   absl::MutexLock lock(&mutex_);
-  if (auto it = workers_.find(session); it != workers_.end()) it->second.last_seen = options_.clock();
+  auto it = workers_.find(session);
+  if (it == workers_.end()) return;
+  WorkerEntry& worker = it->second;
+  worker.last_seen = options_.clock();
+  if (!heartbeat.has_utilisation()) return;
+  if (absl::Status valid = ValidateUtilisation(heartbeat.utilisation()); !valid.ok()) {
+    // Refused, not clamped: a clamped lie still looks like a measurement.
+    DHPT_LOG_WARNING("worker %s: heartbeat's utilisation refused: %s", worker.worker_id,
+                     valid.message());
+    return;
+  }
+  worker.utilisation = heartbeat.utilisation();
+  worker.utilisation_time = worker.last_seen;
 }
 
 bool SchedulerCore::RunsOnLocked(const TrialEntry& trial, uint64_t session, int attempt) const {

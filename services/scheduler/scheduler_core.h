@@ -183,6 +183,12 @@ inline constexpr size_t kMaxUnknownTrialsPerSession = 256;
 inline constexpr int kMaxHeldAttempts = 4096;
 // Intermediate values stored per trial attempt; later ones still count as progress.
 inline constexpr int kMaxIntermediateValuesPerAttempt = 10'000;
+// What a heartbeat's utilisation may claim (issue 31): a value outside is refused, with a
+// warning naming the worker, and the worker's last good value is kept. 4096 cores and 64 TiB
+// are far beyond any one node the scheduler serves; an interval is at most an hour.
+inline constexpr double kMaxUtilisationCpuCores = 4096;
+inline constexpr uint64_t kMaxUtilisationMemoryBytes = uint64_t{64} << 40;
+inline constexpr int64_t kMaxUtilisationIntervalMs = 3'600'000;
 
 // Pages of ListStudies and ListTrials (AIP-158): a page_size of 0 gets the default, larger
 // ones are cut to the maximum, and a page also ends once it holds kMaxPageBytes.
@@ -318,7 +324,8 @@ class SchedulerCore {
   void HandleProgress(uint64_t session, const v1::TrialProgress& progress);
   void HandleStarted(uint64_t session, const v1::TrialAttempt& started);
   void HandleDraining(uint64_t session, const v1::Draining& draining);
-  void HandleHeartbeat(uint64_t session);
+  // Keeps the worker's lease; a valid utilisation becomes its ListWorkers figure.
+  void HandleHeartbeat(uint64_t session, const v1::Heartbeat& heartbeat = v1::Heartbeat());
   // Closes the streams of workers silent for longer than their lease, and takes back the
   // trials of clients that let theirs run out; returns how many workers and clients.
   int ExpireLeases();
@@ -400,6 +407,9 @@ class SchedulerCore {
     WorkerChannel* channel = nullptr;
     absl::flat_hash_set<uint64_t> running;
     absl::Time last_seen;
+    // The last utilisation its heartbeats reported, and when (unset until one arrives).
+    std::optional<v1::WorkerUtilisation> utilisation;
+    absl::Time utilisation_time;
     bool draining = false;
     // Slots waiting for a study's suggestion at the study's turn (StudyEntry::turn_holder).
     int held_turns = 0;

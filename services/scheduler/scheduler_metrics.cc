@@ -243,6 +243,11 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
 
   auto workers = GaugeFamily("dhpt_workers_connected", "Connected workers by device kind.");
   auto slots = GaugeFamily("dhpt_worker_slots", "Trial slots of the connected workers by device kind and state.");
+  // Each connected worker's last heartbeat utilisation (issue 31); one series per worker, as
+  // many as are connected.
+  auto worker_cpu = GaugeFamily("dhpt_worker_recent_cpu_cores", "The scheduler's view: CPU cores the worker's process and its ended trial processes used over its last heartbeat interval.");
+  auto worker_memory = GaugeFamily("dhpt_worker_recent_memory_bytes", "The scheduler's view: resident memory of the worker process at its last heartbeat.");
+  auto worker_gpu = GaugeFamily("dhpt_worker_recent_gpu_utilization_ratio", "The scheduler's view: busy share (0-1) of the worker's GPU at its last heartbeat, for workers that observe one.");
   std::map<std::string, std::array<int, 3>> by_kind = {{"cpu", {}}, {"cuda", {}}};  // workers, busy, free
   for (const v1::Worker& worker : core_->ListWorkers()) {
     auto& counts = by_kind[Lower(v1::WorkerCapabilities::DeviceKind_Name(worker.capabilities().device_kind()))];
@@ -250,6 +255,15 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
     ++counts[0];
     counts[1] += running;
     counts[2] += std::max(0, worker.capabilities().slots() - running);
+    if (worker.has_utilisation()) {
+      const std::vector<prometheus::ClientMetric::Label> labels = {
+          {"worker", worker.worker_id()}, {"node", worker.capabilities().node_name()}};
+      AddGauge(worker_cpu, labels, worker.utilisation().cpu_cores());
+      AddGauge(worker_memory, labels, static_cast<double>(worker.utilisation().memory_bytes()));
+      if (worker.utilisation().has_gpu_percent()) {
+        AddGauge(worker_gpu, labels, worker.utilisation().gpu_percent() / 100);
+      }
+    }
   }
   for (const auto& [kind, counts] : by_kind) {
     AddGauge(workers, {{"kind", kind}}, counts[0]);
@@ -277,7 +291,8 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
   auto store_writable = GaugeFamily("dhpt_store_writable", "1 while the database accepts writes; 0 while they fail (disk full, read-only): nothing new is acknowledged.");
   AddGauge(store_writable, {}, core_->store_health().ok() ? 1 : 0);
   return {studies_by_state, trials, max_trials, best, front_size, hypervolume, importance,
-          workers, slots, speed, seconds_per_unit, store_bytes, store_writable};
+          workers, slots, speed, seconds_per_unit, worker_cpu, worker_memory, worker_gpu,
+          store_bytes, store_writable};
 }
 
 }  // namespace dhpt::scheduler

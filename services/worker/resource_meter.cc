@@ -1,5 +1,7 @@
 #include "services/worker/resource_meter.h"
 
+#include "services/worker/gpu_telemetry.h"
+
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -83,6 +85,55 @@ ResourceUsage ResourceMeter::Stop() const {
     }
   }
   return usage;
+}
+
+namespace {
+
+// This process's and its reaped children's user and system time.
+double TreeCpuSeconds() {
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  rusage self{}, children{};
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &children);
+  return seconds(self.ru_utime) + seconds(self.ru_stime) + seconds(children.ru_utime) +
+         seconds(children.ru_stime);
+}
+
+double CurrentRssBytes() {
+  const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char text[4096];
+  const ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  text[n] = '\0';
+  const char* line = std::strstr(text, "VmRSS:");
+  long kib = 0;
+  if (line == nullptr || std::sscanf(line, "VmRSS: %ld kB", &kib) != 1) return 0;
+  return static_cast<double>(kib) * 1024.0;
+}
+
+}  // namespace
+
+WorkerUtilisationMeter::WorkerUtilisationMeter(GpuReader* gpu)
+    : gpu_(gpu), last_wall_(std::chrono::steady_clock::now()), last_cpu_(TreeCpuSeconds()) {}
+
+WorkerUtilisationSample WorkerUtilisationMeter::Sample() {
+  const auto now = std::chrono::steady_clock::now();
+  const double cpu = TreeCpuSeconds();
+  WorkerUtilisationSample sample;
+  sample.interval = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_wall_);
+  const double wall = std::chrono::duration<double>(now - last_wall_).count();
+  sample.cpu_cores = wall > 0 ? std::max(0.0, cpu - last_cpu_) / wall : 0;
+  sample.rss_bytes = CurrentRssBytes();
+  if (gpu_ != nullptr) {
+    if (absl::StatusOr<GpuSample> gpu = gpu_->Sample(); gpu.ok()) {
+      sample.gpu_percent = std::clamp(gpu->utilization * 100, 0.0, 100.0);
+    }
+  }
+  last_wall_ = now;
+  last_cpu_ = cpu;
+  return sample;
 }
 
 }  // namespace dhpt::worker

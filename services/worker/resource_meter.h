@@ -40,4 +40,29 @@ std::optional<double> PeakRssBytes();
 // the trial's whole peak. Process-wide, like the meters themselves.
 std::optional<double> ResetPeakRssWithinTrial();
 
+// --- The worker's recent utilisation (issue 31: sent in each heartbeat) ---
+class GpuReader;
+
+struct WorkerUtilisationSample {
+  // CPU seconds per wall second since the last sample: this process's, and its reaped
+  // children's (a COMMAND trial's process tree counts once it has ended).
+  double cpu_cores = 0;
+  double rss_bytes = 0;                // This process's resident memory now (VmRSS).
+  std::optional<double> gpu_percent;   // 0-100; absent without a GPU reader or a reading.
+  std::chrono::milliseconds interval{0};
+};
+
+// Measures between calls of Sample; the first call measures since construction.
+// Used by one thread (the heartbeat loop).
+class WorkerUtilisationMeter {
+ public:
+  explicit WorkerUtilisationMeter(GpuReader* gpu = nullptr);
+  WorkerUtilisationSample Sample();
+
+ private:
+  GpuReader* const gpu_;  // Not owned; may be null.
+  std::chrono::steady_clock::time_point last_wall_;
+  double last_cpu_ = 0;
+};
+
 }  // namespace dhpt::worker

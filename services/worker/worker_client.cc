@@ -10,7 +10,8 @@ WorkerClient::WorkerClient(WorkerClientOptions options, WorkerCore* core)
       core_(core),
       heartbeat_interval_(options_.heartbeat_interval),
       backoff_(options_.initial_backoff),
-      jitter_(std::random_device{}()) {
+      jitter_(std::random_device{}()),
+      utilisation_(options_.gpu) {
   grpc::ChannelArguments arguments = ClientChannelArguments(options_.keepalive);
   options_.security.ApplyTo(arguments);
   channel_ = grpc::CreateCustomChannel(options_.scheduler_address, options_.security.credentials,
@@ -63,7 +64,12 @@ void WorkerClient::Run() {
         stream->Close();
       } else {
         v1::WorkerMessage heartbeat;
-        heartbeat.mutable_heartbeat();
+        const WorkerUtilisationSample sample = utilisation_.Sample();
+        v1::WorkerUtilisation& u = *heartbeat.mutable_heartbeat()->mutable_utilisation();
+        u.set_cpu_cores(sample.cpu_cores);
+        u.set_memory_bytes(static_cast<uint64_t>(sample.rss_bytes));
+        if (sample.gpu_percent) u.set_gpu_percent(*sample.gpu_percent);
+        u.set_interval_ms(std::max<int64_t>(1, sample.interval.count()));
         stream->Send(std::move(heartbeat));
       }
     }

@@ -14,6 +14,7 @@
 #include "dhpt/v1/worker_service.grpc.pb.h"
 #include "services/common/channel_options.h"
 #include "services/common/transport_security.h"
+#include "services/worker/resource_meter.h"
 #include "services/worker/scheduler_stream.h"
 #include "services/worker/worker_core.h"
 
@@ -28,6 +29,8 @@ struct WorkerClientOptions {
   absl::Duration max_backoff = absl::Seconds(10);
   // Until the scheduler's Welcome says otherwise.
   absl::Duration heartbeat_interval = absl::Seconds(5);
+  // The GPU whose busy share heartbeats report (not owned; null: none).
+  GpuReader* gpu = nullptr;
 };
 
 class WorkerClient {
@@ -68,6 +71,8 @@ class WorkerClient {
   }
   absl::Duration backoff_ ABSL_GUARDED_BY(mutex_);
   std::mt19937_64 jitter_ ABSL_GUARDED_BY(mutex_);
+  // What each heartbeat reports (issue 31); used by Run's heartbeat loop only.
+  WorkerUtilisationMeter utilisation_;
 };
 
 }  // namespace dhpt::worker

@@ -266,6 +266,7 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
     return 2;
   }
   const bool gpu_observed = setup->runner.gpu != nullptr;
+  const std::shared_ptr<GpuReader> gpu = setup->runner.gpu;  // Also read by the heartbeats.
   const DatasetOptions data = setup->runner.datasets;  // For the start-up line.
   TrialRunner runner(std::move(setup->runner));
   if (const std::string study = absl::GetFlag(FLAGS_sequential_study); !study.empty()) {
@@ -278,6 +279,7 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   WorkerClientOptions options;
   options.scheduler_address = absl::GetFlag(FLAGS_scheduler);
   options.security = *std::move(security);
+  options.gpu = gpu.get();
   options.keepalive.ping_interval_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_time));
   options.keepalive.ping_timeout_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_timeout));
   if (options.keepalive.ping_interval_ms < 1000 || options.keepalive.ping_timeout_ms < 1000) {

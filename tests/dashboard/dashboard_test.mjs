@@ -177,6 +177,15 @@ test('the workers page shows the board, its labels and slots', async () => {
   const row = await page.$eval('tr[data-worker="board-1"]', (tr) => [...tr.cells].map((c) => c.textContent));
   assert.equal(row[2], 'board=pi4');
   assert.equal(row[5], '1');
+  // Its heartbeats' utilisation (every 200 ms here), as text; the page reloads every 3 s.
+  const headers = await texts(page, '#workers th');
+  const column = headers.indexOf('Utilisation');
+  assert.ok(column >= 0, `no Utilisation column in ${headers}`);
+  const utilisation = await page.waitForFunction((i) => {
+    const text = document.querySelector('tr[data-worker="board-1"]')?.cells[i]?.textContent ?? '';
+    return /^\d+\.\d\d cores · [1-9]\d* MiB$/.test(text) && text;
+  }, {timeout: 10000}, column);
+  assert.match(await utilisation.jsonValue(), / MiB$/);  // Not marked stale.
   assert.deepEqual(problemsOf(page), []);
   if (screenshots) await page.screenshot({path: join(screenshots, 'dashboard-workers.png')});
   await page.close();

@@ -7,6 +7,7 @@
 #include "google/protobuf/dynamic_message.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "services/cli/study_file.h"
+#include "services/scheduler/scheduler_metrics.h"
 #include "tests/integration/test_cluster.h"
 
 namespace dhpt::testing {
@@ -75,6 +76,54 @@ TEST(ApiTest, ListWorkersShowsWhatEachWorkerAnnouncedAndRuns) {
   EXPECT_EQ(code, 0) << output;
   EXPECT_THAT(output, HasSubstr("worker-a"));
   EXPECT_THAT(output, HasSubstr("worker-b"));
+}
+
+// A real worker busy training reports, in its heartbeats, CPU and memory that ListWorkers and
+// `dhpt workers` show.
+TEST(ApiTest, ABusyWorkersUtilisationReachesListWorkers) {
+  TestCluster cluster(0);
+  absl::StatusOr<v1::StudySpec> spec = cli::ParseStudySpec(R"(
+name: busy
+model: {kind: XGBOOST, fixed: {num_boost_round: 300}}
+dataset: {friedman1: {samples: 5000, features: 10, seed: 5}}
+parameters:
+  - {name: max_depth, int_range: {min: 6, max: 10}}
+max_trials: 1000
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(cluster.client().CreateStudy(*spec).ok());
+  const std::unique_ptr<cli::ChildProcess> worker =
+      StartWorkerProcess(cluster.address(), "busy-1", 1, "dhpt-cpu-worker",
+                         {"--threads_per_trial=1"});
+  // Heartbeats every 200 ms; one measured while a trial trains shows a good share of a core.
+  v1::Worker seen;
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<std::vector<v1::Worker>> workers = cluster.client().ListWorkers();
+    if (!workers.ok() || workers->size() != 1) return false;
+    seen = (*workers)[0];
+    return seen.running_trials_size() == 1 && seen.utilisation().cpu_cores() >= 0.25;
+  })) << seen.ShortDebugString();
+  EXPECT_GT(seen.utilisation().memory_bytes(), uint64_t{1} << 20);
+  EXPECT_GT(seen.utilisation().interval_ms(), 0);
+  EXPECT_FALSE(seen.utilisation().has_gpu_percent());  // A CPU worker observes no GPU.
+  EXPECT_GT(seen.utilisation_time().seconds(), 0);
+  // The scheduler's gauge of it, labelled with the worker and its node.
+  int series = 0;
+  for (const prometheus::MetricFamily& family :
+       scheduler::SchedulerStateCollector(&cluster.core()).Collect()) {
+    if (family.name != "dhpt_worker_recent_memory_bytes") continue;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      ++series;
+      EXPECT_EQ(metric.label[0].value, "busy-1");
+      EXPECT_GT(metric.gauge.value, 1 << 20);
+    }
+  }
+  EXPECT_EQ(series, 1);
+  const auto [code, output] = RunBinary("dhpt", "workers --scheduler=" + cluster.address());
+  EXPECT_EQ(code, 0) << output;
+  EXPECT_THAT(output, HasSubstr("utilisation"));
+  EXPECT_THAT(output, ::testing::ContainsRegex("busy-1 .* [0-9]+\\.[0-9][0-9] cpu [0-9]+MiB"));
+  ASSERT_TRUE(cluster.client().StopStudy("busy").ok());
 }
 
 TEST(ApiTest, HealthReportsServingForEachService) {

@@ -444,6 +444,45 @@ TEST_F(SchedulerCoreTest, SilentWorkersLoseTheirLeases) {
   EXPECT_EQ(core_->GetStudy("s")->trials_running(), 1);
 }
 
+TEST_F(SchedulerCoreTest, HeartbeatUtilisationReachesListWorkersAndGarbageIsRefused) {
+  RecordingChannel& channel = NewChannel();
+  const uint64_t session = Connect(channel, Hello("w", 2));
+  ASSERT_EQ(core_->ListWorkers().size(), 1u);
+  EXPECT_FALSE(core_->ListWorkers()[0].has_utilisation());  // Nothing measured yet.
+
+  v1::Heartbeat beat;
+  beat.mutable_utilisation()->set_cpu_cores(1.5);
+  beat.mutable_utilisation()->set_memory_bytes(uint64_t{300} << 20);
+  beat.mutable_utilisation()->set_gpu_percent(42);
+  beat.mutable_utilisation()->set_interval_ms(5000);
+  now_ += absl::Seconds(1);
+  core_->HandleHeartbeat(session, beat);
+  v1::Worker worker = core_->ListWorkers()[0];
+  EXPECT_EQ(worker.utilisation().cpu_cores(), 1.5);
+  EXPECT_EQ(worker.utilisation().memory_bytes(), uint64_t{300} << 20);
+  EXPECT_EQ(worker.utilisation().gpu_percent(), 42);
+  EXPECT_EQ(worker.utilisation_time().seconds(), absl::ToUnixSeconds(now_));
+
+  // Each lie is refused whole; the last good value and its time stay.
+  const absl::Time good_time = now_;
+  std::vector<v1::Heartbeat> lies(5, beat);
+  lies[0].mutable_utilisation()->set_cpu_cores(std::nan(""));
+  lies[1].mutable_utilisation()->set_cpu_cores(1e9);
+  lies[2].mutable_utilisation()->set_gpu_percent(250);
+  lies[3].mutable_utilisation()->set_memory_bytes(~uint64_t{0});
+  lies[4].mutable_utilisation()->set_interval_ms(-1);
+  for (const v1::Heartbeat& lie : lies) {
+    now_ += absl::Seconds(1);
+    core_->HandleHeartbeat(session, lie);
+    worker = core_->ListWorkers()[0];
+    EXPECT_EQ(worker.utilisation().cpu_cores(), 1.5) << lie.ShortDebugString();
+    EXPECT_EQ(worker.utilisation().gpu_percent(), 42) << lie.ShortDebugString();
+    EXPECT_EQ(worker.utilisation().memory_bytes(), uint64_t{300} << 20);
+    EXPECT_EQ(worker.utilisation_time().seconds(), absl::ToUnixSeconds(good_time));
+  }
+  EXPECT_EQ(core_->connected_workers(), 1);  // A refused figure is no reason to cut it off.
+}
+
 TEST_F(SchedulerCoreTest, StudiesShareAWorkerFairly) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("a", 50)).ok());
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("b", 50)).ok());

@@ -618,11 +618,24 @@ async function trialPage(studyName, number) {
 }
 
 // --- Workers page --------------------------------------------------------------------------
+// A worker's last heartbeat utilisation as text ("1.50 cores · 300 MiB · GPU 42%"), marked stale
+// once it is older than three of its intervals (at least 15 s) by this browser's clock: a worker
+// whose figures were refused, or a stuck one, keeps its old value on the scheduler.
+function utilisationText(w) {
+  const u = w.utilisation;
+  if (!u || !w.utilisation_time) return {text: '-', stale: false};
+  const parts = [`${Number(u.cpu_cores ?? 0).toFixed(2)} cores`, `${Math.round(Number(u.memory_bytes ?? 0) / 1048576)} MiB`];
+  if (u.gpu_percent != null) parts.push(`GPU ${Math.round(Number(u.gpu_percent))}%`);
+  const age = Date.now() - Date.parse(w.utilisation_time);
+  const stale = age > Math.max(15000, 3 * Number(u.interval_ms ?? 0));
+  return {text: parts.join(' · ') + (stale ? ` (stale, ${Math.round(age / 1000)} s old)` : ''), stale};
+}
+
 async function workersPage() {
   document.title = 'Workers · DHPT';
   const body = el('tbody');
   main.replaceChildren(el('h1', {text: 'Workers and boards'}), el('div', {class: 'panel'}, el('table', {id: 'workers'},
-    el('thead', {}, el('tr', {}, ...['Worker', 'Node', 'Labels', 'Device', 'Arch', 'Slots', 'Running (trial ids)', 'Busy slots', 'Version']
+    el('thead', {}, el('tr', {}, ...['Worker', 'Node', 'Labels', 'Device', 'Arch', 'Slots', 'Running (trial ids)', 'Busy slots', 'Utilisation', 'Version']
       .map((h) => el('th', {text: h})))), body)));
   const load = async () => {
     try {
@@ -631,11 +644,13 @@ async function workersPage() {
         const c = w.capabilities ?? {};
         const labels = Object.entries(c.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(', ');
         const running = w.running_trials ?? [];
+        const use = utilisationText(w);
         return el('tr', {'data-worker': w.worker_id},
           el('td', {text: w.worker_id}), el('td', {text: c.node_name ?? ''}), el('td', {class: 'wrap', text: labels}),
           el('td', {text: [c.device_kind, c.device_name].filter(Boolean).join(' ')}), el('td', {text: c.arch ?? ''}),
           el('td', {class: 'num', text: fmt(c.slots)}), el('td', {text: running.join(', ')}),
           el('td', {class: 'num', text: c.slots ? `${Math.round(100 * running.length / c.slots)}%` : ''}),
+          el('td', {class: use.stale ? 'utilisation muted' : 'utilisation', text: use.text}),
           el('td', {text: c.version ?? ''}));
       }));
       if (!workers.length) body.append(el('tr', {}, el('td', {class: 'muted', text: 'No worker is connected.'})));
