@@ -50,6 +50,7 @@
 #include "dhpt/v1/study_service.grpc.pb.h"
 #include "dhpt/v1/worker_service.grpc.pb.h"
 #include "services/rpc/stream_outbox.h"
+#include "tests/integration/instant_worker.h"
 
 ABSL_FLAG(int, workers, 1000, "fake workers connected throughout");
 ABSL_FLAG(int, studies, 1000, "studies the scheduler holds (one of them the busy one)");
@@ -137,71 +138,6 @@ struct Scheduler {
   }
 };
 
-// A worker that answers every assignment at once with a result: what it costs the scheduler
-// to hand out and settle a trial, without any training.
-class FakeWorker : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::SchedulerMessage> {
- public:
-  FakeWorker(v1::WorkerService::Stub* stub, int index, std::atomic<int64_t>* results)
-      : results_(results) {
-    stub->async()->Connect(&context_, this);
-    v1::WorkerMessage hello;
-    hello.mutable_hello()->set_worker_id(absl::StrCat("fake-", index));
-    hello.mutable_hello()->mutable_capabilities()->set_slots(1);
-    hello.mutable_hello()->mutable_capabilities()->add_models(v1::Model::FUNCTION);
-    Send(std::move(hello));
-    StartRead(&in_);
-    StartCall();
-  }
-  void Heartbeat() {
-    v1::WorkerMessage beat;
-    beat.mutable_heartbeat();
-    Send(std::move(beat));
-  }
-  void Stop() { context_.TryCancel(); }
-  void WaitDone() { done_.WaitForNotification(); }
-  bool welcomed() const { return welcomed_.load(); }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) return;
-    if (in_.has_welcome()) welcomed_ = true;
-    if (in_.has_assign()) {
-      const v1::Assign& assign = in_.assign();
-      v1::WorkerMessage out;
-      v1::TrialResult& result = *out.mutable_result();
-      result.set_trial_id(assign.trial_id());
-      result.set_attempt(assign.attempt());
-      result.set_epoch(assign.epoch());
-      result.set_state(v1::Trial::COMPLETED);
-      result.set_device("cpu");
-      (*result.mutable_metrics())[assign.objective_metric()] = 1.0;
-      Send(std::move(out));
-      results_->fetch_add(1);
-    }
-    StartRead(&in_);
-  }
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mutex_);
-    if (!ok) {
-      outbox_.Abort();
-      return;
-    }
-    if (const v1::WorkerMessage* next = outbox_.OnWriteDone()) StartWrite(next);
-  }
-  void OnDone(const grpc::Status&) override { done_.Notify(); }
-
- private:
-  void Send(v1::WorkerMessage message) {
-    absl::MutexLock lock(&mutex_);
-    absl::StatusOr<const v1::WorkerMessage*> next = outbox_.Push(std::move(message));
-    if (next.ok() && *next != nullptr) StartWrite(*next);
-  }
-
-  grpc::ClientContext context_;
-  v1::SchedulerMessage in_;
-  absl::Mutex mutex_;
-  rpc::StreamOutbox<v1::WorkerMessage> outbox_ ABSL_GUARDED_BY(mutex_);
-  std::atomic<int64_t>* results_;
-  std::atomic<bool> welcomed_{false};
   absl::Notification done_;
 };
 
@@ -623,9 +559,10 @@ int main(int argc, char** argv) {
     stubs.push_back(v1::WorkerService::NewStub(grpc::CreateCustomChannel(
         scheduler.address, grpc::InsecureChannelCredentials(), channel_arguments)));
   }
-  std::vector<std::unique_ptr<FakeWorker>> fleet;
+  std::vector<std::unique_ptr<testing::InstantWorker>> fleet;
   for (int w = 0; w < workers; ++w) {
-    fleet.push_back(std::make_unique<FakeWorker>(stubs[w % stubs.size()].get(), w, &results));
+    fleet.push_back(
+        std::make_unique<testing::InstantWorker>(stubs[w % stubs.size()].get(), w, &results));
   }
   for (const auto& worker : fleet) {
     while (!worker->welcomed()) absl::SleepFor(absl::Milliseconds(1));

@@ -15,70 +15,11 @@
 #include "dhpt/v1/study_service.grpc.pb.h"
 #include "dhpt/v1/worker_service.grpc.pb.h"
 #include "services/rpc/stream_outbox.h"
+#include "tests/integration/instant_worker.h"
 #include "tests/integration/test_cluster.h"
 
 namespace dhpt::testing {
 namespace {
-
-// A worker stream that answers every assignment at once with a result (as bench/scale_bench's):
-// the flood of worker messages, with no training behind it.
-class FloodWorker : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::SchedulerMessage> {
- public:
-  FloodWorker(v1::WorkerService::Stub* stub, int index, std::atomic<int64_t>* results)
-      : results_(results) {
-    stub->async()->Connect(&context_, this);
-    v1::WorkerMessage hello;
-    hello.mutable_hello()->set_worker_id(absl::StrCat("flood-", index));
-    hello.mutable_hello()->mutable_capabilities()->set_slots(1);
-    hello.mutable_hello()->mutable_capabilities()->add_models(v1::Model::FUNCTION);
-    Send(std::move(hello));
-    StartRead(&in_);
-    StartCall();
-  }
-  void Stop() { context_.TryCancel(); }
-  void WaitDone() { done_.WaitForNotification(); }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) return;
-    if (in_.has_assign()) {
-      const v1::Assign& assign = in_.assign();
-      v1::WorkerMessage out;
-      v1::TrialResult& result = *out.mutable_result();
-      result.set_trial_id(assign.trial_id());
-      result.set_attempt(assign.attempt());
-      result.set_epoch(assign.epoch());
-      result.set_state(v1::Trial::COMPLETED);
-      result.set_device("cpu");
-      (*result.mutable_metrics())[assign.objective_metric()] = 1.0;
-      Send(std::move(out));
-      results_->fetch_add(1);
-    }
-    StartRead(&in_);
-  }
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mutex_);
-    if (!ok) {
-      outbox_.Abort();
-      return;
-    }
-    if (const v1::WorkerMessage* next = outbox_.OnWriteDone()) StartWrite(next);
-  }
-  void OnDone(const grpc::Status&) override { done_.Notify(); }
-
- private:
-  void Send(v1::WorkerMessage message) {
-    absl::MutexLock lock(&mutex_);
-    absl::StatusOr<const v1::WorkerMessage*> next = outbox_.Push(std::move(message));
-    if (next.ok() && *next != nullptr) StartWrite(*next);
-  }
-
-  grpc::ClientContext context_;
-  v1::SchedulerMessage in_;
-  absl::Mutex mutex_;
-  rpc::StreamOutbox<v1::WorkerMessage> outbox_ ABSL_GUARDED_BY(mutex_);
-  std::atomic<int64_t>* results_;
-  absl::Notification done_;
-};
 
 v1::StudySpec NoOpSpec(const std::string& name, int max_trials) {
   v1::StudySpec spec;
@@ -117,9 +58,9 @@ TEST(UserCallsTest, AnswerInMillisecondsDuringAFloodOfWorkerMessages) {
   std::vector<std::unique_ptr<v1::WorkerService::Stub>> stubs;
   for (int i = 0; i < 10; ++i) stubs.push_back(v1::WorkerService::NewStub(channel()));
   std::atomic<int64_t> results{0};
-  std::vector<std::unique_ptr<FloodWorker>> workers;
+  std::vector<std::unique_ptr<InstantWorker>> workers;
   for (int i = 0; i < kWorkers; ++i) {
-    workers.push_back(std::make_unique<FloodWorker>(stubs[i % stubs.size()].get(), i, &results));
+    workers.push_back(std::make_unique<InstantWorker>(stubs[i % stubs.size()].get(), i, &results));
   }
   // The flood is on once every worker has settled a few trials' worth.
   const absl::Time flooding_by = absl::Now() + absl::Seconds(60);
