@@ -138,9 +138,6 @@ struct Scheduler {
   }
 };
 
-  absl::Notification done_;
-};
-
 // A WatchStudy reader of every event that counts the events of each batch from its framing
 // and parses nothing: a real watcher's parsing happens on its own machine, not on the two
 // cores the scheduler shares with this generator.

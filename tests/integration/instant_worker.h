@@ -80,6 +80,8 @@ class InstantWorker : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Sche
   rpc::StreamOutbox<v1::WorkerMessage> outbox_ ABSL_GUARDED_BY(mutex_);
   std::atomic<int64_t>* results_;
   std::atomic<bool> welcomed_{false};
+  absl::Notification done_;
+};
 
 }  // namespace dhpt::testing
 
