@@ -175,16 +175,20 @@ absl::Status SchedulerCore::CheckMemoryLocked() {
   if (options_.max_memory_bytes <= 0) return absl::OkStatus();
   // Real time, not the core's clock (a test's may stand still).
   const absl::Time now = absl::Now();
-  if (now < memory_checked_ + options_.memory_check_interval) return memory_status_;
+  const double cap = static_cast<double>(options_.max_memory_bytes);
+  if (static_cast<double>(memory_used_) < cap * kMemoryRecheckShare &&
+      now < memory_checked_ + options_.memory_check_interval) {
+    return memory_status_;
+  }
   memory_checked_ = now;
-  const int64_t limit =
-      static_cast<int64_t>(static_cast<double>(options_.max_memory_bytes) * kMemoryPressureShare);
+  const int64_t limit = static_cast<int64_t>(cap * kMemoryPressureShare);
   int64_t used = options_.resident_bytes();
   if (used > limit) {
     TrimEndedCacheLocked(0);  // What can be read back from the store goes first.
     malloc_trim(0);
     used = options_.resident_bytes();
   }
+  memory_used_ = used;
   const bool was_ok = memory_status_.ok();
   if (used <= limit) {
     if (!was_ok) DHPT_LOG_INFO("memory: %d MiB in use, under the cap again: new work is accepted", used >> 20);

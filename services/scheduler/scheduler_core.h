@@ -98,6 +98,10 @@ inline constexpr size_t kDefaultEndedStudyCacheBytes = size_t{16} << 20;
 // the rest is headroom for what is under way (pages being sent, suggestions, results coming
 // in), so the kernel's limit is not reached.
 inline constexpr double kMemoryPressureShare = 0.9;
+// Under this share of the cap the resident size is read at most every memory_check_interval;
+// past it, at every call that may grow memory: calls that add megabytes each (AddTrials,
+// ImportStudy) can come faster than the interval and would overshoot the cap between reads.
+inline constexpr double kMemoryRecheckShare = 0.5;
 
 using OptimizerFactory = std::function<absl::StatusOr<std::unique_ptr<optimizer::Optimizer>>(
     const optimizer::SearchSpace&, const optimizer::OptimizerConfig&)>;
@@ -147,7 +151,8 @@ struct SchedulerOptions {
   // under.
   int64_t max_memory_bytes = 0;
   // How the core reads its resident bytes (memory_limit.h; a test stands a fault in), and how
-  // often at most (a read costs a few microseconds; new trials come thousands a second).
+  // often at most while under kMemoryRecheckShare of the cap (a read costs a few microseconds;
+  // new trials come thousands a second).
   std::function<int64_t()> resident_bytes = ResidentBytes;
   absl::Duration memory_check_interval = absl::Milliseconds(100);
   // Duplicates at a study's end (--duplicate_margin, docs/deployment.md#placement-by-learnt-speed): once a
@@ -646,7 +651,8 @@ class SchedulerCore {
   void EvictLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // OK while the scheduler is under its memory cap (options_.max_memory_bytes), after
   // shedding the ended studies if it was not; RESOURCE_EXHAUSTED, saying what to do, if it
-  // is still over. Read at most every options_.memory_check_interval.
+  // is still over. Read at most every options_.memory_check_interval while under
+  // kMemoryRecheckShare of the cap, at every call past it.
   absl::Status CheckMemoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Its trials leave memory (an eviction, or a read back that failed half way).
   void DropTrialsLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -691,6 +697,7 @@ class SchedulerCore {
   // The memory cap's last check: when, and what it said.
   absl::Time memory_checked_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
   absl::Status memory_status_ ABSL_GUARDED_BY(mutex_);
+  int64_t memory_used_ ABSL_GUARDED_BY(mutex_) = 0;  // The last reading.
   // An evicted study's trials are being read back: their ends are not new (no metrics).
   bool reading_back_ ABSL_GUARDED_BY(mutex_) = false;
   // Deleted while a suggestion for them was being computed: freed when it returns.

@@ -54,7 +54,7 @@ class EndedStudiesTest : public ::testing::Test {
     if (max_memory_bytes_ > 0) {
       options.max_memory_bytes = max_memory_bytes_;
       options.resident_bytes = [this] { return Resident(); };
-      options.memory_check_interval = absl::ZeroDuration();  // Every call reads it.
+      options.memory_check_interval = memory_check_interval_;
     }
     core_ = std::make_unique<SchedulerCore>(db_.get(), options);
     ASSERT_TRUE(core_->Recover().ok());
@@ -202,6 +202,7 @@ class EndedStudiesTest : public ::testing::Test {
     script_ = std::move(script);
   }
   int64_t max_memory_bytes_ = 0;
+  absl::Duration memory_check_interval_ = absl::ZeroDuration();  // Every call reads it.
   absl::Mutex memory_mutex_;
   int64_t resident_ ABSL_GUARDED_BY(memory_mutex_) = 0;
   std::vector<int64_t> script_ ABSL_GUARDED_BY(memory_mutex_);
@@ -360,6 +361,31 @@ TEST_F(EndedStudiesTest, NearTheMemoryCapEndedStudiesGoFirstThenNewWorkIsRefused
   EXPECT_TRUE(core_->CreateStudy(SingleObjective("refused", 5)).ok());
   EXPECT_EQ(Ask("active", 1), std::vector<int64_t>{3});
   EXPECT_TRUE(core_->AddTrials(add).ok());
+}
+
+// Calls that add megabytes each can come faster than the check interval: past half the cap
+// every call reads the resident size, so the cap is not overshot between two readings (the
+// MemoryCapTest process overshot its cap when a reading was kept for 100 ms).
+TEST_F(EndedStudiesTest, PastHalfTheCapEveryCallReadsTheResidentSize) {
+  max_memory_bytes_ = 1000;
+  memory_check_interval_ = absl::Hours(1);
+  Restart();
+  SetResident(600);
+  ASSERT_TRUE(core_->CreateStudy(SingleObjective("first", 5)).ok());
+  SetResident(950);
+  absl::StatusOr<v1::Study> refused = core_->CreateStudy(SingleObjective("second", 5));
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+}
+
+// Under half the cap a reading is kept for the interval (reads cost time at dispatch rates).
+TEST_F(EndedStudiesTest, UnderHalfTheCapAReadingIsKeptForTheInterval) {
+  max_memory_bytes_ = 1000;
+  memory_check_interval_ = absl::Hours(1);
+  Restart();
+  SetResident(100);
+  ASSERT_TRUE(core_->CreateStudy(SingleObjective("first", 5)).ok());
+  SetResident(950);
+  EXPECT_TRUE(core_->CreateStudy(SingleObjective("second", 5)).ok());
 }
 
 }  // namespace
