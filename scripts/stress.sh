@@ -2,8 +2,8 @@
 # Runs every process-level test suite RUNS times in a row (default 20) under parallel ctest
 # while a busy loop keeps a core loaded: a test that fails only under load is a race in the
 # product, to fix, not to retry. Needs a build (scripts/build.sh). The suites are read from the
-# binaries, so a new one is never left out: every suite of integration_test, reflection_test and
-# shutdown_test (real scheduler and worker processes), cli_test's LocalClusterTest, and the
+# binaries, so a new one is never left out: every suite of integration_test, user_calls_test,
+# reflection_test and shutdown_test (real scheduler and worker processes), cli_test's LocalClusterTest, and the
 # in-process suites whose threads race (the scheduler core's, the command runner's).
 # The result (runs, tests, failures, time, commit) goes to RESULT, by default
 # docs/results/stress.txt for a run of every suite, build/stress.txt for a pattern.
@@ -21,7 +21,7 @@ if [[ $# -ge 2 ]]; then
   tests=$2
   result=${RESULT:-$root/build/stress.txt}
 else
-  process=$(for binary in integration_test reflection_test shutdown_test; do suites "$binary"; done |
+  process=$(for binary in integration_test user_calls_test reflection_test shutdown_test; do suites "$binary"; done |
     paste -sd'|')
   tests="^($process|$in_process)\\."
   result=${RESULT:-$root/docs/results/stress.txt}

@@ -1028,13 +1028,9 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
   *t.mutable_end_time() = ToTimestamp(options_.clock());
   if (t.state() == v1::Trial::COMPLETED && t.has_start_time()) {
     const auto [kind, units] = TrialSizeLocked(trial);
+    // The speed gauges are read from the model at each scrape (scheduler_metrics.cc).
     speeds_.Record(worker.node_class, kind, units,
                    FromTimestamp(t.end_time()) - FromTimestamp(t.start_time()));
-    for (const SpeedModel::Estimate& estimate : speeds_.Estimates()) {
-      if (estimate.kind == kind) {
-        observer_->SpeedEstimated(estimate.node_class, kind, estimate.relative_speed);
-      }
-    }
   }
   RecordTrialEndLocked(trial);
   SendWhenStoredLocked(session, SaveTrialLocked(trial), std::move(ack));

@@ -32,10 +32,6 @@ class SchedulerObserver {
   // A duplicate of a slow worker's trial started on a faster one (SchedulerOptions::
   // duplicate_margin).
   virtual void TrialDuplicated(const v1::StudySpec& spec) {}
-  // The learnt speed of a node class for a model kind, relative to the cluster's median class
-  // (speed_model.h), after a completed trial changed it.
-  virtual void SpeedEstimated(absl::string_view node_class, v1::Model::Kind kind,
-                              double relative_speed) {}
   virtual void SuggestionMade(v1::Algorithm::Name algorithm, absl::Duration took) {}
   virtual void WorkerConnected(const v1::WorkerCapabilities& worker) {}
 };

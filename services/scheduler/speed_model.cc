@@ -36,9 +36,11 @@ double TrainingRows(const v1::Dataset& dataset) {
 }
 
 double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
   const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  auto middle = values.begin() + static_cast<std::ptrdiff_t>(n / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  if (n % 2 == 1) return *middle;
+  return (*std::max_element(values.begin(), middle) + *middle) / 2;
 }
 
 }  // namespace
@@ -89,6 +91,7 @@ void SpeedModel::Record(const std::string& node_class, v1::Model::Kind kind, dou
     series.log_seconds_per_unit.pop_front();
   }
   series.median = Median({series.log_seconds_per_unit.begin(), series.log_seconds_per_unit.end()});
+  cluster_medians_.erase(static_cast<int>(kind));
 }
 
 std::optional<double> SpeedModel::SecondsPerUnit(const std::string& node_class,
@@ -106,12 +109,14 @@ std::optional<absl::Duration> SpeedModel::Predict(const std::string& node_class,
 }
 
 std::optional<double> SpeedModel::ClusterMedian(v1::Model::Kind kind) const {
+  auto [cached, fresh] = cluster_medians_.try_emplace(static_cast<int>(kind));
+  if (!fresh) return cached->second;
   std::vector<double> medians;
   for (const auto& [key, series] : series_) {
     if (key.second == static_cast<int>(kind)) medians.push_back(series.median);
   }
-  if (medians.empty()) return std::nullopt;
-  return Median(std::move(medians));
+  if (!medians.empty()) cached->second = Median(std::move(medians));
+  return cached->second;
 }
 
 std::optional<double> SpeedModel::RelativeSpeed(const std::string& node_class,

@@ -79,10 +79,13 @@ class SpeedModel {
     std::deque<double> log_seconds_per_unit;  // The last kSpeedWindow, oldest first.
     double median = 0;                        // Of log_seconds_per_unit.
   };
-  // The median of the classes' medians for this kind.
+  // The median of the classes' medians for this kind. Kept until the kind's next Record:
+  // dispatch asks for it for every free worker of every trial it places, and with hundreds of
+  // classes computing it each time cost more than the rest of dispatch.
   std::optional<double> ClusterMedian(v1::Model::Kind kind) const;
 
   std::map<std::pair<std::string, int>, Series> series_;
+  mutable std::map<int, std::optional<double>> cluster_medians_;  // Kind -> ClusterMedian.
   std::map<std::string, int> classes_;  // Class -> series count, to bound kMaxSpeedClasses.
 };
 
