@@ -12,11 +12,28 @@
 
 namespace dhpt {
 
+// Control characters as \xNN: a message carries what clients sent (worker ids, study names,
+// error texts), and a newline or a terminal escape in it must not forge a line of its own.
+inline std::string EscapeControlCharacters(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      absl::StrAppendFormat(&out, "\\x%02x", byte);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 template <typename... Args>
 void LogLine(char severity, const absl::FormatSpec<Args...>& format, const Args&... args) {
   std::string line = absl::StrCat(
       absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ ", absl::Now(), absl::UTCTimeZone()),
-      std::string(1, severity), " ", absl::StrFormat(format, args...), "\n");
+      std::string(1, severity), " ", EscapeControlCharacters(absl::StrFormat(format, args...)),
+      "\n");
   std::fputs(line.c_str(), stderr);
 }
 

@@ -770,9 +770,13 @@ void SchedulerCore::HandleHeartbeat(uint64_t session, const v1::Heartbeat& heart
   worker.last_seen = options_.clock();
   if (!heartbeat.has_utilisation()) return;
   if (absl::Status valid = ValidateUtilisation(heartbeat.utilisation()); !valid.ok()) {
-    // Refused, not clamped: a clamped lie still looks like a measurement.
-    DHPT_LOG_WARNING("worker %s: heartbeat's utilisation refused: %s", worker.worker_id,
-                     valid.message());
+    // Refused, not clamped: a clamped lie still looks like a measurement. Said once per
+    // stream: a worker sending thousands of bad heartbeats must not flood the log.
+    if (!worker.utilisation_refusal_logged) {
+      DHPT_LOG_WARNING("worker %s: heartbeat's utilisation refused (said once per connection): %s",
+                       worker.worker_id, valid.message());
+      worker.utilisation_refusal_logged = true;
+    }
     return;
   }
   worker.utilisation = heartbeat.utilisation();

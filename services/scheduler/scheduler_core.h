@@ -415,6 +415,7 @@ class SchedulerCore {
     // The last utilisation its heartbeats reported, and when (unset until one arrives).
     std::optional<v1::WorkerUtilisation> utilisation;
     absl::Time utilisation_time;
+    bool utilisation_refusal_logged = false;  // One warning per stream, not one per heartbeat.
     bool draining = false;
     // Slots waiting for a study's suggestion at the study's turn (StudyEntry::turn_holder).
     int held_turns = 0;

@@ -75,5 +75,17 @@ parameters: [{name: x, double_range: {min: 0, max: 1}}, {name: y, double_range: 
   EXPECT_TRUE(scheduler.alive());
 }
 
+// A cap below what the scheduler holds at start would refuse every study: it does not start,
+// and says how much to give (the hostile review started one with --max_memory_bytes=1000000).
+TEST(MemoryCapTest, ACapBelowTheStartingMemoryIsRefusedAtStart) {
+  TempDirectory directory;
+  const auto [status, output] = RunBinary(
+      "dhpt-scheduler", absl::StrCat("--listen=127.0.0.1:0 --db=", directory.path(),
+                                     "/scheduler.db --max_memory_bytes=1000000"));
+  EXPECT_EQ(status, 2) << output;
+  EXPECT_NE(output.find("is below what the scheduler holds at start"), std::string::npos)
+      << output;
+}
+
 }  // namespace
 }  // namespace dhpt::testing
