@@ -57,7 +57,8 @@ PARSE_ONLY = ("kubectl", "helm", "k3s", "sudo", "grpcurl", "apt-get", "podman", 
               "build/bin/scale_bench", "build/bin/early_stopping_bench",
               "build/bin/pruning_bench", "build/bin/recovery_bench", "build/bin/optimizer_", "for ", "done", "ssh",
               "docs/", "build-asan/", "export ", "build/bin/importance_bench",
-              "build/bin/conditional_quality_bench", "bench/", "bash tests/browser/run.sh",
+              "build/bin/conditional_quality_bench", "build/bin/model_choice_quality_bench",
+              "nice ", "rm -f /tmp/", "bench/", "bash tests/browser/run.sh",
               "DHPT_BIN_DIR=", "cat /tmp/")
 PYTHON = re.compile(r"^(python3|\.venv/bin/\w+) ")
 SERVICES = ("dhpt-scheduler", "dhpt-cpu-worker", "dhpt-gpu-worker", "dhpt-dashboard")
