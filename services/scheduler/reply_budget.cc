@@ -52,10 +52,20 @@ void ReplyBudget::Release(size_t bytes) {
     if (in_use_ == 0 && released_since_trim_ >= kTrimAfterReleasedBytes) {
       released_since_trim_ = 0;
       trim = true;
+      trim_owed_ = true;
     }
   }
   // Outside the lock: a trim walks every arena (milliseconds), and callers go on meanwhile.
   if (trim) malloc_trim(0);
+}
+
+void ReplyBudget::TrimIfOwed() {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (!trim_owed_ || in_use_ != 0) return;
+    trim_owed_ = false;
+  }
+  malloc_trim(0);
 }
 
 }  // namespace dhpt::scheduler

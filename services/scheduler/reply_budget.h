@@ -71,6 +71,11 @@ class ReplyBudget {
   }
   size_t max_bytes() const { return max_bytes_; }
 
+  // Trims once more after a trim at the last release: the threads that sent the pages may
+  // free what gRPC held for them (serialised copies) just after it, on other threads, and a
+  // burst's memory then stayed taken. Called by the scheduler's periodic tick.
+  void TrimIfOwed();
+
  private:
   void Release(size_t bytes);
   absl::Status Exhausted(size_t in_use) const;
@@ -78,6 +83,7 @@ class ReplyBudget {
   const size_t max_bytes_;
   mutable absl::Mutex mutex_;
   size_t in_use_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool trim_owed_ ABSL_GUARDED_BY(mutex_) = false;
   size_t released_since_trim_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 

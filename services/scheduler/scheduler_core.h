@@ -357,6 +357,8 @@ class SchedulerCore {
   int64_t store_bytes() const { return store_->size_bytes(); }
   int connected_workers() const;
   const ReplyBudget& reply_budget() const { return reply_budget_; }
+  // The periodic tick's second trim after a burst of pages (ReplyBudget::TrimIfOwed).
+  void TrimFreedReplyMemory() { reply_budget_.TrimIfOwed(); }
   // Ended studies whose trials are in memory, and the bytes estimated for them
   // (--ended_study_cache_bytes bounds these).
   struct EndedStudiesInMemory {

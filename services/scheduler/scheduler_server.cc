@@ -65,6 +65,7 @@ void SchedulerServer::ExpireLeasesUntilShutdown() {
   while (!stopping_.WaitForNotificationWithTimeout(tick)) {
     core_->ExpireLeases();
     core_->ExpireTrials();
+    core_->TrimFreedReplyMemory();
     worker_service_->CloseSilentSince(absl::Now() - core_->lease());
   }
 }

@@ -64,11 +64,13 @@ class UnaryCall final : public StudyServiceImpl::Call {
   grpc::ServerCompletionQueue* const queue_;
   const RequestMethod method_;
   const Handler handler_;
+  // Before the response: members are destroyed in reverse, and the lease's release may hand
+  // free memory back to the system (reply_budget.h), which it can only do once the page is gone.
+  ReplyBudget::Lease lease_;
   grpc::ServerContext context_;
   Request request_;
   Response response_;
   grpc::ServerAsyncResponseWriter<Response> responder_;
-  ReplyBudget::Lease lease_;
   bool answering_ = false;
 };
 
