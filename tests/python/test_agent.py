@@ -66,6 +66,19 @@ def test_exceptions_fail_the_trial_with_their_last_line(client):
     assert [t.state for t in study.trials] == [dhpt.TrialState.FAILED] * 3
 
 
+def test_an_objective_returning_none_is_named_in_the_error(client):
+    # Without its own message the scheduler's refusal was "give the trial's metrics, or an
+    # infeasible_reason", which does not point at the missing return.
+    study = make(client)
+    expected = (r"trial 0: the objective returned None; it must return a number \(or a dict of "
+                r"the study's objectives: value\)")
+    with pytest.raises(dhpt.InvalidArgument, match=expected):
+        study.optimize(lambda trial: None)
+    trial = study.trials[0]
+    assert trial.state == dhpt.TrialState.FAILED
+    assert "bad result: trial 0: the objective returned None" in trial.error
+
+
 def test_pruning_through_should_prune(client):
     study = make(client, max_trials=6, early_stopping={"median": {"n_startup_trials": 2}})
 

@@ -77,6 +77,14 @@ def _last_line(exc):
 
 
 def _tell_result(study, trial, result):
+    if result is None:
+        # Told as it is, the trial would carry no metric and the scheduler's refusal ("give the
+        # trial's metrics") would not say that the objective forgot to return its value.
+        names = study.metric_names
+        number = "a number" if len(names) == 1 else f"{len(names)} numbers"
+        raise errors.InvalidArgument(
+            f"trial {trial.number}: the objective returned None; it must return {number} (or a "
+            f"dict of the study's objectives: {', '.join(names)})")
     if isinstance(result, dict):
         return study.tell(trial, metrics=result)
     if isinstance(result, (list, tuple)):
