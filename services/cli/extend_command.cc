@@ -54,21 +54,30 @@ absl::StatusOr<v1::UpdateStudyRequest> ExtendRequest(const std::string& study,
   }
   if (paths.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("nothing to change: give at least one flag; usage: ", kExtendUsage));
+        "nothing to change: give at least one of --max_trials, --parallel_trials, "
+        "--max_failed_trials, --trial_timeout");
   }
   return request;
 }
 
-int RunExtend(StudyClient& client, const std::string& study, const ExtendChanges& changes) {
+int RunExtend(StudyClient& client, const std::string& study, const ExtendChanges& changes,
+              std::ostream& out, std::ostream& err) {
   absl::StatusOr<v1::UpdateStudyRequest> request = ExtendRequest(study, changes);
-  absl::StatusOr<v1::Study> updated =
-      request.ok() ? client.UpdateStudy(*request) : absl::StatusOr<v1::Study>(request.status());
-  if (!updated.ok()) {
-    std::cerr << "dhpt: " << TerminalText(updated.status().message()) << " ["
-              << absl::StatusCodeToString(updated.status().code()) << "]\n";
+  if (!request.ok()) {
+    // Refused here, before any call: the usage follows as it is (its line break is ours; the
+    // message, which quotes what was typed, is escaped as a scheduler's would be).
+    err << "dhpt: " << TerminalText(request.status().message()) << " ["
+        << absl::StatusCodeToString(request.status().code()) << "]\nusage: " << kExtendUsage
+        << "\n";
     return 1;
   }
-  std::cout << ProgressLine(*updated) << "\n";
+  absl::StatusOr<v1::Study> updated = client.UpdateStudy(*request);
+  if (!updated.ok()) {
+    err << "dhpt: " << TerminalText(updated.status().message()) << " ["
+        << absl::StatusCodeToString(updated.status().code()) << "]\n";
+    return 1;
+  }
+  out << ProgressLine(*updated) << "\n";
   return 0;
 }
 

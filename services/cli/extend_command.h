@@ -2,6 +2,7 @@
 
 // dhpt extend: more trials, or other limits, for a study (UpdateStudy); reopens a finished one.
 
+#include <iosfwd>
 #include <optional>
 #include <string>
 
@@ -36,7 +37,9 @@ struct ExtendChanges {
 absl::StatusOr<v1::UpdateStudyRequest> ExtendRequest(const std::string& study,
                                                      const ExtendChanges& changes);
 
-// Runs `dhpt extend STUDY`: prints the study's progress line; returns the exit status.
-int RunExtend(StudyClient& client, const std::string& study, const ExtendChanges& changes);
+// Runs `dhpt extend STUDY`: prints the study's progress line to `out`, or the refusal to `err`
+// (with the usage when refused before any call); returns the exit status.
+int RunExtend(StudyClient& client, const std::string& study, const ExtendChanges& changes,
+              std::ostream& out, std::ostream& err);
 
 }  // namespace dhpt::cli

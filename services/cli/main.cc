@@ -276,6 +276,14 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+// Words that do not fit the command: what was expected, then the command's usage as it is (its
+// line breaks are ours; Fail escapes every line break, as a scheduler's text may forge lines).
+int FailUsage(const std::string& command, absl::string_view expected) {
+  std::cerr << "dhpt: " << expected << " [INVALID_ARGUMENT]\nusage: "
+            << Commands().at(command).usage << "\n";
+  return 1;
+}
+
 // Prints progress from the study's summaries: a line rewritten in place on a terminal, a line
 // per change of the counts otherwise.
 class ProgressPrinter {
@@ -584,8 +592,8 @@ std::string ClientId() {
 int RunAskTell(StudyClient& client, const std::string& name, const std::vector<std::string>& args) {
   const size_t fixed = name == "tell" ? 2 : 1;
   if (args.size() < fixed || (name == "ask" && args.size() != 1)) {
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("usage: ", Commands().at(name).usage)));
+    return FailUsage(name, absl::StrCat("expected ", fixed == 2 ? "a study and a trial number"
+                                                                : "a study"));
   }
   const std::vector<std::string> words(args.begin() + fixed, args.end());
   if (name == "ask") {
@@ -648,9 +656,8 @@ int RunAskTell(StudyClient& client, const std::string& name, const std::vector<s
 int RunTrialCommand(StudyClient& client, const std::vector<std::string>& args, bool json) {
   int64_t number = -1;
   if (args.size() != 2 || !absl::SimpleAtoi(args[1], &number) || number < 0) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "expected a study and a trial number (dhpt trials STUDY lists them); usage: ",
-        Commands().at("trial").usage)));
+    return FailUsage("trial",
+                     "expected a study and a trial number (dhpt trials STUDY lists them)");
   }
   absl::StatusOr<v1::StudyExport> exported = client.ExportStudy(args[0]);
   if (!exported.ok()) return Fail(exported.status());
@@ -672,19 +679,11 @@ int RunTrialCommand(StudyClient& client, const std::vector<std::string>& args, b
 }
 
 int RunCommand(const std::string& name, const std::vector<std::string>& args) {
-  auto need_one = [&](const char* what) -> absl::Status {
-    if (args.size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("expected ", what, "; usage: ",
-                                                     Commands().at(name).usage));
-    }
-    return absl::OkStatus();
-  };
   if (name == "local") return RunLocal();
   if (name == "compare") return RunCompare();
   if (name == "validate" || (name == "submit" && absl::GetFlag(FLAGS_dry_run))) {
     if (args.size() != 1) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat("expected one study file; usage: ", Commands().at(name).usage)));
+      return FailUsage(name, "expected one study file");
     }
     return RunValidate(args[0], std::cout, std::cerr);
   }
@@ -719,9 +718,9 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
   }
   if (name == "ask" || name == "tell" || name == "enqueue") return RunAskTell(client, name, args);
   if (name == "trial") return RunTrialCommand(client, args, json);
-  if (absl::Status status = need_one(name == "submit" || name == "import" ? "one study file" : "one study name");
-      !status.ok()) {
-    return Fail(status);
+  if (args.size() != 1) {
+    return FailUsage(name, name == "submit" || name == "import" ? "expected one study file"
+                                                                : "expected one study name");
   }
   const std::string& arg = args[0];
   if (name == "submit") {
@@ -840,7 +839,8 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
   if (name == "extend") {
     return RunExtend(client, arg,
                      {absl::GetFlag(FLAGS_max_trials), absl::GetFlag(FLAGS_parallel_trials),
-                      absl::GetFlag(FLAGS_max_failed_trials), absl::GetFlag(FLAGS_trial_timeout)});
+                      absl::GetFlag(FLAGS_max_failed_trials), absl::GetFlag(FLAGS_trial_timeout)},
+                     std::cout, std::cerr);
   }
   if (name == "delete") {
     if (absl::Status deleted = client.DeleteStudy(arg, absl::GetFlag(FLAGS_force));

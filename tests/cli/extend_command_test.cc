@@ -5,11 +5,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sstream>
+
+#include "services/cli/study_client.h"
+
 namespace dhpt::cli {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(ExtendCommandTest, OnlyTheChangesGivenAreInTheMask) {
   absl::StatusOr<v1::UpdateStudyRequest> request =
@@ -36,6 +41,19 @@ TEST(ExtendCommandTest, NothingOrNonsenseIsRefused) {
               HasSubstr("not a duration such as 600s, 10m or 1h30m"));
   EXPECT_THAT(ExtendRequest("s", {.max_failed_trials = "many"}).status().message(),
               HasSubstr("neither a number nor none"));
+}
+
+// The usage's line break reaches the terminal as one: it was printed escaped, as "\x0a".
+TEST(ExtendCommandTest, ARefusalShowsTheUsageOnItsOwnLines) {
+  StudyClient client("127.0.0.1:1");  // Never called: refused before any call.
+  std::ostringstream out, err;
+  EXPECT_EQ(RunExtend(client, "s", {}, out, err), 1);
+  EXPECT_EQ(out.str(), "");
+  EXPECT_EQ(err.str(), absl::StrCat("dhpt: nothing to change: give at least one of --max_trials, "
+                                    "--parallel_trials, --max_failed_trials, --trial_timeout "
+                                    "[INVALID_ARGUMENT]\nusage: ",
+                                    kExtendUsage, "\n"));
+  EXPECT_THAT(err.str(), Not(HasSubstr("\\x0a")));
 }
 
 }  // namespace

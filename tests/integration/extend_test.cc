@@ -15,7 +15,9 @@
 namespace dhpt::testing {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Slow enough (0.1 s a trial) for the scheduler to be killed while the extension runs.
 constexpr char kStudy[] = R"(
@@ -99,6 +101,19 @@ TEST(ExtendTest, AFinishedStudyExtendedByTwentyTrialsGoesOnThroughASchedulerKill
   std::tie(code, output) = RunBinary("dhpt", absl::StrCat("extend tpe", flags));
   EXPECT_EQ(code, 1);
   EXPECT_THAT(output, HasSubstr("nothing to change"));
+}
+
+// A usage of two lines (extend, importance, plot) was printed with its line break escaped,
+// as "\x0a", in every refusal of the words given.
+TEST(ExtendTest, UsageErrorsPrintTheUsageOnItsOwnLines) {
+  for (const char* args : {"extend", "extend s --scheduler=127.0.0.1:1", "importance", "plot"}) {
+    SCOPED_TRACE(args);
+    auto [code, output] = RunBinary("dhpt", args);
+    EXPECT_EQ(code, 1);
+    EXPECT_THAT(output, HasSubstr("[INVALID_ARGUMENT]\nusage: dhpt "));
+    EXPECT_THAT(output, ContainsRegex("\n +\\[--"));  // the usage's second line
+    EXPECT_THAT(output, Not(HasSubstr("\\x0a")));
+  }
 }
 
 }  // namespace
