@@ -131,6 +131,12 @@ ABSL_FLAG(double, duplicate_margin, dhpt::scheduler::kDefaultDuplicateMargin,
           "slower worker's trial when the slow one's predicted remaining time exceeds this many "
           "times the idle one's predicted time (learnt speeds; docs/deployment.md#placement-by-learnt-speed); 0: never");
 
+ABSL_FLAG(absl::Duration, worker_log_interval, dhpt::scheduler::kDefaultWorkerLogInterval,
+          "worker connects and disconnects are logged one line each, at most 20 lines in this "
+          "interval; the rest are counted and logged as one line when it ends (0: every one)");
+
+static_assert(dhpt::scheduler::kWorkerLogLines == 20, "--worker_log_interval's help names it");
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "dhpt-scheduler --listen=HOST:PORT\n\n"
@@ -178,6 +184,7 @@ int main(int argc, char** argv) {
   options.core.client_lease = absl::GetFlag(FLAGS_client_lease);
   options.core.duplicate_margin = absl::GetFlag(FLAGS_duplicate_margin);
   options.core.speed_placement = absl::GetFlag(FLAGS_speed_placement);
+  options.core.worker_log_interval = absl::GetFlag(FLAGS_worker_log_interval);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int suggestion_threads = absl::GetFlag(FLAGS_suggestion_threads);
   options.core.suggestion_threads = suggestion_threads > 0 ? suggestion_threads : cores;
@@ -242,6 +249,11 @@ int main(int argc, char** argv) {
   }
   if (!(options.core.duplicate_margin == 0 || options.core.duplicate_margin >= 1)) {
     std::fprintf(stderr, "--duplicate_margin must be 0 (no duplicates) or at least 1\n");
+    return 2;
+  }
+  if (options.core.worker_log_interval < absl::ZeroDuration() ||
+      options.core.worker_log_interval == absl::InfiniteDuration()) {
+    std::fprintf(stderr, "--worker_log_interval must be a duration >= 0 (0: log every line)\n");
     return 2;
   }
   if (options.core.client_lease < absl::Seconds(1)) {

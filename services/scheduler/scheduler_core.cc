@@ -85,6 +85,7 @@ SchedulerCore::SchedulerCore(StudyStore* store, SchedulerOptions options)
       epoch_(options_.epoch != 0 ? options_.epoch : RandomEpoch()),
       next_position_(static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()))),
       reply_budget_(options_.max_reply_bytes_in_flight),
+      worker_log_(kWorkerLogLines, options_.worker_log_interval),
       suggestions_(std::make_unique<WorkQueue>(std::max(1, options_.suggestion_threads))) {
   store_->SetCommitListener([this](WriteSequence sequence) { OnStored(sequence); });
 }
@@ -624,10 +625,13 @@ absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
     it = next;
   }
   observer_->WorkerConnected(caps);
-  DHPT_LOG_INFO("worker %s connected: %s on %s, %d slots, %d attempts kept", worker.worker_id,
-                v1::WorkerCapabilities::DeviceKind_Name(caps.device_kind()),
-                WorkerText(caps.node_name(), kMaxWorkerTextBytes), caps.slots(),
-                worker.running.size());
+  LogWorkersNotLoggedLocked();
+  if (worker_log_.Admit("connects", options_.clock())) {
+    DHPT_LOG_INFO("worker %s connected: %s on %s, %d slots, %d attempts kept", worker.worker_id,
+                  v1::WorkerCapabilities::DeviceKind_Name(caps.device_kind()),
+                  WorkerText(caps.node_name(), kMaxWorkerTextBytes), caps.slots(),
+                  worker.running.size());
+  }
   DispatchLocked();
   PublishWaitingStudiesLocked();
   return session;
@@ -690,8 +694,11 @@ void SchedulerCore::DisconnectLocked(uint64_t session, absl::string_view reason)
   LeaveSetAsideLocked(session, it->second);
   WorkerEntry worker = std::move(it->second);
   workers_.erase(it);
-  DHPT_LOG_INFO("worker %s disconnected (%s); %d running trials go back to pending",
-                worker.worker_id, reason, worker.running.size());
+  LogWorkersNotLoggedLocked();
+  if (worker_log_.Admit("disconnects", options_.clock())) {
+    DHPT_LOG_INFO("worker %s disconnected (%s); %d running trials go back to pending",
+                  worker.worker_id, reason, worker.running.size());
+  }
   // A trial it ran while a duplicate runs elsewhere carries on there.
   for (uint64_t id : worker.superseded) trials_.at(id).superseded_session = 0;
   std::vector<StudyEntry*> touched;
@@ -1057,9 +1064,18 @@ int SchedulerCore::ExpireLeases() {
     DisconnectLocked(session, "missed heartbeats");
   }
   const int clients = ExpireClientLeasesLocked();
+  LogWorkersNotLoggedLocked();
   if (!expired.empty()) DispatchLocked();
   RefuseUnstorableAnswersLocked();
   return static_cast<int>(expired.size()) + clients;
+}
+
+void SchedulerCore::LogWorkersNotLoggedLocked() {
+  const std::string counts = worker_log_.Summary(options_.clock());
+  if (counts.empty()) return;
+  DHPT_LOG_INFO("workers: %s not logged (more than %d lines in %s); %d workers connected now",
+                counts, worker_log_.lines(), absl::FormatDuration(worker_log_.interval()),
+                workers_.size());
 }
 
 void SchedulerCore::RefuseUnstorableAnswersLocked() {

@@ -29,6 +29,7 @@
 #include "dhpt/v1/common.pb.h"
 #include "dhpt/v1/study_service.pb.h"
 #include "dhpt/v1/worker_service.pb.h"
+#include "services/common/log_limiter.h"
 #include "services/common/work_queue.h"
 #include "services/optimizer/optimizer.h"
 #include "services/study/early_stopping.h"
@@ -110,6 +111,13 @@ using OptimizerFactory = std::function<absl::StatusOr<std::unique_ptr<optimizer:
 // estimates come from a window of past trials and a trial's time varies with its parameters.
 inline constexpr double kDefaultDuplicateMargin = 1.5;
 
+// Worker connects and disconnects logged one line each, at most kWorkerLogLines lines an
+// interval (--worker_log_interval); the rest are counted and told as one line when it ends: a
+// flood of reconnecting workers (a network flap, a crash loop, a hostile client) would
+// otherwise write a line for each, thousands a second.
+inline constexpr int kWorkerLogLines = 20;
+inline constexpr absl::Duration kDefaultWorkerLogInterval = absl::Seconds(10);
+
 struct SchedulerOptions {
   // How often workers must send a heartbeat; a worker silent for `missed_heartbeats` intervals
   // loses its leases.
@@ -163,6 +171,9 @@ struct SchedulerOptions {
   // Placement by learnt speed (--speed_placement): false dispatches first-come, as before issue
   // 32, and runs no duplicates; speeds are learnt and shown either way.
   bool speed_placement = true;
+  // Worker connect and disconnect lines: kWorkerLogLines an interval, the rest counted into one
+  // line (--worker_log_interval). Zero logs every one.
+  absl::Duration worker_log_interval = kDefaultWorkerLogInterval;
 };
 
 // Ask and tell, and warm starts.
@@ -332,7 +343,8 @@ class SchedulerCore {
   // Keeps the worker's lease; a valid utilisation becomes its ListWorkers figure.
   void HandleHeartbeat(uint64_t session, const v1::Heartbeat& heartbeat = v1::Heartbeat());
   // Closes the streams of workers silent for longer than their lease, and takes back the
-  // trials of clients that let theirs run out; returns how many workers and clients.
+  // trials of clients that let theirs run out; returns how many workers and clients. Also logs
+  // the worker connections not logged in an interval that has ended (kWorkerLogLines).
   int ExpireLeases();
   // Fails the running trials past their study's trial_timeout (plus a lease of grace, so the
   // worker's own timeout normally comes first); returns how many.
@@ -587,6 +599,9 @@ class SchedulerCore {
   void ReleaseLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void DisconnectLocked(uint64_t session, absl::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The line of the worker connects and disconnects not logged in an interval that has ended,
+  // if any (before the line of a new one, and at the periodic sweep).
+  void LogWorkersNotLoggedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void CheckStudyEndLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // An ended study leaves dispatch's walk.
   void ForgetDispatchableLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -708,6 +723,7 @@ class SchedulerCore {
   absl::node_hash_map<uint64_t, TrialEntry> trials_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_trial_id_ ABSL_GUARDED_BY(mutex_) = 1;
   std::map<uint64_t, WorkerEntry> workers_ ABSL_GUARDED_BY(mutex_);
+  LogLimiter worker_log_ ABSL_GUARDED_BY(mutex_);
   // Trials leased to ask-and-tell clients, for the lease sweep.
   absl::flat_hash_set<uint64_t> leased_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_session_ ABSL_GUARDED_BY(mutex_) = 1;

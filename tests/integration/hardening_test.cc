@@ -15,10 +15,13 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <thread>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "dhpt/v1/study_service.grpc.pb.h"
@@ -30,6 +33,7 @@
 namespace dhpt::testing {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
 // Speaks WorkerService directly, as a broken or hostile worker would.
@@ -359,6 +363,65 @@ TEST(HardeningTest, FlappingWorkersCannotBurnOtherTrialsAttempts) {
   EXPECT_EQ(study.state(), v1::Study::COMPLETED);
   EXPECT_EQ(study.trials_completed(), 2000);
   EXPECT_EQ(study.trials_failed(), 0);
+}
+
+// The lines of a flood of worker connections: one each up to kWorkerLogLines an interval,
+// then counted into one line when the interval ends. Every connect and disconnect is either
+// logged or counted. Before, 150 flapping workers wrote 300 lines.
+TEST(HardeningTest, AFloodOfWorkerConnectionsIsLoggedAsCounts) {
+  OutputReader output;
+  std::unique_ptr<cli::ChildProcess> scheduler = StartProcess(
+      {DHPT_BIN_DIR "/dhpt-scheduler", "--listen=127.0.0.1:0", "--db=:memory:",
+       "--heartbeat_interval=200ms", "--worker_log_interval=1s"},
+      output.write_fd());
+  output.Started();
+  ASSERT_TRUE(output.WaitForText("listening on ")) << output.text();
+  const std::string text = output.text();
+  const size_t port = text.rfind(':', text.find('\n', text.find("listening on "))) + 1;
+  const std::string address =
+      absl::StrCat("127.0.0.1:", text.substr(port, text.find('\n', port) - port));
+  constexpr int kFlaps = 150;
+  for (int i = 0; i < kFlaps; ++i) {
+    RawWorker flapper(address, absl::StrCat("flap-", i));
+    ASSERT_TRUE(flapper.Next(v1::SchedulerMessage::kWelcome).has_value()) << i;
+  }  // Each cancels its stream on leaving the loop body: a disconnect.
+
+  struct Lines {
+    int connects = 0, disconnects = 0, summaries = 0;
+    int64_t counted_connects = 0, counted_disconnects = 0;
+  };
+  auto lines = [&] {
+    Lines seen;
+    const std::regex connects("([0-9]+) connects"), disconnects("([0-9]+) disconnects");
+    for (absl::string_view line : absl::StrSplit(output.text(), '\n')) {
+      if (absl::StrContains(line, " connected: ")) ++seen.connects;
+      if (absl::StrContains(line, " disconnected (")) ++seen.disconnects;
+      if (!absl::StrContains(line, " I workers: ")) continue;
+      ++seen.summaries;
+      const std::string summary(line);
+      std::smatch match;
+      if (std::regex_search(summary, match, connects)) {
+        seen.counted_connects += std::stoll(match[1]);
+      }
+      if (std::regex_search(summary, match, disconnects)) {
+        seen.counted_disconnects += std::stoll(match[1]);
+      }
+    }
+    return seen;
+  };
+  // The last counts come at the sweep after their interval ends (every 100 ms).
+  ASSERT_TRUE(WaitFor([&] {
+    const Lines seen = lines();
+    return seen.connects + seen.counted_connects == kFlaps &&
+           seen.disconnects + seen.counted_disconnects == kFlaps;
+  }, absl::Seconds(30))) << output.text();
+  const Lines seen = lines();
+  EXPECT_GE(seen.summaries, 1) << output.text();
+  // kWorkerLogLines a 1 s interval: each summary ends one, and the last may not be full.
+  EXPECT_LE(seen.connects + seen.disconnects,
+            scheduler::kWorkerLogLines * (seen.summaries + 1)) << output.text();
+  EXPECT_THAT(output.text(), ContainsRegex("not logged \\(more than 20 lines in 1s\\); [0-9]+ "
+                                           "workers connected now"));
 }
 
 // XGBoost trials that run for seconds, so a signal lands mid-trial.
