@@ -16,6 +16,8 @@ import warnings
 
 import optuna
 
+from optuna_peer_common import SAMPLERS
+
 
 def objective(trial):
     model = trial.suggest_categorical("model", ["linear", "tree", "net"])
@@ -40,14 +42,6 @@ def objective(trial):
         width = trial.suggest_int(f"width_{k}", 8, 256, log=True)
         loss += (math.log2(width) - 4 - layers) ** 2 / 40
     return loss
-
-
-SAMPLERS = {
-    "TPESampler": lambda seed: optuna.samplers.TPESampler(seed=seed),
-    "TPESampler(group)": lambda seed: optuna.samplers.TPESampler(
-        seed=seed, multivariate=True, group=True),
-    "RandomSampler": lambda seed: optuna.samplers.RandomSampler(seed=seed),
-}
 
 
 def run(make, seed, budget):

@@ -23,26 +23,10 @@ import optuna
 import xgboost as xgb
 import yaml
 
+from optuna_peer_common import SAMPLERS, load, suggest
+
 FOREST_CHUNK_TREES = 10  # As DHPT's kForestChunkTrees.
 DEFAULT_ROUNDS = 100  # As DHPT's kDefaultBoostRounds.
-
-
-def load(path):
-    data = np.loadtxt(path, delimiter=",", skiprows=1, dtype=np.float32)
-    return data[:, :-1], data[:, -1]
-
-
-def suggest(trial, parameter):
-    name = parameter["name"]
-    if "int_range" in parameter:
-        r = parameter["int_range"]
-        return trial.suggest_int(name, r["min"], r["max"], log=r.get("log", False))
-    if "double_range" in parameter:
-        r = parameter["double_range"]
-        return trial.suggest_float(name, r["min"], r["max"], log=r.get("log", False))
-    if "categorical" in parameter:
-        return trial.suggest_categorical(name, parameter["categorical"]["values"])
-    return trial.suggest_categorical(name, parameter["discrete"]["values"])
 
 
 class Trainer:
@@ -106,14 +90,6 @@ def make_objective(spec, trainer):
         return trainer.loss(kind, values)
 
     return objective
-
-
-SAMPLERS = {
-    "TPESampler": lambda seed: optuna.samplers.TPESampler(seed=seed),
-    "TPESampler(group)": lambda seed: optuna.samplers.TPESampler(
-        seed=seed, multivariate=True, group=True),
-    "RandomSampler": lambda seed: optuna.samplers.RandomSampler(seed=seed),
-}
 
 
 def main():

@@ -21,28 +21,10 @@ import numpy as np
 import optuna
 import yaml
 
+from optuna_peer_common import load, suggest
+
 PROGRESS_EVERY = 10  # As DHPT's XGBoost trainer (kProgressEvery).
 DIVERGED_LOSS = 1e4  # As DHPT's AutoEncoder trainer (kDivergedLoss): such a run fails.
-
-
-def load(path):
-    data = np.loadtxt(path, delimiter=",", skiprows=1, dtype=np.float32)
-    return data[:, :-1], data[:, -1]
-
-
-def suggest(trial, parameter):
-    name = parameter["name"]
-    if "int_range" in parameter:
-        r = parameter["int_range"]
-        return trial.suggest_int(name, r["min"], r["max"], log=r.get("log", False))
-    if "double_range" in parameter:
-        r = parameter["double_range"]
-        return trial.suggest_float(name, r["min"], r["max"], log=r.get("log", False))
-    if "categorical" in parameter:
-        return trial.suggest_categorical(name, parameter["categorical"]["values"])
-    if "discrete" in parameter:
-        return trial.suggest_categorical(name, parameter["discrete"]["values"])
-    raise ValueError(f"parameter {name}: unsupported kind")
 
 
 def xgboost_objective(spec, data, threads, records):
