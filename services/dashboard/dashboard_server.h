@@ -25,11 +25,23 @@ inline constexpr absl::Duration kEventStreamKeepalive = absl::Seconds(10);
 inline constexpr size_t kMaxQueuedEvents = 5000;
 // Connections served at once (--max_connections); half of them at most from one address.
 inline constexpr int kDefaultMaxConnections = 128;
+// The share of --max_connections one client address may hold (--per_address_share): a half
+// leaves room for others when one client opens many. Every browser behind a proxy or a
+// `kubectl port-forward` is one address (127.0.0.1 for a port-forward), so they all share it:
+// there 1 lets them use every connection.
+inline constexpr double kDefaultPerAddressShare = 0.5;
 // A request must arrive whole (line, headers, body) within this of its first byte: a client
 // sending a byte at a time holds a connection this long, not for ever.
 inline constexpr absl::Duration kRequestTimeout = absl::Seconds(10);
 // A kept-alive connection with no next request is closed after this.
 inline constexpr absl::Duration kIdleConnectionTimeout = absl::Seconds(5);
+
+// Connections one address may hold of `max_connections`, at `share` (0 to 1] of them; at least
+// one.
+constexpr int PerAddressLimit(int max_connections, double share) {
+  const int limit = static_cast<int>(max_connections * share);
+  return limit < 1 ? 1 : limit;
+}
 
 // What one client may hold of the HTTP server (see http_server.h): cpp-httplib serves each
 // connection on one thread, so these keep a client that sends slowly, or opens many
@@ -39,7 +51,7 @@ struct ConnectionLimits {
   int max_connections = kDefaultMaxConnections;
   // Connections one client address may hold at once (a browser opens at most 6 to a host).
   // Every client behind a proxy or a port-forward is one address: they share this.
-  int max_per_client = kDefaultMaxConnections / 2;
+  int max_per_client = PerAddressLimit(kDefaultMaxConnections, kDefaultPerAddressShare);
   // A request's line, headers and body must all arrive within this of its first byte.
   absl::Duration request_timeout = kRequestTimeout;
   // How long a kept-alive connection waits for its next request.

@@ -28,7 +28,11 @@ ABSL_FLAG(int, max_event_streams, dhpt::dashboard::kDefaultMaxEventStreams,
           "study pages open at once with live updates; more are refused until one closes");
 ABSL_FLAG(int, max_connections, dhpt::dashboard::kDefaultMaxConnections,
           "HTTP connections served at once (live pages among them), half of them at most from "
-          "one address; more are answered 503 at once");
+          "one address (--per_address_share); more are answered 503 at once");
+ABSL_FLAG(double, per_address_share, dhpt::dashboard::kDefaultPerAddressShare,
+          "the share of --max_connections one client address may hold (above 0, at most 1). "
+          "Every browser behind a proxy or kubectl port-forward is one address and shares it: "
+          "give 1 there");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -42,7 +46,8 @@ int main(int argc, char** argv) {
   };
   usage.contains_help_flags = usage.contains_helpshort_flags;
   absl::SetFlagsUsageConfig(usage);
-  dhpt::ApplyEnvironmentToFlags({"scheduler", "listen", "allow_stop", "max_event_streams", "max_connections"});
+  dhpt::ApplyEnvironmentToFlags({"scheduler", "listen", "allow_stop", "max_event_streams", "max_connections",
+                                "per_address_share"});
   dhpt::ApplyEnvironmentToFlags(dhpt::ClientSecurityFlagNames());
   dhpt::ParseFlagsOnly("dhpt-dashboard", argc, argv);
   dhpt::BlockTerminationSignals();
@@ -68,7 +73,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.connections.max_connections = absl::GetFlag(FLAGS_max_connections);
-  options.connections.max_per_client = options.connections.max_connections / 2;
+  const double share = absl::GetFlag(FLAGS_per_address_share);
+  if (!(share > 0 && share <= 1)) {
+    std::fprintf(stderr, "dhpt-dashboard: --per_address_share must be above 0 and at most 1\n");
+    return 2;
+  }
+  options.connections.max_per_client =
+      dhpt::dashboard::PerAddressLimit(options.connections.max_connections, share);
   // Every live page holds a connection; a page also needs a few for its other requests.
   if (options.connections.max_connections < options.max_event_streams + 8 ||
       options.connections.max_connections > 4096) {

@@ -451,6 +451,8 @@ test("the web dashboard is off by default; on, it reaches the scheduler with the
   assert.ok(c.args.includes("--scheduler=t-dhpt-scheduler:50051"));
   assert.ok(c.args.includes("--listen=0.0.0.0:8080"));
   assert.ok(c.args.includes("--allow-stop"));
+  // Behind kubectl port-forward every browser is 127.0.0.1: one address may use every connection.
+  assert.ok(c.args.includes("--per-address-share=1"));
   assert.ok(c.args.includes("--auth-token-file=/etc/dhpt/token/token"));
   assert.ok(c.args.includes("--tls-ca=/etc/dhpt/tls/ca.crt"));
   const token = podSpec(deployment).volumes.find((v) => v.name === "token");
@@ -460,4 +462,8 @@ test("the web dashboard is off by default; on, it reaches the scheduler with the
   assert.deepEqual(service.spec.selector, deployment.spec.selector.matchLabels);
   assert.ok(!render(["--set", "webDashboard.enabled=true"]).find((o) => o.kind === "Deployment" &&
     o.metadata.name.endsWith("-dashboard")).spec.template.spec.containers[0].args.includes("--allow-stop"));
+  const shared = container(find(render(["--set", "webDashboard.enabled=true", "--set",
+    "webDashboard.perAddressShare=0.25"]), "Deployment", "-dashboard"));
+  assert.ok(shared.args.includes("--per-address-share=0.25"), shared.args.join(" "));
+  assert.match(renderFails(["--set", "webDashboard.perAddressShare=0"]), /perAddressShare/);
 });

@@ -1,7 +1,11 @@
 // Hostile and careless clients against the real scheduler: cancelled and frozen watchers,
-// forged results, impostors, floods, flapping workers, stuck trials and graceful stops.
+// forged results, impostors, floods, flapping workers, stuck trials and graceful stops; and
+// the dashboard's share of connections for one address.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,8 +22,8 @@
 #include <regex>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -33,6 +37,7 @@
 namespace dhpt::testing {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
@@ -422,6 +427,63 @@ TEST(HardeningTest, AFloodOfWorkerConnectionsIsLoggedAsCounts) {
             scheduler::kWorkerLogLines * (seen.summaries + 1)) << output.text();
   EXPECT_THAT(output.text(), ContainsRegex("not logged \\(more than 20 lines in 1s\\); [0-9]+ "
                                            "workers connected now"));
+}
+
+// Every browser behind a kubectl port-forward comes from 127.0.0.1 and so shares one address's
+// part of the dashboard's --max_connections; --per_address_share sets that part (1 there).
+// 30 connections from one address with their requests begun, at a share of a quarter of 40:
+// 10 are served and held, the other 20 are answered 503 at once (at the half it was fixed at
+// before, 10 would be).
+TEST(HardeningTest, TheDashboardsPerAddressShareIsAFlag) {
+  OutputReader output;
+  std::unique_ptr<cli::ChildProcess> dashboard = StartProcess(
+      {DHPT_BIN_DIR "/dhpt-dashboard", "--scheduler=127.0.0.1:1", "--listen=127.0.0.1:0",
+       "--max_event_streams=8", "--max_connections=40", "--per_address_share=0.25"},
+      output.write_fd());
+  output.Started();
+  ASSERT_TRUE(output.WaitForText("dashboard at http://127.0.0.1:")) << output.text();
+  int port = 0;
+  const std::string text = output.text();
+  const size_t at = text.find("127.0.0.1:") + std::strlen("127.0.0.1:");
+  ASSERT_TRUE(absl::SimpleAtoi(text.substr(at, text.find('/', at) - at), &port)) << text;
+
+  constexpr int kConnections = 30;
+  std::vector<int> held;
+  for (int i = 0; i < kConnections; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0) << i;
+    const std::string begun = "GET / HTTP/1.1\r\n";  // Held: the request is never finished.
+    ASSERT_EQ(send(fd, begun.data(), begun.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(begun.size()));
+    held.push_back(fd);
+  }
+  std::vector<std::string> answers(kConnections);
+  auto refused = [&] {
+    int count = 0;
+    for (int i = 0; i < kConnections; ++i) {
+      char buffer[4096];
+      ssize_t n;
+      while ((n = recv(held[i], buffer, sizeof(buffer), MSG_DONTWAIT)) > 0) {
+        answers[i].append(buffer, static_cast<size_t>(n));
+      }
+      count += absl::StartsWith(answers[i], "HTTP/1.1 503") ? 1 : 0;
+    }
+    return count;
+  };
+  // Within the request timeout (10 s), before the held ones are cut.
+  EXPECT_TRUE(WaitFor([&] { return refused() == 20; }, absl::Seconds(8))) << refused();
+  EXPECT_EQ(refused(), 20);
+  EXPECT_THAT(answers, Contains(HasSubstr("your address already holds 10 connections")));
+  for (int fd : held) close(fd);
+
+  // Out of range: refused at start, saying what is allowed.
+  const auto [status, said] = RunBinary("dhpt-dashboard", "--listen=127.0.0.1:0 --per_address_share=0");
+  EXPECT_EQ(status, 2) << said;
+  EXPECT_THAT(said, HasSubstr("--per_address_share must be above 0 and at most 1"));
 }
 
 // XGBoost trials that run for seconds, so a signal lands mid-trial.
