@@ -23,6 +23,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_common.h"
 #include "services/optimizer/conditional_benchmark.h"
 #include "services/optimizer/optimizer.h"
 
@@ -61,22 +62,13 @@ std::vector<double> Run(const Contender& c, uint64_t seed, int budget) {
   return best;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 }  // namespace
 }  // namespace dhpt::optimizer
 
 int main(int argc, char** argv) {
   using namespace dhpt::optimizer;
   absl::ParseCommandLine(argc, argv);
-  std::vector<int> budgets;
-  for (absl::string_view b : absl::StrSplit(absl::GetFlag(FLAGS_budgets), ',')) {
-    budgets.push_back(std::stoi(std::string(b)));
-  }
+  const std::vector<int> budgets = dhpt::bench::ParseBudgets(absl::GetFlag(FLAGS_budgets));
   const int max_budget = *std::max_element(budgets.begin(), budgets.end());
   auto config = [](Algorithm a) {
     OptimizerConfig c;
@@ -112,7 +104,7 @@ int main(int argc, char** argv) {
     }
     std::printf("| %s |", c.label.c_str());
     for (size_t k = 0; k < budgets.size(); ++k) {
-      std::printf(" %.4f |", Median(at[k]));
+      std::printf(" %.4f |", dhpt::bench::Median(at[k]));
       if (out.is_open()) {
         out << "conditional@" << budgets[k] << "\t" << c.label << "\t" << absl::StrJoin(at[k], ",")
             << "\n";

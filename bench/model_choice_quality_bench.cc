@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_common.h"
 #include "services/cli/study_file.h"
 #include "services/common/param_values.h"
 #include "services/study/model_choice.h"
@@ -65,17 +66,6 @@ namespace {
 
 using optimizer::Point;
 using optimizer::SearchSpace;
-
-void WriteCsv(const std::filesystem::path& path, const worker::Dataset& data) {
-  std::ofstream out(path);
-  for (int64_t j = 0; j < data.cols; ++j) out << data.feature_names[j] << ",";
-  out << "y\n";
-  out.precision(9);
-  for (int64_t i = 0; i < data.rows; ++i) {
-    for (int64_t j = 0; j < data.cols; ++j) out << data.features[i * data.cols + j] << ",";
-    out << data.target[i] << "\n";
-  }
-}
 
 // The space with no conditions: every parameter always drawn.
 SearchSpace Flat(const SearchSpace& space) {
@@ -157,12 +147,6 @@ std::vector<double> Run(const SearchSpace& space, const optimizer::OptimizerConf
   return best;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int Main() {
   absl::StatusOr<v1::StudySpec> read = cli::ReadStudyFile(absl::GetFlag(FLAGS_study));
   if (!read.ok()) {
@@ -178,14 +162,9 @@ int Main() {
     return 2;
   }
   if (const std::string dir = absl::GetFlag(FLAGS_export_dir); !dir.empty()) {
-    std::filesystem::create_directories(dir);
-    WriteCsv(std::filesystem::path(dir) / "train.csv", (*data)->train);
-    WriteCsv(std::filesystem::path(dir) / "validation.csv", (*data)->validation);
+    WriteSplitCsv(dir, **data);
   }
-  std::vector<int> budgets;
-  for (absl::string_view b : absl::StrSplit(absl::GetFlag(FLAGS_budgets), ',')) {
-    budgets.push_back(std::stoi(std::string(b)));
-  }
+  const std::vector<int> budgets = ParseBudgets(absl::GetFlag(FLAGS_budgets));
   const int max_budget = *std::max_element(budgets.begin(), budgets.end());
   std::ofstream out;
   if (!absl::GetFlag(FLAGS_regrets_out).empty()) out.open(absl::GetFlag(FLAGS_regrets_out));

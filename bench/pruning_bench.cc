@@ -27,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/bench_common.h"
 #include "services/cli/study_file.h"
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
@@ -58,25 +59,12 @@ ABSL_FLAG(std::string, out, "", "append one JSON line per study here (default: s
 namespace dhpt::bench {
 namespace {
 
-void WriteCsv(const std::filesystem::path& path, const worker::Dataset& data) {
-  std::ofstream out(path);
-  for (int64_t j = 0; j < data.cols; ++j) out << data.feature_names[j] << ",";
-  out << "y\n";
-  out.precision(9);
-  for (int64_t i = 0; i < data.rows; ++i) {
-    for (int64_t j = 0; j < data.cols; ++j) out << data.features[i * data.cols + j] << ",";
-    out << data.target[i] << "\n";
-  }
-}
-
 absl::Status ExportData(const v1::StudySpec& spec, const std::string& dir,
                         const worker::DatasetOptions& options) {
   worker::DatasetCache cache(options);
   absl::StatusOr<std::shared_ptr<const worker::SplitDataset>> split = cache.Get(spec.dataset());
   if (!split.ok()) return split.status();
-  std::filesystem::create_directories(dir);
-  WriteCsv(std::filesystem::path(dir) / "train.csv", (*split)->train);
-  WriteCsv(std::filesystem::path(dir) / "validation.csv", (*split)->validation);
+  WriteSplitCsv(dir, **split);
   return absl::OkStatus();
 }
 
