@@ -191,21 +191,6 @@ class RawWatcher : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBu
   absl::Notification done_;
 };
 
-v1::StudySpec FunctionSpec(const std::string& name, int max_trials) {
-  v1::StudySpec spec;
-  spec.set_name(name);
-  spec.mutable_model()->set_kind(v1::Model::FUNCTION);
-  spec.mutable_model()->set_function("styblinski_tang");
-  for (const char* p : {"x1", "x2"}) {
-    v1::Parameter* parameter = spec.add_parameters();
-    parameter->set_name(p);
-    parameter->mutable_double_range()->set_min(-5);
-    parameter->mutable_double_range()->set_max(5);
-  }
-  spec.set_max_trials(max_trials);
-  return spec;
-}
-
 struct Latencies {
   std::map<std::string, std::vector<double>> ms;
   void Add(const std::string& rpc, absl::Duration took) {
@@ -281,7 +266,7 @@ Run MeasureRun(const Scheduler& scheduler, v1::StudyService::Stub& stub,
   {
     grpc::ClientContext context;
     v1::Study study;
-    if (!stub.CreateStudy(&context, FunctionSpec(name, trials), &study).ok()) std::abort();
+    if (!stub.CreateStudy(&context, testing::InstantStudySpec(name, trials), &study).ok()) std::abort();
   }
   std::vector<std::unique_ptr<RawWatcher>> readers;
   for (int i = 0; i < watchers; ++i) {
@@ -400,7 +385,7 @@ int MemoryRuns(const std::string& binary, const std::string& db) {
       const int64_t rss_empty = ResidentBytes(scheduler.pid);
       const absl::Time loading = absl::Now();
       for (int s = 0; s < ended; ++s) {
-        v1::StudySpec spec = FunctionSpec(absl::StrCat("study-", s), per_study + 10);
+        v1::StudySpec spec = testing::InstantStudySpec(absl::StrCat("study-", s), per_study + 10);
         grpc::ClientContext create;
         v1::Study study;
         if (grpc::Status created = users->CreateStudy(&create, spec, &study); !created.ok()) {
@@ -414,7 +399,7 @@ int MemoryRuns(const std::string& binary, const std::string& db) {
         (void)users->StopStudy(&stop, request, &study);
       }
       // The active one: no worker runs it, its trials added like the others'.
-      v1::StudySpec spec = FunctionSpec("active", active + 1'000);
+      v1::StudySpec spec = testing::InstantStudySpec("active", active + 1'000);
       grpc::ClientContext create;
       v1::Study study;
       if (!users->CreateStudy(&create, spec, &study).ok() ||
@@ -496,7 +481,7 @@ int main(int argc, char** argv) {
   const absl::Time loading = absl::Now();
   for (int s = 0; s < others; ++s) {
     const bool waiting = s % 10 == 9;  // One in ten waits for a GPU worker; the rest stopped.
-    v1::StudySpec spec = FunctionSpec(absl::StrCat("study-", s), per_study + 10);
+    v1::StudySpec spec = testing::InstantStudySpec(absl::StrCat("study-", s), per_study + 10);
     if (waiting) {
       spec.mutable_model()->set_kind(v1::Model::AUTOENCODER);
       spec.mutable_model()->clear_function();
@@ -514,28 +499,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "CreateStudy: %s\n", created.error_message().c_str());
       return 1;
     }
-    const std::string metric = study.spec().objective().metric();
-    for (int done = 0; done < per_study;) {
-      v1::AddTrialsRequest add;
-      add.set_study(spec.name());
-      const int batch = std::min(per_study - done, 10'000);
-      for (int t = 0; t < batch; ++t, ++done) {
-        v1::AddedTrial* trial = add.add_trials();
-        for (const v1::Parameter& p : spec.parameters()) {
-          const double span = p.double_range().max() - p.double_range().min();
-          (*trial->mutable_params())[p.name()].set_number_value(
-              p.double_range().min() + span * ((done * 7919 + (p.name().size() * 104729)) % 100003) / 100003.0);
-        }
-        (*trial->mutable_metrics())[metric] = done;
-      }
-      grpc::ClientContext context;
-      v1::AddTrialsResponse added;
-      grpc::Status status = users->AddTrials(&context, add, &added);
-      if (!status.ok()) {
-        std::fprintf(stderr, "AddTrials: %s\n", status.error_message().c_str());
-        return 1;
-      }
-    }
+    if (!AddFinished(*users, spec, study.spec().objective().metric(), per_study)) return 1;
     if (!waiting) {
       grpc::ClientContext stop;
       v1::StopStudyRequest request;
@@ -612,7 +576,7 @@ int main(int argc, char** argv) {
     v1::Study study;
     Timed(idle, "GetStudy", [&](grpc::ClientContext* c) { return users->GetStudy(c, get, &study); });
     for (int which = 0; which < 4; ++which) TimeRead(*users, "study-0", which, idle);
-    v1::StudySpec spec = FunctionSpec(absl::StrCat("idle-", i), 1);
+    v1::StudySpec spec = testing::InstantStudySpec(absl::StrCat("idle-", i), 1);
     Timed(idle, "CreateStudy", [&](grpc::ClientContext* c) { return users->CreateStudy(c, spec, &study); });
   }
   std::string rpcs;

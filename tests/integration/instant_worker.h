@@ -3,16 +3,35 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "dhpt/v1/study_service.pb.h"
 #include "dhpt/v1/worker_service.grpc.pb.h"
 #include "services/rpc/stream_outbox.h"
 
 namespace dhpt::testing {
+
+// A study of no-op trials for the instant workers to settle: Styblinski-Tang in two
+// dimensions, as fast to compute as a trial can be.
+inline v1::StudySpec InstantStudySpec(const std::string& name, int max_trials) {
+  v1::StudySpec spec;
+  spec.set_name(name);
+  spec.mutable_model()->set_kind(v1::Model::FUNCTION);
+  spec.mutable_model()->set_function("styblinski_tang");
+  for (const char* p : {"x1", "x2"}) {
+    v1::Parameter* parameter = spec.add_parameters();
+    parameter->set_name(p);
+    parameter->mutable_double_range()->set_min(-5);
+    parameter->mutable_double_range()->set_max(5);
+  }
+  spec.set_max_trials(max_trials);
+  return spec;
+}
 
 // A worker stream that answers every assignment at once with a result: what it costs the
 // scheduler to hand out and settle a trial, without any training (bench/scale_bench's fleet,

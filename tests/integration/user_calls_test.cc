@@ -21,21 +21,6 @@
 namespace dhpt::testing {
 namespace {
 
-v1::StudySpec NoOpSpec(const std::string& name, int max_trials) {
-  v1::StudySpec spec;
-  spec.set_name(name);
-  spec.mutable_model()->set_kind(v1::Model::FUNCTION);
-  spec.mutable_model()->set_function("styblinski_tang");
-  for (const char* p : {"x1", "x2"}) {
-    v1::Parameter* parameter = spec.add_parameters();
-    parameter->set_name(p);
-    parameter->mutable_double_range()->set_min(-5);
-    parameter->mutable_double_range()->set_max(5);
-  }
-  spec.set_max_trials(max_trials);
-  return spec;
-}
-
 // Before user calls had their own completion queue and threads, they shared gRPC's two callback
 // threads with every worker stream: with 500 streams settling trials flat out on this 2-core
 // machine, half the calls here waited 30 ms or more (and the slowest 0.1 s and more), while the
@@ -51,7 +36,7 @@ TEST(UserCallsTest, AnswerInMillisecondsDuringAFloodOfWorkerMessages) {
   {
     grpc::ClientContext context;
     v1::Study study;
-    const grpc::Status created = users->CreateStudy(&context, NoOpSpec("flooded", 1'000'000), &study);
+    const grpc::Status created = users->CreateStudy(&context, InstantStudySpec("flooded", 1'000'000), &study);
     ASSERT_TRUE(created.ok()) << created.error_message();
   }
   // The workers on channels of their own, a few streams each, as many nodes would be.
@@ -91,7 +76,7 @@ TEST(UserCallsTest, AnswerInMillisecondsDuringAFloodOfWorkerMessages) {
       status = users->ListTrials(&context, request, &page);
     } else {
       v1::Study study;
-      status = users->CreateStudy(&context, NoOpSpec(absl::StrCat("side-", i), 10), &study);
+      status = users->CreateStudy(&context, InstantStudySpec(absl::StrCat("side-", i), 10), &study);
     }
     latencies.push_back(absl::Now() - start);
     ASSERT_TRUE(status.ok()) << status.error_message();
