@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "services/common/log_limiter.h"
 
 namespace dhpt {
@@ -23,36 +27,41 @@ TEST(LoggingTest, PrintableTextAndUtf8AreKept) {
   EXPECT_EQ(EscapeControlCharacters("study \"naïve\" <b>"), "study \"naïve\" <b>");
 }
 
+constexpr absl::Time kT0 = absl::FromUnixSeconds(1000);
+
+// What the limiter makes of events (kind, seconds after kT0), in order: '+' logged, '-'
+// counted.
+std::string Admits(LogLimiter& limiter, const std::vector<std::pair<const char*, int>>& events) {
+  std::string out;
+  for (const auto& [kind, second] : events) {
+    out += limiter.Admit(kind, kT0 + absl::Seconds(second)) ? '+' : '-';
+  }
+  return out;
+}
+
 // A flood of events: the first lines of an interval are logged, the rest told as one count
 // once the interval has ended (before the first line of the next).
 TEST(LogLimiterTest, PastItsLinesAnIntervalIsCountedAndToldWhenItEnds) {
   LogLimiter limiter(2, absl::Seconds(10));
-  const absl::Time t0 = absl::FromUnixSeconds(1000);
-  EXPECT_TRUE(limiter.Admit("connects", t0));
-  EXPECT_TRUE(limiter.Admit("disconnects", t0 + absl::Seconds(1)));
-  EXPECT_FALSE(limiter.Admit("connects", t0 + absl::Seconds(2)));
-  EXPECT_FALSE(limiter.Admit("disconnects", t0 + absl::Seconds(3)));
-  EXPECT_FALSE(limiter.Admit("connects", t0 + absl::Seconds(4)));
-  EXPECT_EQ(limiter.Summary(t0 + absl::Seconds(9)), "");  // The interval still runs.
-  EXPECT_FALSE(limiter.Admit("connects", t0 + absl::Seconds(11)));  // Not yet told: counted.
-  EXPECT_EQ(limiter.Summary(t0 + absl::Seconds(12)), "3 connects, 1 disconnects");
-  EXPECT_EQ(limiter.Summary(t0 + absl::Seconds(30)), "");  // Told once.
+  EXPECT_EQ(Admits(limiter, {{"connects", 0}, {"disconnects", 1}, {"connects", 2},
+                             {"disconnects", 3}, {"connects", 4}}),
+            "++---");
+  EXPECT_EQ(limiter.Summary(kT0 + absl::Seconds(9)), "");  // The interval still runs.
+  EXPECT_EQ(Admits(limiter, {{"connects", 11}}), "-");     // Not yet told: counted.
+  EXPECT_EQ(limiter.Summary(kT0 + absl::Seconds(12)), "3 connects, 1 disconnects");
+  EXPECT_EQ(limiter.Summary(kT0 + absl::Seconds(30)), "");  // Told once.
   // The next interval starts with its own lines.
-  EXPECT_TRUE(limiter.Admit("connects", t0 + absl::Seconds(31)));
-  EXPECT_TRUE(limiter.Admit("connects", t0 + absl::Seconds(31)));
-  EXPECT_FALSE(limiter.Admit("connects", t0 + absl::Seconds(31)));
+  EXPECT_EQ(Admits(limiter, {{"connects", 31}, {"connects", 31}, {"connects", 31}}), "++-");
 }
 
 TEST(LogLimiterTest, AQuietIntervalStartsAfreshAndZeroLogsEveryLine) {
   LogLimiter limiter(1, absl::Seconds(10));
-  const absl::Time t0 = absl::FromUnixSeconds(1000);
-  EXPECT_TRUE(limiter.Admit("connects", t0));
-  EXPECT_TRUE(limiter.Admit("connects", t0 + absl::Seconds(10)));
-  EXPECT_TRUE(limiter.Admit("connects", t0 + absl::Seconds(25)));
-  EXPECT_EQ(limiter.Summary(t0 + absl::Seconds(60)), "");
+  EXPECT_EQ(Admits(limiter, {{"connects", 0}, {"connects", 10}, {"connects", 25}}), "+++");
+  EXPECT_EQ(limiter.Summary(kT0 + absl::Seconds(60)), "");
   LogLimiter every(1, absl::ZeroDuration());
-  for (int i = 0; i < 100; ++i) EXPECT_TRUE(every.Admit("connects", t0));
-  EXPECT_EQ(every.Summary(t0 + absl::Hours(1)), "");
+  EXPECT_EQ(Admits(every, std::vector<std::pair<const char*, int>>(100, {"connects", 0})),
+            std::string(100, '+'));
+  EXPECT_EQ(every.Summary(kT0 + absl::Hours(1)), "");
 }
 
 }  // namespace
