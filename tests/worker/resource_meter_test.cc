@@ -1,6 +1,7 @@
 #include "services/worker/resource_meter.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -93,7 +94,8 @@ TEST(ResourceMeterTest, AResetWithinTheTrialKeepsTheTrialsPeak) {
 
 // The heartbeat's utilisation counts a trial's processes while they run (a COMMAND trial: the
 // worker's child, the supervisor, and its child, the command), then once when they are reaped.
-// The grandchild here reports when it has used kWork of CPU and waits to be killed.
+// The grandchild here reports when it has used kWork of CPU and waits to be killed; both are
+// non-dumpable, as a supervisor is.
 TEST(WorkerUtilisationMeterTest, CountsALiveProcessTreeWhileItRunsAndOnceAfter) {
   constexpr double kWork = 0.5;
   constexpr double kTicks = 0.05;  // /proc counts in 10 ms ticks, a few per process.
@@ -103,6 +105,9 @@ TEST(WorkerUtilisationMeterTest, CountsALiveProcessTreeWhileItRunsAndOnceAfter) 
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
+    // As a COMMAND trial's supervisor, forked from a worker that made itself non-dumpable
+    // (HideFromCommands): its /proc entries are root's, their times still readable.
+    prctl(PR_SET_DUMPABLE, 0);
     const pid_t grandchild = fork();
     if (grandchild == 0) {
       Spin(kWork);
