@@ -456,7 +456,12 @@ absl::StatusOr<std::string> DashboardServer::State::ReadPlots(const std::string&
     page_token = page.next_page_token();
     return true;
   });
-  if (!status.ok()) return status;
+  if (!status.ok()) {
+    // Whatever went wrong, the next read starts afresh rather than from what was kept.
+    absl::MutexLock lock(&plot_mutex);
+    plot_cache.erase(study);
+    return status;
+  }
   PlotSample prefix = sample.Before(unfinished_mark ? *unfinished_mark
                                     : last_page_mark ? *last_page_mark
                                                      : sample.mark());
