@@ -116,9 +116,10 @@ try {
     const ms = (xs) => median(xs.map((x) => x.ms ?? x)).toFixed(0);
     // The first open reads the whole history (the dashboard had not seen the study); later
     // ones read only from where the study still moves (a finished study: its last page).
-    rows.push({n, importSeconds: importSeconds.toFixed(1), cold: pageMs[0].toFixed(0), page: ms(pageMs.slice(1)), plots: ms(plotsMs), history: ms(history),
+    rows.push({n, importSeconds: importSeconds.toFixed(1), cold: pageMs[0].toFixed(0), page: ms(pageMs.slice(1)), plotsCold: plotsMs[0].toFixed(0), plots: ms(plotsMs.slice(1)), history: ms(history),
                historyKiB: (history[0].bytes / 1024).toFixed(0), firstPage: ms(firstPage), sorted: ms(sorted),
-               lastTrial: ms(lastTrial), points, heapMiB: heapMiB.toFixed(1), ...memory(dashboardPid)});
+               lastTrial: ms(lastTrial), points, heapMiB: heapMiB.toFixed(1), ...memory(dashboardPid),
+               load: readFileSync('/proc/loadavg', 'utf8').split(' ')[0]});
     console.error(JSON.stringify(rows[rows.length - 1]));
   }
 } finally {
@@ -126,11 +127,11 @@ try {
   for (const child of children) child.kill('SIGTERM');
   rmSync(dir, {recursive: true, force: true});
 }
-console.log('| trials | import (s) | usable study page, first open (ms) | then (ms) | every plot drawn (ms) | /api/history (ms, KiB) | table page 1 (ms) | ' +
-            'sorted by value (ms) | last trial page (ms) | plot marks | page JS heap (MiB) | dashboard RSS / peak (MiB) |');
-console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+console.log('| trials | import (s) | usable study page, first open (ms) | then (ms) | every plot drawn, first open (ms) | then (ms) | /api/history (ms, KiB) | table page 1 (ms) | ' +
+            'sorted by value (ms) | last trial page (ms) | plot marks | page JS heap (MiB) | dashboard RSS / peak (MiB) | load (1 min) |');
+console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
 for (const r of rows) {
-  console.log(`| ${r.n.toLocaleString('en')} | ${r.importSeconds} | ${r.cold} | ${r.page} | ${r.plots} | ${r.history}, ${r.historyKiB} | ` +
+  console.log(`| ${r.n.toLocaleString('en')} | ${r.importSeconds} | ${r.cold} | ${r.page} | ${r.plotsCold} | ${r.plots} | ${r.history}, ${r.historyKiB} | ` +
               `${r.firstPage} | ${r.sorted} | ${r.lastTrial} | ${r.points} | ${r.heapMiB} | ` +
-              `${r.rssMiB.toFixed(0)} / ${r.peakMiB.toFixed(0)} |`);
+              `${r.rssMiB.toFixed(0)} / ${r.peakMiB.toFixed(0)} | ${r.load} |`);
 }

@@ -9,6 +9,7 @@
 #include <deque>
 #include <list>
 #include <map>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -46,9 +47,10 @@ constexpr size_t kHistoryCacheStudies = 64;
 // Studies up to this many trials get their intermediate values read for the plots (100 trials
 // a page, so at most 100 pages).
 constexpr int64_t kMaxPlotCurveTrials = 10000;
-// Trials the plots are drawn from at most (about: every trial that improved on the best comes
-// too); the plots themselves show at most 2,000 points each (analysis::kMaxPointsPerSeries).
-constexpr int64_t kMaxPlotTrials = 20000;
+// Studies whose plot sample (PlotSample, up to where the study still changes) and last answer
+// are kept between reads: each holds up to about kMaxPlotTrials trials in the analyses' form
+// (a few MiB, more with intermediate values), so only a few.
+constexpr size_t kPlotCacheStudies = 4;
 // How long Stop waits for the open event streams to end their answers.
 constexpr absl::Duration kStopGrace = absl::Seconds(2);
 
@@ -69,6 +71,12 @@ int HttpStatus(const absl::Status& status) {
 void Fail(httplib::Response& res, const absl::Status& status) {
   res.status = HttpStatus(status);
   res.set_content(ErrorJson(status.message()), kJson);
+}
+
+// A plots answer (PlotsJson's object) with "read": the trials read from the scheduler for it,
+// the rest coming from what the dashboard kept; what bounds a large study's reads.
+std::string WithRead(absl::string_view answer, int64_t read) {
+  return absl::StrCat("{\"read\":", read, ",", answer.substr(1));
 }
 
 bool Permanent(const absl::Status& status) {
@@ -175,6 +183,10 @@ struct DashboardServer::State {
   // The study-insight plots (services/analysis): importance, parallel coordinates, slice,
   // contour, intermediate values, EDF, timeline, and Pareto front and hypervolume.
   void Plots(const std::string& study, httplib::Response& res);
+  // The plots' JSON, from the kept sample and answer where they still hold (see ReadPlots).
+  absl::StatusOr<std::string> PlotsOf(const std::string& study);
+  absl::StatusOr<std::string> ReadPlots(const std::string& study);
+  std::string PlotsJson(const std::string& study, const PlotSample& sample, bool curves);
   // Reads the newest studies' histories once at start, so their pages open at once.
   void WarmUp();
   void Trials(const httplib::Request& req, httplib::Response& res);
@@ -201,6 +213,22 @@ struct DashboardServer::State {
   absl::Mutex history_mutex;
   std::map<std::string, CachedHistory> history_cache ABSL_GUARDED_BY(history_mutex);
   uint64_t history_uses ABSL_GUARDED_BY(history_mutex) = 0;
+
+  // Each study's plot sample up to where it still changes, and the last answer while nothing
+  // can change (see ReadPlots).
+  struct CachedPlots {
+    std::string key;           // The study's create time.
+    PlotSample prefix;         // The trials before resume_token's page.
+    std::string resume_token;  // Where the next read starts ("" = the first page).
+    bool curves = false;       // Whether the prefix holds intermediate values.
+    std::string counts;        // The study's counts when `answer` was made; "" while it runs.
+    std::string answer;        // "" while the study has pending or running trials.
+    uint64_t used = 0;
+  };
+  absl::Mutex plot_mutex;
+  std::map<std::string, CachedPlots> plot_cache ABSL_GUARDED_BY(plot_mutex);
+  std::set<std::string> plots_reading ABSL_GUARDED_BY(plot_mutex);  // Read now, by one request each.
+  uint64_t plot_uses ABSL_GUARDED_BY(plot_mutex) = 0;
 };
 
 void DashboardServer::State::ServeAsset(const std::string& path, httplib::Response& res) const {
@@ -354,82 +382,130 @@ absl::StatusOr<HistorySeries> DashboardServer::State::HistoryOf(const std::strin
   return series;
 }
 
-void DashboardServer::State::Plots(const std::string& study, httplib::Response& res) {
+absl::StatusOr<std::string> DashboardServer::State::PlotsOf(const std::string& study) {
+  {
+    // One read of a study at a time: a second browser opening it waits for the first read, then
+    // takes its answer or reads only what changed since.
+    absl::MutexLock lock(&plot_mutex);
+    const auto free = [&]() { return plots_reading.count(study) == 0; };  // Under plot_mutex.
+    plot_mutex.Await(absl::Condition(&free));
+    plots_reading.insert(study);
+  }
+  absl::StatusOr<std::string> answer = ReadPlots(study);
+  absl::MutexLock lock(&plot_mutex);
+  plots_reading.erase(study);
+  return answer;
+}
+
+absl::StatusOr<std::string> DashboardServer::State::ReadPlots(const std::string& study) {
   absl::StatusOr<v1::Study> found = client.GetStudy(study);
-  if (!found.ok()) return Fail(res, found.status());
+  if (!found.ok()) return found.status();
   const v1::StudySpec& spec = found->spec();
   const int64_t trials = int64_t{found->trials_pending()} + found->trials_running() +
                          found->trials_completed() + found->trials_failed() +
                          found->trials_cancelled() + found->trials_pruned() + found->trials_added();
-  // The analyses read the study in their own compact form, built page by page (never every
-  // Trial message at once). Intermediate values come in pages of 100 trials: read for studies
-  // up to kMaxPlotCurveTrials only.
+  // Intermediate values come in pages of 100 trials: read for studies up to kMaxPlotCurveTrials.
   const bool curves = trials <= kMaxPlotCurveTrials;
-  // A larger study is drawn from every stride-th trial and every trial that improved on the
-  // best so far (single objective), so what is held stays near kMaxPlotTrials whatever its size.
-  const int64_t stride = std::max<int64_t>(1, (trials + kMaxPlotTrials - 1) / kMaxPlotTrials);
-  const bool maximize = spec.objective().goal() == v1::Objective::MAXIMIZE;
-  std::optional<double> best;
-  int64_t seen = 0, kept = 0;
-  const auto keep = [&](const v1::Trial& trial) {
-    bool improves = false;
-    if (spec.objectives_size() == 0 && trial.state() == v1::Trial::COMPLETED &&
-        trial.has_objective_value()) {
-      const double value = trial.objective_value();
-      improves = !best || (maximize ? value > *best : value < *best);
-      if (improves) best = value;
-    }
-    // Every trial counts in `seen` (an improving one too: the count is what the page shows).
-    const bool sampled = seen++ % stride == 0;
-    return improves || sampled;
-  };
-  analysis::StudyData data;
-  std::optional<v1::Trial> anchor;  // Times are seconds since the earliest trial's creation.
+  const std::string key = absl::StrCat(found->create_time().seconds(), ".", found->create_time().nanos());
+  // A study with no pending or running trial changes only by gaining trials (AddTrials, an
+  // extended study), which its counts show: while they stay, the last answer stands (its
+  // state may still move, to COMPLETED once the scheduler notices: not what the plots show).
+  const std::string counts =
+      found->trials_pending() + found->trials_running() > 0
+          ? ""
+          : absl::StrCat(trials, ":", found->trials_completed(), ":", found->trials_failed(), ":",
+                         found->trials_pruned(), ":", found->trials_cancelled());
+  // As the history (HistoryOf): the sample up to the first page that held an unfinished trial
+  // never changes, so it is kept and only the rest is read again, while the stride and whether
+  // curves are read stay the same (the stride doubles as the study doubles past kMaxPlotTrials).
+  PlotSample sample(spec, trials);
   v1::ListTrialsRequest request;
   request.set_study(study);
   request.set_page_size(kScanPageSize);
   request.set_intermediate_values(curves);
+  {
+    absl::MutexLock lock(&plot_mutex);
+    auto it = plot_cache.find(study);
+    if (it != plot_cache.end() && it->second.key == key) {
+      it->second.used = ++plot_uses;
+      if (!counts.empty() && it->second.counts == counts) return WithRead(it->second.answer, 0);
+      if (it->second.curves == curves && it->second.prefix.stride() == sample.stride()) {
+        sample = it->second.prefix;
+        request.set_page_token(it->second.resume_token);
+      }
+    }
+  }
+  const int64_t seen_before = sample.seen();
+  // Where the next read resumes: the first page that held an unfinished trial, or else the
+  // last page (a trial added to a finished study lands there or after).
+  std::optional<PlotSample::Mark> unfinished_mark, last_page_mark;
+  std::string unfinished_token, last_page_token, page_token = request.page_token();
+  const auto unfinished = [](const v1::Trial& trial) {
+    return trial.state() == v1::Trial::PENDING || trial.state() == v1::Trial::RUNNING;
+  };
   absl::Status status = client.EachTrialPage(request, [&](v1::ListTrialsResponse& page) {
-    if (page.trials_size() == 0) return true;
-    std::vector<v1::Trial> page_trials;
-    page_trials.reserve(page.trials_size() + 1);
-    if (!anchor) anchor = page.trials(0);
-    const bool first = data.trials.empty();
-    if (!first) page_trials.push_back(*anchor);  // The same time origin on every page.
-    for (const v1::Trial& trial : page.trials()) {
-      if (keep(trial)) page_trials.push_back(trial);
+    if (!unfinished_mark && std::any_of(page.trials().begin(), page.trials().end(), unfinished)) {
+      unfinished_mark = sample.mark();
+      unfinished_token = page_token;
     }
-    kept += static_cast<int64_t>(page_trials.size()) - (first ? 0 : 1);
-    analysis::StudyData part = analysis::StudyDataFromProto(
-        spec, page_trials, std::vector<v1::TrialCurve>(page.curves().begin(), page.curves().end()));
-    if (first) {
-      data = std::move(part);
-    } else {
-      data.trials.insert(data.trials.end(), std::make_move_iterator(part.trials.begin() + 1),
-                         std::make_move_iterator(part.trials.end()));
+    if (page.trials_size() > 0) {
+      last_page_mark = sample.mark();
+      last_page_token = page_token;
     }
+    sample.AddPage(page.trials(), page.curves());
+    page_token = page.next_page_token();
     return true;
   });
-  if (!status.ok()) return Fail(res, status);
-  if (data.trials.empty()) data = analysis::StudyDataFromProto(spec, {});
+  if (!status.ok()) {
+    // Whatever went wrong, the next read starts afresh rather than from what was kept.
+    absl::MutexLock lock(&plot_mutex);
+    plot_cache.erase(study);
+    return status;
+  }
+  PlotSample prefix = sample.Before(unfinished_mark ? *unfinished_mark
+                                    : last_page_mark ? *last_page_mark
+                                                     : sample.mark());
+  const std::string resume_token = unfinished_mark ? unfinished_token
+                                   : last_page_mark ? last_page_token
+                                                    : page_token;
+  std::string answer = PlotsJson(study, sample, curves);
+  absl::MutexLock lock(&plot_mutex);
+  plot_cache.insert_or_assign(
+      study, CachedPlots{key, std::move(prefix), resume_token, curves, counts,
+                         counts.empty() ? "" : answer, ++plot_uses});
+  // Bounded: the study looked at longest ago is read whole again if it comes back.
+  while (plot_cache.size() > kPlotCacheStudies) {
+    auto oldest = plot_cache.begin();
+    for (auto it = plot_cache.begin(); it != plot_cache.end(); ++it) {
+      if (it->second.used < oldest->second.used) oldest = it;
+    }
+    plot_cache.erase(oldest);
+  }
+  return WithRead(answer, sample.seen() - seen_before);
+}
+
+std::string DashboardServer::State::PlotsJson(const std::string& study, const PlotSample& sample,
+                                              bool curves) {
+  const analysis::StudyData& data = sample.data();
   std::optional<analysis::ImportanceResult> importance;
   std::string importance_error;
   v1::GetParamImportancesRequest importance_request;
   importance_request.set_study(study);
-  absl::StatusOr<v1::GetParamImportancesResponse> answer = client.GetParamImportances(importance_request);
-  if (answer.ok()) {
+  absl::StatusOr<v1::GetParamImportancesResponse> importances =
+      client.GetParamImportances(importance_request);
+  if (importances.ok()) {
     importance.emplace();
-    importance->objective = answer->objective_metric();
-    importance->trials_considered = answer->trials_considered();
-    importance->trials_used = answer->trials_used();
-    importance->evaluator = answer->evaluator() == v1::GetParamImportancesRequest::FANOVA
+    importance->objective = importances->objective_metric();
+    importance->trials_considered = importances->trials_considered();
+    importance->trials_used = importances->trials_used();
+    importance->evaluator = importances->evaluator() == v1::GetParamImportancesRequest::FANOVA
                                 ? analysis::Evaluator::kFanova
                                 : analysis::Evaluator::kPedAnova;
-    for (const v1::ParamImportance& p : answer->importances()) {
+    for (const v1::ParamImportance& p : importances->importances()) {
       importance->importances.push_back({p.name(), p.importance(), p.constant()});
     }
   } else {
-    importance_error = std::string(answer.status().message());
+    importance_error = std::string(importances.status().message());
   }
   std::vector<std::string> plots;
   for (analysis::PlotKind kind : analysis::AllPlotKinds()) {
@@ -461,13 +537,18 @@ void DashboardServer::State::Plots(const std::string& study, httplib::Response& 
     }
     plots.push_back(PlotJson(*plot));
   }
-  res.set_content(absl::StrCat("{\"trials\":", seen, ",\"drawn_from\":", kept, ",\"plots\":[",
-                               absl::StrJoin(plots, ","), "]}"),
-                  kJson);
+  std::string answer = absl::StrCat("{\"trials\":", sample.seen(), ",\"drawn_from\":", sample.kept(),
+                                    ",\"plots\":[", absl::StrJoin(plots, ","), "]}");
   plots.clear();
-  data = analysis::StudyData();
   // The pages just read were large and short-lived: give their memory back to the system.
   malloc_trim(0);
+  return answer;
+}
+
+void DashboardServer::State::Plots(const std::string& study, httplib::Response& res) {
+  absl::StatusOr<std::string> answer = PlotsOf(study);
+  if (!answer.ok()) return Fail(res, answer.status());
+  res.set_content(*std::move(answer), kJson);
 }
 
 void DashboardServer::State::History(const std::string& study, httplib::Response& res) {

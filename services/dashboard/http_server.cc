@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "services/dashboard/page_data.h"
 
@@ -108,11 +109,51 @@ class DeadlineStream : public httplib::Stream {
   bool expired_ = false;
 };
 
+// Why a request's length is ambiguous, or "" when it is not. A proxy in front and this server
+// could then split the connection's bytes into different requests (request smuggling):
+// cpp-httplib reads a chunked body and ignores Content-Length, reads no body at all for a GET,
+// and takes the first of several Content-Length values. RFC 9112 section 6.3.
+std::string AmbiguousLength(const httplib::Request& req) {
+  const size_t encodings = req.headers.count("Transfer-Encoding");
+  const size_t lengths = req.headers.count("Content-Length");
+  if (encodings > 0 && lengths > 0) {
+    return "a request may not have both Transfer-Encoding and Content-Length";
+  }
+  if (encodings > 1 ||
+      (encodings == 1 && !absl::EqualsIgnoreCase(req.get_header_value("Transfer-Encoding"), "chunked"))) {
+    return "Transfer-Encoding: only chunked is accepted";
+  }
+  if (lengths > 1) return "a request may have one Content-Length only";
+  return "";
+}
+
 }  // namespace
 
 GuardedServer::GuardedServer(const ConnectionLimits& limits) : limits_(limits) {
   const size_t threads = static_cast<size_t>(limits.max_connections + kSpareThreads);
   new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  Guard(nullptr);
+}
+
+httplib::Server& GuardedServer::set_pre_routing_handler(HandlerWithResponse handler) {
+  Guard(std::move(handler));
+  return *this;
+}
+
+void GuardedServer::Guard(HandlerWithResponse then) {
+  // Runs after the headers are read and before any body is (cpp-httplib reads a body only for
+  // the route that takes it); process_and_close_socket closes the connection after the answer,
+  // since whatever follows on it cannot be told apart from a body.
+  httplib::Server::set_pre_routing_handler(
+      [then = std::move(then)](const httplib::Request& req, httplib::Response& res) {
+        if (const std::string why = AmbiguousLength(req); !why.empty()) {
+          res.status = 400;
+          res.set_header("Connection", "close");
+          res.set_content(ErrorJson(why), "application/json; charset=utf-8");
+          return HandlerResponse::Handled;
+        }
+        return then ? then(req, res) : HandlerResponse::Unhandled;
+      });
 }
 
 void GuardedServer::WidenBacklog() {
@@ -172,10 +213,14 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     }
     if (!ready) break;
     stream.set_deadline(absl::Now() + limits_.request_timeout);
-    bool closed = false;
-    ret = process_request(stream, /*close_connection=*/left == 1, closed, nullptr);
-    // A request cut off at its deadline was answered 400; its client gets no second one.
-    if (!ret || closed || stream.expired()) break;
+    bool closed = false, ambiguous = false;
+    ret = process_request(stream, /*close_connection=*/left == 1, closed,
+                          [&ambiguous](httplib::Request& req) {
+                            ambiguous = !AmbiguousLength(req).empty();
+                          });
+    // A request cut off at its deadline was answered 400; its client gets no second one. Nor
+    // does one refused for an ambiguous length (what follows it may be its body).
+    if (!ret || closed || ambiguous || stream.expired()) break;
   }
   shutdown(sock, SHUT_RDWR);
   close(sock);

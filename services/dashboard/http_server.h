@@ -6,6 +6,9 @@
 // the dashboard would stop answering. Here a request must arrive whole within a deadline,
 // one address may hold only part of the connections, and a connection past a limit is
 // answered 503 at once (by threads kept spare for it) instead of waiting in the queue.
+// A request whose length two readers could take differently (Transfer-Encoding and
+// Content-Length both, as in request smuggling) is refused with 400 and its connection closed,
+// as RFC 9112 section 6.3 asks.
 
 #include <httplib.h>
 
@@ -24,6 +27,9 @@ class GuardedServer : public httplib::Server {
   // rather than cpp-httplib's 5, past which a browser opening its usual 6 connections at once
   // has one refused and retried a second later.
   void WidenBacklog();
+  // The server's own pre-routing handler runs after the framing check below (this hides
+  // httplib::Server's, which would replace it).
+  httplib::Server& set_pre_routing_handler(HandlerWithResponse handler);
 
  private:
   // Called by cpp-httplib on a pool thread for each accepted connection (it is the hook its
@@ -32,6 +38,9 @@ class GuardedServer : public httplib::Server {
   bool process_and_close_socket(socket_t sock) override;
   // Answers 503 without reading the request, then closes.
   void Refuse(socket_t sock, const std::string& why);
+  // Installs the pre-routing handler: requests whose length is ambiguous are answered 400
+  // before `then` (or any route) sees them.
+  void Guard(HandlerWithResponse then);
 
   const ConnectionLimits limits_;
   absl::Mutex mutex_;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -74,6 +75,55 @@ class HistorySeries {
   int max_buckets_;
   int64_t width_ = 1;
   std::vector<Bucket> buckets_;
+};
+
+// The trials the study-insight plots are drawn from at most (about: every trial that improved
+// on the best so far comes too); each plot shows at most 2,000 points of them
+// (analysis::kMaxPointsPerSeries).
+inline constexpr int64_t kMaxPlotTrials = 20000;
+
+// The study-insight plots' trials in the analyses' compact form (analysis::StudyData: a few
+// numbers per trial, not the Trial messages), gathered while a study's pages stream past in
+// number order. A study of more than kMaxPlotTrials trials is drawn from every stride-th trial
+// and every trial that improved on the best so far (single objective). A copy taken between
+// pages resumes where it stopped: the dashboard keeps one up to where the study still changes
+// and reads only the rest the next time.
+class PlotSample {
+ public:
+  // `trials`: how many the study has now (its summary's counts), which sets the stride.
+  PlotSample(const v1::StudySpec& spec, int64_t trials);
+  // The smallest power of two that keeps a study of `trials` within kMaxPlotTrials: a power of
+  // two so that it changes only when the study has doubled, not with every trial past the limit.
+  static int64_t StrideFor(int64_t trials);
+  // One page of trials in number order, with their curves when they were asked for.
+  void AddPage(const google::protobuf::RepeatedPtrField<v1::Trial>& trials,
+               const google::protobuf::RepeatedPtrField<v1::TrialCurve>& curves);
+  const analysis::StudyData& data() const { return data_; }
+  // Where the sample stands between two pages, and a copy of it as it was there: what a later
+  // read resumes from, copied once rather than at every page.
+  struct Mark {
+    int64_t seen = 0;
+    size_t kept = 0;
+    std::optional<double> best;
+    bool anchored = false;
+  };
+  Mark mark() const { return {seen_, data_.trials.size(), best_, anchor_.has_value()}; }
+  PlotSample Before(const Mark& mark) const;
+  int64_t stride() const { return stride_; }
+  int64_t seen() const { return seen_; }  // Every trial of the pages added.
+  int64_t kept() const { return static_cast<int64_t>(data_.trials.size()); }
+
+ private:
+  bool Keep(const v1::Trial& trial);
+
+  v1::StudySpec spec_;
+  int64_t stride_;
+  std::optional<double> best_;
+  int64_t seen_ = 0;
+  // Times are seconds since the earliest trial's creation: this first trial is put before each
+  // later page so that every page has the same origin.
+  std::optional<v1::Trial> anchor_;
+  analysis::StudyData data_;
 };
 
 // One page of a study's trial table: which rows, in which order.

@@ -245,7 +245,7 @@ std::vector<prometheus::MetricFamily> SchedulerStateCollector::Collect() const {
   auto slots = GaugeFamily("dhpt_worker_slots", "Trial slots of the connected workers by device kind and state.");
   // Each connected worker's last heartbeat utilisation (issue 31); one series per worker, as
   // many as are connected.
-  auto worker_cpu = GaugeFamily("dhpt_worker_recent_cpu_cores", "The scheduler's view: CPU cores the worker's process and its ended trial processes used over its last heartbeat interval.");
+  auto worker_cpu = GaugeFamily("dhpt_worker_recent_cpu_cores", "The scheduler's view: CPU cores the worker's process and its trials' processes (running or ended) used over its last heartbeat interval.");
   auto worker_memory = GaugeFamily("dhpt_worker_recent_memory_bytes", "The scheduler's view: resident memory of the worker process at its last heartbeat.");
   auto worker_gpu = GaugeFamily("dhpt_worker_recent_gpu_utilization_ratio", "The scheduler's view: busy share (0-1) of the worker's GPU at its last heartbeat, for workers that observe one.");
   std::map<std::string, std::array<int, 3>> by_kind = {{"cpu", {}}, {"cuda", {}}};  // workers, busy, free

@@ -2,6 +2,7 @@
 
 #include "services/worker/gpu_telemetry.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -11,6 +12,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "absl/strings/numbers.h"
 
 namespace dhpt::worker {
 
@@ -89,14 +95,70 @@ ResourceUsage ResourceMeter::Stop() const {
 
 namespace {
 
-// This process's and its reaped children's user and system time.
+// The user and system time of this process's live descendants (a COMMAND trial's supervisor
+// and every process under it), each with the time of the children it has reaped: utime, stime,
+// cutime and cstime of /proc/PID/stat. A process counts here while it lives, and in its
+// parent's reaped time once reaped (for the worker's supervisors, RUSAGE_CHILDREN): never in
+// both. A process that leaves the tree (re-parented to init) stops counting.
+double LiveDescendantsCpuSeconds() {
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return 0;
+  std::unordered_map<pid_t, std::vector<pid_t>> children;
+  std::unordered_map<pid_t, double> ticks;
+  while (const dirent* entry = readdir(proc)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // It ended meanwhile.
+    char text[1024];
+    const ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0) continue;
+    text[n] = '\0';
+    // The command name (field 2) may hold spaces and parentheses: the fields after it follow
+    // its last ')'.
+    const char* after_name = std::strrchr(text, ')');
+    char state = 0;
+    int ppid = 0;
+    unsigned long utime = 0, stime = 0;
+    long cutime = 0, cstime = 0;
+    if (after_name == nullptr ||
+        std::sscanf(after_name + 1, " %c %d %*d %*d %*d %*d %*u %*lu %*lu %*lu %*lu %lu %lu %ld %ld",
+                    &state, &ppid, &utime, &stime, &cutime, &cstime) != 6) {
+      continue;
+    }
+    children[ppid].push_back(pid);
+    ticks[pid] = static_cast<double>(utime + stime) + static_cast<double>(cutime + cstime);
+  }
+  closedir(proc);
+  double total = 0;
+  std::vector<pid_t> todo = {getpid()};
+  std::unordered_set<pid_t> seen = {getpid()};  // /proc is read as it changes: no cycles.
+  while (!todo.empty()) {
+    const pid_t parent = todo.back();
+    todo.pop_back();
+    auto it = children.find(parent);
+    if (it == children.end()) continue;
+    for (pid_t child : it->second) {
+      if (!seen.insert(child).second) continue;
+      total += ticks[child];
+      todo.push_back(child);
+    }
+  }
+  return total / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// This process's, its reaped children's and its live descendants' user and system time: a
+// COMMAND trial's processes count while they run, not only once they have ended.
 double TreeCpuSeconds() {
   auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
   rusage self{}, children{};
   getrusage(RUSAGE_SELF, &self);
   getrusage(RUSAGE_CHILDREN, &children);
   return seconds(self.ru_utime) + seconds(self.ru_stime) + seconds(children.ru_utime) +
-         seconds(children.ru_stime);
+         seconds(children.ru_stime) + LiveDescendantsCpuSeconds();
 }
 
 double CurrentRssBytes() {

@@ -44,8 +44,8 @@ std::optional<double> ResetPeakRssWithinTrial();
 class GpuReader;
 
 struct WorkerUtilisationSample {
-  // CPU seconds per wall second since the last sample: this process's, and its reaped
-  // children's (a COMMAND trial's process tree counts once it has ended).
+  // CPU seconds per wall second since the last sample: this process's and its descendants'
+  // (a COMMAND trial's process tree counts while it runs, read from /proc, and once reaped).
   double cpu_cores = 0;
   double rss_bytes = 0;                // This process's resident memory now (VmRSS).
   std::optional<double> gpu_percent;   // 0-100; absent without a GPU reader or a reading.

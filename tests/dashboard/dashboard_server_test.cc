@@ -11,6 +11,7 @@
 #include <atomic>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -113,6 +114,57 @@ TEST(DashboardServerTest, ClientsTricklingHeadersNeitherHoldTheServerNorBlockOth
   for (int s : slow) close(s);
   EXPECT_EQ(refused, kSlow - held);
   EXPECT_EQ(cut, held);
+}
+
+// A request whose length two readers would take differently is refused with 400 and its
+// connection closed, so that what follows it (here a second request, "smuggled" in what a proxy
+// in front would have taken for the body) is never served (RFC 9112 section 6.3).
+TEST(DashboardServerTest, RequestsWithAnAmbiguousLengthAreRefusedAndTheirConnectionClosed) {
+  DashboardOptions options;
+  options.scheduler = "127.0.0.1:1";  // Nothing here asks the scheduler.
+  auto server = DashboardServer::Start(options, "127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string smuggled = "GET /assets/app.css HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+       "Content-Length: 5\r\n\r\n0\r\n\r\n",
+       "both Transfer-Encoding and Content-Length"},
+      {"GET /api/studies HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+       "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+       "both Transfer-Encoding and Content-Length"},
+      {"POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+       "0\r\n\r\n",
+       "only chunked"},
+      {"POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 2\r\n\r\n"
+       "ab",
+       "one Content-Length only"},
+  };
+  for (const auto& [request, why] : cases) {
+    SCOPED_TRACE(request);
+    const int fd = Connect("127.0.0.1", (*server)->port());
+    ASSERT_GE(fd, 0);
+    const std::string sent = request + smuggled;
+    ASSERT_EQ(send(fd, sent.data(), sent.size(), MSG_NOSIGNAL), static_cast<ssize_t>(sent.size()));
+    bool timed_out = false;
+    const std::string answer = ReadToClose(fd, absl::Now() + absl::Seconds(3), timed_out);
+    close(fd);
+    EXPECT_FALSE(timed_out) << "the connection was kept open after the refusal";
+    EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 400")) << answer.substr(0, 200);
+    EXPECT_TRUE(absl::StrContains(answer, why)) << answer;
+    // One answer only: the request after it was not served.
+    EXPECT_EQ(answer.find("HTTP/1.1", 1), std::string::npos) << answer;
+  }
+  // A request with one of them is served as before.
+  const int fd = Connect("127.0.0.1", (*server)->port());
+  ASSERT_GE(fd, 0);
+  const std::string normal =
+      "POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\nab";
+  ASSERT_EQ(send(fd, normal.data(), normal.size(), MSG_NOSIGNAL), static_cast<ssize_t>(normal.size()));
+  bool timed_out = false;
+  const std::string answer = ReadToClose(fd, absl::Now() + absl::Seconds(3), timed_out);
+  close(fd);
+  EXPECT_FALSE(timed_out);
+  EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 403")) << answer.substr(0, 200);  // Read-only.
 }
 
 }  // namespace

@@ -303,6 +303,47 @@ test('a history read again from where the study still moves equals one read whol
   assert.deepEqual(after, fresh);
 });
 
+test('the plots read a study once, then only from where it still moves, then not at all', async () => {
+  // 12,000 trials (the plots read pages of 10,000), trial 11,000 still pending. The work of each
+  // answer is bounded, not timed: `read` is how many trials it read from the scheduler.
+  const name = 'resumed-plots';
+  const trials = [];
+  for (let i = 0; i < 12000; ++i) {
+    const trial = {study: name, number: String(i), state: i === 11000 ? 'PENDING' : 'COMPLETED',
+                   params: {x: {doubleValue: (i % 97) / 10}}};
+    if (i !== 11000) Object.assign(trial, {metrics: {loss: 50 + (i * 37) % 101}, objectiveValue: 50 + (i * 37) % 101,
+                                          attempt: 1, attempts: [{clientId: 'test'}], clientId: 'test'});
+    trials.push(trial);
+  }
+  writeFileSync(join(dir, 'resumed-plots.json'), JSON.stringify({
+    study: {spec: {name, model: {kind: 'EXTERNAL'}, objective: {metric: 'loss', goal: 'MINIMIZE'},
+                   algorithm: {name: 'RANDOM', seed: 1}, maxTrials: 12000,
+                   parameters: [{name: 'x', doubleRange: {min: 0, max: 10}}]}, state: 'RUNNING'},
+    trials}));
+  await dhpt('import', join(dir, 'resumed-plots.json'));
+  const plots = async (base) => {
+    const response = await fetch(`${base}/api/plots?study=${name}`);
+    assert.equal(response.status, 200);
+    return response.json();
+  };
+  const first = await plots(dashboard);
+  assert.equal(first.read, 12000);
+  assert.equal(first.trials, 12000);
+  const again = await plots(dashboard);  // The first page kept; the one with trial 11,000 read.
+  assert.equal(again.read, 2000);
+  assert.deepEqual({...again, read: 0}, {...first, read: 0});
+  assert.equal((await dhpt('ask', name, '--client=test')).stdout.split(' ')[0], '11000');
+  await dhpt('tell', name, '11000', 'loss=-1', '--client=test');
+  const told = await plots(dashboard);
+  assert.equal(told.read, 2000);
+  const fresh = await plots(stoppable);  // Never read this study before: read whole.
+  assert.equal(fresh.read, 12000);
+  assert.deepEqual({...told, read: 0}, {...fresh, read: 0});
+  // Nothing pending or running: the answer stands until the study's counts change.
+  assert.equal((await plots(dashboard)).read, 0);
+  assert.deepEqual({...(await plots(dashboard)), read: 0}, {...told, read: 0});
+});
+
 test('stopping a study: refused by a read-only dashboard, asked first on one that may', async () => {
   const refused = await fetch(`${dashboard}/api/stop?study=branin-on-board`, {method: 'POST', headers: {'X-DHPT-Confirm': 'stop'}});
   assert.equal(refused.status, 403);

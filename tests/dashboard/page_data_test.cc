@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -165,6 +166,71 @@ TEST(PageDataTest, PlotJsonKeepsUserTextAsEscapedStringsAndNonFiniteAsNull) {
   EXPECT_TRUE(absl::StrContains(json, R"("kind":"slice","title":"s: loss \"against\" each parameter")"));
   EXPECT_TRUE(absl::StrContains(json, R"("categories":["<script>alert(3)</script>","a\\b"])"));
   EXPECT_TRUE(absl::StrContains(json, R"("y":[1.5,null],"z":[],"trials":[4,7])"));
+}
+
+}  // namespace
+}  // namespace dhpt::dashboard
+
+namespace dhpt::dashboard {
+namespace {
+
+// The plots' sample of a study twice kMaxPlotTrials and more: a power-of-two stride, every
+// improving trial kept, and a copy from between two pages that, given the rest, ends where one
+// read whole does (what the dashboard keeps between reads of a study).
+TEST(PlotSampleTest, AResumedSampleEqualsOneReadWholeAndStaysNearTheLimit) {
+  EXPECT_EQ(PlotSample::StrideFor(kMaxPlotTrials), 1);
+  EXPECT_EQ(PlotSample::StrideFor(kMaxPlotTrials + 1), 2);
+  EXPECT_EQ(PlotSample::StrideFor(100000), 8);
+  v1::StudySpec spec;
+  spec.set_name("s");
+  spec.mutable_objective()->set_metric("loss");
+  auto& x = *spec.add_parameters();
+  x.set_name("x");
+  x.mutable_double_range()->set_min(-1e6);
+  x.mutable_double_range()->set_max(1e6);
+  constexpr int64_t kTrials = 50000, kPage = 5000;
+  std::vector<google::protobuf::RepeatedPtrField<v1::Trial>> pages(kTrials / kPage);
+  for (int64_t i = 0; i < kTrials; ++i) {
+    v1::Trial& trial = *pages[i / kPage].Add() = Completed(i, Wiggle(i) - i * 0.01);
+    // Times count from the first trial's creation, on every page.
+    trial.mutable_create_time()->set_seconds(1000 + i);
+    trial.mutable_start_time()->set_seconds(1000 + i);
+    trial.mutable_end_time()->set_seconds(1002 + i);
+  }
+  const google::protobuf::RepeatedPtrField<v1::TrialCurve> no_curves;
+  PlotSample whole(spec, kTrials), resumed(spec, kTrials);
+  ASSERT_EQ(whole.stride(), 4);
+  std::optional<PlotSample::Mark> mark;
+  for (size_t p = 0; p < pages.size(); ++p) {
+    if (p == 7) mark = resumed.mark();
+    resumed.AddPage(pages[p], no_curves);
+    whole.AddPage(pages[p], no_curves);
+  }
+  resumed = resumed.Before(*mark);
+  EXPECT_EQ(resumed.seen(), 7 * kPage);
+  for (size_t p = 7; p < pages.size(); ++p) resumed.AddPage(pages[p], no_curves);
+  ASSERT_EQ(resumed.kept(), whole.kept());
+  EXPECT_EQ(resumed.seen(), kTrials);
+  for (size_t i = 0; i < whole.data().trials.size(); ++i) {
+    const analysis::TrialData& a = whole.data().trials[i];
+    const analysis::TrialData& b = resumed.data().trials[i];
+    ASSERT_EQ(a.number, b.number) << i;
+    EXPECT_EQ(a.values, b.values) << i;
+    EXPECT_EQ(a.start_seconds, b.start_seconds) << i;
+    EXPECT_EQ(a.end_seconds, static_cast<double>(a.number + 2)) << i;
+  }
+  // Every fourth trial and the improving ones (here the values fall slowly: many improve).
+  int64_t improving = 0;
+  double best = 1e300;
+  for (int64_t i = 0; i < kTrials; ++i) {
+    const double value = Wiggle(i) - i * 0.01;
+    if (value < best) {
+      best = value;
+      if (i % 4 != 0) ++improving;
+    }
+  }
+  EXPECT_EQ(whole.kept(), kTrials / 4 + improving);
+  EXPECT_LE(whole.kept(), kMaxPlotTrials);
 }
 
 }  // namespace

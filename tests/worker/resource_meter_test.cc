@@ -1,6 +1,10 @@
 #include "services/worker/resource_meter.h"
 
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -86,6 +90,52 @@ TEST(ResourceMeterTest, AResetWithinTheTrialKeepsTheTrialsPeak) {
   // A new trial starts afresh.
   ResourceMeter next;
   EXPECT_LT(*next.Stop().peak_rss_bytes, baseline + (32 << 20));
+}
+
+// The heartbeat's utilisation counts a trial's processes while they run (a COMMAND trial: the
+// worker's child, the supervisor, and its child, the command), then once when they are reaped.
+// The grandchild here reports when it has used kWork of CPU and waits to be killed; both are
+// non-dumpable, as a supervisor is.
+TEST(WorkerUtilisationMeterTest, CountsALiveProcessTreeWhileItRunsAndOnceAfter) {
+  constexpr double kWork = 0.5;
+  constexpr double kTicks = 0.05;  // /proc counts in 10 ms ticks, a few per process.
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  WorkerUtilisationMeter meter;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // As a COMMAND trial's supervisor, forked from a worker that made itself non-dumpable
+    // (HideFromCommands): its /proc entries are root's, their times still readable.
+    prctl(PR_SET_DUMPABLE, 0);
+    const pid_t grandchild = fork();
+    if (grandchild == 0) {
+      Spin(kWork);
+      const pid_t self = getpid();
+      (void)!write(ready[1], &self, sizeof self);
+      while (true) pause();
+    }
+    int status = 0;
+    waitpid(grandchild, &status, 0);
+    _exit(0);
+  }
+  pid_t grandchild = 0;
+  // Blocks until the grandchild has done its work.
+  ASSERT_EQ(read(ready[0], &grandchild, sizeof grandchild), static_cast<ssize_t>(sizeof grandchild));
+  const WorkerUtilisationSample running = meter.Sample();
+  kill(grandchild, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  const WorkerUtilisationSample reaped = meter.Sample();
+  close(ready[0]);
+  close(ready[1]);
+  const auto cpu = [](const WorkerUtilisationSample& s) {
+    return s.cpu_cores * std::chrono::duration<double>(s.interval).count();
+  };
+  // Live: counted (before, only once reaped: this test's own few milliseconds).
+  EXPECT_GE(cpu(running), kWork - kTicks);
+  // Reaped: moved from the live processes to the reaped ones, not counted a second time.
+  EXPECT_LT(cpu(reaped), kTicks + 0.05);
 }
 
 }  // namespace
