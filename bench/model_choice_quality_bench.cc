@@ -20,8 +20,8 @@
 // (XGBoost's seed 0, the forest's chunk seeds), so a point always scores the same: a point seen
 // before is not trained again.
 //
-// A forest of few trees on 442 rows scores with a large seed noise (a step of 0.001 in
-// subsample moves r2 by 0.015, docs/optimizers.md), so the best r2 of a run is partly the luck
+// A forest of few trees on 442 rows scores with a large seed noise (neighbours 0.001 apart in
+// subsample differ by 0.015 in r2, bench/model_choice_noise.py), so the best r2 of a run is partly the luck
 // of seed 0's draw. --reseeds=N (default 5) also trains each run's best point at each budget
 // with seeds 1..N and writes the mean loss as model_choice_reseeded@BUDGET: the r2 a user gets
 // from the configuration the run chose.
@@ -156,7 +156,7 @@ class Evaluator {
   std::string last_kind_;
 };
 
-// One run's trials in order: each one's model kind and loss.
+// What one run gives: its trials in order, and after each one the best loss and point.
 struct RunTrace {
   std::vector<double> best;  // The best loss after each trial.
   std::vector<std::string> trials;  // "KIND:loss".
@@ -164,7 +164,7 @@ struct RunTrace {
 };
 
 RunTrace Run(const SearchSpace& space, const optimizer::OptimizerConfig& config,
-                        Evaluator& evaluator, int budget) {
+             Evaluator& evaluator, int budget) {
   auto optimizer = optimizer::MakeOptimizer(space, config);
   if (!optimizer.ok()) {
     std::fprintf(stderr, "%s\n", optimizer.status().ToString().c_str());
