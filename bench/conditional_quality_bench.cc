@@ -81,10 +81,12 @@ int main(int argc, char** argv) {
                                        {"TPE flat", config(Algorithm::kTpe), true},
                                        {"BAYESIAN", config(Algorithm::kBayesian)},
                                        {"BAYESIAN flat", config(Algorithm::kBayesian), true},
+                                       {"BAYESIAN refit every trial", config(Algorithm::kBayesian)},
                                        {"RANDOM", config(Algorithm::kRandom)},
                                        {"RANDOM flat", config(Algorithm::kRandom), true}};
   contenders[1].config.tpe.condition_on_parent = true;
   contenders[2].config.tpe.multivariate = true;
+  contenders[6].config.bayesian.refit_growth = 0;  // The rule before FitPrefix.
   std::ofstream out;
   if (!absl::GetFlag(FLAGS_regrets_out).empty()) out.open(absl::GetFlag(FLAGS_regrets_out));
   std::printf("| optimiser |");

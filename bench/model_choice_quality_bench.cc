@@ -7,7 +7,7 @@
 //
 //   /usr/bin/python3 bench/pruning/make_datasets.py /tmp/dhpt-mc-data
 //   build/bin/model_choice_quality_bench --data_root=/tmp/dhpt-mc-data
-//       --export_dir=/tmp/dhpt-mc-split --regrets_out=/tmp/dhpt-mc.tsv
+//       --export_dir=/tmp/dhpt-mc-split --regrets_out=/tmp/dhpt-mc.tsv [--curves_out=FILE]
 //   /usr/bin/python3 bench/optuna_model_choice_peer.py --data=/tmp/dhpt-mc-split
 //       --regrets-out=/tmp/optuna-mc.tsv
 //   /usr/bin/python3 bench/quality_significance.py /tmp/dhpt-mc.tsv /tmp/optuna-mc.tsv
@@ -19,6 +19,12 @@
 // to --regrets_out as "model_choice@BUDGET<TAB>label<TAB>v1,v2,...". The trainer is seeded
 // (XGBoost's seed 0, the forest's chunk seeds), so a point always scores the same: a point seen
 // before is not trained again.
+//
+// A forest of few trees on 442 rows scores with a large seed noise (neighbours 0.001 apart in
+// subsample differ by 0.015 in r2, bench/model_choice_noise.py), so the best r2 of a run is partly the luck
+// of seed 0's draw. --reseeds=N (default 5) also trains each run's best point at each budget
+// with seeds 1..N and writes the mean loss as model_choice_reseeded@BUDGET: the r2 a user gets
+// from the configuration the run chose.
 
 #include <algorithm>
 #include <cstdio>
@@ -57,6 +63,13 @@ ABSL_FLAG(std::vector<std::string>, optimisers,
 ABSL_FLAG(std::string, regrets_out, "", "Write every seed's best loss per budget here.");
 ABSL_FLAG(std::string, export_dir, "",
           "also write the study's train.csv and validation.csv here, for the Optuna peer");
+ABSL_FLAG(std::string, curves_out, "",
+          "Write every trial of every run here (label, seed, then each trial's model kind and "
+          "loss), for bench/model_choice_curves.py");
+ABSL_FLAG(int, reseeds, 5,
+          "also train each run's best point at every budget again with the trainer's seeds "
+          "1..N and record its mean r2 (model_choice_reseeded@BUDGET): the r2 the chosen "
+          "configuration gives, not the luck of seed 0's draw; 0 = off");
 ABSL_FLAG(int, threads, 1, "threads per trial");
 ABSL_FLAG(bool, trace, false,
           "print each trained point and its loss to stderr (to check the peer's trainer)");
@@ -84,16 +97,20 @@ class Evaluator {
       : spec_(spec), space_(space), data_(std::move(data)) {}
 
   // 1 - r2 of the point's canonical form (what the conditional space makes of it: a flat
-  // point's parameters of the other kind dropped); 2 for a failed trial.
-  double Loss(Point point) {
+  // point's parameters of the other kind dropped); 2 for a failed trial. `seed` is the
+  // trainer's (the forest's chunk seeds; XGBoost's own, which changes nothing here: nothing
+  // it tunes subsamples).
+  double Loss(Point point, int seed = 0) {
+    last_kind_.clear();
     for (int i : space_.order()) {
       if (!space_.Active(point, i)) point[i] = optimizer::Inactive{};
     }
-    const std::string key = space_.Key(point);
-    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    const std::string key = absl::StrCat(space_.Key(point), "/", seed);
     v1::Model model;
     study::ParamMap params;
     study::ModelForTrial(spec_, study::ToParamMap(space_, point), &model, &params);
+    last_kind_ = v1::Model::Kind_Name(model.kind());
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
     worker::XgboostRequest request;
     request.random_forest = model.kind() == v1::Model::RANDOM_FOREST;
     for (const auto& [name, value] : model.fixed()) {
@@ -102,6 +119,7 @@ class Evaluator {
     for (const auto& [name, value] : params) {
       request.params.emplace_back(name, FormatParameterValueExact(value));
     }
+    if (seed != 0) request.params.emplace_back("seed", absl::StrCat(seed));
     request.threads = absl::GetFlag(FLAGS_threads);
     absl::StatusOr<worker::XgboostResult> trained = worker::TrainXgboost(*data_, request);
     if (!trained.ok()) std::fprintf(stderr, "trial failed: %s\n", trained.status().ToString().c_str());
@@ -117,16 +135,26 @@ class Evaluator {
     return loss;
   }
 
+  // The model kind of the last point scored.
+  const std::string& last_kind() const { return last_kind_; }
+
  private:
   const v1::StudySpec& spec_;
   const SearchSpace& space_;
   std::shared_ptr<const worker::SplitDataset> data_;
   absl::flat_hash_map<std::string, double> cache_;
+  std::string last_kind_;
 };
 
-// The best loss after each trial of one run.
-std::vector<double> Run(const SearchSpace& space, const optimizer::OptimizerConfig& config,
-                        Evaluator& evaluator, int budget) {
+// What one run gives: its trials in order, and after each one the best loss and point.
+struct RunTrace {
+  std::vector<double> best;  // The best loss after each trial.
+  std::vector<std::string> trials;  // "KIND:loss".
+  std::vector<Point> best_point;  // The best point after each trial.
+};
+
+RunTrace Run(const SearchSpace& space, const optimizer::OptimizerConfig& config,
+             Evaluator& evaluator, int budget) {
   auto optimizer = optimizer::MakeOptimizer(space, config);
   if (!optimizer.ok()) {
     std::fprintf(stderr, "%s\n", optimizer.status().ToString().c_str());
@@ -134,7 +162,8 @@ std::vector<double> Run(const SearchSpace& space, const optimizer::OptimizerConf
   }
   std::vector<optimizer::TrialRecord> trials;
   absl::flat_hash_set<std::string> keys;
-  std::vector<double> best;
+  RunTrace trace;
+  std::vector<double>& best = trace.best;
   for (int t = 0; t < budget; ++t) {
     auto next = (*optimizer)->Suggest({trials, keys});
     if (!next.ok() || !next->has_value()) break;
@@ -142,9 +171,12 @@ std::vector<double> Run(const SearchSpace& space, const optimizer::OptimizerConf
     keys.insert(space.Key(**next));
     // The optimiser sees the objective as the study states it (r2, maximised).
     trials.push_back({**next, optimizer::TrialStatus::kCompleted, config.minimize ? loss : 1 - loss});
-    best.push_back(std::min(loss, best.empty() ? loss : best.back()));
+    const bool better = best.empty() || loss < best.back();
+    best.push_back(better ? loss : best.back());
+    trace.best_point.push_back(better ? **next : trace.best_point.back());
+    trace.trials.push_back(absl::StrCat(evaluator.last_kind(), ":", loss));
   }
-  return best;
+  return trace;
 }
 
 int Main() {
@@ -168,10 +200,14 @@ int Main() {
   const int max_budget = *std::max_element(budgets.begin(), budgets.end());
   std::ofstream out;
   if (!absl::GetFlag(FLAGS_regrets_out).empty()) out.open(absl::GetFlag(FLAGS_regrets_out));
+  std::ofstream curves;
+  if (!absl::GetFlag(FLAGS_curves_out).empty()) curves.open(absl::GetFlag(FLAGS_curves_out));
   std::printf("| optimiser |");
+  const int reseeds = absl::GetFlag(FLAGS_reseeds);
   for (int b : budgets) std::printf(" median best r2 @%d |", b);
+  if (reseeds > 0) for (int b : budgets) std::printf(" its r2 over seeds 1-%d @%d |", reseeds, b);
   std::printf("\n|---|");
-  for (size_t k = 0; k < budgets.size(); ++k) std::printf("---|");
+  for (size_t k = 0; k < budgets.size() * (reseeds > 0 ? 2 : 1); ++k) std::printf("---|");
   std::printf("\n");
   for (const std::string& label : absl::GetFlag(FLAGS_optimisers)) {
     const std::vector<std::string> words = absl::StrSplit(label, ' ');
@@ -204,14 +240,22 @@ int Main() {
     const SearchSpace space = study::ToSearchSpace(*normal);
     const SearchSpace flat_space = Flat(space);
     Evaluator evaluator(*normal, space, *data);
-    std::vector<std::vector<double>> at(budgets.size());
+    std::vector<std::vector<double>> at(budgets.size()), reseeded(budgets.size());
     for (int seed = 0; seed < absl::GetFlag(FLAGS_seeds); ++seed) {
       optimizer::OptimizerConfig config = study::ToOptimizerConfig(*normal);
       config.seed = static_cast<uint64_t>(seed);
-      const std::vector<double> best =
-          Run(flat ? flat_space : space, config, evaluator, max_budget);
+      const RunTrace trace = Run(flat ? flat_space : space, config, evaluator, max_budget);
+      const std::vector<double>& best = trace.best;
+      if (curves.is_open()) {
+        curves << label << "\t" << seed << "\t" << absl::StrJoin(trace.trials, ",") << "\n";
+        curves.flush();
+      }
       for (size_t k = 0; k < budgets.size(); ++k) {
-        at[k].push_back(best[std::min<size_t>(best.size(), budgets[k]) - 1]);
+        const size_t last = std::min<size_t>(best.size(), budgets[k]) - 1;
+        at[k].push_back(best[last]);
+        double sum = 0;
+        for (int r = 1; r <= reseeds; ++r) sum += evaluator.Loss(trace.best_point[last], r);
+        if (reseeds > 0) reseeded[k].push_back(sum / reseeds);
       }
       std::fprintf(stderr, "%s seed %d: best r2 %.4f\n", label.c_str(), seed, 1 - best.back());
     }
@@ -221,8 +265,15 @@ int Main() {
       if (out.is_open()) {
         out << "model_choice@" << budgets[k] << "\t" << label << "\t"
             << absl::StrJoin(at[k], ",") << "\n";
+        if (reseeds > 0) {
+          out << "model_choice_reseeded@" << budgets[k] << "\t" << label << "\t"
+              << absl::StrJoin(reseeded[k], ",") << "\n";
+        }
         out.flush();
       }
+    }
+    for (size_t k = 0; k < budgets.size() && reseeds > 0; ++k) {
+      std::printf(" %.4f |", 1 - Median(reseeded[k]));
     }
     std::printf("\n");
     std::fflush(stdout);

@@ -12,6 +12,8 @@ predictions averaged by tree count), as bench/optuna_pruning_peer.py does.
     /usr/bin/python3 bench/optuna_model_choice_peer.py --data=/tmp/dhpt-mc-split \\
         [--study=bench/model_choice/diabetes.yaml] [--seeds 10] [--budgets 50,100] \\
         [--regrets-out FILE]   # every seed's best 1 - r2 per budget, for quality_significance.py
+        [--curves-out FILE]    # every trial's model kind and loss, for model_choice_curves.py
+        [--reseeds 5]          # each run's best point trained again with seeds 1..N, as the bench
 """
 import argparse
 import logging
@@ -87,6 +89,7 @@ def make_objective(spec, trainer):
                 continue  # Inactive: define-by-run never asks for it.
             values[parameter["name"]] = suggest(trial, parameter)
         kind = values.pop("model_kind")
+        trial.set_user_attr("kind", kind)
         return trainer.loss(kind, values)
 
     return objective
@@ -101,6 +104,9 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--samplers", default=",".join(SAMPLERS))
     parser.add_argument("--regrets-out")
+    parser.add_argument("--curves-out")
+    parser.add_argument("--reseeds", type=int, default=5,
+                        help="train each run's best point again with seeds 1..N (0 = off)")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.simplefilter("ignore")  # multivariate/group are experimental in Optuna 3.1.
@@ -111,10 +117,13 @@ def main():
     objective = make_objective(spec, trainer)
     budgets = [int(b) for b in args.budgets.split(",")]
     out = open(args.regrets_out, "w") if args.regrets_out else None
-    print("| sampler |" + "".join(f" median best r2 @{b} |" for b in budgets))
-    print("|---|" + "---|" * len(budgets))
+    curves = open(args.curves_out, "w") if args.curves_out else None
+    print("| sampler |" + "".join(f" median best r2 @{b} |" for b in budgets) +
+          "".join(f" its r2 over seeds 1-{args.reseeds} @{b} |" for b in budgets if args.reseeds))
+    print("|---|" + "---|" * (len(budgets) * (2 if args.reseeds else 1)))
     for label in args.samplers.split(","):
         at = [[] for _ in budgets]
+        reseeded = [[] for _ in budgets]
         for seed in range(args.seeds):
             study = optuna.create_study(sampler=SAMPLERS[label](seed), direction="minimize")
             history = []
@@ -125,11 +134,27 @@ def main():
                 history.append(min(value, history[-1]) if history else value)
             for k, b in enumerate(budgets):
                 at[k].append(history[b - 1])
-        print(f"| {label} |" + "".join(f" {1 - statistics.median(v):.4f} |" for v in at),
+                if args.reseeds:
+                    chosen = min(study.trials[:b], key=lambda t: t.value)
+                    values = dict(chosen.params)
+                    kind = values.pop("model_kind")
+                    reseeded[k].append(statistics.mean(
+                        trainer.loss(kind, dict(values, seed=r))
+                        for r in range(1, args.reseeds + 1)))
+            if curves:
+                trials = study.trials[:max(budgets)]
+                curves.write(f"{label}\t{seed}\t" + ",".join(
+                    f"{t.user_attrs['kind']}:{t.value!r}" for t in trials) + "\n")
+                curves.flush()
+        print(f"| {label} |" + "".join(f" {1 - statistics.median(v):.4f} |"
+                                      for v in at + (reseeded if args.reseeds else [])),
               flush=True)
         if out:
             for k, b in enumerate(budgets):
                 out.write(f"model_choice@{b}\t{label}\t{','.join(repr(v) for v in at[k])}\n")
+                if args.reseeds:
+                    out.write(f"model_choice_reseeded@{b}\t{label}\t"
+                              f"{','.join(repr(v) for v in reseeded[k])}\n")
             out.flush()
 
 
