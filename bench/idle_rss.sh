@@ -1,8 +1,10 @@
 #!/bin/sh
 # Idle memory of the three binaries: a scheduler (SQLite file in a temporary directory), a CPU
 # worker and a GPU worker connected to it, measured WAIT seconds (default 5) after start from
-# /proc/PID/smaps_rollup. RSS counts the shared libraries' pages too; "anonymous" is the memory
-# the process itself owns (heap, stacks, relocated library data).
+# /proc/PID/smaps_rollup. RSS counts the shared libraries' pages too; PSS counts each shared page
+# split among the processes that map it (here the three share gRPC, protobuf and Abseil);
+# "anonymous" is the memory the process itself owns (heap, stacks, relocated library data).
+# BIN=DIR measures the binaries of another build (a before/after comparison).
 #
 #   bench/idle_rss.sh            # from the repository root, after scripts/build.sh
 set -eu
@@ -19,11 +21,12 @@ c=$!
 "$bin/dhpt-gpu-worker" --scheduler="$addr" >"$dir/g.log" 2>&1 &
 g=$!
 sleep "${WAIT:-5}"
-printf '%-16s %10s %14s %8s %9s\n' binary "RSS MiB" "anonymous MiB" threads libraries
+printf '%-16s %10s %10s %14s %8s %9s\n' binary "RSS MiB" "PSS MiB" "anonymous MiB" threads libraries
 for p in $s $c $g; do
   libs=$(awk '$6 ~ /\.so/ {print $6}' /proc/$p/maps | sort -u | wc -l)
   awk -v name="$(cat /proc/$p/comm)" -v libs="$libs" '
-    /^Rss:/ {rss = $2} /^Anonymous:/ {anon = $2} /^Threads:/ {threads = $2}
-    END {printf "%-16s %10.1f %14.1f %8d %9d\n", name, rss / 1024, anon / 1024, threads, libs}' \
+    /^Rss:/ {rss = $2} /^Pss:/ {pss = $2} /^Anonymous:/ {anon = $2} /^Threads:/ {threads = $2}
+    END {printf "%-16s %10.1f %10.1f %14.1f %8d %9d\n", name, rss / 1024, pss / 1024, anon / 1024,
+                threads, libs}' \
     /proc/$p/smaps_rollup /proc/$p/status
 done

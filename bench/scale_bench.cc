@@ -27,6 +27,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -63,6 +65,9 @@ ABSL_FLAG(std::string, db, "",
           "built once (--studies - 1 ended studies holding --finished_trials, and one active "
           "study of --active_trials), then the scheduler's resident size as built, its start-up "
           "time and resident size after a restart, and ListTrials pages of ended studies");
+ABSL_FLAG(std::string, scheduler, "",
+          "the dhpt-scheduler binary to measure (default: the one beside this benchmark); for "
+          "a before/after comparison, alternate runs of two builds' binaries");
 ABSL_FLAG(int, active_trials, 10'000, "--db: finished trials of the one active study");
 
 namespace dhpt {
@@ -90,6 +95,50 @@ int64_t ResidentBytes(pid_t pid) {
     }
   }
   return 0;
+}
+
+// CPU time and time spent runnable but waiting for a core (the run queue), from the kernel's
+// /proc/PID/task/TID/schedstat, summed over the scheduler's threads of each name: where a user
+// call's tail goes when the handler itself is quick (docs/benchmarks.md, "User calls during a
+// saturating run"). The threads are named by the scheduler (dhpt-user-call, dhpt-store, ...)
+// and by gRPC (nexting_thread: the callback methods, the worker streams among them).
+struct ThreadTimes {
+  double cpu_ms = 0;
+  double wait_ms = 0;
+  int64_t slices = 0;
+};
+std::map<std::string, ThreadTimes> ThreadTimesByName(pid_t pid) {
+  std::map<std::string, ThreadTimes> times;
+  const std::string tasks = absl::StrCat("/proc/", pid, "/task");
+  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+    std::ifstream comm(task.path() / "comm");
+    std::ifstream schedstat(task.path() / "schedstat");
+    std::string name;
+    double cpu_ns = 0, wait_ns = 0;
+    int64_t slices = 0;
+    if (!std::getline(comm, name) || !(schedstat >> cpu_ns >> wait_ns >> slices)) continue;
+    ThreadTimes& sum = times[name];
+    sum.cpu_ms += cpu_ns / 1e6;
+    sum.wait_ms += wait_ns / 1e6;
+    sum.slices += slices;
+  }
+  return times;
+}
+
+void PrintThreadTimes(const std::map<std::string, ThreadTimes>& before,
+                      const std::map<std::string, ThreadTimes>& after) {
+  std::printf("  scheduler threads during the run (CPU ms, run-queue wait ms, waits; mean wait):\n");
+  for (const auto& [name, end] : after) {
+    ThreadTimes start;
+    if (auto it = before.find(name); it != before.end()) start = it->second;
+    const double wait = end.wait_ms - start.wait_ms;
+    const int64_t slices = end.slices - start.slices;
+    if (slices == 0) continue;
+    // The user call threads also poll the server's connections (the worker streams' too), so
+    // their wake-ups are many more than the calls (docs/benchmarks.md).
+    std::printf("    %-16s %9.0f %9.0f %8lld  %.3f ms\n", name.c_str(), end.cpu_ms - start.cpu_ms,
+                wait, static_cast<long long>(slices), wait / static_cast<double>(slices));
+  }
 }
 
 struct Scheduler {
@@ -273,6 +322,9 @@ Run MeasureRun(const Scheduler& scheduler, v1::StudyService::Stub& stub,
     readers.push_back(std::make_unique<RawWatcher>(&watch_stub, name, &events));
   }
   const double cpu_before = CpuSeconds(scheduler.pid);
+  const std::map<std::string, ThreadTimes> threads_before = ThreadTimesByName(scheduler.pid);
+  double load[3] = {0, 0, 0};
+  (void)getloadavg(load, 3);
   const absl::Time start = absl::Now();
   Run result;
   int64_t done = 0;
@@ -297,6 +349,12 @@ Run MeasureRun(const Scheduler& scheduler, v1::StudyService::Stub& stub,
   result.trials_per_second = trials / absl::ToDoubleSeconds(elapsed);
   result.cpu_ms_per_trial = cpu * 1e3 / trials;
   result.events_read = events.load();
+  std::printf("run %d, %d watchers, load average %.1f at the start: %.0f trials/s, GetStudy p50 "
+              "%.2f / p99 %.2f ms over %zu calls\n",
+              run, watchers, load[0], result.trials_per_second,
+              Quantile(result.latencies.ms["GetStudy"], 0.5),
+              Quantile(result.latencies.ms["GetStudy"], 0.99), result.latencies.ms["GetStudy"].size());
+  PrintThreadTimes(threads_before, ThreadTimesByName(scheduler.pid));
   return result;
 }
 
@@ -463,7 +521,8 @@ int main(int argc, char** argv) {
   const ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
   if (length <= 0) return 1;
   self[length] = '\0';
-  const std::string binary = std::string(self, strrchr(self, '/') - self) + "/dhpt-scheduler";
+  std::string binary = absl::GetFlag(FLAGS_scheduler);
+  if (binary.empty()) binary = std::string(self, strrchr(self, '/') - self) + "/dhpt-scheduler";
   if (const std::string db = absl::GetFlag(FLAGS_db); !db.empty()) return MemoryRuns(binary, db);
 
   Scheduler scheduler(binary);

@@ -28,7 +28,8 @@ COPY proto proto
 COPY services services
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDHPT_BUILD_TESTS=OFF \
       -DDHPT_BUILD_BENCHMARKS=OFF -DDHPT_NATIVE=OFF -DCMAKE_PREFIX_PATH="/opt/dhpt-deps;/opt/libtorch" \
-    && cmake --build /build --target dhpt-gpu-worker && strip /build/bin/dhpt-gpu-worker
+    && cmake --build /build --target dhpt-gpu-worker && strip /build/bin/dhpt-gpu-worker \
+    && strip --strip-unneeded /build/bin/libdhpt_autoencoder.so
 
 FROM docker.io/nvidia/cuda:${CUDA_VERSION}-cudnn8-runtime-ubuntu${UBUNTU_VERSION}
 ARG VERSION=0.1.0
@@ -43,6 +44,8 @@ RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends libgomp
 COPY --from=builder /opt/dhpt-deps/lib /opt/dhpt-deps/lib
 COPY --from=builder /opt/libtorch/lib /opt/libtorch/lib
 COPY --from=builder /build/bin/dhpt-gpu-worker /usr/local/bin/dhpt-gpu-worker
+# The AutoEncoder's libtorch code, loaded at the first trial from ../lib/dhpt/ beside the binary.
+COPY --from=builder /build/bin/libdhpt_autoencoder.so /usr/local/lib/dhpt/libdhpt_autoencoder.so
 ENV LD_LIBRARY_PATH=/opt/dhpt-deps/lib:/opt/libtorch/lib
 USER 10001:10001
 EXPOSE 9465

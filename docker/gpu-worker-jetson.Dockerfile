@@ -27,7 +27,8 @@ COPY services services
 RUN torch_cmake=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "share/cmake"))') \
     && cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDHPT_BUILD_TESTS=OFF \
          -DDHPT_BUILD_BENCHMARKS=OFF -DDHPT_NATIVE=OFF -DCMAKE_PREFIX_PATH="/opt/dhpt-deps;${torch_cmake}" \
-    && cmake --build /build --target dhpt-gpu-worker && strip /build/bin/dhpt-gpu-worker
+    && cmake --build /build --target dhpt-gpu-worker && strip /build/bin/dhpt-gpu-worker \
+    && strip --strip-unneeded /build/bin/libdhpt_autoencoder.so
 
 # The runtime stays on the same base: its CUDA, cuDNN and libtorch libraries are the ones the
 # board's driver matches. The compilers are removed.
@@ -44,6 +45,8 @@ RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends libyaml
     && groupadd --gid 10001 dhpt && useradd --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin dhpt
 COPY --from=builder /opt/dhpt-deps/lib /opt/dhpt-deps/lib
 COPY --from=builder /build/bin/dhpt-gpu-worker /usr/local/bin/dhpt-gpu-worker
+# The AutoEncoder's libtorch code, loaded at the first trial from ../lib/dhpt/ beside the binary.
+COPY --from=builder /build/bin/libdhpt_autoencoder.so /usr/local/lib/dhpt/libdhpt_autoencoder.so
 RUN echo /opt/dhpt-deps/lib > /etc/ld.so.conf.d/dhpt.conf && \
     python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' >> /etc/ld.so.conf.d/dhpt.conf && ldconfig
 USER 10001:10001

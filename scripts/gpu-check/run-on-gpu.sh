@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA check of dhpt-gpu-worker, run on a machine with an NVIDIA GPU and PyTorch (for its
 # CUDA libtorch) from the repository root, with .devcheck/bundle.tar.xz made here by
-# scripts/gpu-check/make-bundle.sh. It compiles the AutoEncoder trainer against that libtorch,
-# links dhpt-gpu-worker and the AutoEncoder unit tests, runs the tests (the device test then
+# scripts/gpu-check/make-bundle.sh. It compiles the AutoEncoder trainer's library against that
+# libtorch, links dhpt-gpu-worker and the AutoEncoder unit tests, runs the tests (the device test then
 # expects cuda:0), a local AutoEncoder study whose trials must report cuda:0 and NVML's GPU
 # figures, and dhpt compare on it. Results go to $OUT (default /tmp/gpu-check).
 set -uo pipefail
@@ -29,9 +29,17 @@ g++ "${flags[@]}" -c services/worker/autoencoder_trainer.cc -o "$b/obj/autoencod
 ar rcs "$b/obj/libdhpt_autoencoder.a" "$b/obj/autoencoder_trainer.o"
 torch_libs=(-L"$torch/lib" -Wl,--no-as-needed -ltorch -ltorch_cpu -ltorch_cuda -lc10 -lc10_cuda
             -Wl,--as-needed -Wl,-rpath-link,"$b/lib")
+# The libtorch code is a library of its own that the worker loads at its first AutoEncoder trial
+# (services/worker/autoencoder_module.h); the worker and the test link no libtorch. It goes
+# beside both binaries, where they look for it.
+absl_libs=(-L"$b/lib" -l:libabsl_status.so.20220623 -l:libabsl_statusor.so.20220623
+           -l:libabsl_strings.so.20220623)
+g++ "${flags[@]}" -fPIC -shared services/worker/autoencoder_module.cc -o "$b/bin/libdhpt_autoencoder.so" \
+  "${torch_libs[@]}" "${absl_libs[@]}" -Wl,--no-undefined || exit 1
+cp "$b/bin/libdhpt_autoencoder.so" "$b/libdhpt_autoencoder.so"
 link() {  # link LINE_FILE OUTPUT
   # shellcheck disable=SC2046
-  g++ $(sed "s#@B@#$b#g" "$1") "${torch_libs[@]}" -o "$2"
+  g++ $(sed "s#@B@#$b#g" "$1") -Wl,-rpath-link,"$b/lib" -o "$2"
 }
 link "$b/link-gpu-worker.txt" "$b/bin/dhpt-gpu-worker" || exit 1
 link "$b/link-autoencoder-test.txt" "$b/autoencoder_test" || exit 1

@@ -1,6 +1,7 @@
 #include "services/scheduler/sqlite_study_store.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -322,7 +323,10 @@ absl::StatusOr<std::unique_ptr<SqliteStudyStore>> SqliteStudyStore::Open(
         store->options_.path, " lacks part of the schema its version promises (",
         store->statements_->first_error(), "): restore it from a backup"));
   }
-  store->writer_ = std::thread([s = store.get()] { s->WriteUntilStopped(); });
+  store->writer_ = std::thread([s = store.get()] {
+    pthread_setname_np(pthread_self(), "dhpt-store");  // For `top -H` and scale_bench.
+    s->WriteUntilStopped();
+  });
   return store;
 }
 

@@ -1,5 +1,7 @@
 #include "services/scheduler/study_service.h"
 
+#include <pthread.h>
+
 #include <functional>
 
 #include "absl/strings/str_cat.h"
@@ -111,6 +113,8 @@ void StudyServiceImpl::Start(std::unique_ptr<grpc::ServerCompletionQueue> queue)
   ListenForEveryMethod();
   for (int i = 0; i < kUserCallThreads; ++i) {
     threads_.emplace_back([queue = queue_.get()] {
+      // Named for `top -H` and for scale_bench, which reads each thread's run-queue wait.
+      pthread_setname_np(pthread_self(), "dhpt-user-call");
       void* tag = nullptr;
       bool ok = false;
       while (queue->Next(&tag, &ok)) static_cast<Call*>(tag)->Proceed(ok);

@@ -1,29 +1,35 @@
 #include "services/worker/autoencoder_trainer.h"
 
-#include <torch/torch.h>
-#include <torch/version.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <torch/version.h>  // Its macros only: this file links no libtorch (autoencoder_module.h).
+#include <unistd.h>
 
-#include <ATen/CPUGeneratorImpl.h>
-#include <cmath>
-#include <exception>
-#include <sstream>
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "services/common/param_values.h"
+#include "absl/time/clock.h"
 #include "services/common/model_catalog.h"
+#include "services/common/param_values.h"
 #include "services/common/status_macros.h"
+#include "services/worker/autoencoder_module.h"
 #include "services/worker/inference_benchmark.h"
 
 namespace dhpt::worker {
 namespace {
 
-
-// On standardised features, predicting the mean scores a loss of about 1. A loss this many
-// times worse is a diverged run; reporting its astronomically negative R² as a result would
-// only distort the optimiser's model, so the trial fails instead.
-constexpr double kDivergedLoss = 1e4;
+// A probe that has not answered in this long is killed and counts as no device: CUDA's first
+// initialisation takes seconds on a Jetson, never minutes.
+constexpr absl::Duration kProbeTimeout = absl::Seconds(120);
 
 absl::Status Invalid(absl::string_view name, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat("AutoEncoder hyperparameter ", name, ": ", message));
@@ -50,220 +56,103 @@ absl::Status Read(const Hyperparameters& params, const std::string& name, auto& 
   return absl::OkStatus();
 }
 
-torch::nn::AnyModule Activation(const std::string& name) {
-  if (name == "leaky_relu") return torch::nn::AnyModule(torch::nn::LeakyReLU());
-  if (name == "elu") return torch::nn::AnyModule(torch::nn::ELU());
-  if (name == "gelu") return torch::nn::AnyModule(torch::nn::GELU());
-  if (name == "silu") return torch::nn::AnyModule(torch::nn::SiLU());
-  if (name == "tanh") return torch::nn::AnyModule(torch::nn::Tanh());
-  return torch::nn::AnyModule(torch::nn::ReLU());
+std::string ExecutableDirectory() {
+  char path[PATH_MAX];
+  const ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (length <= 0) return ".";
+  const std::string executable(path, static_cast<size_t>(length));
+  const size_t slash = executable.rfind('/');
+  return slash == std::string::npos ? "." : executable.substr(0, slash);
 }
 
-// Hidden widths from the input side: hidden_width, then narrower by width_decay, never below
-// the bottleneck.
-std::vector<int64_t> HiddenWidths(const AutoencoderConfig& config) {
-  std::vector<int64_t> widths;
-  double width = config.hidden_width;
-  for (int layer = 0; layer < config.hidden_layers; ++layer) {
-    widths.push_back(std::max<int64_t>(config.bottleneck, std::llround(width)));
-    width *= config.width_decay;
+// DHPT_AUTOENCODER_MODULE, else the library next to the executable (the build tree, `dhpt
+// local`), else in ../lib/dhpt/ beside it (the images); the first candidate when none exists,
+// so that the error names where it was looked for.
+std::string ModulePath() {
+  if (const char* path = std::getenv(kAutoencoderModuleEnv); path != nullptr && *path != '\0') {
+    return path;
   }
-  return widths;
+  const std::string directory = ExecutableDirectory();
+  const std::string beside = absl::StrCat(directory, "/", kAutoencoderModuleFile);
+  const std::string installed = absl::StrCat(directory, "/../lib/dhpt/", kAutoencoderModuleFile);
+  if (access(beside.c_str(), F_OK) != 0 && access(installed.c_str(), F_OK) == 0) return installed;
+  return beside;
 }
 
-// input -> hidden... -> bottleneck (linear code) -> hidden reversed... -> input.
-torch::nn::Sequential BuildNetwork(int64_t inputs, const AutoencoderConfig& config) {
-  torch::nn::Sequential network;
-  const std::vector<int64_t> widths = HiddenWidths(config);
-  auto hidden = [&](int64_t from, int64_t to) {
-    network->push_back(torch::nn::Linear(from, to));
-    network->push_back(Activation(config.activation));
-    if (config.dropout > 0) network->push_back(torch::nn::Dropout(config.dropout));
-  };
-  int64_t width = inputs;
-  for (int64_t next : widths) {
-    hidden(width, next);
-    width = next;
+// dlopen hands back the same handle for a path already loaded, so every trial may ask; the
+// library is never closed (libtorch cannot be unloaded).
+absl::StatusOr<const AutoencoderModule*> LoadModule(const std::string& path) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* error = dlerror();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot load the AutoEncoder library (", error != nullptr ? error : path,
+        "): install ", kAutoencoderModuleFile, " beside this worker's binary or in ../lib/dhpt/, "
+        "or set ", kAutoencoderModuleEnv, " to its path"));
   }
-  network->push_back(torch::nn::Linear(width, config.bottleneck));
-  width = config.bottleneck;
-  for (auto it = widths.rbegin(); it != widths.rend(); ++it) {
-    hidden(width, *it);
-    width = *it;
+  auto* entry = reinterpret_cast<const AutoencoderModule* (*)()>(
+      dlsym(handle, kAutoencoderModuleSymbol));
+  if (entry == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is not an AutoEncoder library: it has no ", kAutoencoderModuleSymbol));
   }
-  network->push_back(torch::nn::Linear(width, inputs));
-  return network;
-}
-
-// PyTorch's default Linear initialisation (weights and biases uniform in ±1/sqrt(fan_in)),
-// drawn from the trial's own generator so that concurrent trials stay reproducible.
-void InitializeWeights(torch::nn::Sequential& network, at::Generator& generator) {
-  torch::NoGradGuard no_grad;
-  for (auto& module : network->modules(/*include_self=*/false)) {
-    if (auto* linear = module->as<torch::nn::Linear>()) {
-      const double bound = 1 / std::sqrt(static_cast<double>(linear->options.in_features()));
-      linear->weight.uniform_(-bound, bound, generator);
-      linear->bias.uniform_(-bound, bound, generator);
-    }
+  const AutoencoderModule* module = entry();
+  if (module->abi != kAutoencoderModuleAbi) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " was built for another version of this worker (interface ", module->abi,
+        ", this worker needs ", kAutoencoderModuleAbi, "): install the library built with it"));
   }
+  return module;
 }
 
-// at::set_num_threads sets the calling thread's OpenMP team size, and also a process-wide
-// default that a thread adopts on its first parallel operation (its lazy initialisation). So a
-// trial first forces that initialisation (at::get_num_threads), then sets its own count: a
-// neighbour's later change of the default can no longer reach it.
-void SetTrialThreads(int threads) {
-  (void)at::get_num_threads();
-  at::set_num_threads(std::max(1, threads));
-}
-
-// One intra-op thread while the deployment is measured, the trial's count again afterwards. The
-// process-wide default is 1 meanwhile, which reaches only threads that never ran a torch
-// operation; every trial thread has (SetTrialThreads).
-class SingleThreadedScope {
- public:
-  SingleThreadedScope() : previous_(at::get_num_threads()) { at::set_num_threads(1); }
-  ~SingleThreadedScope() { at::set_num_threads(previous_); }
-  SingleThreadedScope(const SingleThreadedScope&) = delete;
-  SingleThreadedScope& operator=(const SingleThreadedScope&) = delete;
-
- private:
-  const int previous_;
+// What the probe process writes back: fixed size, so one write and no allocation in between.
+struct ProbeReply {
+  int loaded = 0;
+  int built_with_cuda = 0;
+  int cuda_devices = 0;
+  char error[512] = {};
 };
 
-absl::StatusOr<DeploymentCosts> MeasureDeployment(torch::nn::Sequential& network,
-                                                  const Dataset& validation,
-                                                  const torch::Tensor& mean,
-                                                  const torch::Tensor& scale,
-                                                  const torch::Device& device,
-                                                  const TrialContext& context) {
-  DeploymentCosts costs;
-  std::ostringstream saved;
-  torch::save(network, saved);
-  costs.model_bytes = static_cast<double>(saved.tellp());
-  network->eval();
-  SingleThreadedScope single_threaded;
-  const torch::Tensor device_mean = mean.to(device);
-  const torch::Tensor device_scale = scale.to(device);
-  auto predict = [&](const float* features, int64_t rows) -> absl::Status {
-    try {
-      torch::InferenceMode inference;
-      torch::Tensor input =
-          torch::from_blob(const_cast<float*>(features), {rows, validation.cols}, torch::kFloat32)
-              .to(device);
-      // Back on the host, as a caller would need it: this also waits for a CUDA device.
-      torch::Tensor output =
-          (network->forward((input - device_mean) / device_scale) * device_scale + device_mean)
-              .to(torch::kCPU);
-      (void)output;
-      return absl::OkStatus();
-    } catch (const c10::Error& error) {
-      return absl::InternalError(
-          absl::StrCat("libtorch inference: ", error.what_without_backtrace()));
-    }
-  };
-  InferenceBenchmarkOptions options;
-  options.cancelled = context.cancelled;
-  ASSIGN_OR_RETURN(costs.inference, MeasureInference(validation, predict, options));
-  return costs;
+// In the forked child: load the library, ask libtorch, write the answer, exit without running
+// libtorch's (or anyone's) static destructors.
+[[noreturn]] void RunProbe(const std::string& path, int fd) {
+  ProbeReply reply;
+  if (absl::StatusOr<const AutoencoderModule*> module = LoadModule(path); module.ok()) {
+    const TorchDevices devices = (*module)->probe();
+    reply.loaded = 1;
+    reply.built_with_cuda = devices.built_with_cuda;
+    reply.cuda_devices = devices.cuda_devices;
+  } else {
+    std::snprintf(reply.error, sizeof(reply.error), "%s",
+                  std::string(module.status().message()).c_str());
+  }
+  const char* data = reinterpret_cast<const char*>(&reply);
+  for (size_t written = 0; written < sizeof(reply);) {
+    const ssize_t n = write(fd, data + written, sizeof(reply) - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    written += static_cast<size_t>(n);
+  }
+  _exit(0);
 }
 
-torch::Tensor ToTensor(const Dataset& data) {
-  return torch::from_blob(const_cast<float*>(data.features.data()), {data.rows, data.cols},
-                          torch::kFloat32)
-      .clone();
-}
-
-absl::StatusOr<TrainerMetrics> TrainOnDevice(const SplitDataset& data,
-                                             const AutoencoderConfig& config,
-                                             const TrialContext& context,
-                                             const torch::Device& device) {
-  if (data.train.cols < 2) {
-    return absl::InvalidArgumentError("an AutoEncoder needs at least 2 feature columns");
+// Reads the probe's reply until `deadline`; false when it ended or timed out without one.
+bool ReadReply(int fd, absl::Time deadline, ProbeReply& reply) {
+  char* data = reinterpret_cast<char*>(&reply);
+  size_t got = 0;
+  while (got < sizeof(reply)) {
+    const int64_t wait_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (wait_ms <= 0) return false;
+    pollfd poll_fd{.fd = fd, .events = POLLIN};
+    const int ready = poll(&poll_fd, 1, static_cast<int>(std::min<int64_t>(wait_ms, INT_MAX)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return false;
+    const ssize_t n = read(fd, data + got, sizeof(reply) - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    got += static_cast<size_t>(n);
   }
-  if (absl::Status status = CheckAutoencoderBottleneck(config.bottleneck, data.train.cols);
-      !status.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("AutoEncoder hyperparameter ", status.message()));
-  }
-  SetTrialThreads(context.threads);
-  at::Generator generator = at::detail::createCPUGenerator(static_cast<uint64_t>(config.seed));
-
-  // Standardise with the training split's statistics; constant columns keep scale 1.
-  torch::Tensor train = ToTensor(data.train);
-  torch::Tensor validation = ToTensor(data.validation);
-  torch::Tensor mean = train.mean(0);
-  torch::Tensor scale = train.std(0, /*unbiased=*/false);
-  scale = torch::where(scale > 1e-6, scale, torch::ones_like(scale));
-  torch::Tensor train_z = ((train - mean) / scale).to(device);
-  torch::Tensor validation_z = ((validation - mean) / scale).to(device);
-  const double sst = (validation - validation.mean(0)).pow(2).sum().item<double>();
-  if (!(sst > 0)) {
-    return absl::InvalidArgumentError("the validation features are constant: R² is undefined");
-  }
-  // R² in the data's own units, over every feature: reported after every epoch, so that early
-  // stopping compares trials in the study's objective, and at the end.
-  auto r2_and_sse = [&](const torch::Tensor& reconstruction_z) {
-    torch::Tensor reconstruction = reconstruction_z.to(torch::kCPU) * scale + mean;
-    const double sse = (validation - reconstruction).pow(2).sum().item<double>();
-    return std::pair<double, double>{1 - sse / sst, sse};
-  };
-
-  torch::nn::Sequential network = BuildNetwork(data.train.cols, config);
-  InitializeWeights(network, generator);
-  network->to(device);
-  torch::optim::AdamW optimizer(
-      network->parameters(),
-      torch::optim::AdamWOptions(config.learning_rate).weight_decay(config.weight_decay));
-
-  const int64_t rows = data.train.rows;
-  const int64_t batch = std::min<int64_t>(config.batch_size, rows);
-  double validation_loss = 0;
-  double r2 = 0;
-  double sse = 0;
-  for (int epoch = 1; epoch <= config.epochs; ++epoch) {
-    network->train();
-    torch::Tensor order = torch::randperm(rows, generator, torch::kLong).to(device);
-    for (int64_t start = 0; start < rows; start += batch) {
-      if (context.cancelled != nullptr && context.cancelled->load()) {
-        return absl::CancelledError(absl::StrCat("cancelled in epoch ", epoch));
-      }
-      torch::Tensor inputs = train_z.index_select(0, order.slice(0, start, start + batch));
-      optimizer.zero_grad();
-      torch::Tensor loss = torch::mse_loss(network->forward(inputs), inputs);
-      loss.backward();
-      optimizer.step();
-    }
-    network->eval();
-    torch::NoGradGuard no_grad;
-    torch::Tensor reconstruction_z = network->forward(validation_z);
-    validation_loss = torch::mse_loss(reconstruction_z, validation_z).item<double>();
-    if (!std::isfinite(validation_loss) || validation_loss > kDivergedLoss) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "training diverged: the validation loss is ", validation_loss, " after epoch ", epoch,
-          " (predicting the mean scores about 1); lower learning_rate"));
-    }
-    std::tie(r2, sse) = r2_and_sse(reconstruction_z);
-    if (context.progress) context.progress(epoch, r2);
-  }
-  if (config.epochs < 1) {  // Untrained: scored as it is.
-    torch::NoGradGuard no_grad;
-    network->eval();
-    std::tie(r2, sse) = r2_and_sse(network->forward(validation_z));
-  }
-  TrainerMetrics metrics{
-      {"r2", r2},
-      {"mse", sse / static_cast<double>(validation.numel())},
-      {"val_loss", validation_loss},
-  };
-  if (context.measure_deployment) {
-    if (context.cancelled != nullptr && context.cancelled->load()) {
-      return absl::CancelledError("cancelled after training");
-    }
-    ASSIGN_OR_RETURN(DeploymentCosts costs,
-                     MeasureDeployment(network, data.validation, mean, scale, device, context));
-    AddDeploymentMetrics(costs, metrics);
-  }
-  return metrics;
+  return true;
 }
 
 }  // namespace
@@ -306,23 +195,71 @@ absl::StatusOr<AutoencoderConfig> ParseAutoencoderConfig(const Hyperparameters& 
   }
   return config;
 }
-
+// Loading libtorch maps and dirties more than a hundred MiB that stay for the life of a
+// process, so the question is asked by a forked child that loads the library and exits. The
+// child only loads, probes, writes and exits; glibc's fork keeps malloc and the loader usable
+// in the child of a threaded process.
 TorchDevices ProbeTorchDevices() {
   TorchDevices devices;
-  devices.built_with_cuda = at::hasCUDA();
-  devices.cuda_devices = devices.built_with_cuda ? static_cast<int>(torch::cuda::device_count()) : 0;
+  const std::string path = ModulePath();
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    devices.error = absl::StrCat("cannot ask libtorch for devices: pipe: ", std::strerror(errno));
+    return devices;
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    RunProbe(path, fds[1]);
+  }
+  close(fds[1]);
+  if (pid < 0) {
+    devices.error = absl::StrCat("cannot ask libtorch for devices: fork: ", std::strerror(errno));
+    close(fds[0]);
+    return devices;
+  }
+  ProbeReply reply;
+  const bool answered = ReadReply(fds[0], absl::Now() + kProbeTimeout, reply);
+  close(fds[0]);
+  if (!answered) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!answered) {
+    devices.error = WIFSIGNALED(status)
+                        ? absl::StrCat("the libtorch device probe (", path, ") died of signal ",
+                                       WTERMSIG(status))
+                        : absl::StrCat("the libtorch device probe (", path, ") gave no answer in ",
+                                       absl::FormatDuration(kProbeTimeout));
+    return devices;
+  }
+  if (reply.loaded == 0) {
+    devices.error = reply.error;
+    return devices;
+  }
+  devices.built_with_cuda = reply.built_with_cuda != 0;
+  devices.cuda_devices = reply.cuda_devices;
   return devices;
 }
 
 absl::StatusOr<std::unique_ptr<AutoencoderTrainer>> AutoencoderTrainer::Create(
     DevicePreference preference) {
-  const TorchDevices devices = ProbeTorchDevices();
+  // The CPU needs no probe, so nothing of libtorch is loaded before the first trial.
+  if (preference == DevicePreference::kCpu) {
+    return std::unique_ptr<AutoencoderTrainer>(new AutoencoderTrainer("cpu"));
+  }
+  return Create(preference, ProbeTorchDevices());
+}
+
+absl::StatusOr<std::unique_ptr<AutoencoderTrainer>> AutoencoderTrainer::Create(
+    DevicePreference preference, const TorchDevices& devices) {
   std::string device = "cpu";
   if (preference != DevicePreference::kCpu && devices.cuda_devices > 0) device = "cuda:0";
   if (preference == DevicePreference::kCuda && device == "cpu") {
     return absl::FailedPreconditionError(
-        devices.built_with_cuda ? "--device=cuda: no CUDA device is visible"
-                                : "--device=cuda: this libtorch was built without CUDA");
+        !devices.error.empty()   ? absl::StrCat("--device=cuda: ", devices.error)
+        : devices.built_with_cuda ? "--device=cuda: no CUDA device is visible"
+                                  : "--device=cuda: this libtorch was built without CUDA");
   }
   return std::unique_ptr<AutoencoderTrainer>(new AutoencoderTrainer(device));
 }
@@ -331,15 +268,18 @@ absl::StatusOr<TrainerMetrics> AutoencoderTrainer::Train(const SplitDataset& dat
                                                          const Hyperparameters& params,
                                                          const TrialContext& context) {
   ASSIGN_OR_RETURN(AutoencoderConfig config, ParseAutoencoderConfig(params));
-  // libtorch reports errors (out of memory on the device, shape mistakes) as exceptions; they
-  // stop here and become the trial's error.
-  try {
-    return TrainOnDevice(data, config, context, torch::Device(device_));
-  } catch (const c10::Error& error) {
-    return absl::InternalError(absl::StrCat("libtorch: ", error.what_without_backtrace()));
-  } catch (const std::exception& error) {
-    return absl::InternalError(absl::StrCat("libtorch: ", error.what()));
+  if (data.train.cols < 2) {
+    return absl::InvalidArgumentError("an AutoEncoder needs at least 2 feature columns");
   }
+  if (absl::Status status = CheckAutoencoderBottleneck(config.bottleneck, data.train.cols);
+      !status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("AutoEncoder hyperparameter ", status.message()));
+  }
+  ASSIGN_OR_RETURN(const AutoencoderModule* module, LoadModule(ModulePath()));
+  ASSIGN_OR_RETURN(AutoencoderRun run,
+                   module->train(data, config, context, device_, &MeasureInference));
+  if (run.deployment.has_value()) AddDeploymentMetrics(*run.deployment, run.metrics);
+  return std::move(run.metrics);
 }
 
 }  // namespace dhpt::worker

@@ -23,8 +23,10 @@
 // the whole inference path a deployment runs (standardise, forward pass under InferenceMode on
 // the trial's device, back to the data's units on the host) with one intra-op thread.
 //
-// This header stays free of torch headers: only the libraries that build the GPU worker see
-// libtorch.
+// The libtorch code is a shared library of its own, libdhpt_autoencoder.so, loaded at the first
+// trial (autoencoder_module.h): the worker binary links no libtorch, and a library that cannot
+// be loaded fails the trial with FAILED_PRECONDITION saying where it was looked for. This header
+// stays free of torch headers.
 
 #include <memory>
 #include <string>
@@ -63,14 +65,20 @@ std::string LibtorchVersion();
 struct TorchDevices {
   bool built_with_cuda = false;
   int cuda_devices = 0;
+  std::string error;  // Why libtorch could not be asked (no library): then no device is known.
 };
+// Asked in a short-lived child process that loads the library, so that this process maps no
+// libtorch until its first trial. Takes as long as libtorch's (and CUDA's) initialisation.
 TorchDevices ProbeTorchDevices();
 
 class AutoencoderTrainer final : public ModelTrainer {
  public:
   // kAuto takes CUDA device 0 when one is visible and the CPU otherwise; kCuda fails with
-  // FAILED_PRECONDITION when none is visible.
+  // FAILED_PRECONDITION when none is visible. kCpu loads nothing; the others probe.
   static absl::StatusOr<std::unique_ptr<AutoencoderTrainer>> Create(DevicePreference preference);
+  // With devices already probed (the GPU worker probes once at start).
+  static absl::StatusOr<std::unique_ptr<AutoencoderTrainer>> Create(DevicePreference preference,
+                                                                    const TorchDevices& devices);
 
   std::string device() const override { return device_; }
   bool on_cuda() const { return device_ != "cpu"; }

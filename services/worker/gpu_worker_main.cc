@@ -24,19 +24,22 @@ using v1::Model;
 absl::StatusOr<WorkerSetup> SetUpGpuWorker() {
   absl::StatusOr<DevicePreference> preference = ParseDevicePreference(absl::GetFlag(FLAGS_device));
   if (!preference.ok()) return preference.status();
-  if (absl::GetFlag(FLAGS_require_gpu)) {
-    const TorchDevices devices = ProbeTorchDevices();
-    if (devices.cuda_devices == 0 || *preference == DevicePreference::kCpu) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "no CUDA device visible: this worker must run on a GPU node; check the node's gpu "
-          "label and the Deployment's node affinity (",
-          *preference == DevicePreference::kCpu ? "--device=cpu was given"
-          : devices.built_with_cuda             ? "libtorch sees 0 CUDA devices"
-                                                : "this libtorch was built without CUDA",
-          ")"));
-    }
+  // Probed once, in a child process: this worker maps no libtorch until its first trial.
+  const TorchDevices devices =
+      *preference == DevicePreference::kCpu ? TorchDevices{} : ProbeTorchDevices();
+  const std::string no_cuda_reason = *preference == DevicePreference::kCpu ? "--device=cpu was given"
+                                     : !devices.error.empty()              ? devices.error
+                                     : devices.built_with_cuda ? "libtorch sees 0 CUDA devices"
+                                                               : "this libtorch was built without CUDA";
+  if (absl::GetFlag(FLAGS_require_gpu) &&
+      (devices.cuda_devices == 0 || *preference == DevicePreference::kCpu)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no CUDA device visible: this worker must run on a GPU node; check the node's gpu "
+        "label and the Deployment's node affinity (",
+        no_cuda_reason, ")"));
   }
-  absl::StatusOr<std::unique_ptr<AutoencoderTrainer>> trainer = AutoencoderTrainer::Create(*preference);
+  absl::StatusOr<std::unique_ptr<AutoencoderTrainer>> trainer =
+      AutoencoderTrainer::Create(*preference, devices);
   if (!trainer.ok()) return trainer.status();
 
   WorkerSetup setup;
@@ -58,10 +61,9 @@ absl::StatusOr<WorkerSetup> SetUpGpuWorker() {
     }
   } else {
     DHPT_LOG_WARNING(
-        "no CUDA device in use (--device=%s, %s): AutoEncoder trials run on the CPU, and the "
+        "no CUDA device in use (--device=%s: %s): AutoEncoder trials run on the CPU, and the "
         "scheduler sends only studies with allow_cpu_fallback",
-        absl::GetFlag(FLAGS_device),
-        ProbeTorchDevices().built_with_cuda ? "none visible" : "libtorch built without CUDA");
+        absl::GetFlag(FLAGS_device), no_cuda_reason);
   }
   setup.runner.autoencoder = std::move(*trainer);
   return setup;

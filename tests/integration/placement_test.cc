@@ -4,9 +4,13 @@
 
 #include <sys/wait.h>
 
+#include <fstream>
+#include <sstream>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
 #include "tests/integration/test_cluster.h"
@@ -91,6 +95,35 @@ TEST(PlacementTest, WithTheFallbackAutoencoderTrialsCompleteOnTheCpuAndSaySo) {
     EXPECT_TRUE(trial.metrics().contains("val_loss"));
     EXPECT_FALSE(trial.metrics().contains("gpu_utilization_avg"));  // No GPU: absent, not 0.
   }
+}
+
+std::string MappedFiles(pid_t pid) {
+  std::ifstream maps(absl::StrCat("/proc/", pid, "/maps"));
+  std::stringstream text;
+  text << maps.rdbuf();
+  return text.str();
+}
+
+// The GPU worker loads libtorch (libdhpt_autoencoder.so) at its first AutoEncoder trial, not at
+// start: linked at start it held about 145 MiB of an idle worker (docs/benchmarks.md, "Idle
+// memory"). Started with --device=auto, so the device probe at start runs too (in a child).
+TEST(PlacementTest, AnIdleGpuWorkerHoldsNoLibtorchUntilItsFirstAutoencoderTrial) {
+  TestCluster cluster(/*workers=*/0);
+  cli::ChildProcess& gpu = cluster.SpawnWorkerProcess("gpu-worker", 1, "dhpt-gpu-worker");
+  ASSERT_TRUE(Connected(cluster, 1));
+  const std::string idle = MappedFiles(gpu.pid());
+  ASSERT_TRUE(absl::StrContains(idle, "dhpt-gpu-worker"));  // The maps were read.
+  EXPECT_FALSE(absl::StrContains(idle, "libtorch")) << "libtorch is mapped before any trial";
+  EXPECT_FALSE(absl::StrContains(idle, "libdhpt_autoencoder.so"));
+  // Generous: about 22 MiB here without libtorch, 165 MiB with it.
+  EXPECT_LT(ProcStatusBytes(gpu.pid(), "VmRSS"), int64_t{100} << 20);
+
+  ASSERT_TRUE(cluster.client().CreateStudy(AutoencoderStudy("ae-first", true)).ok());
+  const v1::Study study = cluster.WaitForEnd("ae-first");
+  EXPECT_EQ(study.trials_completed(), 3);
+  const std::string working = MappedFiles(gpu.pid());
+  EXPECT_TRUE(absl::StrContains(working, "libdhpt_autoencoder.so"));
+  EXPECT_TRUE(absl::StrContains(working, "libtorch"));
 }
 
 TEST(PlacementTest, GpuWorkersRunCpuModelsOnlyWhenTheOperatorSaysSo) {

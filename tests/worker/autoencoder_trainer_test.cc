@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "services/worker/autoencoder_module.h"
 
 namespace dhpt::worker {
 namespace {
@@ -183,6 +185,47 @@ TEST(AutoencoderTrainerTest, DevicePreferences) {
     EXPECT_EQ((*automatic)->device(), "cuda:0");
     EXPECT_TRUE(cuda.ok());
   }
+}
+
+// Points DHPT_AUTOENCODER_MODULE at `path` for one scope.
+class ModuleOverride {
+ public:
+  explicit ModuleOverride(const std::string& path) { setenv(kAutoencoderModuleEnv, path.c_str(), 1); }
+  ~ModuleOverride() { unsetenv(kAutoencoderModuleEnv); }
+};
+
+// The libtorch code is a library loaded at the first trial: one that is missing, or is not the
+// AutoEncoder's, fails the trial (and a CUDA worker's start) saying what to install where.
+TEST(AutoencoderTrainerTest, AMissingLibraryIsAClearTrialError) {
+  using ::testing::HasSubstr;
+  const SplitDataset data = SensorSplit(100);
+  const Hyperparameters params = {{"epochs", Int(1)}};
+  {
+    const std::string missing = "/nonexistent/libdhpt_autoencoder.so";
+    ModuleOverride override(missing);
+    const TorchDevices devices = ProbeTorchDevices();
+    EXPECT_EQ(devices.cuda_devices, 0);
+    EXPECT_THAT(devices.error, HasSubstr(missing));
+    absl::StatusOr<std::unique_ptr<AutoencoderTrainer>> cuda =
+        AutoencoderTrainer::Create(DevicePreference::kCuda);
+    EXPECT_EQ(cuda.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(cuda.status().message(), HasSubstr("DHPT_AUTOENCODER_MODULE"));
+
+    absl::StatusOr<TrainerMetrics> metrics = CpuTrainer()->Train(data, params, {});
+    EXPECT_EQ(metrics.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(metrics.status().message(), HasSubstr("cannot load the AutoEncoder library"));
+    EXPECT_THAT(metrics.status().message(), HasSubstr(missing));
+    EXPECT_THAT(metrics.status().message(), HasSubstr("DHPT_AUTOENCODER_MODULE"));
+  }
+  {
+    ModuleOverride override("libm.so.6");  // A library, but not the AutoEncoder's.
+    absl::StatusOr<TrainerMetrics> metrics = CpuTrainer()->Train(data, params, {});
+    EXPECT_EQ(metrics.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(metrics.status().message(),
+                HasSubstr("is not an AutoEncoder library: it has no DhptAutoencoderModule"));
+  }
+  // The library beside this test binary again.
+  EXPECT_TRUE(CpuTrainer()->Train(data, params, {}).ok());
 }
 
 // Deployment costs of a completed trial: all there, none zero, and a wider network is larger
