@@ -622,6 +622,7 @@ absl::StatusOr<Reader> OpenReader(const std::string& path) {
 absl::StatusOr<std::vector<v1::Trial>> SqliteStudyStore::ReadStudyTrials(
     const std::string& study) const {
   if (!reads_back()) return absl::UnimplementedError("an in-memory store cannot read a study back");
+  if (options_.before_read_back) options_.before_read_back(study);
   ASSIGN_OR_RETURN(Reader owned, OpenReader(options_.path));
   sqlite3* reader = owned.get();
   Statement statement(reader, "SELECT trial FROM trials WHERE study = ?1 ORDER BY number");
