@@ -622,7 +622,6 @@ absl::StatusOr<Reader> OpenReader(const std::string& path) {
 absl::StatusOr<std::vector<v1::Trial>> SqliteStudyStore::ReadStudyTrials(
     const std::string& study) const {
   if (!reads_back()) return absl::UnimplementedError("an in-memory store cannot read a study back");
-  if (options_.before_read_back) options_.before_read_back(study);
   ASSIGN_OR_RETURN(Reader owned, OpenReader(options_.path));
   sqlite3* reader = owned.get();
   Statement statement(reader, "SELECT trial FROM trials WHERE study = ?1 ORDER BY number");
@@ -640,6 +639,7 @@ absl::StatusOr<std::vector<v1::Trial>> SqliteStudyStore::ReadStudyTrials(
     }
   }
   if (code != SQLITE_DONE) return StoreError(reader, code, "cannot read", options_.path, true);
+  if (options_.after_read_back) options_.after_read_back(study);
   return trials;
 }
 

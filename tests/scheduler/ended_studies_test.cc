@@ -397,7 +397,7 @@ TEST_F(EndedStudiesTest, UnderHalfTheCapAReadingIsKeptForTheInterval) {
 TEST_F(EndedStudiesTest, AReadBackDoesNotHoldUpAWorkersResult) {
   absl::Notification reading;
   absl::Notification release;
-  db_.options().before_read_back = [&](const std::string& study) {
+  db_.options().after_read_back = [&](const std::string& study) {
     if (study != "so") return;
     reading.Notify();
     release.WaitForNotificationWithTimeout(absl::Seconds(60));
@@ -450,7 +450,7 @@ TEST_F(EndedStudiesTest, AReadBackDoesNotHoldUpAWorkersResult) {
 TEST_F(EndedStudiesTest, AStudyDeletedDuringItsReadBackStaysDeleted) {
   absl::Notification reading;
   absl::Notification release;
-  db_.options().before_read_back = [&](const std::string& study) {
+  db_.options().after_read_back = [&](const std::string& study) {
     if (study != "so" || reading.HasBeenNotified()) return;
     reading.Notify();
     release.WaitForNotificationWithTimeout(absl::Seconds(20));  // Held under the lock, the delete would wait for it.
@@ -469,6 +469,46 @@ TEST_F(EndedStudiesTest, AStudyDeletedDuringItsReadBackStaysDeleted) {
   EXPECT_TRUE(absl::IsNotFound(page.status())) << page.status();
   EXPECT_TRUE(absl::IsNotFound(core_->GetStudy("so").status()));
   EXPECT_EQ(core_->ended_studies_in_memory().studies, 0);
+}
+
+// A read back overtaken by another (the study read back, extended, ended with a new trial and
+// evicted again while the first read waited) is dropped: the page shows the 13 trials, not the
+// 12 the first read found.
+TEST_F(EndedStudiesTest, AReadBackOvertakenByAnotherEvictionIsDropped) {
+  absl::Notification reading;
+  absl::Notification release;
+  db_.options().after_read_back = [&](const std::string& study) {
+    if (study != "so" || reading.HasBeenNotified()) return;
+    reading.Notify();
+    release.WaitForNotificationWithTimeout(absl::Seconds(60));
+  };
+  Restart();
+  RunStudies();
+  Committed();
+  ASSERT_EQ(core_->ShedEndedStudies(), 2);
+  absl::StatusOr<ListPage<v1::Trial>> page;
+  std::thread user([&] { page = core_->ListTrials("so", v1::Trial::STATE_UNSPECIFIED, 100, ""); });
+  ASSERT_TRUE(reading.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  v1::UpdateStudyRequest update;
+  update.set_name("so");
+  update.mutable_spec()->set_max_trials(13);
+  update.mutable_update_mask()->add_paths("max_trials");
+  absl::StatusOr<v1::Study> extended = core_->UpdateStudy(update);
+  std::vector<int64_t> asked;
+  if (extended.ok()) {
+    asked = Ask("so", 1);
+    if (asked.size() == 1) Tell("so", asked[0], {{"loss", 1}});
+    Committed();
+  }
+  const int shed = core_->ShedEndedStudies();
+  release.Notify();
+  user.join();
+  ASSERT_TRUE(extended.ok()) << extended.status();
+  ASSERT_EQ(asked, std::vector<int64_t>{12});
+  ASSERT_GE(shed, 1);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->items.size(), 13u);
+  EXPECT_EQ(AllTrials(*core_, "so").size(), 13u);
 }
 
 }  // namespace
