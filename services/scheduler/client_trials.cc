@@ -200,8 +200,10 @@ void SchedulerCore::SuggestTrials(absl::string_view name, int count, absl::strin
     }
     return;
   }
-  // Near the memory cap no new trial starts: the same, saying why.
-  if (absl::Status memory = CheckMemoryLocked(); !memory.ok()) {
+  // Near the memory cap no new trial starts: the same, saying why. Trials accepted before it
+  // (pending: handed back, enqueued, their lease run out) are still given out, as dispatch
+  // gives them to workers: only new work waits for memory (TakeTrialLocked).
+  if (absl::Status memory = CheckMemoryLocked(); !memory.ok() && (*study)->pending.empty()) {
     if (waiter->given.empty()) {
       waiter->done(memory);
     } else {

@@ -54,17 +54,57 @@ absl::StatusOr<const SchedulerCore::StudyEntry*> SchedulerCore::FindStudyLocked(
   return &study;
 }
 
-absl::Status SchedulerCore::LoadEvictedLocked(StudyEntry& study) {
-  const std::string& name = study.spec.name();
-  absl::StatusOr<std::vector<v1::Trial>> trials = store_->ReadStudyTrials(name);
-  std::vector<StoredIntermediateValue> values;
-  if (trials.ok() && !std::holds_alternative<std::monostate>(study.early_stopping)) {
+SchedulerCore::StoredStudy SchedulerCore::ReadStoredStudy(const std::string& name,
+                                                          bool with_curves) const {
+  StoredStudy read;
+  read.trials = store_->ReadStudyTrials(name);
+  if (read.trials.ok() && with_curves) {
     std::vector<uint64_t> ids;
-    for (const v1::Trial& trial : *trials) ids.push_back(trial.id());
-    absl::StatusOr<std::vector<StoredIntermediateValue>> read = store_->ReadIntermediateValues(ids);
-    if (!read.ok()) trials = read.status();
-    else values = *std::move(read);
+    for (const v1::Trial& trial : *read.trials) ids.push_back(trial.id());
+    absl::StatusOr<std::vector<StoredIntermediateValue>> values =
+        store_->ReadIntermediateValues(ids);
+    if (!values.ok()) read.trials = values.status();
+    else read.values = *std::move(values);
   }
+  return read;
+}
+
+void SchedulerCore::ReadBackOffLock(absl::string_view name) {
+  std::string key;
+  uint64_t eviction = 0;
+  bool with_curves = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    absl::StatusOr<const StudyEntry*> study = FindSummaryLocked(name);
+    if (!study.ok() || !(*study)->evicted) return;
+    key = (*study)->spec.name();
+    eviction = (*study)->eviction;
+    with_curves = !std::holds_alternative<std::monostate>((*study)->early_stopping);
+  }
+  // Off the lock: a large study's rows take milliseconds to read and parse, which dispatch,
+  // results and every other call would wait for. An evicted study's stored rows do not change
+  // while it stays evicted (nothing writes an ended study that is not in memory).
+  StoredStudy read = ReadStoredStudy(key, with_curves);
+  absl::MutexLock lock(&mutex_);
+  auto it = studies_.find(key);
+  // Read back by another call meanwhile, deleted, or evicted again after a reopening: this
+  // read is not what the study is now, and the caller's FindStudyLocked reads it again if
+  // it still has to.
+  if (it == studies_.end() || !it->second->evicted || it->second->eviction != eviction) return;
+  // An error is the caller's to report, through FindStudyLocked's own read.
+  if (read.trials.ok()) RestoreReadLocked(*it->second, std::move(read)).IgnoreError();
+}
+
+absl::Status SchedulerCore::LoadEvictedLocked(StudyEntry& study) {
+  return RestoreReadLocked(
+      study, ReadStoredStudy(study.spec.name(),
+                             !std::holds_alternative<std::monostate>(study.early_stopping)));
+}
+
+absl::Status SchedulerCore::RestoreReadLocked(StudyEntry& study, StoredStudy read) {
+  const std::string& name = study.spec.name();
+  absl::StatusOr<std::vector<v1::Trial>>& trials = read.trials;
+  std::vector<StoredIntermediateValue>& values = read.values;
   if (!trials.ok()) {
     return absl::UnavailableError(absl::StrCat("study \"", name, "\" has ended and its trials ",
                                                "are in the store, which cannot read them now (",
@@ -148,6 +188,7 @@ bool SchedulerCore::EvictableLocked(const StudyEntry& study) const {
 }
 
 void SchedulerCore::EvictLocked(StudyEntry& study) {
+  study.eviction = ++evictions_;
   v1::Study summary = BuildStudyLocked(study);
   // What a restart starts from is this same summary.
   study.last_write = store_->PutStudy(summary);

@@ -28,6 +28,7 @@ absl::StatusOr<v1::GetParamImportancesResponse> SchedulerCore::GetParamImportanc
   std::vector<optimizer::TrialRecord> records;
   std::vector<int64_t> numbers;
   int considered = 0;
+  if (read_back) ReadBackOffLock(request.study());
   {
     absl::MutexLock lock(&mutex_);
     ASSIGN_OR_RETURN(const StudyEntry* study, read_back ? FindStudyLocked(request.study())

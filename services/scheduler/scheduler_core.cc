@@ -227,6 +227,7 @@ absl::StatusOr<v1::Study> SchedulerCore::CreateStudy(const v1::StudySpec& reques
   ASSIGN_OR_RETURN(v1::StudySpec spec, study::NormalizeStudySpec(request, options_.spec_limits));
   v1::Study reply;
   WriteSequence stored;
+  if (!spec.warm_start_study().empty()) ReadBackOffLock(spec.warm_start_study());
   {
     absl::MutexLock lock(&mutex_);
     ASSIGN_OR_RETURN(stored, CreateStudyLocked(std::move(spec), reply));
@@ -441,6 +442,7 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
     absl::string_view name, v1::Trial::State only, int page_size, absl::string_view page_token,
     bool values_only) {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultTrialPageSize, kMaxTrialPageSize));
+  ReadBackOffLock(name);
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
   // The study's creation order too: a token of a deleted study is no good for a new one of
@@ -469,6 +471,7 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
 }
 
 absl::StatusOr<v1::Trial> SchedulerCore::GetBestTrial(absl::string_view name) {
+  ReadBackOffLock(name);
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
   if (!study->best) {
@@ -480,6 +483,7 @@ absl::StatusOr<v1::Trial> SchedulerCore::GetBestTrial(absl::string_view name) {
 absl::StatusOr<v1::GetParetoFrontResponse> SchedulerCore::GetParetoFront(
     absl::string_view name, int page_size, absl::string_view page_token) {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultTrialPageSize, kMaxTrialPageSize));
+  ReadBackOffLock(name);
   absl::MutexLock lock(&mutex_);
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
   const std::string filter = absl::StrCat(name, "|", study->order);

@@ -659,6 +659,22 @@ class SchedulerCore {
   // suggestion, an uncommitted write) are evicted: their trials leave memory and their summary
   // stays. LoadEvictedLocked reads one back.
   absl::Status LoadEvictedLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // What reading a study back takes from the store: its trials (or why they cannot be read)
+  // and, with `with_curves`, their intermediate values. Store calls only: no lock needed.
+  struct StoredStudy {
+    absl::StatusOr<std::vector<v1::Trial>> trials;
+    std::vector<StoredIntermediateValue> values;
+  };
+  StoredStudy ReadStoredStudy(const std::string& name, bool with_curves) const;
+  // Puts what was read back into the evicted study (UNAVAILABLE if it could not be read).
+  absl::Status RestoreReadLocked(StudyEntry& study, StoredStudy read)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The calls that need an ended study's trials call this before taking the lock: an evicted
+  // study is read from the store without the lock, so that dispatch, results and other calls
+  // do not wait behind the read, and put back under it unless it changed meanwhile (read back
+  // by another call, deleted, or evicted again: StudyEntry::eviction). Their FindStudyLocked
+  // then finds it in memory, or reads it under the lock in the rare case it was evicted again.
+  void ReadBackOffLock(absl::string_view name) ABSL_LOCKS_EXCLUDED(mutex_);
   void CacheEndedLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ForgetCachedLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Evicts from the least recently used end until the cache holds at most `bound` bytes or
@@ -712,6 +728,7 @@ class SchedulerCore {
   std::list<StudyEntry*> ended_cache_ ABSL_GUARDED_BY(mutex_);
   size_t ended_cache_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   size_t evicted_bytes_ ABSL_GUARDED_BY(mutex_) = 0;  // Since memory last went back.
+  uint64_t evictions_ ABSL_GUARDED_BY(mutex_) = 0;  // Numbers each eviction (ReadBackOffLock).
   // The memory cap's last check: when, and what it said.
   absl::Time memory_checked_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
   absl::Status memory_status_ ABSL_GUARDED_BY(mutex_);

@@ -643,6 +643,7 @@ absl::StatusOr<std::vector<v1::Trial>> SqliteStudyStore::ReadStudyTrials(
     }
   }
   if (code != SQLITE_DONE) return StoreError(reader, code, "cannot read", options_.path, true);
+  if (options_.after_read_back) options_.after_read_back(study);
   return trials;
 }
 

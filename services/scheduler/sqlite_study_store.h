@@ -10,6 +10,7 @@
 // database keeps a second scheduler from opening it.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -40,6 +41,10 @@ struct SqliteStoreOptions {
   // A failed commit is retried after this, doubling up to max_retry_delay.
   absl::Duration retry_delay = absl::Milliseconds(50);
   absl::Duration max_retry_delay = absl::Seconds(1);
+  // A fault for tests: called with the study's name, on the calling thread, once
+  // ReadStudyTrials has read its rows and before it returns them (a slow disk; what it
+  // returns is then older than the store). Unset outside tests.
+  std::function<void(const std::string& study)> after_read_back;
 };
 
 // The schema this build writes; older ones are migrated, newer ones refused.

@@ -71,6 +71,7 @@ v1::StudySpec Updated(v1::StudySpec spec, const v1::UpdateStudyRequest& request)
 absl::StatusOr<v1::Study> SchedulerCore::UpdateStudy(const v1::UpdateStudyRequest& request) {
   RETURN_IF_ERROR(CheckMask(request));
   v1::StudySpec before;
+  ReadBackOffLock(request.name());
   {
     absl::MutexLock lock(&mutex_);
     ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(request.name()));

@@ -123,6 +123,7 @@ absl::StatusOr<SchedulerCore::CheckedTrials> SchedulerCore::WarmStartLocked(
 absl::StatusOr<v1::Trial> SchedulerCore::EnqueueTrial(const v1::EnqueueTrialRequest& request) {
   WriteSequence stored = 0;
   v1::Trial reply;
+  ReadBackOffLock(request.study());
   {
     absl::MutexLock lock(&mutex_);
     ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(request.study()));
@@ -163,6 +164,7 @@ absl::StatusOr<v1::AddTrialsResponse> SchedulerCore::AddTrials(
   }
   WriteSequence stored = 0;
   v1::AddTrialsResponse response;
+  ReadBackOffLock(request.study());
   {
     absl::MutexLock lock(&mutex_);
     ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(request.study()));

@@ -13,6 +13,7 @@ namespace dhpt::scheduler {
 
 absl::StatusOr<uint64_t> SchedulerCore::Watch(absl::string_view name, const WatchOptions& options,
                                               StudyWatcher* watcher) {
+  ReadBackOffLock(name);
   absl::MutexLock lock(&mutex_);
   if (shutting_down_) return absl::UnavailableError("the scheduler is shutting down");
   ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(name));

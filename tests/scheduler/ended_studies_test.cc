@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "google/protobuf/text_format.h"
 #include "services/scheduler/scheduler_core.h"
 #include "tests/scheduler/core_test_util.h"
@@ -386,6 +388,127 @@ TEST_F(EndedStudiesTest, UnderHalfTheCapAReadingIsKeptForTheInterval) {
   ASSERT_TRUE(core_->CreateStudy(SingleObjective("first", 5)).ok());
   SetResident(950);
   EXPECT_TRUE(core_->CreateStudy(SingleObjective("second", 5)).ok());
+}
+
+// Reading an evicted study back happens off the core's lock: while one user's ListTrials of an
+// old study waits on the disk (a fault holds the read), a worker's result is taken and the
+// worker given its next trial; then the page answers as before. Held under the lock, the
+// result waited for the whole read.
+TEST_F(EndedStudiesTest, AReadBackDoesNotHoldUpAWorkersResult) {
+  absl::Notification reading;
+  absl::Notification release;
+  db_.options().after_read_back = [&](const std::string& study) {
+    if (study != "so") return;
+    reading.Notify();
+    release.WaitForNotificationWithTimeout(absl::Seconds(60));
+  };
+  Restart();
+  RunStudies();
+  Committed();
+  const std::vector<v1::Trial> before = AllTrials(*core_, "so");
+  ASSERT_EQ(core_->ShedEndedStudies(), 2);
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("busy", 3)).ok());
+  RecordingChannel channel;
+  absl::StatusOr<uint64_t> session = core_->ConnectWorker(Hello("w", 1), {}, &channel);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_EQ(channel.Assigns().size(), 1u);
+
+  std::thread user([&] {
+    absl::StatusOr<ListPage<v1::Trial>> page =
+        core_->ListTrials("so", v1::Trial::STATE_UNSPECIFIED, 100, "");
+    ASSERT_TRUE(page.ok()) << page.status();
+    ASSERT_EQ(page->items.size(), before.size());
+    for (size_t i = 0; i < before.size(); ++i) {
+      EXPECT_EQ(page->items[i].DebugString(), before[i].DebugString());
+    }
+  });
+  ASSERT_TRUE(reading.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  absl::Notification handled;
+  std::thread worker([&] {
+    const v1::Assign assign = channel.Assigns().back();
+    v1::TrialResult result;
+    result.set_trial_id(assign.trial_id());
+    result.set_attempt(assign.attempt());
+    result.set_epoch(assign.epoch());
+    result.set_state(v1::Trial::COMPLETED);
+    (*result.mutable_metrics())["value"] = 1.5;
+    core_->HandleResult(*session, result);
+    handled.Notify();
+  });
+  // The read is still held: the result must not wait for it.
+  const bool in_time = handled.WaitForNotificationWithTimeout(absl::Seconds(10));
+  const size_t assigns = channel.Assigns().size();
+  release.Notify();
+  worker.join();
+  user.join();
+  EXPECT_TRUE(in_time) << "the worker's result waited for the read back";
+  EXPECT_EQ(assigns, 2u) << "the worker was not given its next trial during the read back";
+  EXPECT_EQ(core_->ended_studies_in_memory().studies, 1);  // "so" read back and kept.
+}
+
+// A study deleted while its read back is under way is not brought back by it.
+TEST_F(EndedStudiesTest, AStudyDeletedDuringItsReadBackStaysDeleted) {
+  absl::Notification reading;
+  absl::Notification release;
+  db_.options().after_read_back = [&](const std::string& study) {
+    if (study != "so" || reading.HasBeenNotified()) return;
+    reading.Notify();
+    release.WaitForNotificationWithTimeout(absl::Seconds(20));  // Held under the lock, the delete would wait for it.
+  };
+  Restart();
+  RunStudies();
+  Committed();
+  ASSERT_EQ(core_->ShedEndedStudies(), 2);
+  absl::StatusOr<ListPage<v1::Trial>> page;
+  std::thread user([&] { page = core_->ListTrials("so", v1::Trial::STATE_UNSPECIFIED, 0, ""); });
+  ASSERT_TRUE(reading.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  const absl::Status deleted = core_->DeleteStudy("so", /*force=*/true);
+  release.Notify();
+  user.join();
+  ASSERT_TRUE(deleted.ok()) << deleted;
+  EXPECT_TRUE(absl::IsNotFound(page.status())) << page.status();
+  EXPECT_TRUE(absl::IsNotFound(core_->GetStudy("so").status()));
+  EXPECT_EQ(core_->ended_studies_in_memory().studies, 0);
+}
+
+// A read back overtaken by another (the study read back, extended, ended with a new trial and
+// evicted again while the first read waited) is dropped: the page shows the 13 trials, not the
+// 12 the first read found.
+TEST_F(EndedStudiesTest, AReadBackOvertakenByAnotherEvictionIsDropped) {
+  absl::Notification reading;
+  absl::Notification release;
+  db_.options().after_read_back = [&](const std::string& study) {
+    if (study != "so" || reading.HasBeenNotified()) return;
+    reading.Notify();
+    release.WaitForNotificationWithTimeout(absl::Seconds(60));
+  };
+  Restart();
+  RunStudies();
+  Committed();
+  ASSERT_EQ(core_->ShedEndedStudies(), 2);
+  absl::StatusOr<ListPage<v1::Trial>> page;
+  std::thread user([&] { page = core_->ListTrials("so", v1::Trial::STATE_UNSPECIFIED, 100, ""); });
+  ASSERT_TRUE(reading.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  v1::UpdateStudyRequest update;
+  update.set_name("so");
+  update.mutable_spec()->set_max_trials(13);
+  update.mutable_update_mask()->add_paths("max_trials");
+  absl::StatusOr<v1::Study> extended = core_->UpdateStudy(update);
+  std::vector<int64_t> asked;
+  if (extended.ok()) {
+    asked = Ask("so", 1);
+    if (asked.size() == 1) Tell("so", asked[0], {{"loss", 1}});
+    Committed();
+  }
+  const int shed = core_->ShedEndedStudies();
+  release.Notify();
+  user.join();
+  ASSERT_TRUE(extended.ok()) << extended.status();
+  ASSERT_EQ(asked, std::vector<int64_t>{12});
+  ASSERT_GE(shed, 1);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->items.size(), 13u);
+  EXPECT_EQ(AllTrials(*core_, "so").size(), 13u);
 }
 
 }  // namespace
