@@ -19,7 +19,8 @@ above, and the paired one of each seed (its own unpruned run's best less 0.002; 
 unpruned DHPT run of the same seed number: samplers' seeds do not pair, so there it is one more
 draw of the target). A DHPT rule meets the goal in a cell when it reaches the target in at least
 4 of 5 seeds with a median compute to it below that of Optuna's best pruner there (the least
-median; a seed that never reached it counts as infinite).
+median; a seed that never reached it counts as infinite); "-" where the rule or any of Optuna's
+three pruners has fewer than five seeds.
 """
 import json
 import statistics
@@ -113,6 +114,9 @@ def equal_compute_markdown(runs, equal):
                 measured[(system, rule)] = (median_share, paired_share)
             optuna_best = [min((statistics.median(m[i]) for (s, _), m in measured.items()
                                 if s == "optuna"), default=float("inf")) for i in (0, 1)]
+            # The goal is judged only beside Optuna's three pruners, each with five seeds.
+            judged = sum(system == "optuna" and len(group) >= 5
+                         for system, _, group in rows) >= 3
             first = True
             for system, rule, group in rows:
                 name = f"DHPT {rule}" if system == "dhpt" else f"Optuna {SYSTEMS.get(rule, rule)}"
@@ -126,7 +130,7 @@ def equal_compute_markdown(runs, equal):
                     if system == "dhpt" and not rule.startswith("none"):
                         # Judged on five seeds only: fewer (a cell still running) say nothing.
                         goal = ("met" if reached >= 4 and median < optuna_best[i] else "no"
-                                ) if len(group) >= 5 else "-"
+                                ) if len(group) >= 5 and judged else "-"
                     cells += [f"{reached}/{len(group)}", shares(share),
                               "-" if median == float("inf") else f"{median:.2f}", goal]
                 print(f"| {f'{label} ({target:.4f})' if first else ''} | {name} | "
