@@ -6,7 +6,9 @@ XGBoost 1.7 from Debian and report validation r2 every 10 rounds; Random Forest 
 DHPT's chunked forest and report r2 every 10 trees; AutoEncoder studies train the
 network of services/worker/autoencoder_trainer.cc in Debian's python3-torch (the same layers,
 initialisation, AdamW and standardisation) and report validation r2 after every epoch. Appends
-one JSON line per study to --out, in pruning_bench's format.
+one JSON line per study to --out, in pruning_bench's format. --equal_compute runs each study
+on until its trials have trained as many steps as max_trials full-length trials (the unpruned
+study's compute; at most --equal_compute_max_trials trials), as pruning_bench --equal_compute.
 
   /usr/bin/python3 bench/optuna_pruning_peer.py --study=bench/pruning/xgboost.yaml \
       --data=/tmp/dhpt-pruning --out=bench/results/pruning.jsonl
@@ -225,16 +227,29 @@ def make_pruner(name, spec):
     raise ValueError(f"unknown pruner {name}")
 
 
-def run(spec, pruner_name, seed, data, threads):
+def run(spec, pruner_name, seed, data, threads, equal_compute_max_trials=0):
     pruner = make_pruner(pruner_name, spec)
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed),
                                 pruner=pruner)
     records = []
     objective = OBJECTIVES[spec["model"]["kind"]](spec, data, threads, records)
     start = time.perf_counter()
-    study.optimize(objective, n_trials=spec["max_trials"])
+    n_trials, callbacks, extra = spec["max_trials"], [], {}
+    if equal_compute_max_trials:
+        # The unpruned study's steps: every one of its max_trials trials trains them all.
+        max_steps = budget(spec)[0]
+        budget_steps = spec["max_trials"] * max_steps
+        n_trials = equal_compute_max_trials
+        extra = {"mode": "equal_compute", "budget_steps": budget_steps}
+
+        def stop_when_spent(study, _):
+            if sum(t["pruned_step"] or max_steps for t in records) >= budget_steps:
+                study.stop()
+
+        callbacks = [stop_when_spent]
+    study.optimize(objective, n_trials=n_trials, callbacks=callbacks)
     return {"system": "optuna", "study": spec["name"], "rule": pruner_name, "seed": seed,
-            "wall_seconds": time.perf_counter() - start, "trials": records}
+            "wall_seconds": time.perf_counter() - start, **extra, "trials": records}
 
 
 def main():
@@ -247,6 +262,9 @@ def main():
                         help="the study's name, as pruning_bench --csv makes it (NAME-STEM)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default="")
+    parser.add_argument("--equal_compute", action="store_true",
+                        help="run each study until it has trained the unpruned study's steps")
+    parser.add_argument("--equal_compute_max_trials", type=int, default=240)
     args = parser.parse_args()
     with open(args.study) as f:
         spec = yaml.safe_load(f)
@@ -259,7 +277,8 @@ def main():
     out = open(args.out, "a") if args.out else sys.stdout
     for seed in range(1, args.seeds + 1):
         for pruner in args.pruners.split(","):
-            result = run(spec, pruner, seed, data, args.threads)
+            result = run(spec, pruner, seed, data, args.threads,
+                         args.equal_compute_max_trials if args.equal_compute else 0)
             out.write(json.dumps(result) + "\n")
             out.flush()
             pruned = sum(t["state"] == "PRUNED" for t in result["trials"])

@@ -13,7 +13,14 @@
 //
 // CPU seconds are each trial's own (ResourceMeter), pruned trials' included; one trial runs at
 // a time, on --threads threads.
+//
+// --equal_compute runs each pruned study on past its max_trials until its trials have trained as
+// many steps (rounds, trees, epochs) as the unpruned study's max_trials full-length trials (up to
+// --equal_compute_max_trials): what a user buys with pruning is more trials for the same compute.
+// Its lines carry "mode":"equal_compute" and the step budget; bench/pruning_report.py
+// --equal_compute reads them.
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -31,6 +38,7 @@
 #include "services/cli/study_file.h"
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
+#include "services/study/early_stopping_defaults.h"
 #include "services/study/spec_validation.h"
 #include "services/worker/datasets.h"
 #include "services/worker/sequential_study.h"
@@ -55,6 +63,11 @@ ABSL_FLAG(int, threads, 1, "threads per trial");
 ABSL_FLAG(std::string, export_dir, "",
           "also write the study's train.csv and validation.csv here, for the peer");
 ABSL_FLAG(std::string, out, "", "append one JSON line per study here (default: stdout)");
+ABSL_FLAG(bool, equal_compute, false,
+          "run each pruned study until its trials have trained the steps of the study's "
+          "max_trials full-length trials (the unpruned study's compute), not max_trials trials");
+ABSL_FLAG(int, equal_compute_max_trials, 240,
+          "--equal_compute: at most this many trials per study (4 times the matrix's 60)");
 
 namespace dhpt::bench {
 namespace {
@@ -120,15 +133,27 @@ double Metric(const v1::Trial& trial, absl::string_view name) {
   return it == trial.metrics().end() ? 0 : it->second;
 }
 
+// The steps a finished trial trained: its last judged step if pruned, else the full budget.
+int64_t StepsOf(const v1::Trial& trial, int64_t max_steps) {
+  return trial.state() == v1::Trial::PRUNED
+             ? static_cast<int64_t>(Metric(trial, kMetricPrunedStep))
+             : max_steps;
+}
+
 // {"system":"dhpt","study":...,"rule":...,"seed":...,"wall_seconds":...,
 // "pruned_within_reach":...,"trials":[...]}: each trial's state, objective (the last reported
-// value when pruned), CPU and wall seconds.
+// value when pruned), CPU and wall seconds; under --equal_compute also "mode" and
+// "budget_steps".
 std::string JsonLine(const v1::StudySpec& spec, const std::string& rule, int seed, double wall,
-                     const worker::SequentialRun& run) {
+                     const worker::SequentialRun& run, int64_t budget_steps) {
   std::string line = absl::StrFormat(
       R"({"system":"dhpt","study":"%s","rule":"%s","seed":%d,"wall_seconds":%.3f,)"
-      R"("pruned_within_reach":%d,"trials":[)",
+      R"("pruned_within_reach":%d,)",
       spec.name(), rule, seed, wall, run.study.trials_pruned_within_reach());
+  if (budget_steps > 0) {
+    absl::StrAppendFormat(&line, R"("mode":"equal_compute","budget_steps":%d,)", budget_steps);
+  }
+  line += R"("trials":[)";
   const std::string& metric = spec.objective().metric();
   for (size_t i = 0; i < run.trials.size(); ++i) {
     const v1::Trial& trial = run.trials[i];
@@ -183,6 +208,11 @@ int Main() {
       return 2;
     }
   }
+  const std::optional<study::TrainerBudget> trainer_budget = study::TrainerBudgetOf(*study);
+  if (absl::GetFlag(FLAGS_equal_compute) && !trainer_budget) {
+    std::fprintf(stderr, "--equal_compute: the study's trainer reports no known steps\n");
+    return 2;
+  }
   for (int seed = 1; seed <= absl::GetFlag(FLAGS_seeds); ++seed) {
     for (const std::string& rule : absl::GetFlag(FLAGS_rules)) {
       v1::StudySpec spec = *study;
@@ -191,15 +221,28 @@ int Main() {
         std::fprintf(stderr, "--rules: %s\n", set.ToString().c_str());
         return 2;
       }
+      // Equal compute: the unpruned study's steps (every one of its trials runs them all).
+      int64_t budget_steps = 0;
+      std::atomic<bool> spent = false;
+      worker::SequentialOptions options{.threads_per_trial = absl::GetFlag(FLAGS_threads)};
+      if (absl::GetFlag(FLAGS_equal_compute) && rule != "none") {
+        budget_steps = spec.max_trials() * trainer_budget->max_resource;
+        spec.set_max_trials(absl::GetFlag(FLAGS_equal_compute_max_trials));
+        options.cancelled = &spent;
+        options.on_trial_end = [&, steps = int64_t{0}](const v1::Trial& trial) mutable {
+          steps += StepsOf(trial, trainer_budget->max_resource);
+          if (steps >= budget_steps) spent = true;  // The study stops before its next trial.
+        };
+      }
       const absl::Time start = absl::Now();
-      absl::StatusOr<worker::SequentialRun> run = worker::RunStudySequentially(
-          spec, runner, {.threads_per_trial = absl::GetFlag(FLAGS_threads)});
+      absl::StatusOr<worker::SequentialRun> run =
+          worker::RunStudySequentially(spec, runner, options);
       if (!run.ok()) {
         std::fprintf(stderr, "%s\n", run.status().ToString().c_str());
         return 1;
       }
       const double wall = absl::ToDoubleSeconds(absl::Now() - start);
-      std::fprintf(out, "%s\n", JsonLine(spec, rule, seed, wall, *run).c_str());
+      std::fprintf(out, "%s\n", JsonLine(spec, rule, seed, wall, *run, budget_steps).c_str());
       std::fflush(out);
       std::fprintf(stderr, "%s seed %d %s: %.0f s, %d completed, %d pruned\n", spec.name().c_str(),
                    seed, rule.c_str(), wall, run->study.trials_completed(),

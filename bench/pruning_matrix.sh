@@ -7,11 +7,22 @@
 # bench/results/pruning-matrix). MODELS, DATASETS and RULES (DHPT's; pruning_bench --rules) pick
 # cells, OPTUNA=0 leaves the peer out; cells can run at once, each with its own OUT. DHPT's runs
 # are deterministic (one thread per trial), so a cell rerun gives the same lines.
+# EQUAL_COMPUTE=1 runs the pruned studies at the unpruned study's compute (pruning_bench
+# --equal_compute; default RULES median,asha,hyperband, OUT bench/results/pruning-equal): the
+# unpruned lines, which the report's targets come from, are the fixed-trial matrix's.
 #
 #   scripts/install-deps.sh --bench && cmake --build build --target pruning_bench
 #   bench/pruning_matrix.sh
 #   /usr/bin/python3 bench/pruning_report.py bench/results/pruning-matrix-*.jsonl
+#   EQUAL_COMPUTE=1 bench/pruning_matrix.sh
 set -eu
+EQUAL_COMPUTE=${EQUAL_COMPUTE:-0}
+equal=""
+if [ "$EQUAL_COMPUTE" = 1 ]; then
+  equal=--equal_compute
+  OUT=${OUT:-bench/results/pruning-equal}
+  RULES=${RULES:-median,asha,hyperband}
+fi
 OUT=${OUT:-bench/results/pruning-matrix}
 DATA=${DATA:-/tmp/dhpt-pruning-data}
 SEEDS=${SEEDS:-5}
@@ -32,10 +43,10 @@ for model in $MODELS; do
         --export_dir="$export_dir"
     # shellcheck disable=SC2086
     nice build/bin/pruning_bench --study="bench/pruning/$model.yaml" $csv --seeds="$SEEDS" \
-        --rules="$RULES" --out="$OUT-dhpt.jsonl" &
+        --rules="$RULES" $equal --out="$OUT-dhpt.jsonl" &
     dhpt=$!
     [ "$OPTUNA" = 0 ] || nice /usr/bin/python3 bench/optuna_pruning_peer.py --study="bench/pruning/$model.yaml" \
-        --name="$name" --data="$export_dir" --seeds="$SEEDS" --out="$OUT-optuna.jsonl"
+        --name="$name" --data="$export_dir" --seeds="$SEEDS" $equal --out="$OUT-optuna.jsonl"
     wait "$dhpt"
   done
 done

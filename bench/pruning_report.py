@@ -11,6 +11,16 @@ every system, since seeds of different samplers do not pair up.
 
 --markdown prints the matrix tables of docs/early-stopping.md instead. FILE=RULE reads every
 line of FILE as RULE's (earlier runs of a rule beside the current ones).
+
+--equal_compute prints the equal-compute tables (pruning_bench --equal_compute): each pruned
+study ran on until it had trained the unpruned study's steps, and compute is counted in those
+steps, as a share of that budget, the same unit for both systems. Two targets: the median one
+above, and the paired one of each seed (its own unpruned run's best less 0.002; for Optuna, the
+unpruned DHPT run of the same seed number: samplers' seeds do not pair, so there it is one more
+draw of the target). A DHPT rule meets the goal in a cell when it reaches the target in at least
+4 of 5 seeds with a median compute to it below that of Optuna's best pruner there (the least
+median; a seed that never reached it counts as infinite); "-" where the rule or any of Optuna's
+three pruners has fewer than five seeds.
 """
 import json
 import statistics
@@ -40,6 +50,95 @@ SYSTEMS = {"none": "none", "median": "Median", "sha": "SuccessiveHalving",
            "hyperband": "Hyperband"}
 
 
+def steps_to(run, target, max_steps):
+    """Steps trained until the first completed trial at or past the target (inf: never)."""
+    spent = 0
+    for trial in run["trials"]:
+        spent += trial["pruned_step"] if trial["state"] == "PRUNED" else max_steps
+        if trial["state"] == "COMPLETED" and trial["value"] >= target:
+            return spent
+    return float("inf")
+
+
+def paired_targets(baseline):
+    """Seed -> the unpruned run of that seed's best less the tolerance."""
+    return {r["seed"]: best(r) - TOLERANCE for r in baseline}
+
+
+def reached_paired(group, paired):
+    return sum(r["seed"] in paired and cpu_to(r, paired[r["seed"]]) != float("inf")
+               for r in group)
+
+
+def shares(values):
+    return " ".join("-" if v == float("inf") else f"{v:.2f}" for v in values)
+
+
+def equal_compute_markdown(runs, equal):
+    """The equal-compute tables: a row per data set and rule, both targets."""
+    for model, prefix in (("XGBoost", "prune-xgb"), ("Random Forest", "prune-rf")):
+        if not any(k[0].startswith(prefix) for k in equal):
+            continue
+        print(f"\n**{model}, equal compute**: trials (median), trial CPU vs unpruned, best r2; for "
+              "each target, the seeds that reached it and the compute at which each seed "
+              "(1 to 5) first did, as a share of the unpruned study's steps (- never), then "
+              "the median; goal: 4 of 5 seeds and a median below Optuna's best pruner's.\n")
+        print("| data set (median target) | rule | trials | CPU vs unpruned | best r2 | "
+              "reached | compute to target, per seed | median | goal | "
+              "reached, paired | compute to paired target, per seed | median | goal |")
+        print("|---|---|--:|--:|--:|--:|---|--:|---|--:|---|--:|---|")
+        for suffix, label in DATA_SETS.items():
+            study = prefix + (f"-{suffix}" if suffix else "")
+            baseline = runs.get((study, "dhpt", "none"))
+            if not baseline:
+                continue
+            baseline = sorted(baseline, key=lambda r: r["seed"])
+            target = statistics.median(best(r) for r in baseline) - TOLERANCE
+            paired = paired_targets(baseline)
+            base_cpu = {r["seed"]: sum(t["cpu_seconds"] for t in r["trials"]) for r in baseline}
+            max_steps = None
+            rows = [("dhpt", "none (60 trials)", baseline)]
+            for system in ("dhpt", "optuna"):
+                for rule in sorted(k[2] for k in equal if k[:2] == (study, system)):
+                    group = sorted(equal[(study, system, rule)], key=lambda r: r["seed"])
+                    max_steps = group[0]["budget_steps"] // len(baseline[0]["trials"])
+                    rows.append((system, rule, group))
+            if max_steps is None:
+                continue
+            budget = max_steps * len(baseline[0]["trials"])
+            measured = {}  # (system, rule) -> (reached, median share) for each target
+            for system, rule, group in rows:
+                median_share = [steps_to(r, target, max_steps) / budget for r in group]
+                paired_share = [steps_to(r, paired[r["seed"]], max_steps) / budget
+                                if r["seed"] in paired else float("inf") for r in group]
+                measured[(system, rule)] = (median_share, paired_share)
+            optuna_best = [min((statistics.median(m[i]) for (s, _), m in measured.items()
+                                if s == "optuna"), default=float("inf")) for i in (0, 1)]
+            # The goal is judged only beside Optuna's three pruners, each with five seeds.
+            judged = sum(system == "optuna" and len(group) >= 5
+                         for system, _, group in rows) >= 3
+            first = True
+            for system, rule, group in rows:
+                name = f"DHPT {rule}" if system == "dhpt" else f"Optuna {SYSTEMS.get(rule, rule)}"
+                cpu = statistics.median(sum(t["cpu_seconds"] for t in r["trials"]) /
+                                        base_cpu[r["seed"]] for r in group if r["seed"] in base_cpu)
+                cells = []
+                for i, share in enumerate(measured[(system, rule)]):
+                    reached = sum(v != float("inf") for v in share)
+                    median = statistics.median(share)
+                    goal = "-"
+                    if system == "dhpt" and not rule.startswith("none"):
+                        # Judged on five seeds only: fewer (a cell still running) say nothing.
+                        goal = ("met" if reached >= 4 and median < optuna_best[i] else "no"
+                                ) if len(group) >= 5 and judged else "-"
+                    cells += [f"{reached}/{len(group)}", shares(share),
+                              "-" if median == float("inf") else f"{median:.2f}", goal]
+                print(f"| {f'{label} ({target:.4f})' if first else ''} | {name} | "
+                      f"{statistics.median(len(r['trials']) for r in group):.0f} | {cpu:.2f} | "
+                      f"{statistics.median(best(r) for r in group):.4f} | " + " | ".join(cells) + " |")
+                first = False
+
+
 def markdown(runs):
     """docs/early-stopping.md's matrix tables: one per model, a row per data set and rule."""
     for model, prefix in (("XGBoost", "prune-xgb"), ("Random Forest", "prune-rf")):
@@ -48,14 +147,15 @@ def markdown(runs):
         print(f"\n**{model}**: vs unpruned (trial CPU), best r2, reached (seeds), CPU s to "
               "target, pruned trials within reach of the best (median; DHPT only).\n")
         print("| data set (target r2; unpruned bests) | rule | seeds | vs unpruned | best r2 | reached | "
-              "CPU s to target | within reach |")
-        print("|---|---|--:|--:|--:|--:|--:|--:|")
+              "CPU s to target | within reach | reached, paired target |")
+        print("|---|---|--:|--:|--:|--:|--:|--:|--:|")
         for suffix, label in DATA_SETS.items():
             study = prefix + (f"-{suffix}" if suffix else "")
             baseline = runs.get((study, "dhpt", "none"))
             if not baseline:
                 continue
             target = statistics.median(best(r) for r in baseline) - TOLERANCE
+            paired = paired_targets(baseline)
             base_cpu = statistics.median(
                 sum(t["cpu_seconds"] for t in r["trials"]) for r in baseline)
             # The unpruned seeds' bests: how far apart seeds end, against the 0.002 tolerance.
@@ -83,20 +183,27 @@ def markdown(runs):
                           f"{statistics.median(best(r) for r in group):.4f} | "
                           f"{reached}/{len(group)} | "
                           f"{'not reached' if median_to == float('inf') else f'{median_to:.2f}'}"
-                          f" | {statistics.median(reach) if len(reach) == len(group) and rule != 'none' else '-'} |")
+                          f" | {statistics.median(reach) if len(reach) == len(group) and rule != 'none' else '-'}"
+                          f" | {reached_paired(group, paired)}/{len(group)} |")
                     first = False
 
 
 def main(paths):
     runs = defaultdict(list)  # (study, system, rule) -> runs
+    equal = defaultdict(list)  # the same for equal-compute runs
     as_markdown = "--markdown" in paths
-    for path in (p for p in paths if p != "--markdown"):
+    as_equal = "--equal_compute" in paths
+    for path in (p for p in paths if p not in ("--markdown", "--equal_compute")):
         path, _, rule = path.partition("=")  # FILE=RULE: every line of FILE under that rule.
         with open(path) as f:
             for line in f:
                 if line.strip():
                     run = json.loads(line)
-                    runs[(run["study"], run["system"], rule or run["rule"])].append(run)
+                    into = equal if run.get("mode") == "equal_compute" else runs
+                    into[(run["study"], run["system"], rule or run["rule"])].append(run)
+    if as_equal:
+        equal_compute_markdown(runs, equal)
+        return
     if as_markdown:
         markdown(runs)
         return

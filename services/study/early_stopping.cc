@@ -30,6 +30,18 @@ std::optional<double> ValueReaching(const TrialCurve& curve, int64_t step) {
   return it->value;
 }
 
+// The best value a curve had reached by `step` (NaN reports skipped); nullopt before its first.
+std::optional<double> BestAsOf(const TrialCurve& curve, int64_t step, bool maximize) {
+  std::optional<double> best;
+  for (const IntermediateValue& value : curve.values) {
+    if (value.step > step) break;
+    if (!std::isnan(value.value) && (!best || Better(value.value, *best, maximize))) {
+      best = value.value;
+    }
+  }
+  return best;
+}
+
 // The q-th percentile (0 to 100) with linear interpolation between ranks, as numpy computes it.
 double Percentile(std::vector<double> values, double q) {
   std::sort(values.begin(), values.end());
@@ -71,7 +83,28 @@ bool StopByPercentile(const PercentileRule& rule, bool maximize, const TrialCurv
   if (at_step.empty()) return false;
   const double threshold = Percentile(std::move(at_step), maximize ? 100 - rule.percentile
                                                                     : rule.percentile);
-  return Better(threshold, *best, maximize);
+  if (!Better(threshold, *best, maximize)) return false;
+  // The late-crossing guard: where the rule would have stopped the study's best completed trial
+  // at this step, this step is too early to judge on this data (curves still cross here: a
+  // small learning rate starts last and ends first), so the trial goes on.
+  const TrialCurve* best_completed = nullptr;
+  std::optional<double> best_final;
+  for (const TrialCurve* other : others) {
+    if (!other->completed || other->values.empty() || std::isnan(other->values.back().value)) {
+      continue;
+    }
+    if (!best_final || Better(other->values.back().value, *best_final, maximize)) {
+      best_final = other->values.back().value;
+      best_completed = other;
+    }
+  }
+  if (best_completed != nullptr) {
+    if (std::optional<double> its_best = BestAsOf(*best_completed, latest.step, maximize);
+        its_best && Better(threshold, *its_best, maximize)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 // Rung k's step, or nullopt past what int64 holds.

@@ -36,6 +36,9 @@ struct TrialCurve {
 // the percentile of the completed trials' values at the same step. Where a completed trial
 // reported no value at that step, its last one before it counts (Optuna would leave it out:
 // steps line up in one process, not across workers that send a report per 100 ms at most).
+// Unlike Optuna, a step at which the rule would stop the study's best completed trial (the one
+// with the best last value) is not judged: there the curves still cross, so the step is too
+// early to judge on this data (docs/early-stopping.md, the late-crossing guard).
 struct PercentileRule {
   double percentile = 50;  // 0 (keep only the best) to 100 (stop only the worst).
   int n_startup_trials = 5;

@@ -81,6 +81,22 @@ int64_t DerivedMinResource(int64_t max_resource, int64_t report_every) {
 
 absl::Status FillDerivedResources(v1::StudySpec& spec) {
   v1::EarlyStopping& stopping = *spec.mutable_early_stopping();
+  // median/percentile: the optimiser's random start-up trials all complete before anything is
+  // judged, so the rule (and its late-crossing guard, which looks at the best completed trial)
+  // compares with a sample of the space rather than with the optimiser's first picks; measured
+  // on the pruning matrix (docs/early-stopping.md). Other algorithms keep the rule's default.
+  v1::PercentileStopping* percentile = stopping.has_median()       ? stopping.mutable_median()
+                                       : stopping.has_percentile() ? stopping.mutable_percentile()
+                                                                   : nullptr;
+  if (percentile != nullptr && !percentile->has_n_startup_trials()) {
+    const v1::Algorithm& algorithm = spec.algorithm();
+    int startup = 0;
+    if (algorithm.name() == v1::Algorithm::TPE) startup = algorithm.tpe().n_startup_trials();
+    if (algorithm.name() == v1::Algorithm::BAYESIAN) {
+      startup = algorithm.bayesian().n_startup_trials();
+    }
+    if (startup > kDefaultPercentileStartupTrials) percentile->set_n_startup_trials(startup);
+  }
   const std::optional<TrainerBudget> budget = TrainerBudgetOf(spec);
   if (stopping.has_asha() && !stopping.asha().has_min_resource()) {
     stopping.mutable_asha()->set_min_resource(

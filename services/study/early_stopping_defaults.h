@@ -18,6 +18,9 @@ namespace dhpt::study {
 // interval. Step 1 judges a boosted model after one round, where nothing says which will win.
 inline constexpr int64_t kDerivedMinResourceDivisor = 27;
 inline constexpr int kDefaultHyperbandReductionFactor = 3;
+// median/percentile's n_startup_trials where nothing larger is derived: under TPE and BAYESIAN
+// it is their random start-up trials (10 by default) when that is more.
+inline constexpr int kDefaultPercentileStartupTrials = 5;
 
 // How long a trial of the study trains, in the steps its trainer reports progress at: the
 // largest value of its budget parameter (XGBoost: num_boost_round or n_estimators rounds;
@@ -36,7 +39,10 @@ std::optional<TrainerBudget> TrainerBudgetOf(const v1::StudySpec& spec);
 int64_t DerivedMinResource(int64_t max_resource, int64_t report_every);
 
 // Fills the unset resources of an `asha` or `hyperband` rule from TrainerBudgetOf (ASHA's
-// min_resource stays 1 where the budget is unknown; Hyperband then needs max_resource set).
+// min_resource stays 1 where the budget is unknown; Hyperband then needs max_resource set), and
+// an unset n_startup_trials of `median` or `percentile` from the optimiser's random start-up
+// trials where those are more than kDefaultPercentileStartupTrials. Call it after the
+// algorithm's settings have their defaults.
 absl::Status FillDerivedResources(v1::StudySpec& spec);
 
 }  // namespace dhpt::study

@@ -94,6 +94,32 @@ TEST(EarlyStoppingTest, MedianComparesWithWhatCompletedTrialsShowedAsOfTheStep) 
   EXPECT_FALSE(ShouldStop(median, true, running, {&completed}));
 }
 
+TEST(EarlyStoppingTest, MedianDoesNotJudgeAStepAtWhichItWouldStopTheBestCompletedTrial) {
+  // Maximising. Two fast starters end at 0.7; the slow starter ends best (0.9) but was below
+  // the median at steps 1 and 2: curves cross there (XGBoost on diabetes, a small learning rate).
+  const std::vector<TrialCurve> completed = {Curve({0.5, 0.6, 0.7}, true),
+                                             Curve({0.5, 0.6, 0.7}, true),
+                                             Curve({0.1, 0.3, 0.9}, true)};
+  const PercentileRule median{.n_startup_trials = 3};
+  // Below the median (0.5) at step 1 and (0.6) at step 2, but so was the best: not judged.
+  EXPECT_FALSE(ShouldStop(median, true, Curve({0.2}, false), Pointers(completed)));
+  EXPECT_FALSE(ShouldStop(median, true, Curve({0.2, 0.3}, false), Pointers(completed)));
+  // At step 3 the best is above the median (0.7): the rule judges again.
+  EXPECT_TRUE(ShouldStop(median, true, Curve({0.2, 0.3, 0.4}, false), Pointers(completed)));
+  // Where the best completed trial led from the start, step 1 is judged as before.
+  const std::vector<TrialCurve> parted = {Curve({0.5, 0.6, 0.7}, true),
+                                          Curve({0.5, 0.6, 0.7}, true),
+                                          Curve({0.6, 0.8, 0.9}, true)};
+  EXPECT_TRUE(ShouldStop(median, true, Curve({0.2}, false), Pointers(parted)));
+  // Minimising, the same with the percentile rule: the best finisher (1) was worse than the
+  // 25th percentile at step 1 (its value 9 of {2, 2, 9}).
+  const std::vector<TrialCurve> falling = {Curve({2, 2}, true), Curve({2, 2}, true),
+                                           Curve({9, 1}, true)};
+  const PercentileRule quarter{.percentile = 25, .n_startup_trials = 3};
+  EXPECT_FALSE(ShouldStop(quarter, false, Curve({5}, false), Pointers(falling)));
+  EXPECT_TRUE(ShouldStop(quarter, false, Curve({5, 5}, false), Pointers(falling)));
+}
+
 TEST(EarlyStoppingTest, OnlyMeasuredReportsAtForwardStepsAreJudged) {
   EXPECT_TRUE(IsJudgedReport(std::nullopt, 0, 0.5));
   EXPECT_TRUE(IsJudgedReport(10, 20, -std::numeric_limits<double>::infinity()));

@@ -313,6 +313,24 @@ TEST(SpecValidationTest, EarlyStoppingRulesGetDefaultsAndRangeChecks) {
   EXPECT_EQ(normalized->early_stopping().median().percentile(), 50);
   EXPECT_EQ(normalized->early_stopping().median().n_startup_trials(), 5);
   EXPECT_EQ(normalized->early_stopping().median().interval_steps(), 1);
+  // Under TPE and BAYESIAN, their random start-up trials all complete first (10 by default,
+  // 12 here); one set in the rule stays as it is.
+  v1::StudySpec tpe = median;
+  tpe.mutable_algorithm()->set_name(v1::Algorithm::TPE);
+  normalized = NormalizeStudySpec(tpe);
+  ASSERT_TRUE(normalized.ok()) << normalized.status();
+  EXPECT_EQ(normalized->early_stopping().median().n_startup_trials(), 10);
+  v1::StudySpec bayesian = median;
+  bayesian.mutable_algorithm()->set_name(v1::Algorithm::BAYESIAN);
+  bayesian.mutable_algorithm()->mutable_bayesian()->set_n_startup_trials(12);
+  bayesian.mutable_early_stopping()->mutable_percentile();
+  normalized = NormalizeStudySpec(bayesian);
+  ASSERT_TRUE(normalized.ok()) << normalized.status();
+  EXPECT_EQ(normalized->early_stopping().percentile().n_startup_trials(), 12);
+  tpe.mutable_early_stopping()->mutable_median()->set_n_startup_trials(3);
+  normalized = NormalizeStudySpec(tpe);
+  ASSERT_TRUE(normalized.ok()) << normalized.status();
+  EXPECT_EQ(normalized->early_stopping().median().n_startup_trials(), 3);
   v1::StudySpec asha = base;
   asha.mutable_early_stopping()->mutable_asha();
   normalized = NormalizeStudySpec(asha);
