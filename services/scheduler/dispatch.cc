@@ -210,6 +210,7 @@ SchedulerCore::Assignment SchedulerCore::AssignMatchingLocked(
     const size_t index = (start + k) % dispatchable_.size();
     StudyEntry& study = *dispatchable_[index];
     if (!eligible(study) || !Runnable(study, worker)) continue;
+    if (LeaveToFasterLocked(study, session, worker)) continue;
     const uint64_t memory = worker.capabilities.memory_bytes();
     std::optional<uint64_t> id = TakeTrialLocked(
         study, memory > 0 ? memory : UINT64_MAX,
@@ -375,6 +376,118 @@ std::optional<double> SchedulerCore::TrialStepsLocked(const TrialEntry& trial) c
   return TrialSteps(model, params);
 }
 
+std::optional<absl::Duration> SchedulerCore::PredictedRemainingLocked(
+    const TrialEntry& trial, const std::string& node_class, absl::Time now) const {
+  const auto [kind, units] = TrialSizeLocked(trial);
+  const std::optional<absl::Duration> whole = speeds_.Predict(node_class, kind, units);
+  if (!whole) return std::nullopt;
+  const absl::Duration elapsed = now - FromTimestamp(trial.trial.start_time());
+  const std::optional<double> steps = TrialStepsLocked(trial);
+  if (steps && trial.last_step && *trial.last_step > 0 && *trial.last_step < *steps) {
+    return std::max(absl::ZeroDuration(),
+                    elapsed * (*steps / static_cast<double>(*trial.last_step)) - elapsed);
+  }
+  if (elapsed > *whole) return std::nullopt;
+  return *whole - elapsed;
+}
+
+bool SchedulerCore::LeaveToFasterLocked(const StudyEntry& study, uint64_t session,
+                                        const WorkerEntry& worker) {
+  if (!options_.speed_placement || study.trial_ids.empty()) return false;
+  const int unsuggested =
+      study.exhausted ? 0 : std::max(0, study.spec.max_trials() - study.budget_used());
+  const int remaining = static_cast<int>(study.pending.size()) + unsuggested;
+  if (remaining == 0 || remaining > kMaxEndgameSlots) return false;
+  int capable = 0;
+  for (const auto& [unused, other] : workers_) {
+    if (other.draining || !CanRun(study.spec, other.capabilities)) continue;
+    capable += other.capabilities.slots();
+    if (capable > kMaxEndgameSlots) return false;
+  }
+  if (remaining > capable) return false;  // Not yet its end: first-come keeps every slot busy.
+  // The sizes of the trials left: the pending ones' own, and for those not suggested yet the
+  // median of the study's latest trials (of the latest trial's kind, for a model-choice study).
+  struct Left {
+    v1::Model::Kind kind;
+    double units;
+    uint64_t min_memory_bytes;  // It ran out of memory on a smaller worker.
+  };
+  std::vector<Left> left;
+  for (uint64_t id : study.pending) {
+    const TrialEntry& trial = trials_.at(id);
+    const auto [kind, units] = TrialSizeLocked(trial);
+    left.push_back({kind, units, trial.min_memory_bytes});
+  }
+  if (unsuggested > 0) {
+    const v1::Model::Kind kind = TrialSizeLocked(trials_.at(study.trial_ids.back())).first;
+    std::vector<double> sizes;
+    for (auto it = study.trial_ids.rbegin();
+         it != study.trial_ids.rend() && sizes.size() < static_cast<size_t>(kEndgameSizeSample);
+         ++it) {
+      const auto [k, units] = TrialSizeLocked(trials_.at(*it));
+      if (k == kind) sizes.push_back(units);
+    }
+    std::nth_element(sizes.begin(), sizes.begin() + sizes.size() / 2, sizes.end());
+    left.insert(left.end(), unsuggested, Left{kind, sizes[sizes.size() / 2], 0});
+  }
+  std::sort(left.begin(), left.end(), [](const Left& a, const Left& b) { return a.units > b.units; });
+  // Every slot that can run the study: when it is predicted free (from now), and its class.
+  // This worker's free slot comes first, so that a tie is its to take. Slots whose speed is
+  // not learnt, or whose trial overran without progress, are left out: nothing predicts them.
+  struct Slot {
+    absl::Duration free_in;
+    const std::string* node_class;
+    uint64_t memory_bytes;
+    bool mine;
+  };
+  auto memory = [](const WorkerEntry& w) {
+    return w.capabilities.memory_bytes() > 0 ? w.capabilities.memory_bytes() : UINT64_MAX;
+  };
+  const absl::Time now = options_.clock();
+  std::vector<Slot> slots{{absl::ZeroDuration(), &worker.node_class, memory(worker), true}};
+  for (const auto& [other_session, other] : workers_) {
+    if (other_session == session || other.draining || !CanRun(study.spec, other.capabilities)) {
+      continue;
+    }
+    for (int i = 0; i < other.free_slots(); ++i) {
+      slots.push_back({absl::ZeroDuration(), &other.node_class, memory(other), false});
+    }
+    for (uint64_t id : other.running) {
+      if (auto left_there = PredictedRemainingLocked(trials_.at(id), other.node_class, now)) {
+        slots.push_back({*left_there, &other.node_class, memory(other), false});
+      }
+    }
+  }
+  // The greedy list schedule: each trial, largest first, to the slot finishing it first.
+  absl::Duration recheck = absl::InfiniteDuration();
+  for (const Left& trial : left) {
+    Slot* best = nullptr;
+    absl::Duration best_end;
+    for (Slot& slot : slots) {
+      if (slot.memory_bytes < trial.min_memory_bytes) continue;
+      const std::optional<absl::Duration> takes =
+          speeds_.Predict(*slot.node_class, trial.kind, trial.units);
+      if (!takes) {
+        if (slot.mine) return false;  // Its own speed not learnt: first-come.
+        continue;
+      }
+      if (best == nullptr || slot.free_in + *takes < best_end) {
+        best = &slot;
+        best_end = slot.free_in + *takes;
+      }
+    }
+    if (best == nullptr || best->mine) return false;
+    // Looked at again once the slot it is left to should be free (now, for a free one: the
+    // next sweep, should that worker not take it after all).
+    recheck = std::min(recheck, best->free_in);
+    best->free_in = best_end;
+  }
+  if (recheck != absl::InfiniteDuration()) {
+    endgame_recheck_ = std::min(endgame_recheck_, now + recheck);
+  }
+  return true;
+}
+
 bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
   if (!options_.speed_placement || options_.duplicate_margin <= 0 || idle.free_slots() <= 0) {
     return false;
@@ -389,7 +502,8 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
       TrialEntry& trial = trials_.at(id);
       const StudyEntry& study = *trial.study;
       // Only at a study's end: while it has trials to suggest, a free worker runs a new one.
-      if (trial.superseded_session != 0 || study.terminal() || !study.pending.empty() ||
+      if (trial.superseded_session != 0 || trial.duplicated || study.terminal() ||
+          !study.pending.empty() ||
           !(study.exhausted || study.budget_used() >= study.spec.max_trials()) ||
           trial.min_memory_bytes > (memory > 0 ? memory : UINT64_MAX) ||
           !CanRun(study.spec, idle.capabilities)) {
@@ -428,6 +542,10 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
   best->superseded_session = best->session;
   best->superseded_attempt = best->trial.attempt();
   best->superseded_start = FromTimestamp(best->trial.start_time());
+  best->superseded_last_step = best->last_step;
+  best->superseded_stored_values = best->stored_values;
+  best->superseded_deadline = best->deadline;
+  best->duplicated = true;
   best->session = 0;
   --best->study->running;
   DHPT_LOG_INFO("trial %d of study %s: duplicate on worker %s (%s), predicted to finish %s "
@@ -476,6 +594,50 @@ void SchedulerCore::ForgetSupersededLocked(TrialEntry& trial, bool cancel,
         attempt >= 1 && attempt <= trial.trial.attempts_size() ? trial.trial.attempts(attempt - 1).epoch() : 0;
     SendLocked(session, CancelMessage(trial.trial.id(), attempt, epoch, std::string(reason)));
   }
+}
+
+bool SchedulerCore::ResumeSupersededLocked(TrialEntry& trial) {
+  if (trial.superseded_session == 0 || !workers_.contains(trial.superseded_session)) return false;
+  StudyEntry& study = *trial.study;
+  if (trial.session != 0) {  // The duplicate's worker, if still connected, is free of it.
+    if (auto it = workers_.find(trial.session); it != workers_.end()) {
+      it->second.running.erase(trial.trial.id());
+      MaybeFreeLocked(trial.session);
+    }
+    trial.session = 0;
+    --study.running;
+  }
+  const uint64_t session = std::exchange(trial.superseded_session, 0);
+  WorkerEntry& slow = workers_.at(session);
+  slow.superseded.erase(trial.trial.id());
+  slow.running.insert(trial.trial.id());
+  trial.session = session;
+  ++study.running;
+  // The duplicate leaves no trace in the trial: a user sees one attempt that ran throughout.
+  // Attempts are numbered by their place in the list, so a later attempt takes the number back;
+  // the duplicate's own late words (its worker reconnecting) are refused as not given to it.
+  v1::Trial& t = trial.trial;
+  const int attempt = trial.superseded_attempt;
+  while (t.attempts_size() > attempt) t.mutable_attempts()->RemoveLast();
+  t.set_attempt(attempt);
+  t.set_state(v1::Trial::RUNNING);
+  t.set_worker_id(slow.worker_id);
+  t.set_client_id(t.attempts(attempt - 1).client_id());
+  t.set_node_name(slow.capabilities.node_name());
+  t.clear_error();
+  *t.mutable_start_time() = ToTimestamp(trial.superseded_start);
+  trial.started = true;  // It ran long enough to be worth a duplicate.
+  trial.charged = false;
+  trial.last_step = trial.superseded_last_step;
+  trial.stored_values = trial.superseded_stored_values;
+  trial.deadline = trial.superseded_deadline;
+  trial.curve.values.clear();  // The duplicate's; the slow attempt's curve goes on from here.
+  DHPT_LOG_INFO("trial %d of study %s: its duplicate ended without a result; attempt %d on "
+                "worker %s carries on",
+                t.id(), study.spec.name(), attempt, slow.worker_id);
+  SaveTrialLocked(trial);
+  PublishTrialLocked(trial);
+  return true;
 }
 
 void SchedulerCore::MaybeFreeLocked(uint64_t session) {
