@@ -31,6 +31,11 @@ constexpr absl::Duration kMaxSuggestionWorthWaitingFor = absl::Milliseconds(100)
 // with a long queue (an enqueued grid), beyond which queue order holds.
 constexpr int kMaxPendingSizedPerTake = 64;
 
+// New trials a worker may have held for workers of other kinds (a model-choice study) per
+// take: with two kinds, four leave it without a trial one time in sixteen; a bound, so that a
+// take does not spend the study's budget on the other kind's queue.
+constexpr int kMaxHeldSuggestionsPerTake = 4;
+
 // Spec validation keeps a suggestion within kSuggestionMemoryBudgetBytes, but a scheduler
 // under a tighter memory limit (or with other studies' suggestions running) can still fail to
 // allocate. That fails this study's suggestions with a reason (AcceptSuggestionLocked); it must
@@ -64,9 +69,16 @@ bool SchedulerCore::Runnable(const StudyEntry& study, const WorkerEntry& worker)
   return HasTrialToGive(study) && CanRun(study.spec, worker.capabilities);
 }
 
+bool SchedulerCore::RunsTrialLocked(const TrialEntry& trial,
+                                    const v1::WorkerCapabilities& worker) const {
+  if (study::ModelKindParameter(trial.study->spec) < 0) return true;  // One kind: CanRun said.
+  return RunsKind(worker, TrialSizeLocked(trial).first);
+}
+
 std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study,
                                                        uint64_t memory_bytes,
-                                                       std::optional<double> speed) {
+                                                       std::optional<double> speed,
+                                                       const v1::WorkerCapabilities* worker) {
   // In queue order, passing over the trials that ran out of memory on a worker this size. A
   // worker of known speed looks further (kMaxPendingSizedPerTake): the longest trials go to the
   // fast workers, which dispatch serves first, and the shortest to the slow ones.
@@ -76,6 +88,7 @@ std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study,
   for (auto it = study.pending.begin(); it != study.pending.end(); ++it) {
     const TrialEntry& trial = trials_.at(*it);
     if (trial.min_memory_bytes > memory_bytes) continue;
+    if (worker != nullptr && !RunsTrialLocked(trial, *worker)) continue;
     if (!speed) {
       chosen = it;
       break;
@@ -93,22 +106,30 @@ std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study,
     study.pending.erase(chosen);
     return id;
   }
-  if (study.exhausted || study.budget_used() >= study.spec.max_trials()) return std::nullopt;
-  if (!CheckMemoryLocked().ok()) return std::nullopt;  // Near the memory cap: none new.
-  if (!study.optimizer->cheap()) {
-    RequestSuggestionLocked(study);
-    return std::nullopt;
+  // A model-choice study's new trial of a kind this worker does not run is held for a worker
+  // that does; the worker asks again, up to kMaxHeldSuggestionsPerTake times.
+  for (int held = 0;;) {
+    if (study.exhausted || study.budget_used() >= study.spec.max_trials()) return std::nullopt;
+    if (!CheckMemoryLocked().ok()) return std::nullopt;  // Near the memory cap: none new.
+    if (!study.optimizer->cheap()) {
+      RequestSuggestionLocked(study);
+      return std::nullopt;
+    }
+    // Timed with the core's clock, as the threaded path below is: what a suggestion took decides
+    // dispatch order (kMaxSuggestionWorthWaitingFor), which a test's clock must control.
+    const absl::Time start = options_.clock();
+    const std::optional<std::vector<bool>> learn =
+        study::LearningFilter(study.early_stopping, study.created());
+    absl::StatusOr<std::optional<optimizer::Point>> suggestion = SuggestWithinMemory(
+        *study.optimizer,
+        optimizer::History{study.history, study.keys, learn ? &*learn : nullptr});
+    observer_->SuggestionMade(study.spec.algorithm().name(), options_.clock() - start);
+    std::optional<uint64_t> id = AcceptSuggestionLocked(study, std::move(suggestion));
+    if (!id || worker == nullptr || RunsTrialLocked(trials_.at(*id), *worker)) return id;
+    study.pending.push_back(*id);
+    WakeSetAsideLocked();  // A worker that runs it may be set aside.
+    if (++held >= kMaxHeldSuggestionsPerTake) return std::nullopt;
   }
-  // Timed with the core's clock, as the threaded path below is: what a suggestion took decides
-  // dispatch order (kMaxSuggestionWorthWaitingFor), which a test's clock must control.
-  const absl::Time start = options_.clock();
-  const std::optional<std::vector<bool>> learn =
-      study::LearningFilter(study.early_stopping, study.created());
-  absl::StatusOr<std::optional<optimizer::Point>> suggestion = SuggestWithinMemory(
-      *study.optimizer,
-      optimizer::History{study.history, study.keys, learn ? &*learn : nullptr});
-  observer_->SuggestionMade(study.spec.algorithm().name(), options_.clock() - start);
-  return AcceptSuggestionLocked(study, std::move(suggestion));
 }
 
 void SchedulerCore::RequestSuggestionLocked(StudyEntry& study) {
@@ -214,7 +235,8 @@ SchedulerCore::Assignment SchedulerCore::AssignMatchingLocked(
     const uint64_t memory = worker.capabilities.memory_bytes();
     std::optional<uint64_t> id = TakeTrialLocked(
         study, memory > 0 ? memory : UINT64_MAX,
-        options_.speed_placement ? speeds_.OverallSpeed(worker.node_class) : std::nullopt);
+        options_.speed_placement ? speeds_.OverallSpeed(worker.node_class) : std::nullopt,
+        &worker.capabilities);
     if (!id) {
       if (study.suggesting && study.turn_holder == 0 &&
           study.last_suggestion_took <= kMaxSuggestionWorthWaitingFor) {
@@ -506,7 +528,7 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
           !study.pending.empty() ||
           !(study.exhausted || study.budget_used() >= study.spec.max_trials()) ||
           trial.min_memory_bytes > (memory > 0 ? memory : UINT64_MAX) ||
-          !CanRun(study.spec, idle.capabilities)) {
+          !CanRun(study.spec, idle.capabilities) || !RunsTrialLocked(trial, idle.capabilities)) {
         continue;
       }
       const auto [kind, units] = TrialSizeLocked(trial);

@@ -481,9 +481,15 @@ class SchedulerCore {
   // memory for first, then a new one).
   // With `speed` (the worker's OverallSpeed), a worker at least as fast as the cluster's median
   // takes the largest pending trial and a slower one the smallest (TrialWorkUnits).
+  // With `worker`, a model-choice study's trials of kinds it does not run are passed over, and
+  // a new one of such a kind joins the pending queue for a worker that runs it (nullopt).
   std::optional<uint64_t> TakeTrialLocked(StudyEntry& study,
                                           uint64_t memory_bytes = UINT64_MAX,
-                                          std::optional<double> speed = std::nullopt)
+                                          std::optional<double> speed = std::nullopt,
+                                          const v1::WorkerCapabilities* worker = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether the worker runs the trial's own kind (a model-choice study's trials differ).
+  bool RunsTrialLocked(const TrialEntry& trial, const v1::WorkerCapabilities& worker) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Starts the trial's next attempt on the worker and sends it the assignment.
   void StartOnWorkerLocked(uint64_t session, WorkerEntry& worker, TrialEntry& entry)
