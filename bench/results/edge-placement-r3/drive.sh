@@ -1,6 +1,7 @@
 #!/bin/bash
 # Alternating first-come / placement runs of the two edge studies; load recorded per run.
-cd /work/c32
+cd "$(dirname "$0")/../../.."  # The repository root.
+mkdir -p /tmp/c32-bench
 nodes=orin,orin,pi4:cpu=80,pi4:cpu=80,pi4:cpu=80,pi4:cpu=80
 for round in 1 2 3; do
   for study in xgboost-tpe-rounds xgboost-tpe; do
