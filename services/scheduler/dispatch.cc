@@ -36,6 +36,10 @@ constexpr int kMaxPendingSizedPerTake = 64;
 // take does not spend the study's budget on the other kind's queue.
 constexpr int kMaxHeldSuggestionsPerTake = 4;
 
+// A running trial without progress reports that has taken up to this many times its predicted
+// time is still expected to end by then (PredictedRemainingLocked).
+constexpr double kMaxPredictedOverrun = 2;
+
 // Spec validation keeps a suggestion within kSuggestionMemoryBudgetBytes, but a scheduler
 // under a tighter memory limit (or with other studies' suggestions running) can still fail to
 // allocate. That fails this study's suggestions with a reason (AcceptSuggestionLocked); it must
@@ -409,8 +413,11 @@ std::optional<absl::Duration> SchedulerCore::PredictedRemainingLocked(
     return std::max(absl::ZeroDuration(),
                     elapsed * (*steps / static_cast<double>(*trial.last_step)) - elapsed);
   }
-  if (elapsed > *whole) return std::nullopt;
-  return *whole - elapsed;
+  // Without progress, an overrun of up to its prediction again is taken as noise (a process
+  // started late on a loaded board): it is expected by twice its prediction. Beyond that
+  // nothing says when it ends.
+  if (elapsed > *whole * kMaxPredictedOverrun) return std::nullopt;
+  return (elapsed > *whole ? *whole * kMaxPredictedOverrun : *whole) - elapsed;
 }
 
 bool SchedulerCore::LeaveToFasterLocked(const StudyEntry& study, uint64_t session,
@@ -564,9 +571,6 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
   best->superseded_session = best->session;
   best->superseded_attempt = best->trial.attempt();
   best->superseded_start = FromTimestamp(best->trial.start_time());
-  best->superseded_last_step = best->last_step;
-  best->superseded_stored_values = best->stored_values;
-  best->superseded_deadline = best->deadline;
   best->duplicated = true;
   best->session = 0;
   --best->study->running;
@@ -650,10 +654,15 @@ bool SchedulerCore::ResumeSupersededLocked(TrialEntry& trial) {
   *t.mutable_start_time() = ToTimestamp(trial.superseded_start);
   trial.started = true;  // It ran long enough to be worth a duplicate.
   trial.charged = false;
-  trial.last_step = trial.superseded_last_step;
-  trial.stored_values = trial.superseded_stored_values;
-  trial.deadline = trial.superseded_deadline;
-  trial.curve.values.clear();  // The duplicate's; the slow attempt's curve goes on from here.
+  // Its reports start over (what it stored before the duplicate stays stored).
+  trial.last_step.reset();
+  trial.stored_values = 0;
+  trial.curve.values.clear();
+  trial.deadline = absl::InfiniteFuture();
+  if (std::optional<absl::Duration> timeout = TrialTimeout(study.spec)) {
+    trial.deadline = trial.superseded_start + *timeout +
+                     options_.heartbeat_interval * options_.missed_heartbeats;
+  }
   DHPT_LOG_INFO("trial %d of study %s: its duplicate ended without a result; attempt %d on "
                 "worker %s carries on",
                 t.id(), study.spec.name(), attempt, slow.worker_id);

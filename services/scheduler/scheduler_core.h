@@ -398,6 +398,10 @@ class SchedulerCore {
     // The current attempt: whether its worker began it, and whether losing it was charged.
     bool started = false;
     bool charged = false;
+    // Duplicated once already: a duplicate that ended without a result (failed, handed back,
+    // its worker lost) is not started again, so a trial that fails on fast boards cannot
+    // bounce between them while its slow attempt runs. (Beside the flags: no growth per trial.)
+    bool duplicated = false;
     absl::Time deadline = absl::InfiniteFuture();  // trial_timeout plus grace.
     // The ask-and-tell client holding it, and until when; empty when none.
     std::string client;
@@ -414,15 +418,6 @@ class SchedulerCore {
     uint64_t superseded_session = 0;
     int superseded_attempt = 0;
     absl::Time superseded_start;  // When the superseded attempt was given.
-    // What the superseded attempt had reported, for when it becomes the current one again
-    // (its duplicate lost: ResumeSupersededLocked).
-    std::optional<int64_t> superseded_last_step;
-    int superseded_stored_values = 0;
-    absl::Time superseded_deadline = absl::InfiniteFuture();
-    // Duplicated once already: a duplicate that ended without a result (failed, handed back,
-    // its worker lost) is not started again, so a trial that fails on fast boards cannot
-    // bounce between them while its slow attempt runs.
-    bool duplicated = false;
   };
   struct WorkerEntry {
     std::string worker_id;
