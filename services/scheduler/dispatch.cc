@@ -31,6 +31,15 @@ constexpr absl::Duration kMaxSuggestionWorthWaitingFor = absl::Milliseconds(100)
 // with a long queue (an enqueued grid), beyond which queue order holds.
 constexpr int kMaxPendingSizedPerTake = 64;
 
+// New trials a worker may have held for workers of other kinds (a model-choice study) per
+// take: with two kinds, four leave it without a trial one time in sixteen; a bound, so that a
+// take does not spend the study's budget on the other kind's queue.
+constexpr int kMaxHeldSuggestionsPerTake = 4;
+
+// A running trial without progress reports that has taken up to this many times its predicted
+// time is still expected to end by then (PredictedRemainingLocked).
+constexpr double kMaxPredictedOverrun = 2;
+
 // Spec validation keeps a suggestion within kSuggestionMemoryBudgetBytes, but a scheduler
 // under a tighter memory limit (or with other studies' suggestions running) can still fail to
 // allocate. That fails this study's suggestions with a reason (AcceptSuggestionLocked); it must
@@ -64,9 +73,16 @@ bool SchedulerCore::Runnable(const StudyEntry& study, const WorkerEntry& worker)
   return HasTrialToGive(study) && CanRun(study.spec, worker.capabilities);
 }
 
+bool SchedulerCore::RunsTrialLocked(const TrialEntry& trial,
+                                    const v1::WorkerCapabilities& worker) const {
+  if (study::ModelKindParameter(trial.study->spec) < 0) return true;  // One kind: CanRun said.
+  return RunsKind(worker, TrialSizeLocked(trial).first);
+}
+
 std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study,
                                                        uint64_t memory_bytes,
-                                                       std::optional<double> speed) {
+                                                       std::optional<double> speed,
+                                                       const v1::WorkerCapabilities* worker) {
   // In queue order, passing over the trials that ran out of memory on a worker this size. A
   // worker of known speed looks further (kMaxPendingSizedPerTake): the longest trials go to the
   // fast workers, which dispatch serves first, and the shortest to the slow ones.
@@ -76,6 +92,7 @@ std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study,
   for (auto it = study.pending.begin(); it != study.pending.end(); ++it) {
     const TrialEntry& trial = trials_.at(*it);
     if (trial.min_memory_bytes > memory_bytes) continue;
+    if (worker != nullptr && !RunsTrialLocked(trial, *worker)) continue;
     if (!speed) {
       chosen = it;
       break;
@@ -93,22 +110,30 @@ std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study,
     study.pending.erase(chosen);
     return id;
   }
-  if (study.exhausted || study.budget_used() >= study.spec.max_trials()) return std::nullopt;
-  if (!CheckMemoryLocked().ok()) return std::nullopt;  // Near the memory cap: none new.
-  if (!study.optimizer->cheap()) {
-    RequestSuggestionLocked(study);
-    return std::nullopt;
+  // A model-choice study's new trial of a kind this worker does not run is held for a worker
+  // that does; the worker asks again, up to kMaxHeldSuggestionsPerTake times.
+  for (int held = 0;;) {
+    if (study.exhausted || study.budget_used() >= study.spec.max_trials()) return std::nullopt;
+    if (!CheckMemoryLocked().ok()) return std::nullopt;  // Near the memory cap: none new.
+    if (!study.optimizer->cheap()) {
+      RequestSuggestionLocked(study);
+      return std::nullopt;
+    }
+    // Timed with the core's clock, as the threaded path below is: what a suggestion took decides
+    // dispatch order (kMaxSuggestionWorthWaitingFor), which a test's clock must control.
+    const absl::Time start = options_.clock();
+    const std::optional<std::vector<bool>> learn =
+        study::LearningFilter(study.early_stopping, study.created());
+    absl::StatusOr<std::optional<optimizer::Point>> suggestion = SuggestWithinMemory(
+        *study.optimizer,
+        optimizer::History{study.history, study.keys, learn ? &*learn : nullptr});
+    observer_->SuggestionMade(study.spec.algorithm().name(), options_.clock() - start);
+    std::optional<uint64_t> id = AcceptSuggestionLocked(study, std::move(suggestion));
+    if (!id || worker == nullptr || RunsTrialLocked(trials_.at(*id), *worker)) return id;
+    study.pending.push_back(*id);
+    WakeSetAsideLocked();  // A worker that runs it may be set aside.
+    if (++held >= kMaxHeldSuggestionsPerTake) return std::nullopt;
   }
-  // Timed with the core's clock, as the threaded path below is: what a suggestion took decides
-  // dispatch order (kMaxSuggestionWorthWaitingFor), which a test's clock must control.
-  const absl::Time start = options_.clock();
-  const std::optional<std::vector<bool>> learn =
-      study::LearningFilter(study.early_stopping, study.created());
-  absl::StatusOr<std::optional<optimizer::Point>> suggestion = SuggestWithinMemory(
-      *study.optimizer,
-      optimizer::History{study.history, study.keys, learn ? &*learn : nullptr});
-  observer_->SuggestionMade(study.spec.algorithm().name(), options_.clock() - start);
-  return AcceptSuggestionLocked(study, std::move(suggestion));
 }
 
 void SchedulerCore::RequestSuggestionLocked(StudyEntry& study) {
@@ -210,10 +235,12 @@ SchedulerCore::Assignment SchedulerCore::AssignMatchingLocked(
     const size_t index = (start + k) % dispatchable_.size();
     StudyEntry& study = *dispatchable_[index];
     if (!eligible(study) || !Runnable(study, worker)) continue;
+    if (LeaveToFasterLocked(study, session, worker)) continue;
     const uint64_t memory = worker.capabilities.memory_bytes();
     std::optional<uint64_t> id = TakeTrialLocked(
         study, memory > 0 ? memory : UINT64_MAX,
-        options_.speed_placement ? speeds_.OverallSpeed(worker.node_class) : std::nullopt);
+        options_.speed_placement ? speeds_.OverallSpeed(worker.node_class) : std::nullopt,
+        &worker.capabilities);
     if (!id) {
       if (study.suggesting && study.turn_holder == 0 &&
           study.last_suggestion_took <= kMaxSuggestionWorthWaitingFor) {
@@ -375,6 +402,121 @@ std::optional<double> SchedulerCore::TrialStepsLocked(const TrialEntry& trial) c
   return TrialSteps(model, params);
 }
 
+std::optional<absl::Duration> SchedulerCore::PredictedRemainingLocked(
+    const TrialEntry& trial, const std::string& node_class, absl::Time now) const {
+  const auto [kind, units] = TrialSizeLocked(trial);
+  const std::optional<absl::Duration> whole = speeds_.Predict(node_class, kind, units);
+  if (!whole) return std::nullopt;
+  const absl::Duration elapsed = now - FromTimestamp(trial.trial.start_time());
+  const std::optional<double> steps = TrialStepsLocked(trial);
+  if (steps && trial.last_step && *trial.last_step > 0 && *trial.last_step < *steps) {
+    return std::max(absl::ZeroDuration(),
+                    elapsed * (*steps / static_cast<double>(*trial.last_step)) - elapsed);
+  }
+  // Without progress, an overrun of up to its prediction again is taken as noise (a process
+  // started late on a loaded board): it is expected by twice its prediction. Beyond that
+  // nothing says when it ends.
+  if (elapsed > *whole * kMaxPredictedOverrun) return std::nullopt;
+  return (elapsed > *whole ? *whole * kMaxPredictedOverrun : *whole) - elapsed;
+}
+
+bool SchedulerCore::LeaveToFasterLocked(const StudyEntry& study, uint64_t session,
+                                        const WorkerEntry& worker) {
+  if (!options_.speed_placement || study.trial_ids.empty()) return false;
+  const int unsuggested =
+      study.exhausted ? 0 : std::max(0, study.spec.max_trials() - study.budget_used());
+  const int remaining = static_cast<int>(study.pending.size()) + unsuggested;
+  if (remaining == 0 || remaining > kMaxEndgameSlots) return false;
+  int capable = 0;
+  for (const auto& [unused, other] : workers_) {
+    if (other.draining || !CanRun(study.spec, other.capabilities)) continue;
+    capable += other.capabilities.slots();
+    if (capable > kMaxEndgameSlots) return false;
+  }
+  if (remaining > capable) return false;  // Not yet its end: first-come keeps every slot busy.
+  // The sizes of the trials left: the pending ones' own, and for those not suggested yet the
+  // median of the study's latest trials (of the latest trial's kind, for a model-choice study).
+  struct Left {
+    v1::Model::Kind kind;
+    double units;
+    uint64_t min_memory_bytes;  // It ran out of memory on a smaller worker.
+  };
+  std::vector<Left> left;
+  for (uint64_t id : study.pending) {
+    const TrialEntry& trial = trials_.at(id);
+    const auto [kind, units] = TrialSizeLocked(trial);
+    left.push_back({kind, units, trial.min_memory_bytes});
+  }
+  if (unsuggested > 0) {
+    const v1::Model::Kind kind = TrialSizeLocked(trials_.at(study.trial_ids.back())).first;
+    std::vector<double> sizes;
+    for (auto it = study.trial_ids.rbegin();
+         it != study.trial_ids.rend() && sizes.size() < static_cast<size_t>(kEndgameSizeSample);
+         ++it) {
+      const auto [k, units] = TrialSizeLocked(trials_.at(*it));
+      if (k == kind) sizes.push_back(units);
+    }
+    std::nth_element(sizes.begin(), sizes.begin() + sizes.size() / 2, sizes.end());
+    left.insert(left.end(), unsuggested, Left{kind, sizes[sizes.size() / 2], 0});
+  }
+  std::sort(left.begin(), left.end(), [](const Left& a, const Left& b) { return a.units > b.units; });
+  // Every slot that can run the study: when it is predicted free (from now), and its class.
+  // This worker's free slot comes first, so that a tie is its to take. Slots whose speed is
+  // not learnt, or whose trial overran without progress, are left out: nothing predicts them.
+  struct Slot {
+    absl::Duration free_in;
+    const std::string* node_class;
+    uint64_t memory_bytes;
+    bool mine;
+  };
+  auto memory = [](const WorkerEntry& w) {
+    return w.capabilities.memory_bytes() > 0 ? w.capabilities.memory_bytes() : UINT64_MAX;
+  };
+  const absl::Time now = options_.clock();
+  std::vector<Slot> slots{{absl::ZeroDuration(), &worker.node_class, memory(worker), true}};
+  for (const auto& [other_session, other] : workers_) {
+    if (other_session == session || other.draining || !CanRun(study.spec, other.capabilities)) {
+      continue;
+    }
+    for (int i = 0; i < other.free_slots(); ++i) {
+      slots.push_back({absl::ZeroDuration(), &other.node_class, memory(other), false});
+    }
+    for (uint64_t id : other.running) {
+      if (auto left_there = PredictedRemainingLocked(trials_.at(id), other.node_class, now)) {
+        slots.push_back({*left_there, &other.node_class, memory(other), false});
+      }
+    }
+  }
+  // The greedy list schedule: each trial, largest first, to the slot finishing it first.
+  absl::Duration recheck = absl::InfiniteDuration();
+  for (const Left& trial : left) {
+    Slot* best = nullptr;
+    absl::Duration best_end;
+    for (Slot& slot : slots) {
+      if (slot.memory_bytes < trial.min_memory_bytes) continue;
+      const std::optional<absl::Duration> takes =
+          speeds_.Predict(*slot.node_class, trial.kind, trial.units);
+      if (!takes) {
+        if (slot.mine) return false;  // Its own speed not learnt: first-come.
+        continue;
+      }
+      if (best == nullptr || slot.free_in + *takes < best_end) {
+        best = &slot;
+        best_end = slot.free_in + *takes;
+      }
+    }
+    if (best == nullptr || best->mine) return false;
+    // Looked at again once the slot it is left to should be free (now, for a free one: the
+    // next sweep, should that worker not take it after all).
+    recheck = std::min(recheck, best->free_in);
+    best->free_in = best_end;
+  }
+  if (recheck != absl::InfiniteDuration()) {
+    endgame_recheck_ = std::min(endgame_recheck_, now + recheck);
+  }
+  return true;
+}
+
 bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
   if (!options_.speed_placement || options_.duplicate_margin <= 0 || idle.free_slots() <= 0) {
     return false;
@@ -389,10 +531,11 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
       TrialEntry& trial = trials_.at(id);
       const StudyEntry& study = *trial.study;
       // Only at a study's end: while it has trials to suggest, a free worker runs a new one.
-      if (trial.superseded_session != 0 || study.terminal() || !study.pending.empty() ||
+      if (trial.superseded_session != 0 || trial.duplicated || study.terminal() ||
+          !study.pending.empty() ||
           !(study.exhausted || study.budget_used() >= study.spec.max_trials()) ||
           trial.min_memory_bytes > (memory > 0 ? memory : UINT64_MAX) ||
-          !CanRun(study.spec, idle.capabilities)) {
+          !CanRun(study.spec, idle.capabilities) || !RunsTrialLocked(trial, idle.capabilities)) {
         continue;
       }
       const auto [kind, units] = TrialSizeLocked(trial);
@@ -428,6 +571,7 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
   best->superseded_session = best->session;
   best->superseded_attempt = best->trial.attempt();
   best->superseded_start = FromTimestamp(best->trial.start_time());
+  best->duplicated = true;
   best->session = 0;
   --best->study->running;
   DHPT_LOG_INFO("trial %d of study %s: duplicate on worker %s (%s), predicted to finish %s "
@@ -476,6 +620,55 @@ void SchedulerCore::ForgetSupersededLocked(TrialEntry& trial, bool cancel,
         attempt >= 1 && attempt <= trial.trial.attempts_size() ? trial.trial.attempts(attempt - 1).epoch() : 0;
     SendLocked(session, CancelMessage(trial.trial.id(), attempt, epoch, std::string(reason)));
   }
+}
+
+bool SchedulerCore::ResumeSupersededLocked(TrialEntry& trial) {
+  if (trial.superseded_session == 0 || !workers_.contains(trial.superseded_session)) return false;
+  StudyEntry& study = *trial.study;
+  if (trial.session != 0) {  // The duplicate's worker, if still connected, is free of it.
+    if (auto it = workers_.find(trial.session); it != workers_.end()) {
+      it->second.running.erase(trial.trial.id());
+      MaybeFreeLocked(trial.session);
+    }
+    trial.session = 0;
+    --study.running;
+  }
+  const uint64_t session = std::exchange(trial.superseded_session, 0);
+  WorkerEntry& slow = workers_.at(session);
+  slow.superseded.erase(trial.trial.id());
+  slow.running.insert(trial.trial.id());
+  trial.session = session;
+  ++study.running;
+  // The duplicate leaves no trace in the trial: a user sees one attempt that ran throughout.
+  // Attempts are numbered by their place in the list, so a later attempt takes the number back;
+  // the duplicate's own late words (its worker reconnecting) are refused as not given to it.
+  v1::Trial& t = trial.trial;
+  const int attempt = trial.superseded_attempt;
+  while (t.attempts_size() > attempt) t.mutable_attempts()->RemoveLast();
+  t.set_attempt(attempt);
+  t.set_state(v1::Trial::RUNNING);
+  t.set_worker_id(slow.worker_id);
+  t.set_client_id(t.attempts(attempt - 1).client_id());
+  t.set_node_name(slow.capabilities.node_name());
+  t.clear_error();
+  *t.mutable_start_time() = ToTimestamp(trial.superseded_start);
+  trial.started = true;  // It ran long enough to be worth a duplicate.
+  trial.charged = false;
+  // Its reports start over (what it stored before the duplicate stays stored).
+  trial.last_step.reset();
+  trial.stored_values = 0;
+  trial.curve.values.clear();
+  trial.deadline = absl::InfiniteFuture();
+  if (std::optional<absl::Duration> timeout = TrialTimeout(study.spec)) {
+    trial.deadline = trial.superseded_start + *timeout +
+                     options_.heartbeat_interval * options_.missed_heartbeats;
+  }
+  DHPT_LOG_INFO("trial %d of study %s: its duplicate ended without a result; attempt %d on "
+                "worker %s carries on",
+                t.id(), study.spec.name(), attempt, slow.worker_id);
+  SaveTrialLocked(trial);
+  PublishTrialLocked(trial);
+  return true;
 }
 
 void SchedulerCore::MaybeFreeLocked(uint64_t session) {

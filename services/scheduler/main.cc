@@ -125,7 +125,8 @@ ABSL_FLAG(absl::Duration, client_lease, absl::Minutes(30),
           "how long an ask-and-tell client keeps a trial without reporting (ReportProgress)");
 ABSL_FLAG(bool, speed_placement, true,
           "place trials by the workers' learnt speeds (the longest ready trials to the fastest "
-          "workers, duplicates at a study's end); false: first-come, no duplicates");
+          "workers; at a study's end, a slow worker leaves the last trials to a faster one "
+          "predicted to finish them first, and duplicates); false: first-come, no duplicates");
 ABSL_FLAG(double, duplicate_margin, dhpt::scheduler::kDefaultDuplicateMargin,
           "once a study has no trial left to suggest, an idle worker runs a duplicate of a "
           "slower worker's trial when the slow one's predicted remaining time exceeds this many "

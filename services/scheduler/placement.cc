@@ -31,13 +31,20 @@ bool CanRun(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker) {
   // Whatever a worker claims: only clients evaluate these (SuggestTrials).
   if (spec.model().kind() == v1::Model::EXTERNAL) return false;
   if (!HasCommand(spec, worker)) return false;
-  // A model-choice study's trials each run as their own kind: the worker must run them all.
-  const auto& models = worker.models();
-  for (v1::Model::Kind kind : study::StudyModelKinds(spec)) {
-    if (std::find(models.begin(), models.end(), kind) == models.end()) return false;
+  // A model-choice study's trials each run as their own kind: a worker that runs some of its
+  // kinds runs those trials (a board too small for Random Forest still tunes XGBoost).
+  const std::vector<v1::Model::Kind> kinds = study::StudyModelKinds(spec);
+  if (std::none_of(kinds.begin(), kinds.end(),
+                   [&](v1::Model::Kind kind) { return RunsKind(worker, kind); })) {
+    return false;
   }
   if (!MatchesSelector(spec, worker)) return false;
   return !NeedsGpu(spec) || worker.device_kind() == v1::WorkerCapabilities::CUDA;
+}
+
+bool RunsKind(const v1::WorkerCapabilities& worker, v1::Model::Kind kind) {
+  const auto& models = worker.models();
+  return std::find(models.begin(), models.end(), kind) != models.end();
 }
 
 std::string PlacementClass(const v1::WorkerCapabilities& worker) {

@@ -20,8 +20,12 @@ bool NeedsGpu(const v1::StudySpec& spec);
 bool MatchesSelector(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker);
 // COMMAND studies: whether the worker announces the study's command (true for other kinds).
 bool HasCommand(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker);
-// EXTERNAL studies run on no worker: clients ask for their trials.
+// EXTERNAL studies run on no worker: clients ask for their trials. A model-choice study runs
+// on a worker that announces any of its kinds: each trial only where its own kind runs
+// (RunsKind; dispatch holds a trial for a worker that runs it).
 bool CanRun(const v1::StudySpec& spec, const v1::WorkerCapabilities& worker);
+// Whether the worker announces the model kind.
+bool RunsKind(const v1::WorkerCapabilities& worker, v1::Model::Kind kind);
 
 // Everything of a worker's capabilities that CanRun reads, as a key: workers with equal keys
 // can run the same studies. Dispatch sets idle workers aside by it.

@@ -710,6 +710,8 @@ void SchedulerCore::DisconnectLocked(uint64_t session, absl::string_view reason)
     TrialEntry& trial = trials_.at(id);
     trial.session = 0;
     --trial.study->running;
+    // A duplicate's worker lost: the attempt it superseded runs on, and the trial with it.
+    if (!shutting_down_ && ResumeSupersededLocked(trial)) continue;
     // A scheduler going away loses nothing of the worker's doing.
     RequeueLocked(trial, absl::StrCat("worker ", worker.worker_id, " was lost: ", reason),
                   /*lost=*/!shutting_down_);
@@ -996,6 +998,15 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
     *trial.trial.mutable_start_time() = ToTimestamp(trial.superseded_start);
     trial.trial.set_node_name(worker.capabilities.node_name());
   }
+  if (from_current_attempt &&
+      (result.state() == v1::Trial::FAILED || result.state() == v1::Trial::CANCELLED) &&
+      ResumeSupersededLocked(trial)) {
+    // A duplicate handed back or failed while the attempt it superseded runs on: as a slow
+    // attempt's failure leaves its duplicate running, the duplicate's leaves the slow attempt.
+    SendWhenStoredLocked(session, store_->last_sequence(), std::move(ack));
+    DispatchLocked();
+    return;
+  }
   if (result.state() == v1::Trial::CANCELLED) {
     // The worker gave the trial back (it is stopping): someone else runs it, at no cost.
     if (from_current_attempt) {
@@ -1140,7 +1151,11 @@ int SchedulerCore::ExpireTrials() {
     PublishTrialLocked(trial);
     CheckStudyEndLocked(study);
   }
-  if (!late.empty()) DispatchLocked();
+  // A worker that left a study's end to a faster one whose predicted finish has passed: placed
+  // again now, with what is known now (LeaveToFasterLocked).
+  const bool recheck = now >= endgame_recheck_;
+  if (recheck) endgame_recheck_ = absl::InfiniteFuture();
+  if (!late.empty() || recheck) DispatchLocked();
   return static_cast<int>(late.size());
 }
 

@@ -117,6 +117,13 @@ inline constexpr double kDefaultDuplicateMargin = 1.5;
 // otherwise write a line for each, thousands a second.
 inline constexpr int kWorkerLogLines = 20;
 inline constexpr absl::Duration kDefaultWorkerLogInterval = absl::Seconds(10);
+// Earliest-finish-time placement at a study's end (LeaveToFasterLocked) applies where at most
+// this many slots can run the study (an edge cluster's boards), and so with at most as many
+// trials left. A bound on its cost: each free worker simulates the trials left over every
+// slot, at each dispatch; a larger cluster keeps first-come at the end (and duplicates).
+inline constexpr int kMaxEndgameSlots = 64;
+// Of a study's latest trials, how many give the size of the trials it has yet to suggest.
+inline constexpr int kEndgameSizeSample = 8;
 
 struct SchedulerOptions {
   // How often workers must send a heartbeat; a worker silent for `missed_heartbeats` intervals
@@ -402,6 +409,10 @@ class SchedulerCore {
     // The current attempt: whether its worker began it, and whether losing it was charged.
     bool started = false;
     bool charged = false;
+    // Duplicated once already: a duplicate that ended without a result (failed, handed back,
+    // its worker lost) is not started again, so a trial that fails on fast boards cannot
+    // bounce between them while its slow attempt runs. (Beside the flags: no growth per trial.)
+    bool duplicated = false;
     absl::Time deadline = absl::InfiniteFuture();  // trial_timeout plus grace.
     // The ask-and-tell client holding it, and until when; empty when none.
     std::string client;
@@ -476,9 +487,15 @@ class SchedulerCore {
   // memory for first, then a new one).
   // With `speed` (the worker's OverallSpeed), a worker at least as fast as the cluster's median
   // takes the largest pending trial and a slower one the smallest (TrialWorkUnits).
+  // With `worker`, a model-choice study's trials of kinds it does not run are passed over, and
+  // a new one of such a kind joins the pending queue for a worker that runs it (nullopt).
   std::optional<uint64_t> TakeTrialLocked(StudyEntry& study,
                                           uint64_t memory_bytes = UINT64_MAX,
-                                          std::optional<double> speed = std::nullopt)
+                                          std::optional<double> speed = std::nullopt,
+                                          const v1::WorkerCapabilities* worker = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether the worker runs the trial's own kind (a model-choice study's trials differ).
+  bool RunsTrialLocked(const TrialEntry& trial, const v1::WorkerCapabilities& worker) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Starts the trial's next attempt on the worker and sends it the assignment.
   void StartOnWorkerLocked(uint64_t session, WorkerEntry& worker, TrialEntry& entry)
@@ -487,6 +504,22 @@ class SchedulerCore {
   // slower worker would take longest to finish, if that beats it by options_.duplicate_margin.
   bool DuplicateOntoLocked(uint64_t session, WorkerEntry& idle)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Earliest finish time at a study's end, as HEFT places tasks: with at most as many trials
+  // left as slots that can run them (at most kMaxEndgameSlots), the remaining trials are placed
+  // in a simulation, largest first, each on the slot predicted to finish it first, counting
+  // what each busy slot has left of its current trial. The free worker takes a trial (and the
+  // study suggests one for it) only if the simulation gives it one; true: leave them to faster
+  // workers. False when speeds are not learnt or speed placement is off.
+  bool LeaveToFasterLocked(const StudyEntry& study, uint64_t session, const WorkerEntry& worker)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The predicted time left of a trial running on a worker of `node_class`: projected from its
+  // progress where it reports steps, else its prediction less the time it has run; nullopt
+  // when its class's speed is not learnt or it overran its prediction without progress
+  // (nothing says how much longer it needs).
+  std::optional<absl::Duration> PredictedRemainingLocked(const TrialEntry& trial,
+                                                         const std::string& node_class,
+                                                         absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // A running trial of a study at its end reported progress, which may show it a straggler:
   // the idle (set-aside) workers that can run it are offered a duplicate again.
   void ReconsiderDuplicatesLocked(const TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -494,6 +527,11 @@ class SchedulerCore {
   // to stop it (`reason`).
   void ForgetSupersededLocked(TrialEntry& trial, bool cancel, absl::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The trial's current attempt is a duplicate that ended without a result (its worker lost,
+  // the trial handed back, a failure) while the attempt it superseded still runs: that attempt
+  // is the trial's again, as if there had been no duplicate (no requeue, no lost attempt, the
+  // duplicate's attempt number taken back). False, changing nothing, when there is none.
+  bool ResumeSupersededLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The trial's kind and size in work units (speed_model.h), as its worker runs it.
   std::pair<v1::Model::Kind, double> TrialSizeLocked(const TrialEntry& trial) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -717,6 +755,10 @@ class SchedulerCore {
     std::set<uint64_t> sessions;
   };
   absl::flat_hash_map<std::string, SetAsideClass> set_aside_ ABSL_GUARDED_BY(mutex_);
+  // When a worker left a study's end to faster ones, the earliest time one of those is predicted
+  // free: if it has not freed by then (it overran), the periodic sweep dispatches again
+  // (ExpireTrials), so that a slow worker does not wait on a prediction that failed.
+  absl::Time endgame_recheck_ ABSL_GUARDED_BY(mutex_) = absl::InfiniteFuture();
   // Sessions dispatch has tried (a cost counter, for tests and benchmarks).
   uint64_t sessions_tried_ ABSL_GUARDED_BY(mutex_) = 0;
   uint64_t next_study_order_ ABSL_GUARDED_BY(mutex_) = 1;

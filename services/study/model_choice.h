@@ -3,8 +3,8 @@
 // Model choice (issue 33): a study may tune the model kind itself through a categorical
 // parameter named `model_kind` whose values are model kinds (XGBOOST, RANDOM_FOREST), with each
 // kind's own parameters conditional on it. model.kind is then one of those values: the kind
-// metrics are labelled with. Each trial runs as its own kind; a worker runs such a study only
-// when it announces every kind of the choice (docs/concepts.md#model-choice).
+// metrics are labelled with. Each trial runs as its own kind, on a worker that announces that
+// kind (docs/concepts.md#model-choice).
 
 #include <vector>
 

@@ -67,6 +67,10 @@ ABSL_FLAG(std::string, labels, "",
           "labels this worker announces, KEY=VALUE separated by commas (Kubernetes label "
           "syntax), e.g. board=pi4,gpu=orin: studies choose workers by them "
           "(worker_selector), so a study's costs are measured on one kind of board");
+ABSL_FLAG(std::vector<std::string>, models, {},
+          "the model kinds this worker announces, of those it can run, comma-separated (e.g. "
+          "XGBOOST); empty: all it can. A board too small or slow for one kind runs the "
+          "others; a model-choice study still gives it the trials of its kinds");
 // Keepalive (docs/deployment.md, "Flaky links and small boards"): a dead link to the scheduler
 // is noticed after --keepalive_time + --keepalive_timeout of silence, and the worker reconnects.
 ABSL_FLAG(absl::Duration, keepalive_time, absl::Milliseconds(dhpt::KeepaliveOptions{}.ping_interval_ms),
@@ -183,7 +187,7 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   ApplyEnvironmentToFlags({"scheduler", "slots", "threads_per_trial", "worker_id", "node_name",
                            "labels", "metrics_port", "data_root", "max_dataset_file_bytes",
                            "max_dataset_bytes", "keepalive_time", "keepalive_timeout",
-                           "max_reconnect_backoff"});
+                           "max_reconnect_backoff", "models"});
   ApplyEnvironmentToFlags(CommandFlagNames());
   ApplyEnvironmentToFlags(ClientSecurityFlagNames());
   for (absl::string_view flag : kind.own_flags) ApplyEnvironmentToFlags({flag});
@@ -227,6 +231,22 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   if (!setup.ok()) {
     std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(setup.status().message()).c_str());
     return absl::IsFailedPrecondition(setup.status()) ? 1 : 2;
+  }
+  if (const std::vector<std::string> only = absl::GetFlag(FLAGS_models); !only.empty()) {
+    std::vector<v1::Model::Kind> kept;
+    for (const std::string& name : only) {
+      v1::Model::Kind model;
+      if (!v1::Model::Kind_Parse(name, &model) ||
+          std::find(setup->models.begin(), setup->models.end(), model) == setup->models.end()) {
+        std::vector<std::string> can;
+        for (v1::Model::Kind known : setup->models) can.push_back(v1::Model::Kind_Name(known));
+        std::fprintf(stderr, "%s: --models: %s is not a model kind this worker runs (it runs %s)\n",
+                     kind.binary, name.c_str(), absl::StrJoin(can, ", ").c_str());
+        return 2;
+      }
+      kept.push_back(model);
+    }
+    setup->models = std::move(kept);
   }
   setup->runner.datasets = *std::move(datasets);
   if (absl::Status commands = CommandsFromFlags(RepeatedFlagValues(argc, argv, "command"),

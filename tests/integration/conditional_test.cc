@@ -130,5 +130,44 @@ parallel_trials: 2
   EXPECT_EQ(kinds, (std::set<std::string>{"XGBOOST", "RANDOM_FOREST"}));
 }
 
+// Model choice on workers that each run one kind (--models): each takes the trials of its kind,
+// and a trial suggested for the other kind waits for the worker that runs it. Before, the study
+// waited for a worker that runs every kind, and no trial ran.
+TEST(ConditionalTest, WorkersThatRunOneKindEachTakeTheTrialsOfTheirKind) {
+  TestCluster cluster(0);
+  cluster.SpawnWorkerProcess("xgb", 1, "dhpt-cpu-worker", {"--models=XGBOOST"});
+  cluster.SpawnWorkerProcess("rf", 1, "dhpt-cpu-worker", {"--models=RANDOM_FOREST"});
+  ASSERT_TRUE(WaitFor([&] { return cluster.client().ListWorkers()->size() == 2; }));
+  ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"(
+name: model-choice-split
+model: {kind: XGBOOST}
+dataset: {friedman1: {samples: 600, features: 10, noise: 1.0, seed: 3}}
+algorithm: {name: RANDOM, seed: 6}
+parameters:
+  - {name: model_kind, categorical: {values: [XGBOOST, RANDOM_FOREST]}}
+  - {name: eta, double_range: {min: 0.05, max: 0.5, log: true}, condition: {parent: model_kind, values: [XGBOOST]}}
+  - {name: num_boost_round, int_range: {min: 10, max: 30}, condition: {parent: model_kind, values: [XGBOOST]}}
+  - {name: num_parallel_tree, int_range: {min: 5, max: 20}, condition: {parent: model_kind, values: [RANDOM_FOREST]}}
+  - {name: max_depth, int_range: {min: 2, max: 6}}
+max_trials: 10
+parallel_trials: 2
+)")).ok());
+  const v1::Study study = cluster.WaitForEnd("model-choice-split", absl::Seconds(60));
+  ASSERT_EQ(study.state(), v1::Study::COMPLETED) << study.state_reason();
+  const absl::StatusOr<std::vector<v1::Trial>> trials =
+      cluster.client().ListTrials("model-choice-split");
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  ASSERT_EQ(trials->size(), 10u);
+  std::set<std::string> kinds;
+  for (const v1::Trial& trial : *trials) {
+    const std::string kind = trial.params().at("model_kind").string_value();
+    kinds.insert(kind);
+    EXPECT_EQ(trial.state(), v1::Trial::COMPLETED) << trial.error();
+    EXPECT_EQ(trial.worker_id(), kind == "XGBOOST" ? "xgb" : "rf") << "trial " << trial.number();
+    EXPECT_EQ(trial.attempts_size(), 1) << "trial " << trial.number();
+  }
+  EXPECT_EQ(kinds, (std::set<std::string>{"XGBOOST", "RANDOM_FOREST"}));
+}
+
 }  // namespace
 }  // namespace dhpt::testing

@@ -82,21 +82,22 @@ model: {kind: COMMAND, command: nap}
 objective: {metric: loss, goal: MINIMIZE}
 algorithm: {name: RANDOM, seed: 1}
 parameters: [{name: x, double_range: {min: 0, max: 1}}]
-max_trials: 2
 parallel_trials: 2
 )";
-  ASSERT_TRUE(cluster.client().CreateStudy(Spec("name: learn" + spec)).ok());
+  ASSERT_TRUE(cluster.client().CreateStudy(Spec("name: learn\nmax_trials: 2" + spec)).ok());
   ASSERT_EQ(cluster.WaitForEnd("learn").state(), v1::Study::COMPLETED);
   ASSERT_EQ(cluster.core().SpeedEstimates().size(), 2u);
 
-  ASSERT_TRUE(cluster.client().CreateStudy(Spec("name: main" + spec)).ok());
+  // Four trials on two slots: the slow worker takes the second (three left: not yet the
+  // study's end, where it would leave them to the fast one), the fast one the rest.
+  ASSERT_TRUE(cluster.client().CreateStudy(Spec("name: main\nmax_trials: 4" + spec)).ok());
   // Ends long before the slow trial's 12 s: the duplicate finished it.
   const v1::Study study = cluster.WaitForEnd("main", absl::Seconds(10));
   ASSERT_EQ(study.state(), v1::Study::COMPLETED) << study.state_reason();
-  EXPECT_EQ(study.trials_completed(), 2);
+  EXPECT_EQ(study.trials_completed(), 4);
   EXPECT_EQ(study.trials_failed(), 0);
   const std::vector<v1::Trial> trials = *cluster.client().ListTrials("main");
-  ASSERT_EQ(trials.size(), 2u);
+  ASSERT_EQ(trials.size(), 4u);
   int duplicated = 0;
   for (const v1::Trial& trial : trials) {
     EXPECT_EQ(trial.state(), v1::Trial::COMPLETED);
@@ -142,10 +143,49 @@ parallel_trials: 2
     }
   }
   EXPECT_EQ(gauges, speeds);
-  // Counted once in the metrics' events too: two trials ended, both completed, one duplicate.
-  EXPECT_EQ(observer.ended(v1::Trial::COMPLETED), 2);
+  // Counted once in the metrics' events too: four trials ended, all completed, one duplicate.
+  EXPECT_EQ(observer.ended(v1::Trial::COMPLETED), 4);
   EXPECT_EQ(observer.ended(v1::Trial::CANCELLED), 0);
   EXPECT_EQ(observer.duplicated(), 1);
+}
+
+// Earliest finish time at a study's end, with real workers: three trials left for a fast worker
+// (0.3 s a trial) and a slow one (3 s). The fast one, busy with the first, is predicted to
+// finish all three before the slow one would finish one: the slow worker takes none, and no
+// duplicate is needed. First-come gave it the second trial (and a duplicate then finished it).
+TEST(SpeedPlacementIntegrationTest, AtAStudysEndTheSlowWorkerLeavesTheTrialsToTheFastOne) {
+  TempDirectory dir;
+  const std::string fast = WriteNapScript(dir.path(), "fast-nap", 0.3);
+  const std::string slow = WriteNapScript(dir.path(), "slow-nap", 3);
+  CountingObserver observer;
+  TestCluster cluster(0, 1, &observer);
+  cluster.SpawnWorkerProcess("fast", 1, "dhpt-cpu-worker",
+                             {"--command=nap=" + fast, "--labels=board=orin"});
+  cluster.SpawnWorkerProcess("slow", 1, "dhpt-cpu-worker",
+                             {"--command=nap=" + slow, "--labels=board=pi4"});
+  ASSERT_TRUE(WaitFor([&] { return cluster.client().ListWorkers()->size() == 2; }));
+  const std::string spec = R"(
+model: {kind: COMMAND, command: nap}
+objective: {metric: loss, goal: MINIMIZE}
+algorithm: {name: RANDOM, seed: 1}
+parameters: [{name: x, double_range: {min: 0, max: 1}}]
+parallel_trials: 2
+)";
+  ASSERT_TRUE(cluster.client().CreateStudy(Spec("name: learn\nmax_trials: 2" + spec)).ok());
+  ASSERT_EQ(cluster.WaitForEnd("learn").state(), v1::Study::COMPLETED);
+  ASSERT_EQ(cluster.core().SpeedEstimates().size(), 2u);
+
+  ASSERT_TRUE(cluster.client().CreateStudy(Spec("name: main\nmax_trials: 3" + spec)).ok());
+  const v1::Study study = cluster.WaitForEnd("main", absl::Seconds(10));
+  ASSERT_EQ(study.state(), v1::Study::COMPLETED) << study.state_reason();
+  const std::vector<v1::Trial> trials = *cluster.client().ListTrials("main");
+  ASSERT_EQ(trials.size(), 3u);
+  for (const v1::Trial& trial : trials) {
+    EXPECT_EQ(trial.state(), v1::Trial::COMPLETED);
+    ASSERT_EQ(trial.attempts_size(), 1) << "trial " << trial.number();
+    EXPECT_EQ(trial.attempts(0).worker_id(), "fast") << "trial " << trial.number();
+  }
+  EXPECT_EQ(observer.duplicated(), 0);
 }
 
 }  // namespace

@@ -53,8 +53,9 @@ TEST(PlacementTest, CpuModelsGoToGpuWorkersOnlyWhenTheyAnnounceThem) {
   }
 }
 
-// Model choice: each trial runs as its own model_kind, so a worker must run every kind.
-TEST(PlacementTest, AModelChoiceStudyGoesToWorkersThatRunEveryKindItChoosesAmong) {
+// Model choice: each trial runs as its own model_kind, so a worker that runs any of the kinds
+// runs the study (its trials of that kind: SchedulerCoreTest.AModelChoiceTrialIsAssignedAsItsOwnKind).
+TEST(PlacementTest, AModelChoiceStudyGoesToWorkersThatRunAnyKindItChoosesAmong) {
   v1::StudySpec choice = Study(v1::Model::XGBOOST);
   v1::Parameter* kind = choice.add_parameters();
   kind->set_name("model_kind");
@@ -63,7 +64,8 @@ TEST(PlacementTest, AModelChoiceStudyGoesToWorkersThatRunEveryKindItChoosesAmong
   const v1::WorkerCapabilities xgboost_only =
       Worker(v1::WorkerCapabilities::CPU, {v1::Model::XGBOOST});
   EXPECT_TRUE(CanRun(Study(v1::Model::XGBOOST), xgboost_only));
-  EXPECT_FALSE(CanRun(choice, xgboost_only));
+  EXPECT_TRUE(CanRun(choice, xgboost_only));
+  EXPECT_FALSE(CanRun(choice, Worker(v1::WorkerCapabilities::CPU, {v1::Model::FUNCTION})));
   EXPECT_TRUE(CanRun(choice, kCpuWorker));
   EXPECT_TRUE(CanRun(choice, kCudaAllModels));
 }

@@ -36,10 +36,18 @@ v1::Hello Board(const std::string& id, const std::string& board,
   return hello;
 }
 
+// Counts requeues, which a lost duplicate must not cause.
+class RequeueCounter : public SchedulerObserver {
+ public:
+  void TrialRequeued(const v1::StudySpec&) override { ++requeued; }
+  int requeued = 0;
+};
+
 class SpeedPlacementTest : public ::testing::Test {
  protected:
   void Start(double duplicate_margin = kDefaultDuplicateMargin, bool speed_placement = true) {
     SchedulerOptions options;
+    options.observer = &observer_;
     options.clock = [this] { return now_; };
     options.duplicate_margin = duplicate_margin;
     options.speed_placement = speed_placement;
@@ -78,6 +86,7 @@ class SpeedPlacementTest : public ::testing::Test {
   uint64_t fast_session_ = 0;
   uint64_t slow_session_ = 0;
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  RequeueCounter observer_;
   testing::TempDatabase db_;
   std::unique_ptr<SchedulerCore> core_;
 };
@@ -172,6 +181,156 @@ TEST_F(SpeedPlacementTest, ASlowAttemptThatFailsLeavesTheDuplicateRunning) {
   EXPECT_EQ(AllTrials(*core_, "s").back().state(), v1::Trial::COMPLETED);
   EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::COMPLETED);
 }
+
+// The duplicate ends without a result while the slow attempt runs on: its worker drops, it is
+// handed back, or it fails. The trial stays the slow attempt's, as if no duplicate had run: no
+// requeue, no lost attempt, attempt 1 of 1, and the slow attempt's result counts.
+enum class DuplicateEnd { kWorkerLost, kHandedBack, kFailed };
+
+class LostDuplicateTest : public SpeedPlacementTest,
+                          public ::testing::WithParamInterface<DuplicateEnd> {};
+
+TEST_P(LostDuplicateTest, TheSlowAttemptCarriesOnWithoutARequeueOrASecondAttempt) {
+  Start();
+  const v1::Assign last = RunUntilTheOrinIsIdle();
+  ASSERT_EQ(fast_.Assigns().size(), 4u);
+  const v1::Assign duplicate = fast_.Assigns().back();
+  ASSERT_EQ(duplicate.trial_id(), last.trial_id());
+  v1::TrialAttempt started;
+  started.set_trial_id(duplicate.trial_id());
+  started.set_attempt(duplicate.attempt());
+  started.set_epoch(duplicate.epoch());
+  core_->HandleStarted(fast_session_, started);  // Begun: losing it would cost an attempt.
+  Advance(absl::Milliseconds(300));
+  switch (GetParam()) {
+    case DuplicateEnd::kWorkerLost:
+      core_->DisconnectWorker(fast_session_, "link down");
+      break;
+    case DuplicateEnd::kHandedBack:
+      core_->HandleResult(fast_session_, Finished(duplicate, v1::Trial::CANCELLED));
+      break;
+    case DuplicateEnd::kFailed:
+      core_->HandleResult(fast_session_, Finished(duplicate, v1::Trial::FAILED));
+      break;
+  }
+  v1::Trial trial = AllTrials(*core_, "s").back();
+  EXPECT_EQ(trial.state(), v1::Trial::RUNNING);
+  EXPECT_EQ(trial.attempt(), last.attempt());
+  EXPECT_EQ(trial.attempts_size(), last.attempt());
+  EXPECT_EQ(trial.lost_attempts(), 0);
+  EXPECT_EQ(trial.worker_id(), "slow");
+  EXPECT_EQ(observer_.requeued, 0);
+  EXPECT_EQ(slow_.Count(v1::SchedulerMessage::kCancel), 0);  // The slow attempt runs on.
+  // Its progress is the trial's again (not refused), and its result counts.
+  v1::TrialProgress progress;
+  progress.set_trial_id(last.trial_id());
+  progress.set_attempt(last.attempt());
+  progress.set_epoch(last.epoch());
+  progress.set_step(1);
+  progress.set_value(3);
+  core_->HandleProgress(slow_session_, progress);
+  EXPECT_EQ(slow_.Count(v1::SchedulerMessage::kCancel), 0);
+  Advance(absl::Seconds(3));
+  core_->HandleResult(slow_session_, Finished(last, v1::Trial::COMPLETED, 9));
+  trial = AllTrials(*core_, "s").back();
+  EXPECT_EQ(trial.state(), v1::Trial::COMPLETED);
+  EXPECT_EQ(trial.metrics().at("value"), 9);
+  EXPECT_EQ(trial.attempt(), last.attempt());
+  EXPECT_EQ(trial.attempts_size(), last.attempt());
+  EXPECT_EQ(trial.lost_attempts(), 0);
+  EXPECT_EQ(trial.end_time().seconds() - trial.start_time().seconds(), 4);  // Given at 5 s.
+  EXPECT_EQ(observer_.requeued, 0);
+  const v1::Study study = *core_->GetStudy("s");
+  EXPECT_EQ(study.state(), v1::Study::COMPLETED);
+  EXPECT_THAT(study.state_reason(), HasSubstr("all 5 trials finished"));
+  // The duplicate's worker, back with its attempt, is refused it: the trial counted once.
+  if (GetParam() == DuplicateEnd::kWorkerLost) {
+    RecordingChannel& back = channels_.emplace_back();
+    v1::Hello hello = Board("fast", "orin");
+    v1::TrialAttempt held;
+    held.set_trial_id(duplicate.trial_id());
+    held.set_attempt(duplicate.attempt());
+    held.set_epoch(duplicate.epoch());
+    *hello.add_running() = held;
+    const uint64_t session = Connect(back, hello);
+    core_->HandleResult(session, Finished(duplicate, v1::Trial::COMPLETED, 2));
+    EXPECT_EQ(AllTrials(*core_, "s").back().metrics().at("value"), 9);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SpeedPlacement, LostDuplicateTest,
+                         ::testing::Values(DuplicateEnd::kWorkerLost, DuplicateEnd::kHandedBack,
+                                           DuplicateEnd::kFailed));
+
+// Earliest finish time at a study's end: an Orin (1 s a trial) and two Pi 4s (5 s a trial),
+// learnt from a first study. The second has four trials for the three slots: the Orin takes
+// the first; with three left, the Orin (busy for 1 s more) would finish them at 2, 3 and 4 s
+// and a Pi 4 one at 5 s, so the Pi 4s take none and the study suggests none for them. First-
+// come gives each Pi 4 one (the study ends at 5 s). Duplicates off: this rule alone.
+class EndgameTest : public SpeedPlacementTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  void StartMain() {
+    Start(/*duplicate_margin=*/0, /*speed_placement=*/GetParam());
+    fast_session_ = Connect(fast_, Board("fast", "orin"));
+    slow_session_ = Connect(slow_, Board("slow", "pi4"));
+    slow2_session_ = Connect(slow2_, Board("slow2", "pi4"));
+    ASSERT_TRUE(core_->CreateStudy(FunctionStudy("learn", 3)).ok());
+    ASSERT_EQ(fast_.Assigns().size(), 1u);
+    ASSERT_EQ(slow_.Assigns().size(), 1u);
+    ASSERT_EQ(slow2_.Assigns().size(), 1u);
+    Advance(absl::Seconds(1));
+    Complete(fast_session_, fast_);
+    Advance(absl::Seconds(4));
+    Complete(slow_session_, slow_);
+    Complete(slow2_session_, slow2_);
+    ASSERT_EQ(core_->GetStudy("learn")->state(), v1::Study::COMPLETED);
+    ASSERT_TRUE(core_->CreateStudy(FunctionStudy("main", 4)).ok());
+    ASSERT_EQ(fast_.Assigns().size(), 2u);
+  }
+  void Complete(uint64_t session, RecordingChannel& channel) {
+    core_->HandleResult(session, Finished(channel.Assigns().back(), v1::Trial::COMPLETED));
+  }
+  int SlowAssigns() const {
+    return static_cast<int>(slow_.Assigns().size() + slow2_.Assigns().size());
+  }
+  RecordingChannel& slow2_ = channels_.emplace_back();
+  uint64_t slow2_session_ = 0;
+};
+
+TEST_P(EndgameTest, SlowWorkersLeaveTheLastTrialsToAFasterOneThatFinishesThemSooner) {
+  StartMain();
+  if (!GetParam()) {
+    EXPECT_EQ(SlowAssigns(), 4);  // First-come: one more each.
+    return;
+  }
+  EXPECT_EQ(SlowAssigns(), 2);
+  EXPECT_EQ(AllTrials(*core_, "main").size(), 1u);  // None suggested for a Pi 4.
+  for (int i = 0; i < 3; ++i) {
+    Advance(absl::Seconds(1));
+    Complete(fast_session_, fast_);
+    core_->ExpireTrials();  // The sweep, at the Orin's predicted finish: nothing changes.
+    EXPECT_EQ(SlowAssigns(), 2);
+  }
+  Advance(absl::Seconds(1));
+  Complete(fast_session_, fast_);
+  const v1::Study study = *core_->GetStudy("main");
+  EXPECT_EQ(study.state(), v1::Study::COMPLETED);  // At 4 s, not 5.
+  EXPECT_THAT(study.state_reason(), HasSubstr("all 4 trials finished"));
+  for (const v1::Trial& trial : AllTrials(*core_, "main")) EXPECT_EQ(trial.worker_id(), "fast");
+}
+
+TEST_P(EndgameTest, AFasterWorkerThatOverrunsItsPredictionNoLongerHoldsTheSlowOnesBack) {
+  StartMain();
+  if (!GetParam()) return;
+  ASSERT_EQ(SlowAssigns(), 2);
+  // The Orin's trial should have taken 1 s; at 3 s nothing says when it ends: the sweep places
+  // again, and each Pi 4 takes a trial.
+  Advance(absl::Seconds(3));
+  core_->ExpireTrials();
+  EXPECT_EQ(SlowAssigns(), 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(SpeedPlacement, EndgameTest, ::testing::Bool());
 
 TEST_F(SpeedPlacementTest, NoDuplicateWhenTurnedOffOrNotWorthIt) {
   Start(/*duplicate_margin=*/0);
@@ -272,13 +431,18 @@ TEST_P(StragglerTest, ATrialWhoseProgressShowsItSlowIsDuplicatedOnAnIdleFastWork
   complete(fast_session_, fast_);
   Advance(absl::Seconds(4));
   complete(slow_session_, slow_);
+  // The Orin away while the second study starts, so that the Pi 4 takes a trial of it (with
+  // the Orin there, earliest finish time would leave both trials to the Orin).
+  core_->DisconnectWorker(fast_session_, "away");
   study("main");
-  ASSERT_EQ(fast_.Assigns().size(), 2u);
   ASSERT_EQ(slow_.Assigns().size(), 2u);
   const v1::Assign straggler = slow_.Assigns().back();
+  RecordingChannel& fast = channels_.emplace_back();
+  fast_session_ = Connect(fast, Board("fast", "orin", {v1::Model::XGBOOST}));
+  ASSERT_EQ(fast.Assigns().size(), 1u);
   Advance(absl::Seconds(1));
-  complete(fast_session_, fast_);
-  EXPECT_EQ(fast_.Assigns().size(), 2u);  // Idle: not worth a duplicate as predicted.
+  complete(fast_session_, fast);
+  EXPECT_EQ(fast.Assigns().size(), 1u);  // Idle: not worth a duplicate as predicted.
   // 5 s in, 3 of its 100-110 rounds done: it needs about three minutes, the Orin 35 s.
   Advance(absl::Seconds(4));
   v1::TrialProgress progress;
@@ -289,10 +453,10 @@ TEST_P(StragglerTest, ATrialWhoseProgressShowsItSlowIsDuplicatedOnAnIdleFastWork
   progress.set_value(0.1);
   core_->HandleProgress(slow_session_, progress);
   if (reports_progress) {
-    ASSERT_EQ(fast_.Assigns().size(), 3u);
-    EXPECT_EQ(fast_.Assigns().back().trial_id(), straggler.trial_id());
+    ASSERT_EQ(fast.Assigns().size(), 2u);
+    EXPECT_EQ(fast.Assigns().back().trial_id(), straggler.trial_id());
   } else {
-    EXPECT_EQ(fast_.Assigns().size(), 2u);  // 99 rounds done: nearly finished.
+    EXPECT_EQ(fast.Assigns().size(), 1u);  // 99 rounds done: nearly finished.
   }
 }
 
