@@ -1,5 +1,6 @@
 // dhpt-scheduler: holds studies and streams trial assignments to workers.
 
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <csignal>
@@ -138,7 +139,16 @@ ABSL_FLAG(absl::Duration, worker_log_interval, dhpt::scheduler::kDefaultWorkerLo
 
 static_assert(dhpt::scheduler::kWorkerLogLines == 20, "--worker_log_interval's help names it");
 
+// glibc gives a thread that first allocates while every arena is busy an arena of its own, up
+// to 8 per core, each reserving 64 MiB of address space. A thread whose arena cannot be made
+// (under a memory limit: a container's, or RLIMIT_AS) then maps a page per allocation, and
+// ran out of memory where the other arenas had room: a suggestion thread's first allocations
+// after a failed suggestion ended the scheduler (OptimizerLimitsTest, 1 run in 6). A few
+// arenas, all made while the scheduler starts, serve its threads; MALLOC_ARENA_MAX overrides.
+constexpr int kSchedulerMallocArenas = 4;
+
 int main(int argc, char** argv) {
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, kSchedulerMallocArenas);
   absl::SetProgramUsageMessage(
       "dhpt-scheduler --listen=HOST:PORT\n\n"
       "Holds studies and their optimisers, and streams trial assignments to dhpt workers.\n"

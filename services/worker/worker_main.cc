@@ -30,6 +30,7 @@
 #include "services/common/metrics_endpoint.h"
 #include "services/common/signals.h"
 #include "services/worker/command_flags.h"
+#include "services/worker/openmp_spin.h"
 #include "services/worker/sequential_study.h"
 #include "services/worker/power_rails.h"
 #include "services/worker/trial_runner.h"
@@ -170,6 +171,7 @@ absl::StatusOr<DatasetOptions> DatasetOptionsFromFlags(int argc, char** argv) {
 }  // namespace
 
 int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
+  ReexecWithBoundedOpenMpSpin(argv);
   absl::SetProgramUsageMessage(absl::StrCat(
       kind.binary, " --scheduler=HOST:PORT [--slots=N]\n\n", kind.purpose,
       "\nConnects to dhpt-scheduler, runs the trials it assigns and streams results back;\n"

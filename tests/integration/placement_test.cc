@@ -126,6 +126,39 @@ TEST(PlacementTest, AnIdleGpuWorkerHoldsNoLibtorchUntilItsFirstAutoencoderTrial)
   EXPECT_TRUE(absl::StrContains(working, "libtorch"));
 }
 
+// A process's environment as its /proc file holds it: NAME=VALUE entries.
+std::vector<std::string> Environment(pid_t pid) {
+  std::ifstream file(absl::StrCat("/proc/", pid, "/environ"), std::ios::binary);
+  std::vector<std::string> entries;
+  for (std::string entry; std::getline(file, entry, '\0');) entries.push_back(entry);
+  return entries;
+}
+
+// OpenMP threads that spin at barriers starve each other on a busy board (the README's study:
+// 7 s idle, over 120 s beside 16 busy processes, 35 s with the bounded spin): a worker runs
+// with GOMP_SPINCOUNT bounded (services/worker/openmp_spin.h), unless the operator set it or
+// OMP_WAIT_POLICY. A worker that then connects has run its re-executed image.
+TEST(PlacementTest, AWorkersOpenMpThreadsSpinBoundedlyUnlessTheOperatorSaysOtherwise) {
+  TestCluster cluster(/*workers=*/0);
+  ASSERT_EQ(unsetenv("GOMP_SPINCOUNT"), 0);
+  ASSERT_EQ(unsetenv("OMP_WAIT_POLICY"), 0);
+  cli::ChildProcess& plain = cluster.SpawnWorkerProcess("plain", 1);
+  ASSERT_EQ(setenv("GOMP_SPINCOUNT", "123", 1), 0);
+  cli::ChildProcess& own_spin = cluster.SpawnWorkerProcess("own-spin", 1);
+  ASSERT_EQ(unsetenv("GOMP_SPINCOUNT"), 0);
+  ASSERT_EQ(setenv("OMP_WAIT_POLICY", "passive", 1), 0);
+  cli::ChildProcess& passive = cluster.SpawnWorkerProcess("passive", 1);
+  ASSERT_EQ(unsetenv("OMP_WAIT_POLICY"), 0);
+  ASSERT_TRUE(Connected(cluster, 3));
+  EXPECT_THAT(Environment(plain.pid()), ::testing::Contains("GOMP_SPINCOUNT=10000"));
+  EXPECT_THAT(Environment(own_spin.pid()), ::testing::Contains("GOMP_SPINCOUNT=123"));
+  EXPECT_THAT(Environment(passive.pid()),
+              ::testing::Not(::testing::Contains(::testing::StartsWith("GOMP_SPINCOUNT="))));
+  // The re-executed worker is the same process and runs trials as before.
+  ASSERT_TRUE(cluster.client().CreateStudy(FunctionStudy("after-exec", 6)).ok());
+  EXPECT_EQ(cluster.WaitForEnd("after-exec").trials_completed(), 6);
+}
+
 TEST(PlacementTest, GpuWorkersRunCpuModelsOnlyWhenTheOperatorSaysSo) {
   TestCluster cluster(/*workers=*/0);
   cluster.SpawnWorkerProcess("gpu-plain", 1, "dhpt-gpu-worker");
