@@ -144,7 +144,8 @@ static_assert(dhpt::scheduler::kWorkerLogLines == 20, "--worker_log_interval's h
 // (under a memory limit: a container's, or RLIMIT_AS) then maps a page per allocation, and
 // ran out of memory where the other arenas had room: a suggestion thread's first allocations
 // after a failed suggestion ended the scheduler (OptimizerLimitsTest, 1 run in 6). A few
-// arenas, all made while the scheduler starts, serve its threads; MALLOC_ARENA_MAX overrides.
+// arenas, made as its threads start and then shared by them, leave no thread without one;
+// MALLOC_ARENA_MAX overrides.
 constexpr int kSchedulerMallocArenas = 4;
 
 int main(int argc, char** argv) {

@@ -226,6 +226,7 @@ TorchDevices ProbeTorchDevices() {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!answered) {
+    devices.module_unusable = WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL;
     devices.error = WIFSIGNALED(status)
                         ? absl::StrCat("the libtorch device probe (", path, ") died of signal ",
                                        WTERMSIG(status))
@@ -234,6 +235,7 @@ TorchDevices ProbeTorchDevices() {
     return devices;
   }
   if (reply.loaded == 0) {
+    devices.module_unusable = true;
     devices.error = reply.error;
     return devices;
   }

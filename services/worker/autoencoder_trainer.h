@@ -66,6 +66,9 @@ struct TorchDevices {
   bool built_with_cuda = false;
   int cuda_devices = 0;
   std::string error;  // Why libtorch could not be asked (no library): then no device is known.
+  // The module could not be loaded (missing, not ours, truncated: the probe loading it died),
+  // as against a probe that only ran out of time: such a worker could run no AutoEncoder trial.
+  bool module_unusable = false;
 };
 // Asked in a short-lived child process that loads the library, so that this process maps no
 // libtorch until its first trial. Takes as long as libtorch's (and CUDA's) initialisation.

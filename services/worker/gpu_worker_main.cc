@@ -24,9 +24,17 @@ using v1::Model;
 absl::StatusOr<WorkerSetup> SetUpGpuWorker() {
   absl::StatusOr<DevicePreference> preference = ParseDevicePreference(absl::GetFlag(FLAGS_device));
   if (!preference.ok()) return preference.status();
-  // Probed once, in a child process: this worker maps no libtorch until its first trial.
-  const TorchDevices devices =
-      *preference == DevicePreference::kCpu ? TorchDevices{} : ProbeTorchDevices();
+  // Probed once, in a child process: this worker maps no libtorch until its first trial. Also
+  // with --device=cpu: a worker whose module cannot be loaded would announce AutoEncoders and
+  // fail each one in a millisecond (using up studies' budgets), or die loading a truncated one.
+  const TorchDevices devices = ProbeTorchDevices();
+  if (devices.module_unusable) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot load the AutoEncoder library, so this worker could run no AutoEncoder trial: ",
+        devices.error,
+        " (install libdhpt_autoencoder.so beside the binary or in ../lib/dhpt/, or point "
+        "DHPT_AUTOENCODER_MODULE at it)"));
+  }
   const std::string no_cuda_reason = *preference == DevicePreference::kCpu ? "--device=cpu was given"
                                      : !devices.error.empty()              ? devices.error
                                      : devices.built_with_cuda ? "libtorch sees 0 CUDA devices"

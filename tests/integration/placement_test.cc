@@ -207,5 +207,31 @@ TEST(PlacementTest, RequireGpuRefusesToStartWithoutACudaDevice) {
   EXPECT_THAT(bad_output, HasSubstr("--device must be auto, cuda or cpu"));
 }
 
+// A GPU worker whose AutoEncoder library cannot be loaded (missing, not a library, or
+// truncated by a half-done copy, which crashed the worker with SIGBUS at its first trial) refuses
+// to start, also with --device=cpu: announcing AutoEncoders, it failed each in a millisecond and
+// used up studies' budgets.
+TEST(PlacementTest, AGpuWorkerWhoseAutoencoderLibraryCannotLoadRefusesToStart) {
+  const std::string dir = ::testing::TempDir();
+  const std::string truncated = dir + "/truncated-autoencoder.so";
+  {
+    std::ifstream whole(DHPT_BIN_DIR "/libdhpt_autoencoder.so", std::ios::binary);
+    std::string head(20000, '\0');
+    ASSERT_TRUE(whole.read(head.data(), head.size()));
+    std::ofstream(truncated, std::ios::binary) << head;
+  }
+  const std::string garbage = dir + "/garbage-autoencoder.so";
+  std::ofstream(garbage) << "not a library";
+  for (const std::string& module : {truncated, garbage, dir + "/missing-autoencoder.so"}) {
+    // A worker that starts keeps trying to reach the (absent) scheduler: `timeout` ends it.
+    auto [code, output] = RunCommandLine(absl::StrCat("DHPT_AUTOENCODER_MODULE=", module,
+                                                      " timeout 60 " DHPT_BIN_DIR "/dhpt-gpu-worker",
+                                                      " --scheduler=127.0.0.1:1 --device=cpu"));
+    EXPECT_EQ(code, 1) << module << ": " << output;
+    EXPECT_THAT(output, HasSubstr("cannot load the AutoEncoder library")) << module;
+    EXPECT_THAT(output, HasSubstr("DHPT_AUTOENCODER_MODULE")) << module;
+  }
+}
+
 }  // namespace
 }  // namespace dhpt::testing
