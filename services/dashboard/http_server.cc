@@ -114,6 +114,13 @@ class DeadlineStream : public httplib::Stream {
 // cpp-httplib reads a chunked body and ignores Content-Length, reads no body at all for a GET,
 // and takes the first of several Content-Length values. RFC 9112 section 6.3.
 std::string AmbiguousLength(const httplib::Request& req) {
+  // "Transfer-Encoding : chunked" is kept by cpp-httplib under a name with a space, which it
+  // then ignores, where a proxy may take it for the real one (RFC 9112 section 5.1).
+  for (const auto& [name, value] : req.headers) {
+    if (name.find_first_of(" \t") != std::string::npos) {
+      return "a header's name may not hold whitespace (none between the name and its colon)";
+    }
+  }
   const size_t encodings = req.headers.count("Transfer-Encoding");
   const size_t lengths = req.headers.count("Content-Length");
   if (encodings > 0 && lengths > 0) {
@@ -124,6 +131,13 @@ std::string AmbiguousLength(const httplib::Request& req) {
     return "Transfer-Encoding: only chunked is accepted";
   }
   if (lengths > 1) return "a request may have one Content-Length only";
+  // "+5" or "-1" would be read as numbers by one reader and refused by another.
+  if (lengths == 1) {
+    const std::string length = req.get_header_value("Content-Length");
+    if (length.empty() || !std::all_of(length.begin(), length.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return "Content-Length must be a number of digits only";
+    }
+  }
   return "";
 }
 

@@ -138,6 +138,11 @@ TEST(DashboardServerTest, RequestsWithAnAmbiguousLengthAreRefusedAndTheirConnect
       {"POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 2\r\n\r\n"
        "ab",
        "one Content-Length only"},
+      {"POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n"
+       "0\r\n\r\n",
+       "may not hold whitespace"},
+      {"POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\nContent-Length: +2\r\n\r\nab",
+       "digits only"},
   };
   for (const auto& [request, why] : cases) {
     SCOPED_TRACE(request);
