@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <new>
+#include <set>
 #include <stdexcept>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "services/common/logging.h"
 #include "services/common/model_catalog.h"
 #include "services/scheduler/placement.h"
@@ -77,6 +79,21 @@ bool SchedulerCore::RunsTrialLocked(const TrialEntry& trial,
                                     const v1::WorkerCapabilities& worker) const {
   if (study::ModelKindParameter(trial.study->spec) < 0) return true;  // One kind: CanRun said.
   return RunsKind(worker, TrialSizeLocked(trial).first);
+}
+
+std::string SchedulerCore::KindsNoWorkerRunsLocked(const StudyEntry& study) const {
+  if (study::ModelKindParameter(study.spec) < 0) return "";  // One kind: CanRun said.
+  std::set<std::string> kinds;
+  for (uint64_t id : study.pending) {
+    const TrialEntry& trial = trials_.at(id);
+    bool runnable = false;
+    for (const auto& [session, worker] : workers_) {
+      runnable = runnable || RunsTrialLocked(trial, worker.capabilities);
+    }
+    if (runnable) return "";  // One runs: the study is not stuck.
+    kinds.insert(v1::Model::Kind_Name(TrialSizeLocked(trial).first));
+  }
+  return absl::StrJoin(kinds, " or ");
 }
 
 std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study,

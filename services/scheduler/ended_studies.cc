@@ -222,7 +222,9 @@ absl::Status SchedulerCore::CheckMemoryLocked() {
     return memory_status_;
   }
   memory_checked_ = now;
-  const int64_t limit = static_cast<int64_t>(cap * kMemoryPressureShare);
+  // Refusing already, work is taken again only under the lower line (kMemoryResumeShare).
+  const bool was_ok = memory_status_.ok();
+  const int64_t limit = static_cast<int64_t>(cap * (was_ok ? kMemoryPressureShare : kMemoryResumeShare));
   int64_t used = options_.resident_bytes();
   if (used > limit) {
     TrimEndedCacheLocked(0);  // What can be read back from the store goes first.
@@ -230,7 +232,6 @@ absl::Status SchedulerCore::CheckMemoryLocked() {
     used = options_.resident_bytes();
   }
   memory_used_ = used;
-  const bool was_ok = memory_status_.ok();
   if (used <= limit) {
     if (!was_ok) DHPT_LOG_INFO("memory: %d MiB in use, under the cap again: new work is accepted", used >> 20);
     memory_status_ = absl::OkStatus();

@@ -1307,7 +1307,14 @@ v1::Study SchedulerCore::BuildStudyLocked(const StudyEntry& study) const {
       connected.push_back(&worker.capabilities);
       servable = servable || CanRun(study.spec, worker.capabilities);
     }
-    if (!servable) out.set_state_reason(WaitingForWorker(study.spec, connected));
+    if (!servable) {
+      out.set_state_reason(WaitingForWorker(study.spec, connected));
+    } else if (std::string kinds = KindsNoWorkerRunsLocked(study); !kinds.empty()) {
+      out.set_state_reason(absl::StrCat(
+          "waiting for a worker that runs ", kinds, ": the study's ", out.trials_pending(),
+          " pending trials are of model kinds no connected worker runs (a worker started with "
+          "--models runs only those)"));
+    }
   }
   // Early stopping judges intermediate values: with none from the first completed trials, it
   // will never stop one, and the user should know the rule is idle rather than wait for it.

@@ -99,6 +99,10 @@ inline constexpr size_t kDefaultEndedStudyCacheBytes = size_t{16} << 20;
 // the rest is headroom for what is under way (pages being sent, suggestions, results coming
 // in), so the kernel's limit is not reached.
 inline constexpr double kMemoryPressureShare = 0.9;
+// Once refusing, new work is taken again only under this share of the cap: a resident size at
+// the line moves by a few MiB (caches trimmed, gRPC's buffers freed), and without the margin
+// the scheduler took and refused work by turns at it.
+inline constexpr double kMemoryResumeShare = 0.85;
 // Under this share of the cap the resident size is read at most every memory_check_interval;
 // past it, at every call that may grow memory: calls that add megabytes each (AddTrials,
 // ImportStudy) can come faster than the interval and would overshoot the cap between reads.
@@ -655,6 +659,10 @@ class SchedulerCore {
   v1::Trial ValuesOnlyLocked(const TrialEntry& trial) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   WriteSequence SaveStudyLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   v1::Study BuildStudyLocked(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // "RANDOM_FOREST" (or "A or B") when every pending trial of a model-choice study is of a kind
+  // no connected worker runs; "" otherwise.
+  std::string KindsNoWorkerRunsLocked(const StudyEntry& study) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Watch fan-out (watch.cc). A change of the trial (or the study's summary) takes the next
   // position; when the study is watched, its event is built and serialised once into the
   // study's journal, and the watchers waiting for events are told.

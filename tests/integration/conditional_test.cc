@@ -169,5 +169,36 @@ parallel_trials: 2
   EXPECT_EQ(kinds, (std::set<std::string>{"XGBOOST", "RANDOM_FOREST"}));
 }
 
+// With only XGBoost workers, a model choice's Random Forest trials wait: the study says for
+// what (it stood still with an empty reason), and goes on when a worker that runs them joins.
+TEST(ConditionalTest, AModelChoiceWaitingForAKindNoWorkerRunsSaysSo) {
+  TestCluster cluster(0);
+  cluster.SpawnWorkerProcess("xgb", 1, "dhpt-cpu-worker", {"--models=XGBOOST"});
+  ASSERT_TRUE(WaitFor([&] { return cluster.client().ListWorkers()->size() == 1; }));
+  ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"(
+name: model-choice-waits
+model: {kind: XGBOOST}
+dataset: {friedman1: {samples: 300, features: 10, noise: 1.0, seed: 3}}
+algorithm: {name: RANDOM, seed: 6}
+parameters:
+  - {name: model_kind, categorical: {values: [XGBOOST, RANDOM_FOREST]}}
+  - {name: num_boost_round, int_range: {min: 5, max: 10}, condition: {parent: model_kind, values: [XGBOOST]}}
+  - {name: num_parallel_tree, int_range: {min: 5, max: 10}, condition: {parent: model_kind, values: [RANDOM_FOREST]}}
+max_trials: 8
+parallel_trials: 1
+)")).ok());
+  absl::StatusOr<v1::Study> waiting;
+  ASSERT_TRUE(WaitFor([&] {
+    waiting = cluster.client().GetStudy("model-choice-waits");
+    return waiting.ok() && waiting->trials_pending() > 0 && waiting->trials_running() == 0 &&
+           !waiting->state_reason().empty();
+  }, absl::Seconds(60))) << (waiting.ok() ? waiting->ShortDebugString() : waiting.status().ToString());
+  EXPECT_THAT(waiting->state_reason(), ::testing::HasSubstr("waiting for a worker that runs RANDOM_FOREST"));
+  cluster.SpawnWorkerProcess("rf", 1, "dhpt-cpu-worker", {"--models=RANDOM_FOREST"});
+  const v1::Study study = cluster.WaitForEnd("model-choice-waits", absl::Seconds(60));
+  EXPECT_EQ(study.state(), v1::Study::COMPLETED) << study.state_reason();
+  EXPECT_EQ(study.trials_completed(), 8);
+}
+
 }  // namespace
 }  // namespace dhpt::testing
