@@ -99,11 +99,14 @@ def cpu_worker(scheduler):
 
 
 class Child:
-    """A Python process running `code` with the client on its path; killed at the end."""
+    """A Python process running `code` with the client on its path; killed at the end. Its
+    stdin is a pipe the test holds open, so a child that reads it waits until it is killed
+    (ctest's own stdin may be /dev/null, where a read returns at once)."""
 
     def __init__(self, code, env=None):
         self.process = subprocess.Popen(
-            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True, env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "clients", "python"),
                             **(env or {})})
 
