@@ -254,9 +254,11 @@ TEST(PlacementTest, RequireGpuRefusesToStartWithoutACudaDevice) {
   } else {
     EXPECT_TRUE(WIFEXITED(worker->wait_status()) && WEXITSTATUS(worker->wait_status()) == 1)
         << worker->wait_status();
-    EXPECT_THAT(output.text(),
-                HasSubstr("no CUDA device visible: this worker must run on a GPU node; check "
-                          "the node's gpu label and the Deployment's node affinity"));
+    // Waited for: the reader thread may not have read the pipe yet when the worker is reaped.
+    EXPECT_TRUE(output.WaitForText(
+        "no CUDA device visible: this worker must run on a GPU node; check the node's gpu label "
+        "and the Deployment's node affinity"))
+        << output.text();
   }
   // --device=cpu with --require-gpu (underscores work too) is a contradiction, refused alike.
   auto [env_code, env_output] =
