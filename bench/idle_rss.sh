@@ -24,7 +24,9 @@ sleep "${WAIT:-5}"
 printf '%-16s %10s %10s %14s %8s %9s\n' binary "RSS MiB" "PSS MiB" "anonymous MiB" threads libraries
 for p in $s $c $g; do
   libs=$(awk '$6 ~ /\.so/ {print $6}' /proc/$p/maps | sort -u | wc -l)
-  awk -v name="$(cat /proc/$p/comm)" -v libs="$libs" '
+  # The name it was started as: a worker re-executes itself (openmp_spin.h), so its comm is "exe".
+  name=$(tr '\0' '\n' </proc/$p/cmdline | head -1)
+  awk -v name="${name##*/}" -v libs="$libs" '
     /^Rss:/ {rss = $2} /^Pss:/ {pss = $2} /^Anonymous:/ {anon = $2} /^Threads:/ {threads = $2}
     END {printf "%-16s %10.1f %10.1f %14.1f %8d %9d\n", name, rss / 1024, pss / 1024, anon / 1024,
                 threads, libs}' \

@@ -29,7 +29,7 @@ COPY services services
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDHPT_BUILD_TESTS=OFF \
       -DDHPT_BUILD_BENCHMARKS=OFF -DDHPT_NATIVE=OFF -DCMAKE_PREFIX_PATH="/opt/dhpt-deps;/opt/libtorch" \
     && cmake --build /build --target dhpt-gpu-worker && strip /build/bin/dhpt-gpu-worker \
-    && strip --strip-unneeded /build/bin/libdhpt_autoencoder.so
+    && strip --strip-unneeded /build/bin/libdhpt_autoencoder.so /build/bin/libdhpt_xgboost.so
 
 FROM docker.io/nvidia/cuda:${CUDA_VERSION}-cudnn8-runtime-ubuntu${UBUNTU_VERSION}
 ARG VERSION=0.1.0
@@ -46,6 +46,8 @@ COPY --from=builder /opt/libtorch/lib /opt/libtorch/lib
 COPY --from=builder /build/bin/dhpt-gpu-worker /usr/local/bin/dhpt-gpu-worker
 # The AutoEncoder's libtorch code, loaded at the first trial from ../lib/dhpt/ beside the binary.
 COPY --from=builder /build/bin/libdhpt_autoencoder.so /usr/local/lib/dhpt/libdhpt_autoencoder.so
+# The XGBoost code (--run-cpu-models), likewise loaded at the first XGBoost trial.
+COPY --from=builder /build/bin/libdhpt_xgboost.so /usr/local/lib/dhpt/libdhpt_xgboost.so
 ENV LD_LIBRARY_PATH=/opt/dhpt-deps/lib:/opt/libtorch/lib
 USER 10001:10001
 EXPOSE 9465

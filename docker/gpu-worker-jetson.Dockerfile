@@ -28,7 +28,7 @@ RUN torch_cmake=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirna
     && cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDHPT_BUILD_TESTS=OFF \
          -DDHPT_BUILD_BENCHMARKS=OFF -DDHPT_NATIVE=OFF -DCMAKE_PREFIX_PATH="/opt/dhpt-deps;${torch_cmake}" \
     && cmake --build /build --target dhpt-gpu-worker && strip /build/bin/dhpt-gpu-worker \
-    && strip --strip-unneeded /build/bin/libdhpt_autoencoder.so
+    && strip --strip-unneeded /build/bin/libdhpt_autoencoder.so /build/bin/libdhpt_xgboost.so
 
 # The runtime stays on the same base: its CUDA, cuDNN and libtorch libraries are the ones the
 # board's driver matches. The compilers are removed.
@@ -47,6 +47,8 @@ COPY --from=builder /opt/dhpt-deps/lib /opt/dhpt-deps/lib
 COPY --from=builder /build/bin/dhpt-gpu-worker /usr/local/bin/dhpt-gpu-worker
 # The AutoEncoder's libtorch code, loaded at the first trial from ../lib/dhpt/ beside the binary.
 COPY --from=builder /build/bin/libdhpt_autoencoder.so /usr/local/lib/dhpt/libdhpt_autoencoder.so
+# The XGBoost code (--run-cpu-models), likewise loaded at the first XGBoost trial.
+COPY --from=builder /build/bin/libdhpt_xgboost.so /usr/local/lib/dhpt/libdhpt_xgboost.so
 RUN echo /opt/dhpt-deps/lib > /etc/ld.so.conf.d/dhpt.conf && \
     python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' >> /etc/ld.so.conf.d/dhpt.conf && ldconfig
 USER 10001:10001

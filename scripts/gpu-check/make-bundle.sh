@@ -13,7 +13,9 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage"/{bin,lib,obj,include}
 
-cp "$build"/bin/{dhpt,dhpt-scheduler,dhpt-cpu-worker} "$stage/bin/"
+# libdhpt_xgboost.so: the XGBoost code the workers load at their first XGBoost trial, beside
+# them (services/worker/xgboost_module.h); ldd below bundles the XGBoost it loads.
+cp "$build"/bin/{dhpt,dhpt-scheduler,dhpt-cpu-worker,libdhpt_xgboost.so} "$stage/bin/"
 cp "$build/services/worker/CMakeFiles/dhpt-gpu-worker.dir/gpu_worker_main.cc.o" "$stage/obj/"
 cp "$build/tests/CMakeFiles/autoencoder_test.dir/worker/autoencoder_trainer_test.cc.o" "$stage/obj/"
 find "$build" -name 'libdhpt_*.a' ! -name libdhpt_autoencoder.a -exec cp {} "$stage/obj/" \;

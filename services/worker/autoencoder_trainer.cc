@@ -1,19 +1,9 @@
 #include "services/worker/autoencoder_trainer.h"
 
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <torch/version.h>  // Its macros only: this file links no libtorch (autoencoder_module.h).
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <climits>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <array>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -23,6 +13,7 @@
 #include "services/common/status_macros.h"
 #include "services/worker/autoencoder_module.h"
 #include "services/worker/inference_benchmark.h"
+#include "services/worker/module_loader.h"
 
 namespace dhpt::worker {
 namespace {
@@ -56,104 +47,13 @@ absl::Status Read(const Hyperparameters& params, const std::string& name, auto& 
   return absl::OkStatus();
 }
 
-std::string ExecutableDirectory() {
-  char path[PATH_MAX];
-  const ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (length <= 0) return ".";
-  const std::string executable(path, static_cast<size_t>(length));
-  const size_t slash = executable.rfind('/');
-  return slash == std::string::npos ? "." : executable.substr(0, slash);
-}
-
-// DHPT_AUTOENCODER_MODULE, else the library next to the executable (the build tree, `dhpt
-// local`), else in ../lib/dhpt/ beside it (the images); the first candidate when none exists,
-// so that the error names where it was looked for.
-std::string ModulePath() {
-  if (const char* path = std::getenv(kAutoencoderModuleEnv); path != nullptr && *path != '\0') {
-    return path;
-  }
-  const std::string directory = ExecutableDirectory();
-  const std::string beside = absl::StrCat(directory, "/", kAutoencoderModuleFile);
-  const std::string installed = absl::StrCat(directory, "/../lib/dhpt/", kAutoencoderModuleFile);
-  if (access(beside.c_str(), F_OK) != 0 && access(installed.c_str(), F_OK) == 0) return installed;
-  return beside;
-}
-
-// dlopen hands back the same handle for a path already loaded, so every trial may ask; the
-// library is never closed (libtorch cannot be unloaded).
-absl::StatusOr<const AutoencoderModule*> LoadModule(const std::string& path) {
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* error = dlerror();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot load the AutoEncoder library (", error != nullptr ? error : path,
-        "): install ", kAutoencoderModuleFile, " beside this worker's binary or in ../lib/dhpt/, "
-        "or set ", kAutoencoderModuleEnv, " to its path"));
-  }
-  auto* entry = reinterpret_cast<const AutoencoderModule* (*)()>(
-      dlsym(handle, kAutoencoderModuleSymbol));
-  if (entry == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, " is not an AutoEncoder library: it has no ", kAutoencoderModuleSymbol));
-  }
-  const AutoencoderModule* module = entry();
-  if (module->abi != kAutoencoderModuleAbi) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, " was built for another version of this worker (interface ", module->abi,
-        ", this worker needs ", kAutoencoderModuleAbi, "): install the library built with it"));
-  }
-  return module;
-}
-
-// What the probe process writes back: fixed size, so one write and no allocation in between.
-struct ProbeReply {
-  int loaded = 0;
-  int built_with_cuda = 0;
-  int cuda_devices = 0;
-  char error[512] = {};
+constexpr ModuleSpec kAutoencoderModuleSpec = {
+    .what = "AutoEncoder",
+    .file = kAutoencoderModuleFile,
+    .env = kAutoencoderModuleEnv,
+    .symbol = kAutoencoderModuleSymbol,
+    .abi = kAutoencoderModuleAbi,
 };
-
-// In the forked child: load the library, ask libtorch, write the answer, exit without running
-// libtorch's (or anyone's) static destructors.
-[[noreturn]] void RunProbe(const std::string& path, int fd) {
-  ProbeReply reply;
-  if (absl::StatusOr<const AutoencoderModule*> module = LoadModule(path); module.ok()) {
-    const TorchDevices devices = (*module)->probe();
-    reply.loaded = 1;
-    reply.built_with_cuda = devices.built_with_cuda;
-    reply.cuda_devices = devices.cuda_devices;
-  } else {
-    std::snprintf(reply.error, sizeof(reply.error), "%s",
-                  std::string(module.status().message()).c_str());
-  }
-  const char* data = reinterpret_cast<const char*>(&reply);
-  for (size_t written = 0; written < sizeof(reply);) {
-    const ssize_t n = write(fd, data + written, sizeof(reply) - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    written += static_cast<size_t>(n);
-  }
-  _exit(0);
-}
-
-// Reads the probe's reply until `deadline`; false when it ended or timed out without one.
-bool ReadReply(int fd, absl::Time deadline, ProbeReply& reply) {
-  char* data = reinterpret_cast<char*>(&reply);
-  size_t got = 0;
-  while (got < sizeof(reply)) {
-    const int64_t wait_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (wait_ms <= 0) return false;
-    pollfd poll_fd{.fd = fd, .events = POLLIN};
-    const int ready = poll(&poll_fd, 1, static_cast<int>(std::min<int64_t>(wait_ms, INT_MAX)));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) return false;
-    const ssize_t n = read(fd, data + got, sizeof(reply) - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    got += static_cast<size_t>(n);
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -196,51 +96,23 @@ absl::StatusOr<AutoencoderConfig> ParseAutoencoderConfig(const Hyperparameters& 
   return config;
 }
 // Loading libtorch maps and dirties more than a hundred MiB that stay for the life of a
-// process, so the question is asked by a forked child that loads the library and exits. The
-// child only loads, probes, writes and exits; glibc's fork keeps malloc and the loader usable
-// in the child of a threaded process.
+// process, so the question is asked by a forked child that loads the library and exits.
 TorchDevices ProbeTorchDevices() {
+  const ModuleProbe probe = ProbeModule(
+      kAutoencoderModuleSpec,
+      [](const void* table, std::array<int64_t, 4>& values) {
+        const TorchDevices devices = static_cast<const AutoencoderModule*>(table)->probe();
+        values[0] = devices.built_with_cuda;
+        values[1] = devices.cuda_devices;
+      },
+      kProbeTimeout);
   TorchDevices devices;
-  const std::string path = ModulePath();
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    devices.error = absl::StrCat("cannot ask libtorch for devices: pipe: ", std::strerror(errno));
-    return devices;
+  devices.error = probe.error;
+  devices.module_unusable = probe.unusable;
+  if (probe.loaded) {
+    devices.built_with_cuda = probe.values[0] != 0;
+    devices.cuda_devices = static_cast<int>(probe.values[1]);
   }
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    RunProbe(path, fds[1]);
-  }
-  close(fds[1]);
-  if (pid < 0) {
-    devices.error = absl::StrCat("cannot ask libtorch for devices: fork: ", std::strerror(errno));
-    close(fds[0]);
-    return devices;
-  }
-  ProbeReply reply;
-  const bool answered = ReadReply(fds[0], absl::Now() + kProbeTimeout, reply);
-  close(fds[0]);
-  if (!answered) kill(pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!answered) {
-    devices.module_unusable = WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL;
-    devices.error = WIFSIGNALED(status)
-                        ? absl::StrCat("the libtorch device probe (", path, ") died of signal ",
-                                       WTERMSIG(status))
-                        : absl::StrCat("the libtorch device probe (", path, ") gave no answer in ",
-                                       absl::FormatDuration(kProbeTimeout));
-    return devices;
-  }
-  if (reply.loaded == 0) {
-    devices.module_unusable = true;
-    devices.error = reply.error;
-    return devices;
-  }
-  devices.built_with_cuda = reply.built_with_cuda != 0;
-  devices.cuda_devices = reply.cuda_devices;
   return devices;
 }
 
@@ -277,7 +149,8 @@ absl::StatusOr<TrainerMetrics> AutoencoderTrainer::Train(const SplitDataset& dat
       !status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("AutoEncoder hyperparameter ", status.message()));
   }
-  ASSIGN_OR_RETURN(const AutoencoderModule* module, LoadModule(ModulePath()));
+  ASSIGN_OR_RETURN(const AutoencoderModule* module,
+                   LoadModule<AutoencoderModule>(kAutoencoderModuleSpec));
   ASSIGN_OR_RETURN(AutoencoderRun run,
                    module->train(data, config, context, device_, &MeasureInference));
   if (run.deployment.has_value()) AddDeploymentMetrics(*run.deployment, run.metrics);

@@ -178,11 +178,15 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
       "reconnects with backoff when the scheduler goes away. Every flag can also be set as\n"
       "DHPT_<FLAG> in the environment (e.g. DHPT_SCHEDULER)."));
   absl::FlagsUsageConfig usage;
-  // The libraries too: a comparison's report.json records what ran.
-  static std::string version =
-      absl::StrCat(kind.binary, " " DHPT_VERSION " (grpc ", grpc::Version(), ", xgboost ",
-                   XgboostVersion(), kind.library_versions, ")\n");
-  usage.version_string = [] { return version; };
+  // The libraries too: a comparison's report.json records what ran. Built only for --version:
+  // XGBoost's version is asked of a child process that loads libdhpt_xgboost.so.
+  static const WorkerKind* version_kind = &kind;
+  usage.version_string = [] {
+    absl::StatusOr<std::string> xgboost = ProbeXgboostVersion();
+    return absl::StrCat(version_kind->binary, " " DHPT_VERSION " (grpc ", grpc::Version(),
+                        ", xgboost ", xgboost.ok() ? *xgboost : "not loadable",
+                        version_kind->library_versions, ")\n");
+  };
   usage.contains_helpshort_flags = [](absl::string_view file) { return absl::StrContains(file, "services/"); };
   usage.contains_help_flags = usage.contains_helpshort_flags;
   absl::SetFlagsUsageConfig(usage);

@@ -11,8 +11,13 @@
 // merged into one model first, xgboost_forest.h) is loaded into a fresh booster with nthread=1,
 // as a deployment would load it, and predicts validation rows in place
 // (XGBoosterPredictFromDense).
+//
+// The code that calls XGBoost is a shared library of its own, libdhpt_xgboost.so, loaded at the
+// first trial (xgboost_module.h): a worker maps no XGBoost until then. This header and
+// xgboost_trainer.cc need no XGBoost headers.
 
 #include <atomic>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <string>
@@ -56,12 +61,33 @@ struct XgboostResult {
   std::optional<DeploymentCosts> deployment;  // With measure_deployment.
 };
 
-// "1.7.4": the XGBoost library this process loaded.
-std::string XgboostVersion();
+// "1.7.4": the XGBoost library libdhpt_xgboost.so loads, asked of a short-lived child process
+// (so this one maps no XGBoost); an error when the library cannot be loaded.
+absl::StatusOr<std::string> ProbeXgboostVersion();
+// A worker's start-up check: FAILED_PRECONDITION saying why and where to install the library
+// when libdhpt_xgboost.so cannot be loaded (the worker could run no XGBoost trial).
+absl::Status CheckXgboostModule();
 
+// INVALID_ARGUMENT for hyperparameters out of the catalogue's ranges (checked before XGBoost
+// is loaded), FAILED_PRECONDITION when libdhpt_xgboost.so cannot be loaded.
 absl::StatusOr<XgboostResult> TrainXgboost(const SplitDataset& data,
                                            const XgboostRequest& request);
 
-RegressionScores ScoreRegression(const std::vector<float>& truth, const float* predicted);
+// Inline: both the worker and libdhpt_xgboost.so use it.
+inline RegressionScores ScoreRegression(const std::vector<float>& truth, const float* predicted) {
+  const size_t n = truth.size();
+  double mean = 0;
+  for (float y : truth) mean += y;
+  mean /= static_cast<double>(n);
+  double sse = 0, sst = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sse += std::pow(truth[i] - predicted[i], 2);
+    sst += std::pow(truth[i] - mean, 2);
+  }
+  RegressionScores scores;
+  scores.mse = sse / static_cast<double>(n);
+  scores.r2 = sst > 0 ? 1 - sse / sst : (sse == 0 ? 1.0 : 0.0);
+  return scores;
+}
 
 }  // namespace dhpt::worker

@@ -126,6 +126,67 @@ TEST(PlacementTest, AnIdleGpuWorkerHoldsNoLibtorchUntilItsFirstAutoencoderTrial)
   EXPECT_TRUE(absl::StrContains(working, "libtorch"));
 }
 
+// Likewise the CPU worker and XGBoost (libdhpt_xgboost.so, with libxgboost, dmlc and libgomp):
+// loaded at its first XGBoost or Random Forest trial; linked at start they held about 4 MiB of
+// an idle worker's 22 MiB (docs/benchmarks.md, "Idle memory"). A function trial loads nothing.
+TEST(PlacementTest, AnIdleCpuWorkerHoldsNoXgboostUntilItsFirstXgboostTrial) {
+  TestCluster cluster(/*workers=*/0);
+  cli::ChildProcess& cpu = cluster.SpawnWorkerProcess("cpu-worker", 1);
+  ASSERT_TRUE(Connected(cluster, 1));
+  const std::string idle = MappedFiles(cpu.pid());
+  ASSERT_TRUE(absl::StrContains(idle, "dhpt-cpu-worker"));  // The maps were read.
+  EXPECT_FALSE(absl::StrContains(idle, "libxgboost")) << "XGBoost is mapped before any trial";
+  EXPECT_FALSE(absl::StrContains(idle, "libdhpt_xgboost.so"));
+  EXPECT_FALSE(absl::StrContains(idle, "libgomp"));
+
+  ASSERT_TRUE(cluster.client().CreateStudy(FunctionStudy("functions-first", 2)).ok());
+  EXPECT_EQ(cluster.WaitForEnd("functions-first").trials_completed(), 2);
+  EXPECT_FALSE(absl::StrContains(MappedFiles(cpu.pid()), "libxgboost"));
+
+  ASSERT_TRUE(cluster.client()
+                  .CreateStudy(Spec(R"(
+name: xgb-first
+model: {kind: XGBOOST}
+dataset: {friedman1: {samples: 300, features: 6, seed: 2}}
+objective: {metric: r2, goal: MAXIMIZE}
+algorithm: {name: RANDOM, seed: 4}
+parameters:
+  - {name: max_depth, int_range: {min: 2, max: 4}}
+max_trials: 2
+)"))
+                  .ok());
+  const v1::Study study = cluster.WaitForEnd("xgb-first");
+  EXPECT_EQ(study.trials_completed(), 2);
+  const std::string working = MappedFiles(cpu.pid());
+  EXPECT_TRUE(absl::StrContains(working, "libdhpt_xgboost.so"));
+  EXPECT_TRUE(absl::StrContains(working, "libxgboost"));
+}
+
+// A CPU worker whose XGBoost library cannot be loaded (missing, not a library, or truncated)
+// refuses to start with the reason, as the GPU worker does for its AutoEncoder library (below):
+// announcing XGBoost, it would fail every XGBoost and Random Forest trial.
+TEST(PlacementTest, ACpuWorkerWhoseXgboostLibraryCannotLoadRefusesToStart) {
+  const std::string dir = ::testing::TempDir();
+  const std::string truncated = dir + "/truncated-xgboost.so";
+  {
+    std::ifstream whole(DHPT_BIN_DIR "/libdhpt_xgboost.so", std::ios::binary);
+    std::string head(20000, '\0');
+    ASSERT_TRUE(whole.read(head.data(), head.size()));
+    std::ofstream(truncated, std::ios::binary) << head;
+  }
+  const std::string garbage = dir + "/garbage-xgboost.so";
+  std::ofstream(garbage) << "not a library";
+  for (const std::string& module : {truncated, garbage, dir + "/missing-xgboost.so"}) {
+    // A worker that starts keeps trying to reach the (absent) scheduler: `timeout` ends it.
+    auto [code, output] = RunCommandLine(absl::StrCat(
+        "DHPT_XGBOOST_MODULE=", module, " timeout 60 " DHPT_BIN_DIR "/dhpt-cpu-worker",
+        " --scheduler=127.0.0.1:1 </dev/null"));
+    EXPECT_EQ(code, 1) << module << ": " << output;
+    EXPECT_THAT(output, HasSubstr("could run no XGBoost or Random Forest trial")) << module;
+    EXPECT_THAT(output, HasSubstr("DHPT_XGBOOST_MODULE")) << module;
+  }
+}
+
 // A process's environment as its /proc file holds it: NAME=VALUE entries.
 std::vector<std::string> Environment(pid_t pid) {
   std::ifstream file(absl::StrCat("/proc/", pid, "/environ"), std::ios::binary);
@@ -193,9 +254,11 @@ TEST(PlacementTest, RequireGpuRefusesToStartWithoutACudaDevice) {
   } else {
     EXPECT_TRUE(WIFEXITED(worker->wait_status()) && WEXITSTATUS(worker->wait_status()) == 1)
         << worker->wait_status();
-    EXPECT_THAT(output.text(),
-                HasSubstr("no CUDA device visible: this worker must run on a GPU node; check "
-                          "the node's gpu label and the Deployment's node affinity"));
+    // Waited for: the reader thread may not have read the pipe yet when the worker is reaped.
+    EXPECT_TRUE(output.WaitForText(
+        "no CUDA device visible: this worker must run on a GPU node; check the node's gpu label "
+        "and the Deployment's node affinity"))
+        << output.text();
   }
   // --device=cpu with --require-gpu (underscores work too) is a contradiction, refused alike.
   auto [env_code, env_output] =

@@ -1,0 +1,165 @@
+#include "services/worker/module_loader.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace dhpt::worker {
+namespace {
+
+std::string ExecutableDirectory() {
+  char path[PATH_MAX];
+  const ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (length <= 0) return ".";
+  const std::string executable(path, static_cast<size_t>(length));
+  const size_t slash = executable.rfind('/');
+  return slash == std::string::npos ? "." : executable.substr(0, slash);
+}
+
+// What the probe process writes back: fixed size, so one write and no allocation in between.
+struct ProbeReply {
+  int loaded = 0;
+  std::array<int64_t, 4> values{};
+  char error[512] = {};
+};
+
+// In the forked child: load the library, ask it, write the answer, exit without running the
+// library's (or anyone's) static destructors.
+[[noreturn]] void RunProbe(const ModuleSpec& spec, const std::string& path,
+                           void (*ask)(const void*, std::array<int64_t, 4>&), int fd) {
+  ProbeReply reply;
+  if (absl::StatusOr<const void*> table = LoadModuleTable(spec, path); table.ok()) {
+    ask(*table, reply.values);
+    reply.loaded = 1;
+  } else {
+    std::snprintf(reply.error, sizeof(reply.error), "%s",
+                  std::string(table.status().message()).c_str());
+  }
+  const char* data = reinterpret_cast<const char*>(&reply);
+  for (size_t written = 0; written < sizeof(reply);) {
+    const ssize_t n = write(fd, data + written, sizeof(reply) - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    written += static_cast<size_t>(n);
+  }
+  _exit(0);
+}
+
+// Reads the probe's reply until `deadline`; false when it ended or timed out without one.
+bool ReadReply(int fd, absl::Time deadline, ProbeReply& reply) {
+  char* data = reinterpret_cast<char*>(&reply);
+  size_t got = 0;
+  while (got < sizeof(reply)) {
+    const int64_t wait_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (wait_ms <= 0) return false;
+    pollfd poll_fd{.fd = fd, .events = POLLIN};
+    const int ready = poll(&poll_fd, 1, static_cast<int>(std::min<int64_t>(wait_ms, INT_MAX)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return false;
+    const ssize_t n = read(fd, data + got, sizeof(reply) - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    got += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string ModulePath(const ModuleSpec& spec) {
+  if (const char* path = std::getenv(spec.env); path != nullptr && *path != '\0') return path;
+  const std::string directory = ExecutableDirectory();
+  const std::string beside = absl::StrCat(directory, "/", spec.file);
+  const std::string installed = absl::StrCat(directory, "/../lib/dhpt/", spec.file);
+  if (access(beside.c_str(), F_OK) != 0 && access(installed.c_str(), F_OK) == 0) return installed;
+  return beside;
+}
+
+absl::StatusOr<const void*> LoadModuleTable(const ModuleSpec& spec, const std::string& path) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* error = dlerror();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot load the ", spec.what, " library (", error != nullptr ? error : path,
+        "): install ", spec.file, " beside this worker's binary or in ../lib/dhpt/, or set ",
+        spec.env, " to its path"));
+  }
+  auto* entry = reinterpret_cast<const void* (*)()>(dlsym(handle, spec.symbol));
+  if (entry == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is not an ", spec.what, " library: it has no ", spec.symbol));
+  }
+  const void* table = entry();
+  // Every table starts with its `int abi` (module_loader.h).
+  const int abi = *static_cast<const int*>(table);
+  if (abi != spec.abi) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " was built for another version of this worker (interface ", abi,
+        ", this worker needs ", spec.abi, "): install the library built with it"));
+  }
+  return table;
+}
+
+// glibc's fork keeps malloc and the loader usable in the child of a threaded process; the child
+// only loads, asks, writes and exits.
+ModuleProbe ProbeModule(const ModuleSpec& spec,
+                        void (*ask)(const void* table, std::array<int64_t, 4>& values),
+                        absl::Duration timeout) {
+  ModuleProbe probe;
+  const std::string path = ModulePath(spec);
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    probe.error = absl::StrCat("cannot probe the ", spec.what, " library: pipe: ", std::strerror(errno));
+    return probe;
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    RunProbe(spec, path, ask, fds[1]);
+  }
+  close(fds[1]);
+  if (pid < 0) {
+    probe.error = absl::StrCat("cannot probe the ", spec.what, " library: fork: ", std::strerror(errno));
+    close(fds[0]);
+    return probe;
+  }
+  ProbeReply reply;
+  const bool answered = ReadReply(fds[0], absl::Now() + timeout, reply);
+  close(fds[0]);
+  if (!answered) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!answered) {
+    probe.unusable = WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL;
+    probe.error = WIFSIGNALED(status)
+                      ? absl::StrCat("the ", spec.what, " library probe (", path,
+                                     ") died of signal ", WTERMSIG(status))
+                      : absl::StrCat("the ", spec.what, " library probe (", path,
+                                     ") gave no answer in ", absl::FormatDuration(timeout));
+    return probe;
+  }
+  if (reply.loaded == 0) {
+    probe.unusable = true;
+    probe.error = reply.error;
+    return probe;
+  }
+  probe.loaded = true;
+  probe.values = reply.values;
+  return probe;
+}
+
+}  // namespace dhpt::worker
