@@ -102,6 +102,10 @@ def equal_compute_markdown(runs, equal):
               "reached | compute to target, per seed | median | goal | "
               "reached, paired | compute to paired target, per seed | median | goal |\n"
               "|---|---|--:|--:|--:|--:|---|--:|---|--:|---|--:|---|")
+    # Over the judged cells: name -> [cells, goal met (median target), goal met (paired),
+    # seeds at the median target, seeds], so that which rule meets the goal where is counted,
+    # not read off the tables by hand.
+    summary = defaultdict(lambda: [0, 0, 0, 0, 0])
     for study, label, baseline, target, paired in data_sets(
             runs, lambda prefix: any(k[0].startswith(prefix) for k in equal), title, header):
         base_cpu = {r["seed"]: sum(t["cpu_seconds"] for t in r["trials"]) for r in baseline}
@@ -132,6 +136,8 @@ def equal_compute_markdown(runs, equal):
             cpu = statistics.median(sum(t["cpu_seconds"] for t in r["trials"]) /
                                     base_cpu[r["seed"]] for r in group if r["seed"] in base_cpu)
             cells = []
+            counted = summary[name] if judged and len(group) >= 5 else [0] * 5
+            counted[0] += 1
             for i, share in enumerate(measured[(system, rule)]):
                 reached = sum(v != float("inf") for v in share)
                 median = statistics.median(share)
@@ -140,12 +146,25 @@ def equal_compute_markdown(runs, equal):
                     # Judged on five seeds only: fewer (a cell still running) say nothing.
                     goal = ("met" if reached >= 4 and median < optuna_best[i] else "no"
                             ) if len(group) >= 5 and judged else "-"
+                counted[1 + i] += goal == "met"
+                if i == 0:
+                    counted[3:] = [counted[3] + reached, counted[4] + len(group)]
                 cells += [f"{reached}/{len(group)}", shares(share),
                           "-" if median == float("inf") else f"{median:.2f}", goal]
             print(f"| {f'{label} ({target:.4f})' if first else ''} | {name} | "
                   f"{statistics.median(len(r['trials']) for r in group):.0f} | {cpu:.2f} | "
                   f"{statistics.median(best(r) for r in group):.4f} | " + " | ".join(cells) + " |")
             first = False
+    print("\n**Over the cells judged** (five seeds of the rule and of each Optuna pruner): cells, "
+          "cells where a DHPT rule met the goal under each target, and seed runs that reached "
+          "the median target.\n")
+    print("| rule | cells | goal met, median target | goal met, paired target | "
+          "seed runs at the median target |")
+    print("|---|--:|--:|--:|--:|")
+    for name, (cells, met, met_paired, reached, seeds) in sorted(summary.items()):
+        dhpt = name.startswith("DHPT") and "none" not in name
+        print(f"| {name} | {cells} | {met if dhpt else '-'} | {met_paired if dhpt else '-'} | "
+              f"{reached}/{seeds} |")
 
 
 def markdown(runs):
