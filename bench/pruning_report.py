@@ -197,6 +197,7 @@ def markdown(runs):
                 reached = sum(c != float("inf") for c in to_target)
                 median_to = statistics.median(to_target)
                 reach = [r["pruned_within_reach"] for r in group if "pruned_within_reach" in r]
+                shown = len(reach) == len(group) and rule != "none"
                 name = (f"DHPT {rule}" if system == "dhpt"
                         else f"Optuna {SYSTEMS.get(rule, rule)}")
                 print(f"| {label_with if first else ''} | {name} | "
@@ -204,7 +205,7 @@ def markdown(runs):
                       f"{statistics.median(best(r) for r in group):.4f} | "
                       f"{reached}/{len(group)} | "
                       f"{'not reached' if median_to == float('inf') else f'{median_to:.2f}'}"
-                      f" | {statistics.median(reach) if len(reach) == len(group) and rule != 'none' else '-'}"
+                      f" | {statistics.median(reach) if shown else '-'}"
                       f" | {reached_paired(group, paired)}/{len(group)} |")
                 first = False
 
