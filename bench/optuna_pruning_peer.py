@@ -257,6 +257,8 @@ def main():
     parser.add_argument("--study", default="bench/pruning/xgboost.yaml")
     parser.add_argument("--data", required=True, help="pruning_bench --export_dir")
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--first_seed", type=int, default=1,
+                        help="start at this seed (seeds first_seed..N): completes a stopped cell")
     parser.add_argument("--pruners", default="median,sha,hyperband")
     parser.add_argument("--name", default="",
                         help="the study's name, as pruning_bench --csv makes it (NAME-STEM)")
@@ -275,7 +277,7 @@ def main():
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     data = (load(f"{args.data}/train.csv"), load(f"{args.data}/validation.csv"))
     out = open(args.out, "a") if args.out else sys.stdout
-    for seed in range(1, args.seeds + 1):
+    for seed in range(args.first_seed, args.seeds + 1):
         for pruner in args.pruners.split(","):
             result = run(spec, pruner, seed, data, args.threads,
                          args.equal_compute_max_trials if args.equal_compute else 0)

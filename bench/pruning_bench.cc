@@ -48,6 +48,8 @@
 
 ABSL_FLAG(std::string, study, "bench/pruning/xgboost.yaml", "the study file");
 ABSL_FLAG(int, seeds, 5, "seeds 1..N of the study's TPE");
+ABSL_FLAG(int, first_seed, 1,
+          "start at this seed (seeds first_seed..N): completes a cell that was stopped part way");
 ABSL_FLAG(std::vector<std::string>, rules,
           std::vector<std::string>({"none", "median", "asha", "hyperband"}),
           "early-stopping rules, each with its defaults: none, median, asha, hyperband; a rule "
@@ -213,7 +215,7 @@ int Main() {
     std::fprintf(stderr, "--equal_compute: the study's trainer reports no known steps\n");
     return 2;
   }
-  for (int seed = 1; seed <= absl::GetFlag(FLAGS_seeds); ++seed) {
+  for (int seed = absl::GetFlag(FLAGS_first_seed); seed <= absl::GetFlag(FLAGS_seeds); ++seed) {
     for (const std::string& rule : absl::GetFlag(FLAGS_rules)) {
       v1::StudySpec spec = *study;
       spec.mutable_algorithm()->set_seed(static_cast<uint64_t>(seed));

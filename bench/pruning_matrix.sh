@@ -10,6 +10,8 @@
 # EQUAL_COMPUTE=1 runs the pruned studies at the unpruned study's compute (pruning_bench
 # --equal_compute; default RULES median,asha,hyperband, OUT bench/results/pruning-equal): the
 # unpruned lines, which the report's targets come from, are the fixed-trial matrix's.
+# FIRST_SEED=K runs seeds K..SEEDS only and PRUNERS picks Optuna's (optuna_pruning_peer.py
+# --pruners): they complete a cell that was stopped part way.
 #
 #   scripts/install-deps.sh --bench && cmake --build build --target pruning_bench
 #   bench/pruning_matrix.sh
@@ -30,6 +32,8 @@ MODELS=${MODELS:-xgboost-small forest-small}
 DATASETS=${DATASETS:-friedman1 friedman3 diabetes cancer}
 RULES=${RULES:-none,median,asha,hyperband}
 OPTUNA=${OPTUNA:-1}
+FIRST_SEED=${FIRST_SEED:-1}
+PRUNERS=${PRUNERS:-median,sha,hyperband}
 /usr/bin/python3 bench/pruning/make_datasets.py "$DATA"
 for model in $MODELS; do
   for data in $DATASETS; do
@@ -43,10 +47,11 @@ for model in $MODELS; do
         --export_dir="$export_dir"
     # shellcheck disable=SC2086
     nice build/bin/pruning_bench --study="bench/pruning/$model.yaml" $csv --seeds="$SEEDS" \
-        --rules="$RULES" $equal --out="$OUT-dhpt.jsonl" &
+        --first_seed="$FIRST_SEED" --rules="$RULES" $equal --out="$OUT-dhpt.jsonl" &
     dhpt=$!
     [ "$OPTUNA" = 0 ] || nice /usr/bin/python3 bench/optuna_pruning_peer.py --study="bench/pruning/$model.yaml" \
-        --name="$name" --data="$export_dir" --seeds="$SEEDS" $equal --out="$OUT-optuna.jsonl"
+        --name="$name" --data="$export_dir" --seeds="$SEEDS" --first_seed="$FIRST_SEED" \
+        --pruners="$PRUNERS" $equal --out="$OUT-optuna.jsonl"
     wait "$dhpt"
   done
 done

@@ -74,118 +74,140 @@ def shares(values):
     return " ".join("-" if v == float("inf") else f"{v:.2f}" for v in values)
 
 
-def equal_compute_markdown(runs, equal):
-    """The equal-compute tables: a row per data set and rule, both targets."""
+def data_sets(runs, has_rows, title, header):
+    """The loop both tables share: for each model with rows (has_rows(its study prefix)), its
+    title (a format string of {model}) and the table's header; then, for each of its data sets
+    with unpruned DHPT runs, (study, label, those runs by seed, the median target, the paired
+    targets)."""
     for model, prefix in (("XGBoost", "prune-xgb"), ("Random Forest", "prune-rf")):
-        if not any(k[0].startswith(prefix) for k in equal):
+        if not has_rows(prefix):
             continue
-        print(f"\n**{model}, equal compute**: trials (median), trial CPU vs unpruned, best r2; for "
-              "each target, the seeds that reached it and the compute at which each seed "
-              "(1 to 5) first did, as a share of the unpruned study's steps (- never), then "
-              "the median; goal: 4 of 5 seeds and a median below Optuna's best pruner's.\n")
-        print("| data set (median target) | rule | trials | CPU vs unpruned | best r2 | "
-              "reached | compute to target, per seed | median | goal | "
-              "reached, paired | compute to paired target, per seed | median | goal |")
-        print("|---|---|--:|--:|--:|--:|---|--:|---|--:|---|--:|---|")
+        print(f"\n{title.format(model=model)}\n")
+        print(header)
         for suffix, label in DATA_SETS.items():
             study = prefix + (f"-{suffix}" if suffix else "")
-            baseline = runs.get((study, "dhpt", "none"))
-            if not baseline:
-                continue
-            baseline = sorted(baseline, key=lambda r: r["seed"])
-            target = statistics.median(best(r) for r in baseline) - TOLERANCE
-            paired = paired_targets(baseline)
-            base_cpu = {r["seed"]: sum(t["cpu_seconds"] for t in r["trials"]) for r in baseline}
-            max_steps = None
-            rows = [("dhpt", "none (60 trials)", baseline)]
-            for system in ("dhpt", "optuna"):
-                for rule in sorted(k[2] for k in equal if k[:2] == (study, system)):
-                    group = sorted(equal[(study, system, rule)], key=lambda r: r["seed"])
-                    max_steps = group[0]["budget_steps"] // len(baseline[0]["trials"])
-                    rows.append((system, rule, group))
-            if max_steps is None:
-                continue
-            budget = max_steps * len(baseline[0]["trials"])
-            measured = {}  # (system, rule) -> (reached, median share) for each target
-            for system, rule, group in rows:
-                median_share = [steps_to(r, target, max_steps) / budget for r in group]
-                paired_share = [steps_to(r, paired[r["seed"]], max_steps) / budget
-                                if r["seed"] in paired else float("inf") for r in group]
-                measured[(system, rule)] = (median_share, paired_share)
-            optuna_best = [min((statistics.median(m[i]) for (s, _), m in measured.items()
-                                if s == "optuna"), default=float("inf")) for i in (0, 1)]
-            # The goal is judged only beside Optuna's three pruners, each with five seeds.
-            judged = sum(system == "optuna" and len(group) >= 5
-                         for system, _, group in rows) >= 3
-            first = True
-            for system, rule, group in rows:
-                name = f"DHPT {rule}" if system == "dhpt" else f"Optuna {SYSTEMS.get(rule, rule)}"
-                cpu = statistics.median(sum(t["cpu_seconds"] for t in r["trials"]) /
-                                        base_cpu[r["seed"]] for r in group if r["seed"] in base_cpu)
-                cells = []
-                for i, share in enumerate(measured[(system, rule)]):
-                    reached = sum(v != float("inf") for v in share)
-                    median = statistics.median(share)
-                    goal = "-"
-                    if system == "dhpt" and not rule.startswith("none"):
-                        # Judged on five seeds only: fewer (a cell still running) say nothing.
-                        goal = ("met" if reached >= 4 and median < optuna_best[i] else "no"
-                                ) if len(group) >= 5 and judged else "-"
-                    cells += [f"{reached}/{len(group)}", shares(share),
-                              "-" if median == float("inf") else f"{median:.2f}", goal]
-                print(f"| {f'{label} ({target:.4f})' if first else ''} | {name} | "
-                      f"{statistics.median(len(r['trials']) for r in group):.0f} | {cpu:.2f} | "
-                      f"{statistics.median(best(r) for r in group):.4f} | " + " | ".join(cells) + " |")
-                first = False
+            baseline = sorted(runs.get((study, "dhpt", "none"), []), key=lambda r: r["seed"])
+            if baseline:
+                target = statistics.median(best(r) for r in baseline) - TOLERANCE
+                yield study, label, baseline, target, paired_targets(baseline)
+
+
+def equal_compute_markdown(runs, equal):
+    """The equal-compute tables: a row per data set and rule, both targets."""
+    title = ("**{model}, equal compute**: trials (median), trial CPU vs unpruned, best r2; for "
+             "each target, the seeds that reached it and the compute at which each seed "
+             "(1 to 5) first did, as a share of the unpruned study's steps (- never), then "
+             "the median; goal: 4 of 5 seeds and a median below Optuna's best pruner's.")
+    header = ("| data set (median target) | rule | trials | CPU vs unpruned | best r2 | "
+              "reached | compute to target, per seed | median | goal | "
+              "reached, paired | compute to paired target, per seed | median | goal |\n"
+              "|---|---|--:|--:|--:|--:|---|--:|---|--:|---|--:|---|")
+    # Over the judged cells: name -> [cells, goal met (median target), goal met (paired),
+    # seeds at the median target, seeds], so that which rule meets the goal where is counted,
+    # not read off the tables by hand.
+    summary = defaultdict(lambda: [0, 0, 0, 0, 0])
+    for study, label, baseline, target, paired in data_sets(
+            runs, lambda prefix: any(k[0].startswith(prefix) for k in equal), title, header):
+        base_cpu = {r["seed"]: sum(t["cpu_seconds"] for t in r["trials"]) for r in baseline}
+        max_steps = None
+        rows = [("dhpt", "none (60 trials)", baseline)]
+        for system in ("dhpt", "optuna"):
+            for rule in sorted(k[2] for k in equal if k[:2] == (study, system)):
+                group = sorted(equal[(study, system, rule)], key=lambda r: r["seed"])
+                max_steps = group[0]["budget_steps"] // len(baseline[0]["trials"])
+                rows.append((system, rule, group))
+        if max_steps is None:
+            continue
+        budget = max_steps * len(baseline[0]["trials"])
+        measured = {}  # (system, rule) -> (reached, median share) for each target
+        for system, rule, group in rows:
+            median_share = [steps_to(r, target, max_steps) / budget for r in group]
+            paired_share = [steps_to(r, paired[r["seed"]], max_steps) / budget
+                            if r["seed"] in paired else float("inf") for r in group]
+            measured[(system, rule)] = (median_share, paired_share)
+        optuna_best = [min((statistics.median(m[i]) for (s, _), m in measured.items()
+                            if s == "optuna"), default=float("inf")) for i in (0, 1)]
+        # The goal is judged only beside Optuna's three pruners, each with five seeds.
+        judged = sum(system == "optuna" and len(group) >= 5
+                     for system, _, group in rows) >= 3
+        first = True
+        for system, rule, group in rows:
+            name = f"DHPT {rule}" if system == "dhpt" else f"Optuna {SYSTEMS.get(rule, rule)}"
+            cpu = statistics.median(sum(t["cpu_seconds"] for t in r["trials"]) /
+                                    base_cpu[r["seed"]] for r in group if r["seed"] in base_cpu)
+            cells = []
+            counted = summary[name] if judged and len(group) >= 5 else [0] * 5
+            counted[0] += 1
+            for i, share in enumerate(measured[(system, rule)]):
+                reached = sum(v != float("inf") for v in share)
+                median = statistics.median(share)
+                goal = "-"
+                if system == "dhpt" and not rule.startswith("none"):
+                    # Judged on five seeds only: fewer (a cell still running) say nothing.
+                    goal = ("met" if reached >= 4 and median < optuna_best[i] else "no"
+                            ) if len(group) >= 5 and judged else "-"
+                counted[1 + i] += goal == "met"
+                if i == 0:
+                    counted[3:] = [counted[3] + reached, counted[4] + len(group)]
+                cells += [f"{reached}/{len(group)}", shares(share),
+                          "-" if median == float("inf") else f"{median:.2f}", goal]
+            print(f"| {f'{label} ({target:.4f})' if first else ''} | {name} | "
+                  f"{statistics.median(len(r['trials']) for r in group):.0f} | {cpu:.2f} | "
+                  f"{statistics.median(best(r) for r in group):.4f} | " + " | ".join(cells) + " |")
+            first = False
+    print("\n**Over the cells judged** (five seeds of the rule and of each Optuna pruner): cells, "
+          "cells where a DHPT rule met the goal under each target, and seed runs that reached "
+          "the median target.\n")
+    print("| rule | cells | goal met, median target | goal met, paired target | "
+          "seed runs at the median target |")
+    print("|---|--:|--:|--:|--:|")
+    for name, (cells, met, met_paired, reached, seeds) in sorted(summary.items()):
+        dhpt = name.startswith("DHPT") and "none" not in name
+        print(f"| {name} | {cells} | {met if dhpt else '-'} | {met_paired if dhpt else '-'} | "
+              f"{reached}/{seeds} |")
 
 
 def markdown(runs):
     """docs/early-stopping.md's matrix tables: one per model, a row per data set and rule."""
-    for model, prefix in (("XGBoost", "prune-xgb"), ("Random Forest", "prune-rf")):
-        if not any(k[0].startswith(prefix) and k[1:] == ("dhpt", "none") for k in runs):
-            continue
-        print(f"\n**{model}**: vs unpruned (trial CPU), best r2, reached (seeds), CPU s to "
-              "target, pruned trials within reach of the best (median; DHPT only).\n")
-        print("| data set (target r2; unpruned bests) | rule | seeds | vs unpruned | best r2 | reached | "
-              "CPU s to target | within reach | reached, paired target |")
-        print("|---|---|--:|--:|--:|--:|--:|--:|--:|")
-        for suffix, label in DATA_SETS.items():
-            study = prefix + (f"-{suffix}" if suffix else "")
-            baseline = runs.get((study, "dhpt", "none"))
-            if not baseline:
-                continue
-            target = statistics.median(best(r) for r in baseline) - TOLERANCE
-            paired = paired_targets(baseline)
-            base_cpu = statistics.median(
-                sum(t["cpu_seconds"] for t in r["trials"]) for r in baseline)
-            # The unpruned seeds' bests: how far apart seeds end, against the 0.002 tolerance.
-            low, high = min(best(r) for r in baseline), max(best(r) for r in baseline)
-            label_with = f"{label} ({target:.4f}; unpruned {low:.4f} to {high:.4f})"
-            first = True
-            for system in ("dhpt", "optuna"):
-                standard = ["none", "median", "asha", "sha", "hyperband"]
-                others = sorted(k[2] for k in runs if k[:2] == (study, system)
-                                and k[2] not in standard)
-                for rule in standard + others:
-                    group = runs.get((study, system, rule))
-                    if not group:
-                        continue
-                    cpu = statistics.median(
-                        sum(t["cpu_seconds"] for t in r["trials"]) for r in group)
-                    to_target = [cpu_to(r, target) for r in group]
-                    reached = sum(c != float("inf") for c in to_target)
-                    median_to = statistics.median(to_target)
-                    reach = [r["pruned_within_reach"] for r in group if "pruned_within_reach" in r]
-                    name = (f"DHPT {rule}" if system == "dhpt"
-                            else f"Optuna {SYSTEMS.get(rule, rule)}")
-                    print(f"| {label_with if first else ''} | {name} | "
-                          f"{len(group)} | {cpu / base_cpu:.2f} | "
-                          f"{statistics.median(best(r) for r in group):.4f} | "
-                          f"{reached}/{len(group)} | "
-                          f"{'not reached' if median_to == float('inf') else f'{median_to:.2f}'}"
-                          f" | {statistics.median(reach) if len(reach) == len(group) and rule != 'none' else '-'}"
-                          f" | {reached_paired(group, paired)}/{len(group)} |")
-                    first = False
+    title = ("**{model}**: vs unpruned (trial CPU), best r2, reached (seeds), CPU s to "
+             "target, pruned trials within reach of the best (median; DHPT only).")
+    header = ("| data set (target r2; unpruned bests) | rule | seeds | vs unpruned | best r2 | "
+              "reached | CPU s to target | within reach | reached, paired target |\n"
+              "|---|---|--:|--:|--:|--:|--:|--:|--:|")
+    for study, label, baseline, target, paired in data_sets(
+            runs, lambda prefix: any(k[0].startswith(prefix) and k[1:] == ("dhpt", "none")
+                                     for k in runs), title, header):
+        base_cpu = statistics.median(
+            sum(t["cpu_seconds"] for t in r["trials"]) for r in baseline)
+        # The unpruned seeds' bests: how far apart seeds end, against the 0.002 tolerance.
+        low, high = min(best(r) for r in baseline), max(best(r) for r in baseline)
+        label_with = f"{label} ({target:.4f}; unpruned {low:.4f} to {high:.4f})"
+        first = True
+        for system in ("dhpt", "optuna"):
+            standard = ["none", "median", "asha", "sha", "hyperband"]
+            others = sorted(k[2] for k in runs if k[:2] == (study, system)
+                            and k[2] not in standard)
+            for rule in standard + others:
+                group = runs.get((study, system, rule))
+                if not group:
+                    continue
+                cpu = statistics.median(
+                    sum(t["cpu_seconds"] for t in r["trials"]) for r in group)
+                to_target = [cpu_to(r, target) for r in group]
+                reached = sum(c != float("inf") for c in to_target)
+                median_to = statistics.median(to_target)
+                reach = [r["pruned_within_reach"] for r in group if "pruned_within_reach" in r]
+                shown = len(reach) == len(group) and rule != "none"
+                name = (f"DHPT {rule}" if system == "dhpt"
+                        else f"Optuna {SYSTEMS.get(rule, rule)}")
+                print(f"| {label_with if first else ''} | {name} | "
+                      f"{len(group)} | {cpu / base_cpu:.2f} | "
+                      f"{statistics.median(best(r) for r in group):.4f} | "
+                      f"{reached}/{len(group)} | "
+                      f"{'not reached' if median_to == float('inf') else f'{median_to:.2f}'}"
+                      f" | {statistics.median(reach) if shown else '-'}"
+                      f" | {reached_paired(group, paired)}/{len(group)} |")
+                first = False
 
 
 def main(paths):
