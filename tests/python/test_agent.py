@@ -66,6 +66,22 @@ def test_exceptions_fail_the_trial_with_their_last_line(client):
     assert [t.state for t in study.trials] == [dhpt.TrialState.FAILED] * 3
 
 
+def test_an_exception_with_a_long_message_still_fails_its_trial(client):
+    # The scheduler keeps reasons of up to 2048 bytes and refused the tell of a longer one: the
+    # trial stayed RUNNING and INVALID_ARGUMENT escaped in place of the objective's exception.
+    study = make(client, max_trials=1)
+
+    def broken(trial):
+        raise RuntimeError("CUDA out of memory: " + "é" * 3000)
+
+    with pytest.raises(RuntimeError, match="CUDA"):
+        study.optimize(broken)
+    trial = study.trials[0]
+    assert trial.state == dhpt.TrialState.FAILED
+    assert "RuntimeError: CUDA out of memory: éé" in trial.error
+    assert trial.error.endswith("é...")  # Cut at 2048 bytes, never inside a character.
+
+
 def test_an_objective_returning_none_is_named_in_the_error(client):
     # Without its own message the scheduler's refusal was "give the trial's metrics, or an
     # infeasible_reason", which does not point at the missing return.

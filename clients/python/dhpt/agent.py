@@ -23,6 +23,8 @@ from .trial import TrialState
 # The most metrics the scheduler keeps of one result (kMaxResultMetrics in
 # services/scheduler/scheduler_core.h): named when a result is refused for its size.
 MAX_RESULT_METRICS = 64
+# The longest reason a failed trial keeps, in bytes of UTF-8 (kMaxWorkerErrorBytes, same header).
+MAX_REASON_BYTES = 2048
 
 
 class _Budget:
@@ -77,7 +79,16 @@ class _KeepLease:
 
 def _last_line(exc):
     lines = traceback.format_exception_only(type(exc), exc)
-    return lines[-1].strip() if lines else type(exc).__name__
+    return _clip(lines[-1].strip() if lines else type(exc).__name__)
+
+
+def _clip(reason):
+    """The reason cut to what the scheduler keeps: a longer one is refused (INVALID_ARGUMENT),
+    and the trial would then not be told at all."""
+    data = reason.encode()
+    if len(data) <= MAX_REASON_BYTES:
+        return reason
+    return data[:MAX_REASON_BYTES - 3].decode(errors="ignore") + "..."
 
 
 def _tell_result(study, trial, result):
@@ -141,7 +152,7 @@ def _evaluate(study, fn, client_id, budget, deadline, catch, stop, held):
                 # trial fails with the reason, rather than waiting for its lease to run out.
                 refusal = _refusal(e, trial, result)
                 held.pop(client_id, None)
-                study.tell(trial, state=TrialState.FAILED, reason=f"bad result: {refusal.reason}")
+                study.tell(trial, state=TrialState.FAILED, reason=_clip(f"bad result: {refusal.reason}"))
                 if not isinstance(e, catch):
                     stop.set()
                     raise refusal from (None if refusal is e else e)
