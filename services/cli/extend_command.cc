@@ -64,17 +64,12 @@ int RunExtend(StudyClient& client, const std::string& study, const ExtendChanges
               std::ostream& out, std::ostream& err) {
   absl::StatusOr<v1::UpdateStudyRequest> request = ExtendRequest(study, changes);
   if (!request.ok()) {
-    // Refused here, before any call: the usage follows as it is (its line break is ours; the
-    // message, which quotes what was typed, is escaped as a scheduler's would be).
-    err << "dhpt: " << TerminalText(request.status().message()) << " ["
-        << absl::StatusCodeToString(request.status().code()) << "]\nusage: " << kExtendUsage
-        << "\n";
+    PrintRefusal(err, request.status(), kExtendUsage);  // Refused before any call.
     return 1;
   }
   absl::StatusOr<v1::Study> updated = client.UpdateStudy(*request);
   if (!updated.ok()) {
-    err << "dhpt: " << TerminalText(updated.status().message()) << " ["
-        << absl::StatusCodeToString(updated.status().code()) << "]\n";
+    PrintRefusal(err, updated.status());
     return 1;
   }
   out << ProgressLine(*updated) << "\n";

@@ -265,8 +265,7 @@ void PrintUsage() {
 }
 
 int Fail(const absl::Status& status) {
-  std::cerr << "dhpt: " << TerminalText(status.message()) << " [" << absl::StatusCodeToString(status.code())
-            << "]\n";
+  PrintRefusal(std::cerr, status);
   // A plaintext client to a TLS scheduler sees only a closed socket.
   if (absl::IsUnavailable(status) && absl::StrContains(status.message(), "failed to connect") &&
       ClientSecurityFromFlags().tls_ca_file.empty()) {
@@ -276,11 +275,9 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-// Words that do not fit the command: what was expected, then the command's usage as it is (its
-// line breaks are ours; Fail escapes every line break, as a scheduler's text may forge lines).
+// Words that do not fit the command: what was expected, then the command's usage.
 int FailUsage(const std::string& command, absl::string_view expected) {
-  std::cerr << "dhpt: " << expected << " [INVALID_ARGUMENT]\nusage: "
-            << Commands().at(command).usage << "\n";
+  PrintRefusal(std::cerr, absl::InvalidArgumentError(expected), Commands().at(command).usage);
   return 1;
 }
 

@@ -6,12 +6,17 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/type_resolver.h"
+#include "google/protobuf/util/type_resolver_util.h"
 #include "services/common/status_macros.h"
 
 namespace dhpt::cli {
@@ -37,6 +42,8 @@ std::string JsonString(absl::string_view text) {
 }
 
 namespace {
+
+constexpr char kTypeUrlPrefix[] = "type.googleapis.com";
 
 
 bool IsNumber(const std::string& s) {
@@ -202,11 +209,27 @@ absl::Status WriteTextFile(const std::string& path, const std::string& text) {
 }
 
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
+  // MessageToJsonString prints maps (params, metrics, labels, a model's fixed values) in the
+  // order of their serialisation, which is their hash order and differs between runs: two
+  // exports of the same study would differ. Serialised deterministically, map entries are
+  // sorted by key, and the JSON printed from those bytes keeps that order.
+  std::string binary;
+  {
+    google::protobuf::io::StringOutputStream stream(&binary);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);  // proto3: nothing to be missing.
+  }
+  const google::protobuf::DescriptorPool* pool = message.GetDescriptor()->file()->pool();
+  const std::unique_ptr<google::protobuf::util::TypeResolver> resolver(
+      google::protobuf::util::NewTypeResolverForDescriptorPool(kTypeUrlPrefix, pool));
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;
   options.preserve_proto_field_names = true;
-  if (const auto written = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (const auto written = google::protobuf::util::BinaryToJsonString(
+          resolver.get(), absl::StrCat(kTypeUrlPrefix, "/", message.GetDescriptor()->full_name()),
+          binary, &json, options);
       !written.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("cannot write ", message.GetTypeName(),
                                                    " as JSON: ", written.ToString()));

@@ -4,8 +4,10 @@
 // terminals through the CLI: every character services/common/unsafe_text.h names is shown
 // escaped (\x1b, \u0085, \u202e), everything else as it is.
 
+#include <ostream>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "services/common/unsafe_text.h"
@@ -31,6 +33,16 @@ inline std::string TerminalText(absl::string_view text) {
     }
   }
   return out;
+}
+
+// A refusal as every dhpt command prints it: "dhpt: MESSAGE [CODE]", the message escaped (it
+// may quote what a scheduler, a worker or the user wrote), then the command's `usage` when
+// given, as it is (its line breaks are ours).
+inline void PrintRefusal(std::ostream& err, const absl::Status& status,
+                         absl::string_view usage = "") {
+  err << "dhpt: " << TerminalText(status.message()) << " ["
+      << absl::StatusCodeToString(status.code()) << "]\n";
+  if (!usage.empty()) err << "usage: " << usage << "\n";
 }
 
 }  // namespace dhpt::cli

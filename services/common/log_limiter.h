@@ -52,13 +52,20 @@ class LogLimiter {
   // empty (nothing held back, or the interval still runs).
   std::string Summary(absl::Time now) {
     if (counts_.empty() || now < start_ + interval_) return "";
+    std::string text = Flush();
+    start_ = now;
+    logged_ = 0;
+    return text;
+  }
+
+  // The counts not told yet, whether or not their interval has ended (empty if none), and
+  // forgotten: for the owner's last line, at shutdown, where no later Summary would tell them.
+  std::string Flush() {
     std::string text;
     for (const auto& [name, count] : counts_) {
       absl::StrAppend(&text, text.empty() ? "" : ", ", count, " ", name);
     }
     counts_.clear();
-    start_ = now;
-    logged_ = 0;
     return text;
   }
 

@@ -134,8 +134,9 @@ ABSL_FLAG(double, duplicate_margin, dhpt::scheduler::kDefaultDuplicateMargin,
           "times the idle one's predicted time (learnt speeds; docs/deployment.md#placement-by-learnt-speed); 0: never");
 
 ABSL_FLAG(absl::Duration, worker_log_interval, dhpt::scheduler::kDefaultWorkerLogInterval,
-          "worker connects and disconnects are logged one line each, at most 20 lines in this "
-          "interval; the rest are counted and logged as one line when it ends (0: every one)");
+          "worker connects, drains and disconnects are logged one line each, at most 20 lines "
+          "in this interval; the rest are counted and logged as one line when it ends or at "
+          "shutdown (0: every one)");
 
 static_assert(dhpt::scheduler::kWorkerLogLines == 20, "--worker_log_interval's help names it");
 

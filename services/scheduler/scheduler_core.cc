@@ -94,6 +94,7 @@ SchedulerCore::~SchedulerCore() {
   store_->SetCommitListener(nullptr);
   suggestions_.reset();  // No suggestion job runs past here.
   absl::MutexLock lock(&mutex_);
+  LogWorkersNotLoggedLocked(/*flush=*/true);  // A core ended without the server's Shutdown.
   shutting_down_ = true;  // No SuggestTrials call is left unanswered.
   for (StudyEntry* study : study_order_) ServeSuggestWaitersLocked(*study);
   for (PendingAnswer& answer : answers_after_store_) {
@@ -929,8 +930,12 @@ void SchedulerCore::HandleDraining(uint64_t session, const v1::Draining& drainin
   if (worker == workers_.end() || worker->second.draining) return;
   worker->second.draining = true;
   worker->second.last_seen = options_.clock();
-  DHPT_LOG_INFO("worker %s drains (%s): no new trials for it", worker->second.worker_id,
-                WorkerText(draining.reason(), kMaxWorkerTextBytes));
+  // A fleet stopped at once (a rollout, a node drained) drains as it connected: in a flood.
+  LogWorkersNotLoggedLocked();
+  if (worker_log_.Admit("drains", options_.clock())) {
+    DHPT_LOG_INFO("worker %s drains (%s): no new trials for it", worker->second.worker_id,
+                  WorkerText(draining.reason(), kMaxWorkerTextBytes));
+  }
 }
 
 void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& reported) {
@@ -1085,8 +1090,14 @@ int SchedulerCore::ExpireLeases() {
   return static_cast<int>(expired.size()) + clients;
 }
 
-void SchedulerCore::LogWorkersNotLoggedLocked() {
-  const std::string counts = worker_log_.Summary(options_.clock());
+void SchedulerCore::LogWorkersNotLogged() {
+  absl::MutexLock lock(&mutex_);
+  LogWorkersNotLoggedLocked(/*flush=*/true);
+}
+
+void SchedulerCore::LogWorkersNotLoggedLocked(bool flush) {
+  const std::string counts =
+      flush ? worker_log_.Flush() : worker_log_.Summary(options_.clock());
   if (counts.empty()) return;
   DHPT_LOG_INFO("workers: %s not logged (more than %d lines in %s); %d workers connected now",
                 counts, worker_log_.lines(), absl::FormatDuration(worker_log_.interval()),

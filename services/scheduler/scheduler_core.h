@@ -115,8 +115,9 @@ using OptimizerFactory = std::function<absl::StatusOr<std::unique_ptr<optimizer:
 // estimates come from a window of past trials and a trial's time varies with its parameters.
 inline constexpr double kDefaultDuplicateMargin = 1.5;
 
-// Worker connects and disconnects logged one line each, at most kWorkerLogLines lines an
-// interval (--worker_log_interval); the rest are counted and told as one line when it ends: a
+// Worker connects, drains and disconnects logged one line each, at most kWorkerLogLines lines
+// an interval (--worker_log_interval); the rest are counted and told as one line when it ends
+// (or at shutdown, LogWorkersNotLogged): a
 // flood of reconnecting workers (a network flap, a crash loop, a hostile client) would
 // otherwise write a line for each, thousands a second.
 inline constexpr int kWorkerLogLines = 20;
@@ -362,6 +363,10 @@ class SchedulerCore {
   int ExpireTrials();
   // Stops assigning, asks every worker to drain and ends every watch.
   void Shutdown(absl::string_view reason);
+  // Logs the worker connects, drains and disconnects counted but not told yet, whether or not
+  // their interval has ended: once the workers' streams have ended at shutdown (their last
+  // disconnects come after Shutdown), so that no count is lost with the process.
+  void LogWorkersNotLogged();
 
   absl::Duration heartbeat_interval() const { return options_.heartbeat_interval; }
   // How long a worker may stay silent before it loses its trials.
@@ -643,7 +648,8 @@ class SchedulerCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The line of the worker connects and disconnects not logged in an interval that has ended,
   // if any (before the line of a new one, and at the periodic sweep).
-  void LogWorkersNotLoggedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // `flush`: also the counts of an interval that has not ended (at shutdown).
+  void LogWorkersNotLoggedLocked(bool flush = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void CheckStudyEndLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // An ended study leaves dispatch's walk.
   void ForgetDispatchableLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

@@ -80,6 +80,7 @@ void SchedulerServer::Shutdown(absl::Duration grace) {
   worker_service_->CloseUnintroduced();
   server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
   server_->Wait();
+  core_->LogWorkersNotLogged();  // The workers' streams have all ended, with their lines.
   study_service_->Stop();  // Its queue may end only after the server's Shutdown.
 }
 

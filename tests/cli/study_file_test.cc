@@ -3,6 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "dhpt/v1/study_service.pb.h"
 #include "services/cli/demo_studies.h"
 
 namespace dhpt::cli {
@@ -22,6 +29,36 @@ TEST(StudyFileTest, ToJsonRefusesWhatJsonCannotHold) {
   trial.mutable_end_time()->set_seconds(1'800'000'000);
   ASSERT_TRUE(ToJson(trial).ok());
   EXPECT_THAT(*ToJson(trial), ::testing::HasSubstr("\"end_time\": \"2027-01-15T08:00:00Z\""));
+}
+
+// Maps print in the order of their keys, whatever order they were filled in: MessageToJsonString
+// printed them in hash order, so two exports of the same study differed (the hostile review).
+TEST(StudyFileTest, ToJsonPrintsMapsSortedByKey) {
+  std::vector<std::string> names;
+  for (char c = 'a'; c <= 'z'; ++c) names.push_back(std::string(3, c));
+  v1::StudyExport in_order, reversed;
+  for (v1::StudyExport* exported : {&in_order, &reversed}) {
+    v1::Trial& trial = *exported->add_trials();
+    auto& fixed = *exported->mutable_study()->mutable_spec()->mutable_model()->mutable_fixed();
+    for (const std::string& name : names) {
+      (*trial.mutable_params())[name].set_int_value(1);
+      (*trial.mutable_metrics())[name] = 0.5;
+      fixed[name].set_number_value(2);
+    }
+    std::reverse(names.begin(), names.end());
+  }
+  absl::StatusOr<std::string> json = ToJson(in_order);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(*json, *ToJson(reversed));
+  // The keys "aaa" to "zzz" in order, in each of the three maps.
+  std::string keys;
+  const std::regex key("\"([a-z])\\1\\1\": ");
+  for (auto it = std::sregex_iterator(json->begin(), json->end(), key); it != std::sregex_iterator();
+       ++it) {
+    keys += (*it)[1].str();
+  }
+  const std::string alphabet = "abcdefghijklmnopqrstuvwxyz";
+  EXPECT_EQ(keys, alphabet + alphabet + alphabet) << *json;
 }
 
 TEST(StudyFileTest, YamlOfTheDesignSketchParses) {

@@ -54,6 +54,16 @@ TEST(LogLimiterTest, PastItsLinesAnIntervalIsCountedAndToldWhenItEnds) {
   EXPECT_EQ(Admits(limiter, {{"connects", 31}, {"connects", 31}, {"connects", 31}}), "++-");
 }
 
+// At shutdown no later interval will end: Flush tells what is held back at once, and once.
+TEST(LogLimiterTest, FlushTellsTheCountsBeforeTheIntervalEnds) {
+  LogLimiter limiter(1, absl::Hours(1));
+  EXPECT_EQ(Admits(limiter, {{"connects", 0}, {"drains", 1}, {"disconnects", 2}}), "+--");
+  EXPECT_EQ(limiter.Summary(kT0 + absl::Seconds(3)), "");
+  EXPECT_EQ(limiter.Flush(), "1 drains, 1 disconnects");
+  EXPECT_EQ(limiter.Flush(), "");
+  EXPECT_EQ(limiter.Summary(kT0 + absl::Hours(2)), "");
+}
+
 TEST(LogLimiterTest, AQuietIntervalStartsAfreshAndZeroLogsEveryLine) {
   LogLimiter limiter(1, absl::Seconds(10));
   EXPECT_EQ(Admits(limiter, {{"connects", 0}, {"connects", 10}, {"connects", 25}}), "+++");

@@ -370,6 +370,40 @@ TEST(HardeningTest, FlappingWorkersCannotBurnOtherTrialsAttempts) {
   EXPECT_EQ(study.trials_failed(), 0);
 }
 
+// The 127.0.0.1:PORT a scheduler's output says it listens on.
+std::string ListeningAddress(const std::string& text) {
+  const size_t port = text.rfind(':', text.find('\n', text.find("listening on "))) + 1;
+  return absl::StrCat("127.0.0.1:", text.substr(port, text.find('\n', port) - port));
+}
+
+// What a scheduler logged of worker connections, by kind ("connects", "drains",
+// "disconnects"): lines of their own and counts in summary lines ("I workers: ...").
+struct WorkerLines {
+  std::map<std::string, int> logged;
+  std::map<std::string, int64_t> counted;
+  int summaries = 0;
+};
+WorkerLines ReadWorkerLines(const std::string& output) {
+  WorkerLines seen;
+  const std::map<std::string, std::string> line_of = {
+      {"connects", " connected: "}, {"drains", " drains ("}, {"disconnects", " disconnected ("}};
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    for (const auto& [kind, text] : line_of) {
+      if (absl::StrContains(line, text)) ++seen.logged[kind];
+    }
+    if (!absl::StrContains(line, " I workers: ")) continue;
+    ++seen.summaries;
+    const std::string summary(line);
+    for (const auto& [kind, text] : line_of) {
+      std::smatch match;
+      if (std::regex_search(summary, match, std::regex(absl::StrCat("([0-9]+) ", kind, "[ ,]")))) {
+        seen.counted[kind] += std::stoll(match[1]);
+      }
+    }
+  }
+  return seen;
+}
+
 // The lines of a flood of worker connections: one each up to kWorkerLogLines an interval,
 // then counted into one line when the interval ends. Every connect and disconnect is either
 // logged or counted. Before, 150 flapping workers wrote 300 lines.
@@ -381,51 +415,63 @@ TEST(HardeningTest, AFloodOfWorkerConnectionsIsLoggedAsCounts) {
       output.write_fd());
   output.Started();
   ASSERT_TRUE(output.WaitForText("listening on ")) << output.text();
-  const std::string text = output.text();
-  const size_t port = text.rfind(':', text.find('\n', text.find("listening on "))) + 1;
-  const std::string address =
-      absl::StrCat("127.0.0.1:", text.substr(port, text.find('\n', port) - port));
+  const std::string address = ListeningAddress(output.text());
   constexpr int kFlaps = 150;
   for (int i = 0; i < kFlaps; ++i) {
     RawWorker flapper(address, absl::StrCat("flap-", i));
     ASSERT_TRUE(flapper.Next(v1::SchedulerMessage::kWelcome).has_value()) << i;
   }  // Each cancels its stream on leaving the loop body: a disconnect.
 
-  struct Lines {
-    int connects = 0, disconnects = 0, summaries = 0;
-    int64_t counted_connects = 0, counted_disconnects = 0;
-  };
-  auto lines = [&] {
-    Lines seen;
-    const std::regex connects("([0-9]+) connects"), disconnects("([0-9]+) disconnects");
-    for (absl::string_view line : absl::StrSplit(output.text(), '\n')) {
-      if (absl::StrContains(line, " connected: ")) ++seen.connects;
-      if (absl::StrContains(line, " disconnected (")) ++seen.disconnects;
-      if (!absl::StrContains(line, " I workers: ")) continue;
-      ++seen.summaries;
-      const std::string summary(line);
-      std::smatch match;
-      if (std::regex_search(summary, match, connects)) {
-        seen.counted_connects += std::stoll(match[1]);
-      }
-      if (std::regex_search(summary, match, disconnects)) {
-        seen.counted_disconnects += std::stoll(match[1]);
-      }
-    }
-    return seen;
-  };
   // The last counts come at the sweep after their interval ends (every 100 ms).
   ASSERT_TRUE(WaitFor([&] {
-    const Lines seen = lines();
-    return seen.connects + seen.counted_connects == kFlaps &&
-           seen.disconnects + seen.counted_disconnects == kFlaps;
+    WorkerLines seen = ReadWorkerLines(output.text());
+    return seen.logged["connects"] + seen.counted["connects"] == kFlaps &&
+           seen.logged["disconnects"] + seen.counted["disconnects"] == kFlaps;
   }, absl::Seconds(30))) << output.text();
-  const Lines seen = lines();
+  WorkerLines seen = ReadWorkerLines(output.text());
   EXPECT_GE(seen.summaries, 1) << output.text();
   // kWorkerLogLines a 1 s interval: each summary ends one, and the last may not be full.
-  EXPECT_LE(seen.connects + seen.disconnects,
+  EXPECT_LE(seen.logged["connects"] + seen.logged["disconnects"],
             scheduler::kWorkerLogLines * (seen.summaries + 1)) << output.text();
   EXPECT_THAT(output.text(), ContainsRegex("not logged \\(more than 20 lines in 1s\\); [0-9]+ "
+                                           "workers connected now"));
+}
+
+// At shutdown the lines held back are told (no later sweep would), and a fleet draining at
+// once is limited as its connects are: 30 workers that connect and drain, then a SIGTERM,
+// within an interval that has not ended. Before, their 30 drain lines were all written, and the
+// 10 connects, 30 drains and 30 disconnects counted past the limit were never told.
+TEST(HardeningTest, AtShutdownTheWorkerLinesHeldBackAreToldAndDrainsAreLimitedToo) {
+  OutputReader output;
+  std::unique_ptr<cli::ChildProcess> process = StartProcess(
+      {DHPT_BIN_DIR "/dhpt-scheduler", "--listen=127.0.0.1:0", "--db=:memory:",
+       "--heartbeat_interval=60s", "--worker_log_interval=1h"},
+      output.write_fd());
+  output.Started();
+  ASSERT_TRUE(output.WaitForText("listening on ")) << output.text();
+  const std::string address = ListeningAddress(output.text());
+  constexpr int kWorkers = 30;
+  std::vector<std::unique_ptr<RawWorker>> workers;
+  for (int i = 0; i < kWorkers; ++i) {
+    workers.push_back(std::make_unique<RawWorker>(address, absl::StrCat("rollout-", i)));
+    RawWorker& worker = *workers.back();
+    ASSERT_TRUE(worker.Next(v1::SchedulerMessage::kWelcome).has_value()) << i;
+    v1::WorkerMessage draining;
+    draining.mutable_draining()->set_reason("SIGTERM");
+    ASSERT_TRUE(worker.Write(draining)) << i;
+    // A result for no trial is acknowledged after the drain before it on the stream is handled.
+    ASSERT_TRUE(worker.Write(Result(1'000'000 + i, 1, 0, 0.0))) << i;
+    ASSERT_TRUE(worker.Next(v1::SchedulerMessage::kAck).has_value()) << i;
+  }
+  process->Signal(SIGTERM);
+  ASSERT_TRUE(WaitForExit(*process)) << output.text();
+  WorkerLines seen = ReadWorkerLines(output.text());
+  EXPECT_LE(seen.logged["connects"] + seen.logged["drains"] + seen.logged["disconnects"],
+            scheduler::kWorkerLogLines) << output.text();
+  for (const char* kind : {"connects", "drains", "disconnects"}) {
+    EXPECT_EQ(seen.logged[kind] + seen.counted[kind], kWorkers) << kind << "\n" << output.text();
+  }
+  EXPECT_THAT(output.text(), ContainsRegex("not logged \\(more than 20 lines in 1h\\); 0 "
                                            "workers connected now"));
 }
 

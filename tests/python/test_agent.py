@@ -66,6 +66,22 @@ def test_exceptions_fail_the_trial_with_their_last_line(client):
     assert [t.state for t in study.trials] == [dhpt.TrialState.FAILED] * 3
 
 
+def test_an_exception_with_a_long_message_still_fails_its_trial(client):
+    # The scheduler keeps reasons of up to 2048 bytes and refused the tell of a longer one: the
+    # trial stayed RUNNING and INVALID_ARGUMENT escaped in place of the objective's exception.
+    study = make(client, max_trials=1)
+
+    def broken(trial):
+        raise RuntimeError("CUDA out of memory: " + "é" * 3000)
+
+    with pytest.raises(RuntimeError, match="CUDA"):
+        study.optimize(broken)
+    trial = study.trials[0]
+    assert trial.state == dhpt.TrialState.FAILED
+    assert "RuntimeError: CUDA out of memory: éé" in trial.error
+    assert trial.error.endswith("é...")  # Cut at 2048 bytes, never inside a character.
+
+
 def test_an_objective_returning_none_is_named_in_the_error(client):
     # Without its own message the scheduler's refusal was "give the trial's metrics, or an
     # infeasible_reason", which does not point at the missing return.
@@ -77,6 +93,32 @@ def test_an_objective_returning_none_is_named_in_the_error(client):
     trial = study.trials[0]
     assert trial.state == dhpt.TrialState.FAILED
     assert "bad result: trial 0: the objective returned None" in trial.error
+
+
+def test_a_result_over_the_message_limit_fails_its_trial_with_the_reason(tmp_path):
+    # gRPC refuses the tell (RESOURCE_EXHAUSTED) before the scheduler reads it: before, the
+    # error escaped optimize() and the trial stayed RUNNING until its lease ran out.
+    scheduler = Scheduler(tmp_path, ["--max_message_bytes=65536"])
+    try:
+        study = make(dhpt.Client(scheduler.address, client_id="big"), max_trials=3)
+        many = {f"m{i}": 1.0 for i in range(5000)}  # About 90 kB of metrics.
+
+        def objective(trial):
+            return {"value": quadratic(trial), **many}
+
+        expected = (r"trial 0: the result \(5001 values\) is over the scheduler's message "
+                    r"limit \(.*--max_message_bytes\): return the objectives and at most 64 "
+                    r"metrics in all")
+        with pytest.raises(dhpt.ResourceExhausted, match=expected):
+            study.optimize(objective)
+        trial = study.trials[0]
+        assert trial.state == dhpt.TrialState.FAILED
+        assert "bad result: trial 0: the result (5001 values) is over" in trial.error
+        # Caught, as any other exception: each such trial fails and optimize() goes on.
+        assert study.optimize(objective, n_trials=2, catch=(dhpt.ResourceExhausted,)) == 2
+        assert [t.state for t in study.trials] == [dhpt.TrialState.FAILED] * 3
+    finally:
+        scheduler.kill()
 
 
 def test_pruning_through_should_prune(client):
