@@ -1371,7 +1371,12 @@ v1::Study SchedulerCore::BuildSummaryLocked(const StudyEntry& study) const {
   }
   *out.mutable_create_time() = study.create_time;
   if (study.terminal()) *out.mutable_end_time() = study.end_time;
-  if (ReadsConnectedWorkers(study.terminal(), study.running, out)) {
+  if (ReadsConnectedWorkers(study.terminal(), study.running, out) && study.pending.empty() &&
+      !memory_status_.ok()) {
+    // Budget left but no trial accepted, and each new one refused at the memory cap: no worker
+    // would change that, so this comes before what the workers run.
+    out.set_state_reason(absl::StrCat("waiting for memory: ", memory_status_.message()));
+  } else if (ReadsConnectedWorkers(study.terminal(), study.running, out)) {
     std::vector<const v1::WorkerCapabilities*> connected;
     bool servable = false;
     for (const auto& [session, worker] : workers_) {

@@ -126,7 +126,7 @@ TEST(MemoryCapTest, PastItsCapTheSchedulerRefusesNewWorkAndKeepsAnswering) {
 
 // Past the cap only new work is refused: trials accepted before it (pending again after a
 // client handed one back, or enqueued for a worker) are still handed out and run; a study with
-// no accepted trial left is refused with the reason.
+// no accepted trial left is refused with the reason, and its summary says why it waits.
 TEST(MemoryCapTest, PastItsCapAcceptedTrialsStillRun) {
   CappedScheduler capped;
   ASSERT_FALSE(capped.scheduler.address().empty());
@@ -146,8 +146,10 @@ TEST(MemoryCapTest, PastItsCapAcceptedTrialsStillRun) {
   back.set_client_id("a");
   back.set_hand_back(true);
   ASSERT_TRUE(client.ReportProgress(back).ok());
-  // A FUNCTION study whose whole budget is enqueued points, with no worker yet to run them.
+  // A FUNCTION study whose whole budget is enqueued points, with no worker yet to run them,
+  // and one with nothing enqueued, whose trials are all still to be made.
   ASSERT_TRUE(client.CreateStudy(BraninSpec("queued", 3)).ok());
+  ASSERT_TRUE(client.CreateStudy(BraninSpec("starved", 3)).ok());
   for (int n = 0; n < 3; ++n) {
     v1::EnqueueTrialRequest enqueue;
     enqueue.set_study("queued");
@@ -182,6 +184,16 @@ TEST(MemoryCapTest, PastItsCapAcceptedTrialsStillRun) {
   ASSERT_TRUE(ran.ok()) << ran.status();
   ASSERT_EQ(ran->size(), 3u);
   for (const v1::Trial& trial : *ran) EXPECT_EQ(trial.state(), v1::Trial::COMPLETED);
+  // The other study, with a worker for it and its budget left, gets no new trial past the cap
+  // and says so (from the hostile review: it showed no reason at all).
+  absl::StatusOr<v1::Study> starved = client.GetStudy("starved");
+  ASSERT_TRUE(starved.ok()) << starved.status();
+  EXPECT_EQ(starved->trials_running(), 0);
+  EXPECT_EQ(starved->trials_completed(), 0);
+  EXPECT_NE(starved->state_reason().find("waiting for memory"), std::string::npos)
+      << starved->state_reason();
+  EXPECT_NE(starved->state_reason().find("--max_memory_bytes"), std::string::npos)
+      << starved->state_reason();
   EXPECT_TRUE(scheduler.alive());
 }
 
