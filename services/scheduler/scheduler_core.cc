@@ -363,7 +363,8 @@ void SchedulerCore::PublishSummariesLocked() {
 namespace {
 
 // The summary of a study not ended that runs nothing and has trials to run says why it waits
-// (which workers are connected, which kinds they run): it reads the connected workers.
+// (which workers are connected, which kinds they run, the memory cap): it reads more than the
+// study, so it is not published (PublishedLocked) and GetStudy builds it under the lock.
 bool ReadsConnectedWorkers(bool terminal, int running, const v1::Study& summary) {
   return !terminal && summary.trials_pending() > 0 && running == 0;
 }

@@ -703,8 +703,9 @@ class SchedulerCore {
   void TrackSummaryLocked(StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void MarkSummaryChangedLocked(StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void PublishSummariesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Null when the summary reads the connected workers (a study waiting for one says what is
-  // connected): those change without the study, so GetStudy builds it under the lock.
+  // Null when the summary reads the connected workers or the memory cap (a study waiting for a
+  // worker says what is connected): those change without the study, so GetStudy builds it
+  // under the lock.
   std::shared_ptr<const PublishedStudy> PublishedLocked(StudyEntry& study)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // "RANDOM_FOREST" (or "A or B") when every pending trial of a model-choice study is of a kind
