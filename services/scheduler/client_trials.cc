@@ -164,7 +164,7 @@ void SchedulerCore::SuggestTrials(absl::string_view name, int count, absl::strin
   waiter->client_id = std::string(client_id);
   waiter->count = std::max(count, 1);
   waiter->done = std::move(done);
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   absl::StatusOr<StudyEntry*> study = FindExternalStudyLocked(name);
   if (!study.ok()) {
     waiter->done(study.status());
@@ -301,7 +301,7 @@ absl::StatusOr<v1::ReportProgressResponse> SchedulerCore::ReportClientProgress(
   if (request.hand_back() && request.has_step()) {
     return absl::InvalidArgumentError("hand_back: a trial handed back reports no value");
   }
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   ASSIGN_OR_RETURN(StudyEntry * study, FindExternalStudyLocked(request.study()));
   ASSIGN_OR_RETURN(TrialEntry * trial, FindTrialLocked(*study, request.trial()));
   v1::Trial& t = trial->trial;
@@ -383,7 +383,7 @@ absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRe
   WriteSequence stored = 0;
   v1::Trial reply;
   {
-    absl::MutexLock lock(&mutex_);
+    CoreLock lock(this);
     ASSIGN_OR_RETURN(StudyEntry * study, FindExternalStudyLocked(request.study()));
     ASSIGN_OR_RETURN(TrialEntry * trial, FindTrialLocked(*study, request.trial()));
     if (!GivenToClient(trial->trial, request.client_id())) {

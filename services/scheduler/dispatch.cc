@@ -167,7 +167,7 @@ void SchedulerCore::RequestSuggestionLocked(StudyEntry& study) {
         *study.optimizer,
         optimizer::History{*history, *keys, learn->has_value() ? &**learn : nullptr});
     const absl::Duration took = options_.clock() - start;
-    absl::MutexLock lock(&mutex_);
+    CoreLock lock(this);
     study.suggesting = false;
     // The slot holding the study's turn is free again (for this trial, first, as the study
     // keeps the front of the line): a dispatch follows in every case.
@@ -196,6 +196,7 @@ std::optional<uint64_t> SchedulerCore::AcceptSuggestionLocked(
     StudyEntry& study, absl::StatusOr<std::optional<optimizer::Point>> suggestion) {
   if (!suggestion.ok() || !suggestion->has_value()) {
     study.exhausted = true;
+    MarkSummaryChangedLocked(study);  // No budget pending now; perhaps a reason.
     if (!suggestion.ok()) {
       DHPT_LOG_WARNING("study %s: no further suggestion: %s", study.spec.name(),
                        suggestion.status().ToString());

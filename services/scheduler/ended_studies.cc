@@ -31,12 +31,12 @@ constexpr size_t kReleaseMemoryAfterBytes = size_t{8} << 20;
 }  // namespace
 
 SchedulerCore::EndedStudiesInMemory SchedulerCore::ended_studies_in_memory() const {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   return {static_cast<int>(ended_cache_.size()), ended_cache_bytes_};
 }
 
 int SchedulerCore::ShedEndedStudies() {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   const size_t before = ended_cache_.size();
   TrimEndedCacheLocked(0);
   return static_cast<int>(before - ended_cache_.size());
@@ -74,7 +74,7 @@ void SchedulerCore::ReadBackOffLock(absl::string_view name) {
   uint64_t eviction = 0;
   bool with_curves = false;
   {
-    absl::MutexLock lock(&mutex_);
+    CoreLock lock(this);
     absl::StatusOr<const StudyEntry*> study = FindSummaryLocked(name);
     if (!study.ok() || !(*study)->evicted) return;
     key = (*study)->spec.name();
@@ -85,7 +85,7 @@ void SchedulerCore::ReadBackOffLock(absl::string_view name) {
   // results and every other call would wait for. An evicted study's stored rows do not change
   // while it stays evicted (nothing writes an ended study that is not in memory).
   StoredStudy read = ReadStoredStudy(key, with_curves);
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   auto it = studies_.find(key);
   // Read back by another call meanwhile, deleted, or evicted again after a reopening: this
   // read is not what the study is now, and the caller's FindStudyLocked reads it again if

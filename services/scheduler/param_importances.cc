@@ -30,7 +30,7 @@ absl::StatusOr<v1::GetParamImportancesResponse> SchedulerCore::GetParamImportanc
   int considered = 0;
   if (read_back) ReadBackOffLock(request.study());
   {
-    absl::MutexLock lock(&mutex_);
+    CoreLock lock(this);
     ASSIGN_OR_RETURN(const StudyEntry* study, read_back ? FindStudyLocked(request.study())
                                                         : FindSummaryLocked(request.study()));
     if (study->evicted) {

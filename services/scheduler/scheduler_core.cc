@@ -93,7 +93,7 @@ SchedulerCore::SchedulerCore(StudyStore* store, SchedulerOptions options)
 SchedulerCore::~SchedulerCore() {
   store_->SetCommitListener(nullptr);
   suggestions_.reset();  // No suggestion job runs past here.
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   LogWorkersNotLoggedLocked(/*flush=*/true);  // A core ended without the server's Shutdown.
   shutting_down_ = true;  // No SuggestTrials call is left unanswered.
   for (StudyEntry* study : study_order_) ServeSuggestWaitersLocked(*study);
@@ -113,7 +113,7 @@ absl::Status SchedulerCore::Recover() {
   // progress, not the history.
   const bool summaries = store_->reads_back();
   ASSIGN_OR_RETURN(StoredState stored, summaries ? store_->LoadActive() : store_->Load());
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   next_trial_id_ = stored.next_trial_id;
   for (v1::Study& study : stored.studies) {
     auto entry = std::make_unique<StudyEntry>();
@@ -230,7 +230,7 @@ absl::StatusOr<v1::Study> SchedulerCore::CreateStudy(const v1::StudySpec& reques
   WriteSequence stored;
   if (!spec.warm_start_study().empty()) ReadBackOffLock(spec.warm_start_study());
   {
-    absl::MutexLock lock(&mutex_);
+    CoreLock lock(this);
     ASSIGN_OR_RETURN(stored, CreateStudyLocked(std::move(spec), reply));
   }
   // Acknowledged only once it would survive a crash.
@@ -326,13 +326,76 @@ absl::StatusOr<const SchedulerCore::StudyEntry*> SchedulerCore::FindSummaryLocke
 }
 
 absl::StatusOr<v1::Study> SchedulerCore::GetStudy(absl::string_view name) const {
-  absl::MutexLock lock(&mutex_);
+  // Off the lock when it can be: see published_studies.h.
+  if (std::shared_ptr<const PublishedStudy> published = published_.Find(name)) {
+    return published->Answer();
+  }
+  CoreLock lock(this);
+  ASSIGN_OR_RETURN(const StudyEntry* study, FindSummaryLocked(name));
+  TrackSummaryLocked(*const_cast<StudyEntry*>(study));  // Published as the lock is released.
+  return BuildStudyLocked(*study);
+}
+
+absl::StatusOr<v1::Study> SchedulerCore::GetStudyUnderLockForTest(absl::string_view name) const {
+  CoreLock lock(this);
   ASSIGN_OR_RETURN(const StudyEntry* study, FindSummaryLocked(name));
   return BuildStudyLocked(*study);
 }
 
+void SchedulerCore::TrackSummaryLocked(StudyEntry& study) const {
+  study.summary_tracked = true;
+  MarkSummaryChangedLocked(study);
+}
+
+void SchedulerCore::MarkSummaryChangedLocked(StudyEntry& study) const {
+  if (!study.summary_tracked || study.summary_changed) return;
+  study.summary_changed = true;
+  summaries_changed_.push_back(&study);
+}
+
+void SchedulerCore::PublishSummariesLocked() {
+  for (StudyEntry* study : summaries_changed_) {
+    study->summary_changed = false;
+    published_.Publish(study->spec.name(), PublishedLocked(*study));
+  }
+  summaries_changed_.clear();
+}
+
+namespace {
+
+// The summary of a study not ended that runs nothing and has trials to run says why it waits
+// (which workers are connected, which kinds they run, the memory cap): it reads more than the
+// study, so it is not published (PublishedLocked) and GetStudy builds it under the lock.
+bool ReadsConnectedWorkers(bool terminal, int running, const v1::Study& summary) {
+  return !terminal && summary.trials_pending() > 0 && running == 0;
+}
+
+}  // namespace
+
+std::shared_ptr<const PublishedStudy> SchedulerCore::PublishedLocked(StudyEntry& study) {
+  auto published = std::make_shared<PublishedStudy>();
+  published->summary = BuildSummaryLocked(study);
+  if (ReadsConnectedWorkers(study.terminal(), study.running, published->summary)) return nullptr;
+  if (!study.published_spec) study.published_spec = std::make_shared<const v1::StudySpec>(study.spec);
+  published->spec = study.published_spec;
+  if (study.evicted || !study.best) {
+    study.published_best.reset();  // An evicted study's summary holds its best trial.
+  } else {
+    const TrialEntry& best = trials_.at(*study.best);
+    // A trial's position moves at each change of it (PublishTrialLocked).
+    if (!study.published_best || study.published_best_id != *study.best ||
+        study.published_best_position != best.position) {
+      study.published_best = std::make_shared<const v1::Trial>(FullTrialLocked(best));
+      study.published_best_id = *study.best;
+      study.published_best_position = best.position;
+    }
+    published->best = study.published_best;
+  }
+  return published;
+}
+
 std::vector<v1::Worker> SchedulerCore::ListWorkers() const {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   std::vector<v1::Worker> workers;
   for (const auto& [session, worker] : workers_) {
     v1::Worker& out = workers.emplace_back();
@@ -361,7 +424,7 @@ std::vector<v1::Worker> SchedulerCore::ListWorkers() const {
 }
 
 std::vector<SpeedModel::Estimate> SchedulerCore::SpeedEstimates() const {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   return speeds_.Estimates();
 }
 
@@ -369,7 +432,7 @@ absl::StatusOr<ListPage<v1::Study>> SchedulerCore::ListStudies(
     int page_size, absl::string_view page_token) const {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultStudyPageSize, kMaxStudyPageSize));
   ASSIGN_OR_RETURN(const uint64_t after, PagePosition(page_token, "studies", ""));
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   // Pages are built one at a time, under the lock, so what the budget has now is this page's.
   ASSIGN_OR_RETURN(const size_t available, reply_budget_.Available());
   const size_t max_bytes = std::min(kMaxPageBytes, available);
@@ -392,7 +455,7 @@ absl::StatusOr<v1::Study> SchedulerCore::StopStudy(absl::string_view name) {
   WriteSequence stored;
   v1::Study reply;
   {
-    absl::MutexLock lock(&mutex_);
+    CoreLock lock(this);
     ASSIGN_OR_RETURN(const StudyEntry* found, FindSummaryLocked(name));
     StudyEntry& study = *const_cast<StudyEntry*>(found);
     if (!study.terminal()) EndStudyLocked(study, v1::Study::STOPPED, "stopped by a user");
@@ -408,7 +471,7 @@ absl::StatusOr<v1::Study> SchedulerCore::StopStudy(absl::string_view name) {
 absl::Status SchedulerCore::DeleteStudy(absl::string_view name, bool force) {
   WriteSequence stored;
   {
-    absl::MutexLock lock(&mutex_);
+    CoreLock lock(this);
     ASSIGN_OR_RETURN(const StudyEntry* found, FindSummaryLocked(name));
     StudyEntry& study = *const_cast<StudyEntry*>(found);
     if (!study.terminal()) {
@@ -425,6 +488,11 @@ absl::Status SchedulerCore::DeleteStudy(absl::string_view name, bool force) {
     spec_bytes_total_ -= static_cast<int64_t>(study.spec.ByteSizeLong());
     study_order_.erase(std::find(study_order_.begin(), study_order_.end(), &study));
     stored = store_->DeleteStudy(study.spec.name());
+    if (study.summary_changed) {
+      summaries_changed_.erase(
+          std::find(summaries_changed_.begin(), summaries_changed_.end(), &study));
+    }
+    published_.Publish(study.spec.name(), nullptr);
     auto owned = studies_.extract(study.spec.name());
     DHPT_LOG_INFO("study %s deleted", study.spec.name());
     if (study.suggesting) {
@@ -444,7 +512,7 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
     bool values_only) {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultTrialPageSize, kMaxTrialPageSize));
   ReadBackOffLock(name);
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
   // The study's creation order too: a token of a deleted study is no good for a new one of
   // the same name.
@@ -473,7 +541,7 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
 
 absl::StatusOr<v1::Trial> SchedulerCore::GetBestTrial(absl::string_view name) {
   ReadBackOffLock(name);
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
   if (!study->best) {
     return absl::NotFoundError(absl::StrCat("study \"", name, "\" has no completed trial yet"));
@@ -485,7 +553,7 @@ absl::StatusOr<v1::GetParetoFrontResponse> SchedulerCore::GetParetoFront(
     absl::string_view name, int page_size, absl::string_view page_token) {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultTrialPageSize, kMaxTrialPageSize));
   ReadBackOffLock(name);
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
   const std::string filter = absl::StrCat(name, "|", study->order);
   ASSIGN_OR_RETURN(const uint64_t start, PagePosition(page_token, "front", filter));
@@ -587,7 +655,7 @@ absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
         "--worker_id set to its certificate's common name"));
   }
   const v1::WorkerCapabilities& caps = hello.capabilities();
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   if (shutting_down_) return absl::UnavailableError("the scheduler is shutting down");
   // Without a certificate to prove it, a second connection may not push out a worker that is
   // still heard from: anyone can read worker ids from ListWorkers. A worker whose old stream
@@ -687,7 +755,7 @@ bool SchedulerCore::ReclaimLocked(uint64_t session, WorkerEntry& worker,
 }
 
 void SchedulerCore::DisconnectWorker(uint64_t session, absl::string_view reason) {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   DisconnectLocked(session, reason);
   DispatchLocked();
   PublishWaitingStudiesLocked();
@@ -777,7 +845,7 @@ absl::Status ValidateUtilisation(const v1::WorkerUtilisation& u) {
 }  // namespace
 
 void SchedulerCore::HandleHeartbeat(uint64_t session, const v1::Heartbeat& heartbeat) {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   auto it = workers_.find(session);
   if (it == workers_.end()) return;
   WorkerEntry& worker = it->second;
@@ -852,7 +920,7 @@ SchedulerCore::TrialEntry* SchedulerCore::AttemptOfSessionLocked(uint64_t sessio
 }
 
 void SchedulerCore::HandleProgress(uint64_t session, const v1::TrialProgress& progress) {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   TrialEntry* trial = AttemptOfSessionLocked(session, progress.trial_id(), progress.attempt(),
                                              progress.epoch(), "progress");
   if (trial == nullptr) return;
@@ -868,7 +936,10 @@ void SchedulerCore::RecordProgressLocked(TrialEntry& trial, int64_t step, double
   ++trial.stored_values;
   // One value is the final one (a program that prints its objective only at exit); progress
   // is a second.
-  if (trial.stored_values >= 2) trial.study->progress_reported = true;
+  if (trial.stored_values >= 2 && !trial.study->progress_reported) {
+    trial.study->progress_reported = true;
+    MarkSummaryChangedLocked(*trial.study);  // Its early-stopping notice goes.
+  }
   trial.study->last_write = store_->PutIntermediateValue(
       trial.study->spec.name(), trial.trial.id(), trial.trial.attempt(), step, value);
   if (!std::holds_alternative<std::monostate>(trial.study->early_stopping)) {
@@ -912,7 +983,7 @@ void SchedulerCore::ConsiderStoppingLocked(TrialEntry& trial, int64_t step, doub
 }
 
 void SchedulerCore::HandleStarted(uint64_t session, const v1::TrialAttempt& started) {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   TrialEntry* trial = AttemptOfSessionLocked(session, started.trial_id(), started.attempt(),
                                              started.epoch(), "starts");
   if (trial == nullptr) return;
@@ -925,7 +996,7 @@ void SchedulerCore::HandleStarted(uint64_t session, const v1::TrialAttempt& star
 }
 
 void SchedulerCore::HandleDraining(uint64_t session, const v1::Draining& draining) {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   auto worker = workers_.find(session);
   if (worker == workers_.end() || worker->second.draining) return;
   worker->second.draining = true;
@@ -939,7 +1010,7 @@ void SchedulerCore::HandleDraining(uint64_t session, const v1::Draining& drainin
 }
 
 void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& reported) {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   auto worker_it = workers_.find(session);
   if (worker_it == workers_.end()) return;  // Closed: nothing to answer on.
   WorkerEntry& worker = worker_it->second;
@@ -1071,7 +1142,7 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
 }
 
 int SchedulerCore::ExpireLeases() {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   const absl::Time deadline =
       options_.clock() - options_.heartbeat_interval * options_.missed_heartbeats;
   std::vector<uint64_t> expired;
@@ -1091,7 +1162,7 @@ int SchedulerCore::ExpireLeases() {
 }
 
 void SchedulerCore::LogWorkersNotLogged() {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   LogWorkersNotLoggedLocked(/*flush=*/true);
 }
 
@@ -1120,7 +1191,7 @@ void SchedulerCore::RefuseUnstorableAnswersLocked() {
 }
 
 int SchedulerCore::ExpireTrials() {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   const absl::Time now = options_.clock();
   std::vector<uint64_t> late;
   for (const auto& [session, worker] : workers_) {
@@ -1171,7 +1242,7 @@ int SchedulerCore::ExpireTrials() {
 }
 
 void SchedulerCore::Shutdown(absl::string_view reason) {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   shutting_down_ = true;
   v1::SchedulerMessage drain;
   drain.mutable_drain()->set_reason(std::string(reason));
@@ -1184,7 +1255,7 @@ void SchedulerCore::Shutdown(absl::string_view reason) {
 }
 
 int SchedulerCore::connected_workers() const {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   return static_cast<int>(workers_.size());
 }
 
@@ -1249,7 +1320,7 @@ void SchedulerCore::SendWhenStoredLocked(uint64_t session, WriteSequence sequenc
 }
 
 void SchedulerCore::OnStored(WriteSequence sequence) {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   stored_through_ = std::max(stored_through_, sequence);
   while (!sends_after_store_.empty() && sends_after_store_.front().sequence <= stored_through_) {
     PendingSend& send = sends_after_store_.front();
@@ -1270,13 +1341,15 @@ void SchedulerCore::OnStored(WriteSequence sequence) {
 }
 
 v1::Study SchedulerCore::BuildStudyLocked(const StudyEntry& study) const {
-  if (study.evicted) {  // Ended: its summary does not change.
-    v1::Study out = study.summary;
-    *out.mutable_spec() = study.spec;
-    return out;
-  }
-  v1::Study out;
+  v1::Study out = BuildSummaryLocked(study);
   *out.mutable_spec() = study.spec;
+  if (!study.evicted && study.best) *out.mutable_best_trial() = FullTrialLocked(trials_.at(*study.best));
+  return out;
+}
+
+v1::Study SchedulerCore::BuildSummaryLocked(const StudyEntry& study) const {
+  if (study.evicted) return study.summary;  // Ended: its summary does not change.
+  v1::Study out;
   out.set_state(study.state);
   out.set_state_reason(study.state_reason);
   // An ended study runs nothing more: none pending, whatever budget it had left.
@@ -1308,10 +1381,14 @@ v1::Study SchedulerCore::BuildStudyLocked(const StudyEntry& study) const {
     out.set_hypervolume(study.front->hypervolume());
     out.set_hypervolume_estimated(study.front->hypervolume_estimated());
   }
-  if (study.best) *out.mutable_best_trial() = FullTrialLocked(trials_.at(*study.best));
   *out.mutable_create_time() = study.create_time;
   if (study.terminal()) *out.mutable_end_time() = study.end_time;
-  if (!study.terminal() && out.trials_pending() > 0 && study.running == 0) {
+  if (ReadsConnectedWorkers(study.terminal(), study.running, out) && study.pending.empty() &&
+      !memory_status_.ok()) {
+    // Budget left but no trial accepted, and each new one refused at the memory cap: no worker
+    // would change that, so this comes before what the workers run.
+    out.set_state_reason(absl::StrCat("waiting for memory: ", memory_status_.message()));
+  } else if (ReadsConnectedWorkers(study.terminal(), study.running, out)) {
     std::vector<const v1::WorkerCapabilities*> connected;
     bool servable = false;
     for (const auto& [session, worker] : workers_) {

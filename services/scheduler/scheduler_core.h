@@ -4,8 +4,9 @@
 // their leases, and the assignment of trials to workers. No gRPC here: sessions and services
 // translate streams and RPCs into these calls.
 //
-// Threading: every public method takes the one mutex; callbacks into WorkerChannel and
-// StudyWatcher run under it and must not block or call back into the core.
+// Threading: every public method takes the one mutex (GetStudy only when the study's summary
+// is not published: published_studies.h); callbacks into WorkerChannel and StudyWatcher run
+// under it and must not block or call back into the core.
 
 #include <cstdint>
 #include <deque>
@@ -34,6 +35,7 @@
 #include "services/optimizer/optimizer.h"
 #include "services/study/early_stopping.h"
 #include "services/scheduler/memory_limit.h"
+#include "services/scheduler/published_studies.h"
 #include "services/scheduler/reply_budget.h"
 #include "services/scheduler/scheduler_observer.h"
 #include "services/scheduler/speed_model.h"
@@ -377,7 +379,7 @@ class SchedulerCore {
   // How many times dispatch has tried a worker session so far: what dispatching costs, for
   // tests and benchmarks.
   uint64_t sessions_tried() const {
-    absl::MutexLock lock(&mutex_);
+    CoreLock lock(this);
     return sessions_tried_;
   }
   // The store's state, for metrics and health.
@@ -398,7 +400,40 @@ class SchedulerCore {
   // bound (a memory cap sheds this first); returns how many.
   int ShedEndedStudies();
 
+  // Tests: runs `f` holding the core's lock (a stream thread in the middle of a dispatch), and
+  // the study's summary as built under the lock, to compare with GetStudy's published one.
+  void RunUnderLockForTest(absl::FunctionRef<void()> f) {
+    CoreLock lock(this);
+    f();
+  }
+  absl::StatusOr<v1::Study> GetStudyUnderLockForTest(absl::string_view name) const;
+  // What GetStudy answers off the lock now, if anything.
+  std::optional<v1::Study> PublishedStudyForTest(absl::string_view name) const {
+    std::shared_ptr<const PublishedStudy> published = published_.Find(name);
+    if (published == nullptr) return std::nullopt;
+    return published->Answer();
+  }
+
  private:
+  // The core's lock, which every public method takes. Released, it first publishes the
+  // summaries of the read studies that changed under it (PublishSummariesLocked), so GetStudy,
+  // reading those without the lock, answers as of the last call that returned.
+  class ABSL_SCOPED_LOCKABLE CoreLock {
+   public:
+    explicit CoreLock(const SchedulerCore* core) ABSL_EXCLUSIVE_LOCK_FUNCTION(core->mutex_)
+        : core_(const_cast<SchedulerCore*>(core)) {
+      core_->mutex_.Lock();
+    }
+    ~CoreLock() ABSL_UNLOCK_FUNCTION() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      core_->PublishSummariesLocked();
+      core_->mutex_.Unlock();
+    }
+    CoreLock(const CoreLock&) = delete;
+    CoreLock& operator=(const CoreLock&) = delete;
+
+   private:
+    SchedulerCore* const core_;
+  };
   struct StudyEntry;
   struct TrialEntry {
     v1::Trial trial;
@@ -665,6 +700,20 @@ class SchedulerCore {
   v1::Trial ValuesOnlyLocked(const TrialEntry& trial) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   WriteSequence SaveStudyLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   v1::Study BuildStudyLocked(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The same without the spec and, unless evicted, the best trial.
+  v1::Study BuildSummaryLocked(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Published summaries (published_studies.h). A study is published once GetStudy has read it
+  // under the lock (TrackSummaryLocked); from then on every change of it (PublishTrialLocked,
+  // PublishStudyLocked) marks it, and the lock's release publishes the marked ones. Studies
+  // nobody reads cost nothing.
+  void TrackSummaryLocked(StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void MarkSummaryChangedLocked(StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void PublishSummariesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Null when the summary reads the connected workers or the memory cap (a study waiting for a
+  // worker says what is connected): those change without the study, so GetStudy builds it
+  // under the lock.
+  std::shared_ptr<const PublishedStudy> PublishedLocked(StudyEntry& study)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // "RANDOM_FOREST" (or "A or B") when every pending trial of a model-choice study is of a kind
   // no connected worker runs; "" otherwise.
   std::string KindsNoWorkerRunsLocked(const StudyEntry& study) const
@@ -778,6 +827,9 @@ class SchedulerCore {
   uint64_t next_study_order_ ABSL_GUARDED_BY(mutex_) = 1;
   // The bytes of the kept studies' specs (--max_spec_bytes_total).
   int64_t spec_bytes_total_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Tracked studies changed since the lock was taken: published as it is released.
+  mutable std::vector<StudyEntry*> summaries_changed_ ABSL_GUARDED_BY(mutex_);
+  PublishedStudies published_;  // Its own lock; GetStudy reads it without mutex_.
   mutable ReplyBudget reply_budget_;  // Its own lock; taken under mutex_ by the page builders.
   // Ended studies whose trials are in memory, most recently used first, and their estimated
   // bytes (ended_studies.cc).

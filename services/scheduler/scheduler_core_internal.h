@@ -126,6 +126,15 @@ struct SchedulerCore::StudyEntry {
   size_t cached_bytes = 0;
   uint64_t order = 0;    // Creation order, for ListStudies pages.
   bool deleted = false;  // Deleted while a suggestion was computed for it.
+  // Its published summary (SchedulerCore::TrackSummaryLocked): read by a user, so kept
+  // published; changed since it was, and waiting in summaries_changed_; and the spec and best
+  // trial the publications share (the best as of its trial's position).
+  bool summary_tracked = false;
+  bool summary_changed = false;
+  std::shared_ptr<const v1::StudySpec> published_spec;
+  std::shared_ptr<const v1::Trial> published_best;
+  uint64_t published_best_id = 0;
+  uint64_t published_best_position = 0;
 
   bool terminal() const {
     return state == v1::Study::COMPLETED || state == v1::Study::STOPPED ||

@@ -249,7 +249,7 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
   WriteSequence stored = 0;
   v1::Study reply;
   {
-    absl::MutexLock lock(&mutex_);
+    CoreLock lock(this);
     if (shutting_down_) return absl::UnavailableError("the scheduler is shutting down");
     if (auto it = studies_.find(spec.name()); it != studies_.end()) {
       ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(spec.name()));  // Read back.

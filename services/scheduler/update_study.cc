@@ -73,7 +73,7 @@ absl::StatusOr<v1::Study> SchedulerCore::UpdateStudy(const v1::UpdateStudyReques
   v1::StudySpec before;
   ReadBackOffLock(request.name());
   {
-    absl::MutexLock lock(&mutex_);
+    CoreLock lock(this);
     ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(request.name()));
     before = study->spec;
   }
@@ -83,7 +83,7 @@ absl::StatusOr<v1::Study> SchedulerCore::UpdateStudy(const v1::UpdateStudyReques
   WriteSequence stored;
   v1::Study reply;
   {
-    absl::MutexLock lock(&mutex_);
+    CoreLock lock(this);
     if (shutting_down_) return absl::UnavailableError("the scheduler is shutting down");
     ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(request.name()));
     StudyEntry& study = *const_cast<StudyEntry*>(found);

@@ -125,7 +125,7 @@ absl::StatusOr<v1::Trial> SchedulerCore::EnqueueTrial(const v1::EnqueueTrialRequ
   v1::Trial reply;
   ReadBackOffLock(request.study());
   {
-    absl::MutexLock lock(&mutex_);
+    CoreLock lock(this);
     ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(request.study()));
     StudyEntry& study = *const_cast<StudyEntry*>(found);
     if (study.terminal()) return Ended(study.state, request.study(), "enqueue to");
@@ -166,7 +166,7 @@ absl::StatusOr<v1::AddTrialsResponse> SchedulerCore::AddTrials(
   v1::AddTrialsResponse response;
   ReadBackOffLock(request.study());
   {
-    absl::MutexLock lock(&mutex_);
+    CoreLock lock(this);
     ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(request.study()));
     StudyEntry& study = *const_cast<StudyEntry*>(found);
     if (study.terminal()) return Ended(study.state, request.study(), "add to");

@@ -14,7 +14,7 @@ namespace dhpt::scheduler {
 absl::StatusOr<uint64_t> SchedulerCore::Watch(absl::string_view name, const WatchOptions& options,
                                               StudyWatcher* watcher) {
   ReadBackOffLock(name);
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   if (shutting_down_) return absl::UnavailableError("the scheduler is shutting down");
   ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(name));
   StudyEntry& study = *const_cast<StudyEntry*>(found);
@@ -36,7 +36,7 @@ absl::StatusOr<uint64_t> SchedulerCore::Watch(absl::string_view name, const Watc
 }
 
 void SchedulerCore::Unwatch(uint64_t watch_id) {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   ForgetWatchLocked(watch_id);
 }
 
@@ -62,7 +62,7 @@ void SchedulerCore::EndWatchesLocked(StudyEntry& study, const absl::Status& stat
 }
 
 absl::StatusOr<WatchRead> SchedulerCore::ReadWatch(uint64_t watch_id, size_t max_bytes) {
-  absl::MutexLock lock(&mutex_);
+  CoreLock lock(this);
   auto it = watchers_.find(watch_id);
   if (it == watchers_.end()) return absl::NotFoundError("this watch has ended");
   WatchState& watch = *it->second;
@@ -135,6 +135,7 @@ void SchedulerCore::PublishTrialLocked(TrialEntry& trial) {
   StudyEntry& study = *trial.study;
   trial.position = study.head = next_position_++;
   study.summary_stale = true;
+  MarkSummaryChangedLocked(study);
   if (study.trial_watchers > 0) {
     v1::StudyEvent event;
     *event.mutable_trial() = FullTrialLocked(trial);
@@ -156,6 +157,8 @@ void SchedulerCore::PublishStudyLocked(StudyEntry& study) {
   study.head = next_position_++;
   study.summary_stale = false;
   study.last_summary = options_.clock();
+  study.published_spec.reset();  // UpdateStudy's change of the spec comes this way.
+  MarkSummaryChangedLocked(study);
   if (study.watch_ids.empty()) return;
   v1::StudyEvent event;
   *event.mutable_study() = BuildStudyLocked(study);

@@ -21,13 +21,24 @@ constexpr int64_t kCap = int64_t{96} << 20;  // Idle it holds about 20 MiB.
 // in 1 of 10 runs. Past the first refusal the fill goes on in steps a twentieth that size.
 constexpr int kRefusalsInARow = 3;
 
-v1::StudySpec FillSpec(int n) {
-  return Spec(absl::StrCat(R"(
-name: fill-)", n, R"(
+// An ask-and-tell study over x and y in [0, 1].
+v1::StudySpec ExternalSpec(const std::string& name, int max_trials) {
+  return Spec(absl::StrCat("name: ", name, R"(
 model: {kind: EXTERNAL}
 objective: {metric: loss, goal: MINIMIZE}
-max_trials: 100
+max_trials: )", max_trials, R"(
 parameters: [{name: x, double_range: {min: 0, max: 1}}, {name: y, double_range: {min: 0, max: 1}}]
+)"));
+}
+
+v1::StudySpec FillSpec(int n) { return ExternalSpec(absl::StrCat("fill-", n), 100); }
+
+// A Branin study, which a worker connected to the scheduler runs.
+v1::StudySpec BraninSpec(const std::string& name, int max_trials) {
+  return Spec(absl::StrCat("name: ", name, R"(
+model: {kind: FUNCTION, function: branin}
+max_trials: )", max_trials, R"(
+parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_range: {min: 0, max: 15}}]
 )"));
 }
 
@@ -73,12 +84,23 @@ std::pair<absl::Status, int> FillPastTheCap(cli::StudyClient& client) {
   return {refused, studies};
 }
 
-TEST(MemoryCapTest, PastItsCapTheSchedulerRefusesNewWorkAndKeepsAnswering) {
+// A real dhpt-scheduler on a database file, capped at kCap, and a client of it.
+struct CappedScheduler {
+  CappedScheduler()
+      : scheduler({absl::StrCat("--db=", directory.path(), "/scheduler.db"),
+                   absl::StrCat("--max_memory_bytes=", kCap)}),
+        client(scheduler.address()) {}
+
   TempDirectory directory;
-  SchedulerProcess scheduler({absl::StrCat("--db=", directory.path(), "/scheduler.db"),
-                              absl::StrCat("--max_memory_bytes=", kCap)});
-  ASSERT_FALSE(scheduler.address().empty());
-  cli::StudyClient client(scheduler.address());
+  SchedulerProcess scheduler;
+  cli::StudyClient client;
+};
+
+TEST(MemoryCapTest, PastItsCapTheSchedulerRefusesNewWorkAndKeepsAnswering) {
+  CappedScheduler capped;
+  ASSERT_FALSE(capped.scheduler.address().empty());
+  SchedulerProcess& scheduler = capped.scheduler;
+  cli::StudyClient& client = capped.client;
   const auto [refused, studies] = FillPastTheCap(client);
   ASSERT_TRUE(absl::IsResourceExhausted(refused)) << refused;
   EXPECT_NE(refused.message().find("--max_memory_bytes"), std::string::npos) << refused;
@@ -104,20 +126,13 @@ TEST(MemoryCapTest, PastItsCapTheSchedulerRefusesNewWorkAndKeepsAnswering) {
 
 // Past the cap only new work is refused: trials accepted before it (pending again after a
 // client handed one back, or enqueued for a worker) are still handed out and run; a study with
-// no accepted trial left is refused with the reason.
+// no accepted trial left is refused with the reason, and its summary says why it waits.
 TEST(MemoryCapTest, PastItsCapAcceptedTrialsStillRun) {
-  TempDirectory directory;
-  SchedulerProcess scheduler({absl::StrCat("--db=", directory.path(), "/scheduler.db"),
-                              absl::StrCat("--max_memory_bytes=", kCap)});
-  ASSERT_FALSE(scheduler.address().empty());
-  cli::StudyClient client(scheduler.address());
-  ASSERT_TRUE(client.CreateStudy(Spec(R"(
-name: asked
-model: {kind: EXTERNAL}
-objective: {metric: loss, goal: MINIMIZE}
-max_trials: 10
-parameters: [{name: x, double_range: {min: 0, max: 1}}]
-)")).ok());
+  CappedScheduler capped;
+  ASSERT_FALSE(capped.scheduler.address().empty());
+  SchedulerProcess& scheduler = capped.scheduler;
+  cli::StudyClient& client = capped.client;
+  ASSERT_TRUE(client.CreateStudy(ExternalSpec("asked", 10)).ok());
   v1::SuggestTrialsRequest ask;
   ask.set_study("asked");
   ask.set_count(2);
@@ -131,13 +146,10 @@ parameters: [{name: x, double_range: {min: 0, max: 1}}]
   back.set_client_id("a");
   back.set_hand_back(true);
   ASSERT_TRUE(client.ReportProgress(back).ok());
-  // A FUNCTION study whose whole budget is enqueued points, with no worker yet to run them.
-  ASSERT_TRUE(client.CreateStudy(Spec(R"(
-name: queued
-model: {kind: FUNCTION, function: branin}
-max_trials: 3
-parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_range: {min: 0, max: 15}}]
-)")).ok());
+  // A FUNCTION study whose whole budget is enqueued points, with no worker yet to run them,
+  // and one with nothing enqueued, whose trials are all still to be made.
+  ASSERT_TRUE(client.CreateStudy(BraninSpec("queued", 3)).ok());
+  ASSERT_TRUE(client.CreateStudy(BraninSpec("starved", 3)).ok());
   for (int n = 0; n < 3; ++n) {
     v1::EnqueueTrialRequest enqueue;
     enqueue.set_study("queued");
@@ -172,6 +184,16 @@ parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_ran
   ASSERT_TRUE(ran.ok()) << ran.status();
   ASSERT_EQ(ran->size(), 3u);
   for (const v1::Trial& trial : *ran) EXPECT_EQ(trial.state(), v1::Trial::COMPLETED);
+  // The other study, with a worker for it and its budget left, gets no new trial past the cap
+  // and says so (from the hostile review: it showed no reason at all).
+  absl::StatusOr<v1::Study> starved = client.GetStudy("starved");
+  ASSERT_TRUE(starved.ok()) << starved.status();
+  EXPECT_EQ(starved->trials_running(), 0);
+  EXPECT_EQ(starved->trials_completed(), 0);
+  EXPECT_NE(starved->state_reason().find("waiting for memory"), std::string::npos)
+      << starved->state_reason();
+  EXPECT_NE(starved->state_reason().find("--max_memory_bytes"), std::string::npos)
+      << starved->state_reason();
   EXPECT_TRUE(scheduler.alive());
 }
 

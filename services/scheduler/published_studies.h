@@ -1,0 +1,67 @@
+#pragma once
+
+// Study summaries that GetStudy reads without the scheduler core's lock (issue 34: user calls
+// never wait behind workers). During a saturating run the worker streams hold the core's lock
+// for most of every millisecond, and a GetStudy that took it waited tens of milliseconds for
+// 0.02 ms of work. The core publishes a read study's summary as it releases its lock after
+// changing it (SchedulerCore::CoreLock), so an answer from here is what the core held after the
+// last call that returned: as consistent as one built under the lock.
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "dhpt/v1/study_service.pb.h"
+
+namespace dhpt::scheduler {
+
+// One study's summary, immutable once published. The spec and the best trial change rarely and
+// are shared between publications; they are copied into the answer by the reader, off the lock.
+struct PublishedStudy {
+  v1::Study summary;  // Without the spec; without the best trial when `best` holds it.
+  std::shared_ptr<const v1::StudySpec> spec;
+  std::shared_ptr<const v1::Trial> best;
+
+  v1::Study Answer() const {
+    v1::Study out = summary;
+    *out.mutable_spec() = *spec;
+    if (best) *out.mutable_best_trial() = *best;
+    return out;
+  }
+};
+
+// The published summaries by study name. Its lock is held for a lookup or a pointer swap only.
+class PublishedStudies {
+ public:
+  std::shared_ptr<const PublishedStudy> Find(absl::string_view name) const {
+    absl::MutexLock lock(&mutex_);
+    auto it = studies_.find(name);
+    return it == studies_.end() ? nullptr : it->second;
+  }
+
+  // A null `study` takes the name off: its summary must be built under the core's lock (it
+  // reads the connected workers), or the study is gone.
+  void Publish(const std::string& name, std::shared_ptr<const PublishedStudy> study) {
+    std::shared_ptr<const PublishedStudy> old;  // Freed after the lock is released.
+    absl::MutexLock lock(&mutex_);
+    if (study == nullptr) {
+      if (auto it = studies_.find(name); it != studies_.end()) {
+        old = std::move(it->second);
+        studies_.erase(it);
+      }
+      return;
+    }
+    std::shared_ptr<const PublishedStudy>& slot = studies_[name];
+    old = std::exchange(slot, std::move(study));
+  }
+
+ private:
+  mutable absl::Mutex mutex_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const PublishedStudy>> studies_
+      ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace dhpt::scheduler

@@ -1,0 +1,172 @@
+// GetStudy off the core's lock (issue 34, published_studies.h): it answers while a stream
+// thread holds the lock, and its published answer is, at every step of a study's life, the one
+// built under the lock (read-your-writes: a result accepted is in the next GetStudy).
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <memory>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "services/scheduler/scheduler_core.h"
+#include "tests/scheduler/core_test_util.h"
+#include "tests/scheduler/temp_database.h"
+
+namespace dhpt::scheduler {
+namespace {
+
+v1::TrialResult Result(const v1::Assign& assign, v1::Trial::State state, double value) {
+  v1::TrialResult result;
+  result.set_trial_id(assign.trial_id());
+  result.set_attempt(assign.attempt());
+  result.set_epoch(assign.epoch());
+  result.set_state(state);
+  if (state == v1::Trial::COMPLETED) (*result.mutable_metrics())["value"] = value;
+  if (state == v1::Trial::FAILED) result.set_error("the trainer failed");
+  return result;
+}
+
+v1::TrialAttempt Attempt(const v1::Assign& assign) {
+  v1::TrialAttempt attempt;
+  attempt.set_trial_id(assign.trial_id());
+  attempt.set_attempt(assign.attempt());
+  attempt.set_epoch(assign.epoch());
+  return attempt;
+}
+
+class PublishedStudiesTest : public ::testing::Test {
+ protected:
+  PublishedStudiesTest() : core_(std::make_unique<SchedulerCore>(db_.get(), SchedulerOptions())) {}
+
+  uint64_t Connect(RecordingChannel& channel, const std::string& id, int slots) {
+    absl::StatusOr<uint64_t> session = core_->ConnectWorker(Hello(id, slots), {}, &channel);
+    EXPECT_TRUE(session.ok()) << session.status();
+    return *session;
+  }
+
+  // GetStudy's answer is the one built under the lock now; with `published`, it was read
+  // off the lock (the study reads nothing but itself).
+  void ExpectAsUnderLock(const std::string& name, bool published, const std::string& step) {
+    SCOPED_TRACE(step);
+    absl::StatusOr<v1::Study> under_lock = core_->GetStudyUnderLockForTest(name);
+    ASSERT_TRUE(under_lock.ok()) << under_lock.status();
+    absl::StatusOr<v1::Study> answer = core_->GetStudy(name);
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    std::string differences;
+    google::protobuf::util::MessageDifferencer differ;
+    differ.ReportDifferencesToString(&differences);
+    EXPECT_TRUE(differ.Compare(*under_lock, *answer)) << differences;
+    std::optional<v1::Study> off_lock = core_->PublishedStudyForTest(name);
+    EXPECT_EQ(off_lock.has_value(), published);
+    if (off_lock) {
+      differences.clear();
+      EXPECT_TRUE(differ.Compare(*under_lock, *off_lock)) << differences;
+    }
+  }
+
+  std::deque<RecordingChannel> channels_;  // Declared first: destroyed after core_.
+  testing::TempDatabase db_;
+  std::unique_ptr<SchedulerCore> core_;
+};
+
+TEST_F(PublishedStudiesTest, GetStudyAnswersWhileAStreamThreadHoldsTheCoresLock) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 10)).ok());
+  RecordingChannel& channel = channels_.emplace_back();
+  const uint64_t session = Connect(channel, "w", 2);
+  core_->HandleResult(session, Result(channel.Assigns().at(0), v1::Trial::COMPLETED, 3.0));
+  ASSERT_TRUE(core_->GetStudy("s").ok());  // A user reads it: from now on it is published.
+
+  absl::Notification held, release;
+  std::thread holder([&] {
+    core_->RunUnderLockForTest([&] {
+      held.Notify();
+      release.WaitForNotification();
+    });
+  });
+  held.WaitForNotification();
+  absl::Notification answered;
+  absl::StatusOr<v1::Study> study;
+  std::thread user([&] {
+    study = core_->GetStudy("s");
+    answered.Notify();
+  });
+  // Generous for a loaded machine: without the published summary it never answers while the
+  // lock is held.
+  const bool in_time = answered.WaitForNotificationWithTimeout(absl::Seconds(10));
+  release.Notify();
+  holder.join();
+  user.join();
+  EXPECT_TRUE(in_time) << "GetStudy waited for the core's lock";
+  ASSERT_TRUE(study.ok()) << study.status();
+  EXPECT_EQ(study->trials_completed(), 1);
+  EXPECT_EQ(study->trials_running(), 2);
+}
+
+TEST_F(PublishedStudiesTest, ThePublishedSummaryIsTheOneBuiltUnderTheLockAtEveryStep) {
+  v1::StudySpec spec = FunctionStudy("s", 6);
+  spec.set_parallel_trials(2);
+  spec.set_max_failed_trials(3);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  // No worker: the study says why it waits, which reads the connected workers (under the lock).
+  ExpectAsUnderLock("s", /*published=*/false, "created, waiting for a worker");
+
+  RecordingChannel& first = channels_.emplace_back();
+  const uint64_t s1 = Connect(first, "a", 2);
+  ExpectAsUnderLock("s", true, "two trials running");
+  core_->HandleStarted(s1, Attempt(first.Assigns().at(0)));
+  ExpectAsUnderLock("s", true, "started");
+
+  // Read-your-writes: the result is in the next GetStudy, best trial and all.
+  core_->HandleResult(s1, Result(first.Assigns().at(0), v1::Trial::COMPLETED, 5.0));
+  EXPECT_EQ(core_->GetStudy("s")->trials_completed(), 1);
+  EXPECT_EQ(core_->GetStudy("s")->best_trial().objective_value(), 5.0);
+  ExpectAsUnderLock("s", true, "one completed");
+  core_->HandleResult(s1, Result(first.Assigns().at(1), v1::Trial::FAILED, 0));
+  EXPECT_EQ(core_->GetStudy("s")->trials_failed(), 1);
+  ExpectAsUnderLock("s", true, "one failed");
+  core_->HandleResult(s1, Result(first.Assigns().at(2), v1::Trial::COMPLETED, 2.0));
+  EXPECT_EQ(core_->GetStudy("s")->best_trial().objective_value(), 2.0);
+  ExpectAsUnderLock("s", true, "a better trial");
+
+  // The worker goes: its trial is pending again and the study waits for a worker.
+  core_->DisconnectWorker(s1, "gone");
+  ExpectAsUnderLock("s", false, "worker lost");
+  RecordingChannel& second = channels_.emplace_back();
+  const uint64_t s2 = Connect(second, "b", 2);
+  ExpectAsUnderLock("s", true, "another worker");
+
+  v1::UpdateStudyRequest update;
+  update.set_name("s");
+  update.mutable_spec()->set_parallel_trials(1);
+  update.mutable_update_mask()->add_paths("parallel_trials");
+  ASSERT_TRUE(core_->UpdateStudy(update).ok());
+  EXPECT_EQ(core_->GetStudy("s")->spec().parallel_trials(), 1);
+  ExpectAsUnderLock("s", true, "updated");
+
+  ASSERT_TRUE(core_->StopStudy("s").ok());
+  EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::STOPPED);
+  ExpectAsUnderLock("s", true, "stopped");
+  EXPECT_EQ(core_->ShedEndedStudies(), 1);  // Its summary only, now.
+  ExpectAsUnderLock("s", true, "evicted");
+
+  update.mutable_spec()->set_max_trials(8);
+  update.mutable_update_mask()->add_paths("max_trials");
+  ASSERT_TRUE(core_->UpdateStudy(update).ok());
+  EXPECT_NE(core_->GetStudy("s")->state(), v1::Study::STOPPED);
+  ExpectAsUnderLock("s", true, "reopened");
+  for (const v1::Assign& assign : second.Assigns()) {
+    core_->HandleResult(s2, Result(assign, v1::Trial::COMPLETED, 1.0));
+  }
+  ExpectAsUnderLock("s", true, "results after the reopening");
+
+  ASSERT_TRUE(core_->DeleteStudy("s", /*force=*/true).ok());
+  EXPECT_EQ(core_->GetStudy("s").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(core_->PublishedStudyForTest("s").has_value());
+}
+
+}  // namespace
+}  // namespace dhpt::scheduler
