@@ -58,7 +58,10 @@
 ABSL_FLAG(std::string, study, "bench/model_choice/diabetes.yaml", "the model-choice study file");
 ABSL_FLAG(std::string, data_root, "/tmp/dhpt-mc-data",
           "the directory holding the study's CSV (bench/pruning/make_datasets.py writes it)");
-ABSL_FLAG(int, seeds, 10, "Seeds per optimiser (0..seeds-1).");
+ABSL_FLAG(int, seeds, 10, "Seeds per optimiser (first_seed..first_seed+seeds-1).");
+ABSL_FLAG(int, first_seed, 0,
+          "the first seed, so that one optimiser's seeds can be split over several processes "
+          "(each run is a function of its seed; --curves_out files can be joined)");
 ABSL_FLAG(std::string, budgets, "50,100", "Trial counts at which the best loss is recorded.");
 ABSL_FLAG(std::vector<std::string>, optimisers,
           std::vector<std::string>({"TPE", "TPE multivariate", "TPE flat", "BAYESIAN",
@@ -267,7 +270,8 @@ int Main() {
     const SearchSpace flat_space = Flat(space);
     Evaluator evaluator(*normal, space, *data);
     std::vector<std::vector<double>> at(budgets.size()), reseeded(budgets.size());
-    for (int seed = 0; seed < absl::GetFlag(FLAGS_seeds); ++seed) {
+    const int first_seed = absl::GetFlag(FLAGS_first_seed);
+    for (int seed = first_seed; seed < first_seed + absl::GetFlag(FLAGS_seeds); ++seed) {
       optimizer::OptimizerConfig config = study::ToOptimizerConfig(*normal);
       config.seed = static_cast<uint64_t>(seed);
       const RunTrace trace = Run(flat ? flat_space : space, config, evaluator, max_budget);

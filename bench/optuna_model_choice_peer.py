@@ -13,6 +13,7 @@ predictions averaged by tree count), as bench/optuna_pruning_peer.py does.
         [--study=bench/model_choice/diabetes.yaml] [--seeds 10] [--budgets 50,100] \\
         [--regrets-out FILE]   # every seed's best 1 - r2 per budget, for quality_significance.py
         [--curves-out FILE]    # every trial's model kind and loss, for model_choice_curves.py
+        [--first-seed 0]       # seeds first..first+seeds-1, to split a sampler over processes
         [--reseeds 5]          # each run's best point trained again with seeds K..K+N-1, as the bench
         [--objective-seeds K]  # each trial's loss: the mean over the trainer's seeds 0..K-1,
                                # as the bench's --objective_seeds (default 1: seed 0 only)
@@ -109,6 +110,8 @@ def main():
     parser.add_argument("--study", default="bench/model_choice/diabetes.yaml")
     parser.add_argument("--data", required=True, help="model_choice_quality_bench's --export_dir")
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="seeds first..first+seeds-1, to split a sampler over processes")
     parser.add_argument("--budgets", default="50,100")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--samplers", default=",".join(SAMPLERS))
@@ -139,7 +142,7 @@ def main():
     for label in args.samplers.split(","):
         at = [[] for _ in budgets]
         reseeded = [[] for _ in budgets]
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             study = optuna.create_study(sampler=SAMPLERS[label](seed), direction="minimize")
             history = []
             for _ in range(max(budgets)):
