@@ -78,13 +78,7 @@ ParzenEstimator::ParzenEstimator(const SearchSpace& space, std::vector<int> dims
     Dimension d;
     d.domain = space.InternalDomain(dims[j]);
     if (d.domain.choice) {
-      // Optuna 3.1's smoothing: prior_weight / (n + 1) on every category, so that each
-      // observation's kernel sharpens as observations accumulate. prior_weight / choices, as
-      // before, kept g(x) of a category most trials avoid at a quarter or more (two choices)
-      // however rarely it was tried, so its l/g never rose above 1 and TPE stopped trying it:
-      // DHPT's TPE put 95% of a model choice's trials on the forest, Optuna's 65% and then
-      // XGBoost, the better kind (docs/optimizers.md, model choice over 5 seeds).
-      d.smoothing = options.prior_weight / (n + 1);
+      d.smoothing = options.prior_weight / d.domain.choices;
       d.categories.reserve(static_cast<size_t>(components));
       for (int k = 0; k < n; ++k) d.categories.push_back(static_cast<int>(std::llround(observation(k, j))));
       d.categories.push_back(-1);
@@ -211,7 +205,7 @@ double ParzenEstimator::SortedLogPdf(double x) const {
 }
 
 double ParzenEstimator::Dimension::Probability(int k, int c) const {
-  // Every category gets prior_weight / (n + 1), the observed one 1 more; the prior component
+  // Every category gets prior_weight / choices, the observed one 1 more; the prior component
   // has no observation and is uniform.
   const int observed = categories[static_cast<size_t>(k)];
   if (observed < 0) return 1.0 / domain.choices;

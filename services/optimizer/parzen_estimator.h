@@ -4,7 +4,7 @@
 // it): a weighted mixture with one component per observation plus a prior component. Numeric
 // dimensions use normal kernels truncated to the parameter's range (probability mass over a
 // lattice cell for ints and steps); choices use the observed category with smoothed counts
-// (prior_weight / (n + 1) added to every category, n the observations, as Optuna 3.1 does).
+// (prior_weight / choices added to every category).
 
 #include <optional>
 #include <random>
@@ -73,7 +73,7 @@ class ParzenEstimator {
     // are the smoothed counts, computed when asked (Probability): a table per component would
     // take observations x choices doubles, 160 MB for 20,000 trials of a 1,000-value parameter.
     std::vector<int> categories;
-    double smoothing = 0;  // prior_weight / (n + 1), n the observations.
+    double smoothing = 0;  // prior_weight / choices.
     double Probability(int k, int c) const;
   };
   double LogComponentPdf(int k, const std::vector<double>& x) const;

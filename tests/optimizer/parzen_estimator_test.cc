@@ -75,22 +75,14 @@ TEST(ParzenEstimatorTest, LatticeMassesSumToOneAndSamplesStayOnTheLattice) {
   }
 }
 
-// Optuna 3.1's categorical kernels: each observation's puts prior_weight / (n + 1) on every
-// category and 1 more on its own, so kernels sharpen as observations accumulate. With
-// prior_weight / choices (before) this was [11, 8, 5] / 24.
-TEST(ParzenEstimatorTest, CategoricalKernelsMatchOptunaThreeOne) {
+TEST(ParzenEstimatorTest, CategoricalUsesSmoothedCounts) {
   SearchSpace space(
       {{.name = "c", .kind = ParameterKind::kCategorical, .categories = {"a", "b", "c"}}});
   ParzenEstimator pe(space, {0}, {{0}, {0}, {1}}, {1, 1, 1}, {});
-  // Components: two of [5/7, 1/7, 1/7], one of [1/7, 5/7, 1/7], the prior [1/3, 1/3, 1/3];
-  // Optuna 3.1's _ParzenEstimator on the same data: 0.47619048 0.33333333 0.19047619.
-  EXPECT_NEAR(std::exp(pe.LogPdf({0})), 10.0 / 21, 1e-12);
-  EXPECT_NEAR(std::exp(pe.LogPdf({1})), 7.0 / 21, 1e-12);
-  EXPECT_NEAR(std::exp(pe.LogPdf({2})), 4.0 / 21, 1e-12);
-  // Twenty observations of "a": the kernels are nearly one-hot, as Optuna's.
-  ParzenEstimator many(space, {0}, std::vector<double>(20, 0.0), std::vector<double>(20, 1.0), {});
-  const double own = (1 + 1.0 / 21) / (1 + 3.0 / 21);
-  EXPECT_NEAR(std::exp(many.LogPdf({0})), (20 * own + 1.0 / 3) / 21, 1e-12);
+  // Components: two of [2/3, 1/6, 1/6], one of [1/6, 2/3, 1/6], the prior [1/3, 1/3, 1/3].
+  EXPECT_NEAR(std::exp(pe.LogPdf({0})), 11.0 / 24, 1e-12);
+  EXPECT_NEAR(std::exp(pe.LogPdf({1})), 8.0 / 24, 1e-12);
+  EXPECT_NEAR(std::exp(pe.LogPdf({2})), 5.0 / 24, 1e-12);
 }
 
 }  // namespace
