@@ -25,6 +25,12 @@
 // of seed 0's draw. --reseeds=N (default 5) also trains each run's best point at each budget
 // with seeds 1..N and writes the mean loss as model_choice_reseeded@BUDGET: the r2 a user gets
 // from the configuration the run chose.
+//
+// --objective_seeds=K (default 1: the measure above) makes each trial's loss the mean of 1 - r2
+// over the trainer's seeds 0..K-1, the same K for every optimiser and the Optuna peer
+// (--objective-seeds): the configuration's expected r2 rather than one draw's, so a run's best
+// is the best configuration found and not the luckiest draw. The reseeds then use the seeds
+// K..K+N-1, which no trial saw.
 
 #include <algorithm>
 #include <cstdio>
@@ -52,7 +58,10 @@
 ABSL_FLAG(std::string, study, "bench/model_choice/diabetes.yaml", "the model-choice study file");
 ABSL_FLAG(std::string, data_root, "/tmp/dhpt-mc-data",
           "the directory holding the study's CSV (bench/pruning/make_datasets.py writes it)");
-ABSL_FLAG(int, seeds, 10, "Seeds per optimiser (0..seeds-1).");
+ABSL_FLAG(int, seeds, 10, "Seeds per optimiser (first_seed..first_seed+seeds-1).");
+ABSL_FLAG(int, first_seed, 0,
+          "the first seed, so that one optimiser's seeds can be split over several processes "
+          "(each run is a function of its seed; --curves_out files can be joined)");
 ABSL_FLAG(std::string, budgets, "50,100", "Trial counts at which the best loss is recorded.");
 ABSL_FLAG(std::vector<std::string>, optimisers,
           std::vector<std::string>({"TPE", "TPE multivariate", "TPE flat", "BAYESIAN",
@@ -70,6 +79,9 @@ ABSL_FLAG(int, reseeds, 5,
           "also train each run's best point at every budget again with the trainer's seeds "
           "1..N and record its mean r2 (model_choice_reseeded@BUDGET): the r2 the chosen "
           "configuration gives, not the luck of seed 0's draw; 0 = off");
+ABSL_FLAG(int, objective_seeds, 1,
+          "each trial's loss is the mean of 1 - r2 over the trainer's seeds 0..K-1 (1 = seed 0 "
+          "only, the first measure); the reseeds then use seeds K..K+N-1");
 ABSL_FLAG(int, threads, 1, "threads per trial");
 ABSL_FLAG(bool, trace, false,
           "print each trained point and its loss to stderr (to check the peer's trainer)");
@@ -135,6 +147,14 @@ class Evaluator {
     return loss;
   }
 
+  // What a trial scores: the mean loss over the trainer's seeds 0..K-1 (--objective_seeds).
+  double Objective(const Point& point) {
+    const int k = absl::GetFlag(FLAGS_objective_seeds);
+    double sum = 0;
+    for (int seed = 0; seed < k; ++seed) sum += Loss(point, seed);
+    return sum / k;
+  }
+
   // The model kind of the last point scored.
   const std::string& last_kind() const { return last_kind_; }
 
@@ -167,7 +187,7 @@ RunTrace Run(const SearchSpace& space, const optimizer::OptimizerConfig& config,
   for (int t = 0; t < budget; ++t) {
     auto next = (*optimizer)->Suggest({trials, keys});
     if (!next.ok() || !next->has_value()) break;
-    const double loss = evaluator.Loss(**next);
+    const double loss = evaluator.Objective(**next);
     keys.insert(space.Key(**next));
     // The optimiser sees the objective as the study states it (r2, maximised).
     trials.push_back({**next, optimizer::TrialStatus::kCompleted, config.minimize ? loss : 1 - loss});
@@ -205,7 +225,16 @@ int Main() {
   std::printf("| optimiser |");
   const int reseeds = absl::GetFlag(FLAGS_reseeds);
   for (int b : budgets) std::printf(" median best r2 @%d |", b);
-  if (reseeds > 0) for (int b : budgets) std::printf(" its r2 over seeds 1-%d @%d |", reseeds, b);
+  const int first_reseed = absl::GetFlag(FLAGS_objective_seeds);
+  if (first_reseed < 1) {
+    std::fprintf(stderr, "--objective_seeds must be at least 1\n");
+    return 2;
+  }
+  if (reseeds > 0) {
+    for (int b : budgets) {
+      std::printf(" its r2 over seeds %d-%d @%d |", first_reseed, first_reseed + reseeds - 1, b);
+    }
+  }
   std::printf("\n|---|");
   for (size_t k = 0; k < budgets.size() * (reseeds > 0 ? 2 : 1); ++k) std::printf("---|");
   std::printf("\n");
@@ -241,7 +270,8 @@ int Main() {
     const SearchSpace flat_space = Flat(space);
     Evaluator evaluator(*normal, space, *data);
     std::vector<std::vector<double>> at(budgets.size()), reseeded(budgets.size());
-    for (int seed = 0; seed < absl::GetFlag(FLAGS_seeds); ++seed) {
+    const int first_seed = absl::GetFlag(FLAGS_first_seed);
+    for (int seed = first_seed; seed < first_seed + absl::GetFlag(FLAGS_seeds); ++seed) {
       optimizer::OptimizerConfig config = study::ToOptimizerConfig(*normal);
       config.seed = static_cast<uint64_t>(seed);
       const RunTrace trace = Run(flat ? flat_space : space, config, evaluator, max_budget);
@@ -254,7 +284,10 @@ int Main() {
         const size_t last = std::min<size_t>(best.size(), budgets[k]) - 1;
         at[k].push_back(best[last]);
         double sum = 0;
-        for (int r = 1; r <= reseeds; ++r) sum += evaluator.Loss(trace.best_point[last], r);
+        const int first = absl::GetFlag(FLAGS_objective_seeds);  // Seeds no trial saw.
+        for (int r = first; r < first + reseeds; ++r) {
+          sum += evaluator.Loss(trace.best_point[last], r);
+        }
         if (reseeds > 0) reseeded[k].push_back(sum / reseeds);
       }
       std::fprintf(stderr, "%s seed %d: best r2 %.4f\n", label.c_str(), seed, 1 - best.back());

@@ -16,6 +16,28 @@
 namespace dhpt::testing {
 namespace {
 
+// The model choice the tests below share: XGBoost or Random Forest on one dataset, each kind
+// with its own parameters and `max_depth` for both, drawn by RANDOM with a fixed seed (seed 6
+// draws both kinds within the first 8 trials).
+v1::StudySpec ModelChoiceSpec(const std::string& name, int max_trials, int parallel_trials) {
+  v1::StudySpec spec = Spec(R"(
+name: model-choice
+model: {kind: XGBOOST}
+dataset: {friedman1: {samples: 600, features: 10, noise: 1.0, seed: 3}}
+algorithm: {name: RANDOM, seed: 6}
+parameters:
+  - {name: model_kind, categorical: {values: [XGBOOST, RANDOM_FOREST]}}
+  - {name: eta, double_range: {min: 0.05, max: 0.5, log: true}, condition: {parent: model_kind, values: [XGBOOST]}}
+  - {name: num_boost_round, int_range: {min: 10, max: 30}, condition: {parent: model_kind, values: [XGBOOST]}}
+  - {name: num_parallel_tree, int_range: {min: 5, max: 20}, condition: {parent: model_kind, values: [RANDOM_FOREST]}}
+  - {name: max_depth, int_range: {min: 2, max: 6}}
+)");
+  spec.set_name(name);
+  spec.set_max_trials(max_trials);
+  spec.set_parallel_trials(parallel_trials);
+  return spec;
+}
+
 TEST(ConditionalTest, AConditionalXgboostStudyRunsWithOnlyActiveParameters) {
   TestCluster cluster(2);
   const v1::StudySpec spec = Spec(R"(
@@ -104,20 +126,7 @@ parallel_trials: 2
 // accept a stray parameter, so a run alone cannot tell.)
 TEST(ConditionalTest, AModelChoiceStudyRunsEachTrialAsItsOwnKind) {
   TestCluster cluster(2);
-  ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"(
-name: model-choice
-model: {kind: XGBOOST}
-dataset: {friedman1: {samples: 600, features: 10, noise: 1.0, seed: 3}}
-algorithm: {name: RANDOM, seed: 6}
-parameters:
-  - {name: model_kind, categorical: {values: [XGBOOST, RANDOM_FOREST]}}
-  - {name: eta, double_range: {min: 0.05, max: 0.5, log: true}, condition: {parent: model_kind, values: [XGBOOST]}}
-  - {name: num_boost_round, int_range: {min: 10, max: 30}, condition: {parent: model_kind, values: [XGBOOST]}}
-  - {name: num_parallel_tree, int_range: {min: 5, max: 20}, condition: {parent: model_kind, values: [RANDOM_FOREST]}}
-  - {name: max_depth, int_range: {min: 2, max: 6}}
-max_trials: 10
-parallel_trials: 2
-)")).ok());
+  ASSERT_TRUE(cluster.client().CreateStudy(ModelChoiceSpec("model-choice", 10, 2)).ok());
   const v1::Study study = cluster.WaitForEnd("model-choice");
   ASSERT_EQ(study.state(), v1::Study::COMPLETED) << study.state_reason();
   const absl::StatusOr<std::vector<v1::Trial>> trials = cluster.client().ListTrials("model-choice");
@@ -138,20 +147,7 @@ TEST(ConditionalTest, WorkersThatRunOneKindEachTakeTheTrialsOfTheirKind) {
   cluster.SpawnWorkerProcess("xgb", 1, "dhpt-cpu-worker", {"--models=XGBOOST"});
   cluster.SpawnWorkerProcess("rf", 1, "dhpt-cpu-worker", {"--models=RANDOM_FOREST"});
   ASSERT_TRUE(WaitFor([&] { return cluster.client().ListWorkers()->size() == 2; }));
-  ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"(
-name: model-choice-split
-model: {kind: XGBOOST}
-dataset: {friedman1: {samples: 600, features: 10, noise: 1.0, seed: 3}}
-algorithm: {name: RANDOM, seed: 6}
-parameters:
-  - {name: model_kind, categorical: {values: [XGBOOST, RANDOM_FOREST]}}
-  - {name: eta, double_range: {min: 0.05, max: 0.5, log: true}, condition: {parent: model_kind, values: [XGBOOST]}}
-  - {name: num_boost_round, int_range: {min: 10, max: 30}, condition: {parent: model_kind, values: [XGBOOST]}}
-  - {name: num_parallel_tree, int_range: {min: 5, max: 20}, condition: {parent: model_kind, values: [RANDOM_FOREST]}}
-  - {name: max_depth, int_range: {min: 2, max: 6}}
-max_trials: 10
-parallel_trials: 2
-)")).ok());
+  ASSERT_TRUE(cluster.client().CreateStudy(ModelChoiceSpec("model-choice-split", 10, 2)).ok());
   const v1::Study study = cluster.WaitForEnd("model-choice-split", absl::Seconds(60));
   ASSERT_EQ(study.state(), v1::Study::COMPLETED) << study.state_reason();
   const absl::StatusOr<std::vector<v1::Trial>> trials =
@@ -175,18 +171,7 @@ TEST(ConditionalTest, AModelChoiceWaitingForAKindNoWorkerRunsSaysSo) {
   TestCluster cluster(0);
   cluster.SpawnWorkerProcess("xgb", 1, "dhpt-cpu-worker", {"--models=XGBOOST"});
   ASSERT_TRUE(WaitFor([&] { return cluster.client().ListWorkers()->size() == 1; }));
-  ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"(
-name: model-choice-waits
-model: {kind: XGBOOST}
-dataset: {friedman1: {samples: 300, features: 10, noise: 1.0, seed: 3}}
-algorithm: {name: RANDOM, seed: 6}
-parameters:
-  - {name: model_kind, categorical: {values: [XGBOOST, RANDOM_FOREST]}}
-  - {name: num_boost_round, int_range: {min: 5, max: 10}, condition: {parent: model_kind, values: [XGBOOST]}}
-  - {name: num_parallel_tree, int_range: {min: 5, max: 10}, condition: {parent: model_kind, values: [RANDOM_FOREST]}}
-max_trials: 8
-parallel_trials: 1
-)")).ok());
+  ASSERT_TRUE(cluster.client().CreateStudy(ModelChoiceSpec("model-choice-waits", 8, 1)).ok());
   absl::StatusOr<v1::Study> waiting;
   ASSERT_TRUE(WaitFor([&] {
     waiting = cluster.client().GetStudy("model-choice-waits");
