@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "google/protobuf/util/time_util.h"
@@ -75,23 +74,23 @@ absl::StatusOr<int> PageSize(int requested, int default_size, int max_size) {
 }
 
 // The fields of serialised message `bytes` whose numbers are in `fields` (or are `also`, when
-// not 0), as bytes of the same message: the rest is skipped without being parsed.
+// not 0), as bytes of the same message: the others are skipped over, neither parsed nor copied,
+// and the kept ones copied as they are.
 template <size_t N>
 std::string KeepFields(const std::string& bytes, const int (&fields)[N], int also) {
   using google::protobuf::internal::WireFormatLite;
   std::string kept;
-  {
-    google::protobuf::io::StringOutputStream raw(&kept);
-    google::protobuf::io::CodedOutputStream out(&raw);
-    google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                              static_cast<int>(bytes.size()));
-    while (const uint32_t tag = in.ReadTag()) {
-      const int field = WireFormatLite::GetTagFieldNumber(tag);
-      const bool keep =
-          field == also || std::find(std::begin(fields), std::end(fields), field) != std::end(fields);
-      if (!(keep ? WireFormatLite::SkipField(&in, tag, &out) : WireFormatLite::SkipField(&in, tag))) {
-        break;  // Bytes this process wrote: not expected; what came before is kept.
-      }
+  kept.reserve(bytes.size());
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  while (true) {
+    const int start = in.CurrentPosition();
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) break;
+    if (!WireFormatLite::SkipField(&in, tag)) break;  // Bytes this process wrote: not expected.
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    if (field == also || std::find(std::begin(fields), std::end(fields), field) != std::end(fields)) {
+      kept.append(bytes, static_cast<size_t>(start), static_cast<size_t>(in.CurrentPosition() - start));
     }
   }
   return kept;
