@@ -5,6 +5,11 @@
 // summary, its history plot drawn and the trial table's first page shown (main[data-ready]);
 // the study-insight plots come after (#plots[data-ready]).
 //   bash tests/browser/run.sh ../../bench/dashboard_bench.mjs --bin=build/bin [--sizes=1000,10000,100000]
+// With --compare: the first open of each size's study, by two dashboards side by side on the
+// same scheduler, one reading the plots' trials in ListTrials' plot view and one reading whole
+// trials (--plot_view=false, the path before it); --copies studies of each size, each opened
+// first by each dashboard in turn (alternating, so the machine's load and the scheduler's
+// first read of a study fall on both alike).
 import {spawn, execFile} from 'node:child_process';
 import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs';
 import {tmpdir} from 'node:os';
@@ -16,6 +21,11 @@ const {values: options} = parseArgs({options: {
   bin: {type: 'string', default: 'build/bin'},
   sizes: {type: 'string', default: '1000,10000,100000'},
   repeats: {type: 'string', default: '4'},  // The first open, then three more.
+  compare: {type: 'boolean', default: false},
+  copies: {type: 'string', default: '2'},
+  // "lean": each trial with one metric (loss), as the tables were measured with; "worker": also
+  // the measurements a worker reports with each result and where it ran (what real trials hold).
+  trials: {type: 'string', default: 'lean'},
 }});
 const sizes = options.sizes.split(',').map(Number);
 const repeats = Number(options.repeats);
@@ -43,6 +53,12 @@ const memory = (pid) => {
   const kib = (key) => Number(status.match(new RegExp(`${key}:\\s+(\\d+)`))[1]);
   return {rssMiB: kib('VmRSS') / 1024, peakMiB: kib('VmHWM') / 1024};
 };
+// CPU seconds a process has used (user and system), from /proc: what a cold read costs, which
+// the machine's load moves less than the wall time it takes.
+const cpuSeconds = (pid) => {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;  // utime, stime in ticks (USER_HZ 100).
+};
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 // A StudyExport (proto3 JSON) of n completed trials.
@@ -56,7 +72,12 @@ function exportOf(name, n) {
     trials.push({study: name, number: String(i), state: 'COMPLETED', attempt: 1,
                  attempts: [{clientId: 'bench'}], clientId: 'bench', device: 'client',
                  params: {x: {doubleValue: x}, y: {doubleValue: y}, kind: {stringValue: ['a', 'b', 'c'][i % 3]}},
-                 metrics: {loss}, objectiveValue: loss,
+                 metrics: options.trials === 'worker'
+                   ? {loss, mse: loss * 1.1, r2: 1 - loss / 50, wall_seconds: 0.89, cpu_seconds: 1.71,
+                      cpu_utilization: 1.92, peak_rss_bytes: 2.1e8 + i, threads: 2}
+                   : {loss},
+                 ...(options.trials === 'worker' ? {workerId: `cpu-worker-${i % 4}`, nodeName: 'pi4-node-1'} : {}),
+                 objectiveValue: loss,
                  createTime: time(i * 1000), startTime: time(i * 1000 + 10), endTime: time(i * 1000 + 900)});
   }
   return {study: {spec: {name, model: {kind: 'EXTERNAL'}, objective: {metric: 'loss', goal: 'MINIMIZE'},
@@ -77,6 +98,59 @@ const dashboard = dashboardStarted.match[1];
 const dashboardPid = dashboardStarted.child.pid;
 const browser = await launchBrowser();
 const rows = [];
+if (options.compare) {
+  const wholeStarted = await start('dhpt-dashboard', [`--scheduler=${schedulerAddress}`, '--listen=127.0.0.1:0',
+                                                      '--plot_view=false'],
+                                   /dashboard at (http:\/\/127\.0\.0\.1:\d+)\//);
+  const paths = {plot_view: dashboard, whole: wholeStarted.match[1]};
+  const pids = {plot_view: dashboardPid, whole: wholeStarted.child.pid};
+  const timings = [];
+  try {
+    for (const n of sizes) {
+      for (let copy = 0; copy < Number(options.copies); ++copy) {
+        const name = `bench-${n}-${copy}`;
+        const file = join(dir, `${name}.json`);
+        writeFileSync(file, JSON.stringify(exportOf(name, n)));
+        await promisify(execFile)(join(options.bin, 'dhpt'), ['import', file, `--scheduler=${schedulerAddress}`],
+                                  {maxBuffer: 1 << 20});
+        const order = copy % 2 === 0 ? ['plot_view', 'whole'] : ['whole', 'plot_view'];
+        for (const path of order) {
+          const load = readFileSync('/proc/loadavg', 'utf8').split(' ')[0];
+          const cpuBefore = {scheduler: cpuSeconds(scheduler.child.pid), dashboard: cpuSeconds(pids[path])};
+          const begin = performance.now();
+          const page = await openPage(browser, `${paths[path]}/study?name=${name}`, {viewport: {width: 1280, height: 900}});
+          try {
+            await page.waitForSelector('main[data-ready]', {timeout: 60000});
+          } catch (error) {  // What the page shows and met, to say why.
+            console.error(problemsOf(page), await page.$eval('main', (m) => m.innerText.slice(0, 2000)));
+            throw error;
+          }
+          const usable = performance.now() - begin;
+          await page.waitForSelector('#plots[data-ready]', {timeout: 120000});
+          const plots = performance.now() - begin;
+          const schedulerCpu = cpuSeconds(scheduler.child.pid) - cpuBefore.scheduler;
+          const dashboardCpu = cpuSeconds(pids[path]) - cpuBefore.dashboard;
+          await page.close();
+          timings.push({n, copy, path, first: path === order[0], usable, plots, schedulerCpu, dashboardCpu, load});
+          console.error(JSON.stringify(timings[timings.length - 1]));
+        }
+      }
+    }
+  } finally {
+    await browser.close();
+    for (const child of children) child.kill('SIGTERM');
+    rmSync(dir, {recursive: true, force: true});
+  }
+  console.log('| trials | plots read | opened | usable study page, first open (ms) | every plot drawn, first open (ms) | ' +
+              'CPU until drawn: scheduler, dashboard (s) | load (1 min) |');
+  console.log('|---:|---|---|---:|---:|---:|---:|');
+  for (const t of timings) {
+    console.log(`| ${t.n.toLocaleString('en')} | ${t.path === 'whole' ? 'whole trials' : 'plot view'} | ` +
+                `${t.first ? 'first' : 'second'} | ${t.usable.toFixed(0)} | ${t.plots.toFixed(0)} | ` +
+                `${t.schedulerCpu.toFixed(2)}, ${t.dashboardCpu.toFixed(2)} | ${t.load} |`);
+  }
+  process.exit(0);
+}
 try {
   for (const n of sizes) {
     const name = `bench-${n}`;

@@ -74,9 +74,10 @@ void Fail(httplib::Response& res, const absl::Status& status) {
 }
 
 // A plots answer (PlotsJson's object) with "read": the trials read from the scheduler for it,
-// the rest coming from what the dashboard kept; what bounds a large study's reads.
-std::string WithRead(absl::string_view answer, int64_t read) {
-  return absl::StrCat("{\"read\":", read, ",", answer.substr(1));
+// the rest coming from what the dashboard kept, and "read_bytes", the size of those trials'
+// messages (the plot view's: see ReadPlots); what bounds a large study's reads.
+std::string WithRead(absl::string_view answer, int64_t read, int64_t read_bytes) {
+  return absl::StrCat("{\"read\":", read, ",\"read_bytes\":", read_bytes, ",", answer.substr(1));
 }
 
 bool Permanent(const absl::Status& status) {
@@ -423,12 +424,15 @@ absl::StatusOr<std::string> DashboardServer::State::ReadPlots(const std::string&
   request.set_study(study);
   request.set_page_size(kScanPageSize);
   request.set_intermediate_values(curves);
+  // Each trial with only what the plots draw (no other metrics, error or attempts): a fraction
+  // of a full page to build, send and parse.
+  request.set_plot_view(options.plot_view);
   {
     absl::MutexLock lock(&plot_mutex);
     auto it = plot_cache.find(study);
     if (it != plot_cache.end() && it->second.key == key) {
       it->second.used = ++plot_uses;
-      if (!counts.empty() && it->second.counts == counts) return WithRead(it->second.answer, 0);
+      if (!counts.empty() && it->second.counts == counts) return WithRead(it->second.answer, 0, 0);
       if (it->second.curves == curves && it->second.prefix.stride() == sample.stride()) {
         sample = it->second.prefix;
         request.set_page_token(it->second.resume_token);
@@ -436,6 +440,7 @@ absl::StatusOr<std::string> DashboardServer::State::ReadPlots(const std::string&
     }
   }
   const int64_t seen_before = sample.seen();
+  int64_t read_bytes = 0;
   // Where the next read resumes: the first page that held an unfinished trial, or else the
   // last page (a trial added to a finished study lands there or after).
   std::optional<PlotSample::Mark> unfinished_mark, last_page_mark;
@@ -452,6 +457,7 @@ absl::StatusOr<std::string> DashboardServer::State::ReadPlots(const std::string&
       last_page_mark = sample.mark();
       last_page_token = page_token;
     }
+    for (const v1::Trial& trial : page.trials()) read_bytes += trial.ByteSizeLong();
     sample.AddPage(page.trials(), page.curves());
     page_token = page.next_page_token();
     return true;
@@ -481,7 +487,7 @@ absl::StatusOr<std::string> DashboardServer::State::ReadPlots(const std::string&
     }
     plot_cache.erase(oldest);
   }
-  return WithRead(answer, sample.seen() - seen_before);
+  return WithRead(answer, sample.seen() - seen_before, read_bytes);
 }
 
 std::string DashboardServer::State::PlotsJson(const std::string& study, const PlotSample& sample,

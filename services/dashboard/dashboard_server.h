@@ -64,6 +64,9 @@ struct DashboardOptions {
   // Off by default: the dashboard only reads. On, a study page offers a Stop button (asking
   // first); the scheduler still checks the token the dashboard holds.
   bool allow_stop = false;
+  // The plots read each trial in ListTrials' plot view (what plots draw only); off, whole
+  // trials, as before the view existed: for comparing the two (bench/dashboard_bench.mjs).
+  bool plot_view = true;
   int max_event_streams = kDefaultMaxEventStreams;
   absl::Duration keepalive = kEventStreamKeepalive;
   ConnectionLimits connections;

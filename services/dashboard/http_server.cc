@@ -9,6 +9,7 @@
 #include <cerrno>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "services/dashboard/page_data.h"
 
@@ -25,6 +26,26 @@ constexpr absl::Duration kRefusalDrain = absl::Milliseconds(200);
 constexpr int kListenBacklog = 128;
 // How often a connection waiting for its next request checks whether the server stops.
 constexpr absl::Duration kIdleSlice = absl::Milliseconds(100);
+// The largest request body the dashboard accepts: it reads none (Stop takes its study from
+// the query), so a longer one is refused (413) at once rather than read and dropped.
+constexpr uint64_t kMaxRequestBodyBytes = 64 << 10;
+
+// What the request this thread serves left of its connection's byte stream. cpp-httplib
+// serves a connection's requests one after another on one thread (process_and_close_socket),
+// and its error handler sees no connection, so they meet here.
+// - request_whole: its line and headers were read and passed the framing checks, and it has
+//   no body, so the next request starts right after it;
+// - close_after: its answer closes the connection.
+thread_local bool request_whole = false;
+thread_local bool close_after = false;
+
+// Methods whose body cpp-httplib reads before the routes see the request (detail::
+// expect_content); for any other it reads none, so a body sent with one would be taken for the
+// connection's next request.
+bool BodyIsRead(const std::string& method) {
+  return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE" ||
+         method == "PRI";
+}
 
 // Rounded up, so that a wait that times out has reached its deadline.
 int Millis(absl::Duration d) {
@@ -138,7 +159,30 @@ std::string AmbiguousLength(const httplib::Request& req) {
       return "Content-Length must be a number of digits only";
     }
   }
+  // cpp-httplib would not read it, and serve it as a next request.
+  if (!BodyIsRead(req.method) && (encodings > 0 || (lengths == 1 && req.get_header_value("Content-Length") != "0"))) {
+    return absl::StrCat("a ", req.method, " request carries no body here");
+  }
   return "";
+}
+
+// The answer, other than 200, to a request the framing checks let through: 411 for a body of
+// unknown length (cpp-httplib would read it until the client closes), 413 for a body longer
+// than the dashboard takes (it would read it all to drop it); 0 when neither.
+int UnreadableBody(const httplib::Request& req, std::string& why) {
+  if (!BodyIsRead(req.method)) return 0;
+  if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+    why = absl::StrCat("a ", req.method, " request needs a Content-Length (0 for no body)");
+    return 411;
+  }
+  uint64_t length = 0;
+  if (req.has_header("Content-Length") &&
+      (!absl::SimpleAtoi(req.get_header_value("Content-Length"), &length) ||
+       length > kMaxRequestBodyBytes)) {
+    why = absl::StrCat("a request body may hold at most ", kMaxRequestBodyBytes, " bytes");
+    return 413;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -147,6 +191,19 @@ GuardedServer::GuardedServer(const ConnectionLimits& limits) : limits_(limits) {
   const size_t threads = static_cast<size_t>(limits.max_connections + kSpareThreads);
   new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   Guard(nullptr);
+  // Every error answer comes here before it is written. One to a request not known to have
+  // been read to its end (a request line or header cpp-httplib could not parse, 414, 416, a
+  // malformed chunked body, the framing checks' refusals, any error to a request with a body)
+  // leaves where the next request starts in doubt: the connection closes after it, and says
+  // so. Errors the routes answer to a whole request without a body (404, a bad query) keep it.
+  httplib::Server::set_error_handler(
+      HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
+        if (!request_whole) {
+          close_after = true;
+          if (!res.has_header("Connection")) res.set_header("Connection", "close");
+        }
+        return HandlerResponse::Unhandled;
+      }));
 }
 
 httplib::Server& GuardedServer::set_pre_routing_handler(HandlerWithResponse handler) {
@@ -160,12 +217,15 @@ void GuardedServer::Guard(HandlerWithResponse then) {
   // since whatever follows on it cannot be told apart from a body.
   httplib::Server::set_pre_routing_handler(
       [then = std::move(then)](const httplib::Request& req, httplib::Response& res) {
-        if (const std::string why = AmbiguousLength(req); !why.empty()) {
-          res.status = 400;
+        std::string why = AmbiguousLength(req);
+        const int status = why.empty() ? UnreadableBody(req, why) : 400;
+        if (status != 0) {
+          res.status = status;
           res.set_header("Connection", "close");
           res.set_content(ErrorJson(why), "application/json; charset=utf-8");
           return HandlerResponse::Handled;
         }
+        request_whole = !BodyIsRead(req.method);
         return then ? then(req, res) : HandlerResponse::Unhandled;
       });
 }
@@ -227,14 +287,12 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     }
     if (!ready) break;
     stream.set_deadline(absl::Now() + limits_.request_timeout);
-    bool closed = false, ambiguous = false;
-    ret = process_request(stream, /*close_connection=*/left == 1, closed,
-                          [&ambiguous](httplib::Request& req) {
-                            ambiguous = !AmbiguousLength(req).empty();
-                          });
+    bool closed = false;
+    request_whole = close_after = false;
+    ret = process_request(stream, /*close_connection=*/left == 1, closed, nullptr);
     // A request cut off at its deadline was answered 400; its client gets no second one. Nor
-    // does one refused for an ambiguous length (what follows it may be its body).
-    if (!ret || closed || ambiguous || stream.expired()) break;
+    // does one answered with an error that leaves the stream in doubt (the error handler).
+    if (!ret || closed || close_after || stream.expired()) break;
   }
   shutdown(sock, SHUT_RDWR);
   close(sock);

@@ -8,7 +8,10 @@
 // answered 503 at once (by threads kept spare for it) instead of waiting in the queue.
 // A request whose length two readers could take differently (Transfer-Encoding and
 // Content-Length both, as in request smuggling) is refused with 400 and its connection closed,
-// as RFC 9112 section 6.3 asks.
+// as RFC 9112 section 6.3 asks. So is every other error answer that leaves where the next
+// request starts in doubt (a request line cpp-httplib cannot parse, 414, a malformed chunked
+// body, a body on a GET, which cpp-httplib would not read); a POST without a length (411) or
+// with a body longer than the dashboard takes (413) is refused at once, not read.
 
 #include <httplib.h>
 

@@ -24,6 +24,9 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:8080",
           "from other machines");
 ABSL_FLAG(bool, allow_stop, false,
           "offer a Stop button on study pages (asks first); off, the dashboard only reads");
+ABSL_FLAG(bool, plot_view, true,
+          "read the trials for the plots in ListTrials' plot view (only what plots draw); false "
+          "reads whole trials, as before the view existed (to compare the two)");
 ABSL_FLAG(int, max_event_streams, dhpt::dashboard::kDefaultMaxEventStreams,
           "study pages open at once with live updates; more are refused until one closes");
 ABSL_FLAG(int, max_connections, dhpt::dashboard::kDefaultMaxConnections,
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
   dhpt::dashboard::DashboardOptions options;
   options.scheduler = absl::GetFlag(FLAGS_scheduler);
   options.allow_stop = absl::GetFlag(FLAGS_allow_stop);
+  options.plot_view = absl::GetFlag(FLAGS_plot_view);
   options.max_event_streams = absl::GetFlag(FLAGS_max_event_streams);
   if (options.max_event_streams < 1 || options.max_event_streams > 1024) {
     std::fprintf(stderr, "dhpt-dashboard: --max_event_streams must be between 1 and 1024\n");

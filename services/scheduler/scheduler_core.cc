@@ -8,7 +8,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "google/protobuf/util/time_util.h"
 #include "services/common/enum_values.h"
 #include "services/common/labels.h"
@@ -69,6 +71,29 @@ absl::StatusOr<int> PageSize(int requested, int default_size, int max_size) {
   if (requested < 0) return absl::InvalidArgumentError("page_size: must not be negative");
   if (requested == 0) return default_size;
   return std::min(requested, max_size);
+}
+
+// The fields of serialised message `bytes` whose numbers are in `fields` (or are `also`, when
+// not 0), as bytes of the same message: the others are skipped over, neither parsed nor copied,
+// and the kept ones copied as they are.
+template <size_t N>
+std::string KeepFields(const std::string& bytes, const int (&fields)[N], int also) {
+  using google::protobuf::internal::WireFormatLite;
+  std::string kept;
+  kept.reserve(bytes.size());
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  while (true) {
+    const int start = in.CurrentPosition();
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) break;
+    if (!WireFormatLite::SkipField(&in, tag)) break;  // Bytes this process wrote: not expected.
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    if (field == also || std::find(std::begin(fields), std::end(fields), field) != std::end(fields)) {
+      kept.append(bytes, static_cast<size_t>(start), static_cast<size_t>(in.CurrentPosition() - start));
+    }
+  }
+  return kept;
 }
 
 SchedulerObserver* NoObserver() {
@@ -509,7 +534,7 @@ absl::Status SchedulerCore::DeleteStudy(absl::string_view name, bool force) {
 
 absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
     absl::string_view name, v1::Trial::State only, int page_size, absl::string_view page_token,
-    bool values_only) {
+    TrialView view) {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultTrialPageSize, kMaxTrialPageSize));
   ReadBackOffLock(name);
   CoreLock lock(this);
@@ -531,7 +556,10 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
     }
     const TrialEntry& trial = trials_.at(study->trial_ids[number]);
     if (only == v1::Trial::STATE_UNSPECIFIED || trial.trial.state() == only) {
-      bytes += page.items.emplace_back(values_only ? ValuesOnlyLocked(trial) : FullTrialLocked(trial))
+      bytes += page.items
+                   .emplace_back(view == TrialView::kValuesOnly ? ValuesOnlyLocked(trial)
+                                 : view == TrialView::kPlot     ? PlotViewLocked(trial)
+                                                                : FullTrialLocked(trial))
                    .ByteSizeLong();
     }
   }
@@ -1297,6 +1325,51 @@ v1::Trial SchedulerCore::ValuesOnlyLocked(const TrialEntry& entry) const {
   if (from.has_objective_value()) values.set_objective_value(from.objective_value());
   *values.mutable_objective_values() = from.objective_values();
   return values;
+}
+
+v1::Trial SchedulerCore::PlotViewLocked(const TrialEntry& entry) const {
+  // A pruned trial of one objective is drawn at its objective metric's value when stopped.
+  const bool pruned_value = entry.trial.state() == v1::Trial::PRUNED &&
+                            entry.study->spec.objectives_size() == 0;
+  v1::Trial view;
+  if (entry.finished.empty()) {  // Not finished: the whole message is at hand, and small.
+    const v1::Trial& from = entry.trial;
+    view.set_id(from.id());
+    view.set_number(from.number());
+    view.set_state(from.state());
+    *view.mutable_params() = from.params();
+    if (from.has_objective_value()) view.set_objective_value(from.objective_value());
+    *view.mutable_objective_values() = from.objective_values();
+    view.set_infeasible(from.infeasible());
+    if (from.has_create_time()) *view.mutable_create_time() = from.create_time();
+    if (from.has_start_time()) *view.mutable_start_time() = from.start_time();
+    if (from.has_end_time()) *view.mutable_end_time() = from.end_time();
+    view.set_worker_id(from.worker_id());
+    view.set_client_id(from.client_id());
+    if (pruned_value) *view.mutable_metrics() = from.metrics();
+  } else {
+    // Parsing the whole message (every metric, the error, the attempts) is most of a full
+    // page's cost: only the wanted fields' bytes are copied and parsed.
+    static constexpr int kPlotFields[] = {
+        v1::Trial::kIdFieldNumber,          v1::Trial::kNumberFieldNumber,
+        v1::Trial::kStateFieldNumber,       v1::Trial::kParamsFieldNumber,
+        v1::Trial::kWorkerIdFieldNumber,    v1::Trial::kCreateTimeFieldNumber,
+        v1::Trial::kStartTimeFieldNumber,   v1::Trial::kEndTimeFieldNumber,
+        v1::Trial::kObjectiveValueFieldNumber, v1::Trial::kObjectiveValuesFieldNumber,
+        v1::Trial::kInfeasibleFieldNumber,  v1::Trial::kClientIdFieldNumber};
+    const std::string kept = KeepFields(entry.finished, kPlotFields,
+                                        pruned_value ? v1::Trial::kMetricsFieldNumber : 0);
+    view.ParseFromString(kept);  // Bytes this process wrote, filtered.
+  }
+  if (pruned_value) {  // Only the objective's metric.
+    const std::string& metric = entry.study->spec.objective().metric();
+    const auto it = view.metrics().find(metric);
+    const std::optional<double> value =
+        it == view.metrics().end() ? std::nullopt : std::optional<double>(it->second);
+    view.clear_metrics();
+    if (value) (*view.mutable_metrics())[metric] = *value;
+  }
+  return view;
 }
 
 v1::Trial SchedulerCore::FullTrialLocked(const TrialEntry& entry) const {

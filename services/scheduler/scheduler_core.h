@@ -276,12 +276,14 @@ class SchedulerCore {
   // max_failed_trials and the change raises it). Returns once the change is stored
   // (update_study.cc).
   absl::StatusOr<v1::Study> UpdateStudy(const v1::UpdateStudyRequest& request);
+  // What ListTrials puts in each trial: all of it; its number, state and objective value(s)
+  // (values_only); or what plots draw (plot_view, PlotViewLocked).
+  enum class TrialView { kFull, kValuesOnly, kPlot };
   // One page of the study's trials in number order; `only` filters by state unless unset.
-  // values_only: each trial with its number, state and objective value(s) only.
   // These read an ended study's trials back from the store when they were evicted.
   absl::StatusOr<ListPage<v1::Trial>> ListTrials(absl::string_view study, v1::Trial::State only,
                                                  int page_size, absl::string_view page_token,
-                                                 bool values_only = false);
+                                                 TrialView view = TrialView::kFull);
   absl::StatusOr<v1::Trial> GetBestTrial(absl::string_view study);
   // One page of the non-dominated feasible completed trials in number order, with the whole
   // front's hypervolume (one objective: the best trial, if feasible).
@@ -698,6 +700,9 @@ class SchedulerCore {
   v1::Trial FullTrialLocked(const TrialEntry& trial) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // ListTrials' values_only form of a trial.
   v1::Trial ValuesOnlyLocked(const TrialEntry& trial) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // ListTrials' plot_view form of a trial: a finished one's stored bytes filtered to the
+  // fields plots draw, not parsed whole.
+  v1::Trial PlotViewLocked(const TrialEntry& trial) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   WriteSequence SaveStudyLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   v1::Study BuildStudyLocked(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The same without the spec and, unless evicted, the best trial.

@@ -186,9 +186,16 @@ void StudyServiceImpl::ListenForEveryMethod() {
               "values_only lists no more than each trial's values; ask for intermediate_values "
               "without it");
         }
+        if (r.values_only() && r.plot_view()) {
+          return absl::InvalidArgumentError(
+              "values_only and plot_view are two views of a trial; ask for one");
+        }
+        using View = SchedulerCore::TrialView;
+        const View view = r.values_only() ? View::kValuesOnly
+                          : r.plot_view() ? View::kPlot
+                                          : View::kFull;
         ASSIGN_OR_RETURN(ListPage<v1::Trial> page,
-                         core->ListTrials(r.study(), r.state(), page_size, r.page_token(),
-                                          r.values_only()));
+                         core->ListTrials(r.study(), r.state(), page_size, r.page_token(), view));
         lease = std::move(page.lease);
         v1::ListTrialsResponse out;
         if (r.intermediate_values() && !page.items.empty()) {

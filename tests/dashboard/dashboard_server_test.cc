@@ -172,5 +172,64 @@ TEST(DashboardServerTest, RequestsWithAnAmbiguousLengthAreRefusedAndTheirConnect
   EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 403")) << answer.substr(0, 200);  // Read-only.
 }
 
+// An error answer to a request whose end is in doubt (a request line that does not parse, a
+// URI too long, a malformed chunked body, a body of unknown or too great length, a body on a
+// GET that would not be read) closes the connection at once, so that nothing after it (here a
+// second request) is served as a request; an error to a whole request keeps it.
+TEST(DashboardServerTest, ErrorsThatLeaveTheRequestStreamInDoubtCloseTheConnectionAtOnce) {
+  DashboardOptions options;
+  options.scheduler = "127.0.0.1:1";  // Nothing here asks the scheduler.
+  auto server = DashboardServer::Start(options, "127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string next = "GET /assets/app.css HTTP/1.1\r\nHost: x\r\n\r\n";
+  const struct {
+    std::string request;
+    std::string status;
+  } cases[] = {
+      {"GET /api/studies\r\nHost: x\r\n\r\n", "400"},
+      {"GET /api/studies HTTP/1.1 extra\r\nHost: x\r\n\r\n", "400"},
+      {"BREW /api/studies HTTP/1.1\r\nHost: x\r\n\r\n", "400"},
+      {"GET /" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n", "414"},
+      {"POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+       "zz\r\n",
+       "400"},
+      // Without a length cpp-httplib read the body until the client closed (here until the
+      // request's 10 s deadline); a long one it read whole to drop it.
+      {"POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\n\r\n", "411"},
+      {"POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n", "413"},
+      // cpp-httplib reads no GET body: this one was served as the next request.
+      {"GET /assets/app.js HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+           std::to_string(next.size()) + "\r\n\r\n",
+       "400"},
+  };
+  for (const auto& [request, status] : cases) {
+    SCOPED_TRACE(request.substr(0, 80));
+    const int fd = Connect("127.0.0.1", (*server)->port());
+    ASSERT_GE(fd, 0);
+    const std::string sent = request + next;
+    ASSERT_EQ(send(fd, sent.data(), sent.size(), MSG_NOSIGNAL), static_cast<ssize_t>(sent.size()));
+    bool timed_out = false;
+    // Well before the request deadline (10 s), which would close it anyway.
+    const std::string answer = ReadToClose(fd, absl::Now() + absl::Seconds(5), timed_out);
+    close(fd);
+    EXPECT_FALSE(timed_out) << "the connection was kept open after: " << answer.substr(0, 200);
+    EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 " + status)) << answer.substr(0, 200);
+    EXPECT_TRUE(absl::StrContains(answer, "Connection: close")) << answer.substr(0, 400);
+    EXPECT_EQ(answer.find("HTTP/1.1", 1), std::string::npos) << "served after it: " << answer;
+  }
+  // An error to a whole request without a body keeps the connection: both are answered.
+  const int fd = Connect("127.0.0.1", (*server)->port());
+  ASSERT_GE(fd, 0);
+  const std::string sent = "GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n"
+                           "GET /assets/app.css HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(send(fd, sent.data(), sent.size(), MSG_NOSIGNAL), static_cast<ssize_t>(sent.size()));
+  bool timed_out = false;
+  const std::string answer = ReadToClose(fd, absl::Now() + absl::Seconds(5), timed_out);
+  close(fd);
+  EXPECT_FALSE(timed_out);
+  EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 404")) << answer.substr(0, 200);
+  EXPECT_NE(answer.find("HTTP/1.1 200", 1), std::string::npos) << answer.substr(0, 400);
+}
+
 }  // namespace
 }  // namespace dhpt::dashboard

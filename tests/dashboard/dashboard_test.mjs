@@ -329,19 +329,23 @@ test('the plots read a study once, then only from where it still moves, then not
   const first = await plots(dashboard);
   assert.equal(first.read, 12000);
   assert.equal(first.trials, 12000);
+  // Read in ListTrials' plot view: each trial's id, number, state, x, loss, client and times
+  // (about 40 bytes), not the whole trial, which also holds the study's name, its metrics and
+  // its attempts (over 80 bytes).
+  assert.ok(first.read_bytes > 0 && first.read_bytes < 60 * first.read, `${first.read_bytes} bytes`);
   const again = await plots(dashboard);  // The first page kept; the one with trial 11,000 read.
   assert.equal(again.read, 2000);
-  assert.deepEqual({...again, read: 0}, {...first, read: 0});
+  assert.deepEqual({...again, read: 0, read_bytes: 0}, {...first, read: 0, read_bytes: 0});
   assert.equal((await dhpt('ask', name, '--client=test')).stdout.split(' ')[0], '11000');
   await dhpt('tell', name, '11000', 'loss=-1', '--client=test');
   const told = await plots(dashboard);
   assert.equal(told.read, 2000);
   const fresh = await plots(stoppable);  // Never read this study before: read whole.
   assert.equal(fresh.read, 12000);
-  assert.deepEqual({...told, read: 0}, {...fresh, read: 0});
+  assert.deepEqual({...told, read: 0, read_bytes: 0}, {...fresh, read: 0, read_bytes: 0});
   // Nothing pending or running: the answer stands until the study's counts change.
   assert.equal((await plots(dashboard)).read, 0);
-  assert.deepEqual({...(await plots(dashboard)), read: 0}, {...told, read: 0});
+  assert.deepEqual({...(await plots(dashboard)), read: 0, read_bytes: 0}, {...told, read: 0, read_bytes: 0});
 });
 
 test('stopping a study: refused by a read-only dashboard, asked first on one that may', async () => {

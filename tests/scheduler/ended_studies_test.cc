@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "google/protobuf/text_format.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "services/scheduler/scheduler_core.h"
 #include "tests/scheduler/core_test_util.h"
 #include "tests/scheduler/temp_database.h"
@@ -242,6 +243,53 @@ TEST_F(EndedStudiesTest, EveryCallAnswersAnEvictedStudyAsBefore) {
   EXPECT_EQ(core_->ended_studies_in_memory().studies, 0);
   EXPECT_EQ(Answers("so"), so);
   EXPECT_EQ(Answers("mo"), mo);
+}
+
+// ListTrials' plot view (the dashboard's plots): each trial is its full listing less what no
+// plot draws (other metrics, the error, attempts, node, device), for trials in progress, finished
+// ones held as bytes, and a study evicted and read back from the store.
+TEST_F(EndedStudiesTest, ThePlotViewIsTheFullTrialLessWhatPlotsDoNotDraw) {
+  RunStudies();
+  Committed();
+  int pruned_with_value = 0, with_other_metrics = 0;
+  for (const bool evicted : {false, true}) {
+    if (evicted) ASSERT_EQ(core_->ShedEndedStudies(), 2);
+    for (const std::string name : {"so", "mo", "active"}) {
+      absl::StatusOr<ListPage<v1::Trial>> full =
+          core_->ListTrials(name, v1::Trial::STATE_UNSPECIFIED, 1000, "");
+      absl::StatusOr<ListPage<v1::Trial>> plot = core_->ListTrials(
+          name, v1::Trial::STATE_UNSPECIFIED, 1000, "", SchedulerCore::TrialView::kPlot);
+      ASSERT_TRUE(full.ok() && plot.ok());
+      ASSERT_EQ(plot->items.size(), full->items.size());
+      ASSERT_GE(full->items.size(), 3u);  // "active" holds 3.
+      for (size_t i = 0; i < full->items.size(); ++i) {
+        const v1::Trial& whole = full->items[i];
+        v1::Trial expected = whole;
+        for (int field : {v1::Trial::kStudyFieldNumber, v1::Trial::kAttemptFieldNumber,
+                          v1::Trial::kMetricsFieldNumber, v1::Trial::kNodeNameFieldNumber,
+                          v1::Trial::kDeviceFieldNumber, v1::Trial::kErrorFieldNumber,
+                          v1::Trial::kLostAttemptsFieldNumber, v1::Trial::kAttemptsFieldNumber,
+                          v1::Trial::kConstraintViolationFieldNumber,
+                          v1::Trial::kOriginFieldNumber}) {
+          expected.GetReflection()->ClearField(
+              &expected, v1::Trial::descriptor()->FindFieldByNumber(field));
+        }
+        // A pruned trial of one objective is drawn at its objective metric when stopped.
+        if (whole.state() == v1::Trial::PRUNED && name != "mo" && whole.metrics().count("loss")) {
+          (*expected.mutable_metrics())["loss"] = whole.metrics().at("loss");
+          ++pruned_with_value;
+        }
+        with_other_metrics += whole.metrics().count("accuracy") + whole.metrics().count("latency");
+        EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(plot->items[i], expected))
+            << name << (evicted ? " evicted" : "") << "\nplot view: " << plot->items[i].DebugString()
+            << "expected: " << expected.DebugString();
+        EXPECT_LT(plot->items[i].ByteSizeLong(), whole.ByteSizeLong());
+      }
+    }
+  }
+  // The comparison covers what it should drop and keep.
+  EXPECT_GT(pruned_with_value, 0);
+  EXPECT_GT(with_other_metrics, 0);
 }
 
 TEST_F(EndedStudiesTest, RestartLoadsTheActiveStudiesAndSummariesOnly) {

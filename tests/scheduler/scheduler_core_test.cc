@@ -1169,7 +1169,8 @@ TEST_F(SchedulerCoreTest, ListTrialsValuesOnlyKeepsNumbersStatesAndValuesOnly) {
   for (int i = 0; i < 5; ++i) core_->HandleResult(session, Completed(channel.Assigns().back(), 10 - i));
   absl::StatusOr<ListPage<v1::Trial>> full = core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED, 100, "");
   absl::StatusOr<ListPage<v1::Trial>> values =
-      core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED, 100, "", /*values_only=*/true);
+      core_->ListTrials("s", v1::Trial::STATE_UNSPECIFIED, 100, "",
+                        SchedulerCore::TrialView::kValuesOnly);
   ASSERT_TRUE(full.ok() && values.ok());
   ASSERT_EQ(values->items.size(), full->items.size());
   ASSERT_GE(full->items.size(), 6u);  // 5 completed and one running.
