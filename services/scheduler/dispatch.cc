@@ -225,7 +225,7 @@ SchedulerCore::TrialEntry& SchedulerCore::CreateTrialLocked(StudyEntry& study,
   trial.set_origin(origin);
   *trial.mutable_params() = study::ToParamMap(study.space, point);
   *trial.mutable_create_time() = ToTimestamp(options_.clock());
-  entry.pending_since = options_.clock();
+  entry.queued_or_reported = options_.clock();
   study.keys.insert(study.space.Key(point));
   study.history.push_back({std::move(point), optimizer::TrialStatus::kRunning, {}});
   study.trial_ids.push_back(id);
@@ -328,13 +328,15 @@ void SchedulerCore::BeginAttemptLocked(TrialEntry& entry, const std::string& wor
   entry.charged = false;
   entry.stored_values = 0;
   entry.last_step.reset();
+  entry.first_report_ms = 0;
+  entry.first_report_step = 0;
   entry.curve.values.clear();  // Each attempt's curve starts over.
   trial.set_worker_id(worker_id);
   trial.set_client_id(client_id);
   trial.clear_node_name();
   *trial.mutable_start_time() = ToTimestamp(options_.clock());
   observer_->TrialStarted(study.spec, std::string(device_label),
-                          options_.clock() - entry.pending_since);
+                          options_.clock() - entry.queued_or_reported);
   ++study.running;
   if (study.state == v1::Study::PENDING) {
     study.state = v1::Study::RUNNING;
@@ -420,6 +422,24 @@ std::optional<double> SchedulerCore::TrialStepsLocked(const TrialEntry& trial) c
   return TrialSteps(model, params);
 }
 
+// The slower of two paces: since the attempt began, counting the time since its last report
+// as spent on no further step (a silent board's grows until it reports again), and between
+// its first and its last report (which leaves out the start's dataset load, and shows a board
+// that slowed after its speed was learnt, throttled or its link slow, at its next report).
+std::optional<double> SchedulerCore::SecondsPerStep(const TrialEntry& trial, double steps,
+                                                    absl::Time now) const {
+  if (!trial.last_step || *trial.last_step <= 0 || *trial.last_step >= steps) return std::nullopt;
+  const absl::Time start = FromTimestamp(trial.trial.start_time());
+  const double done = static_cast<double>(*trial.last_step);
+  double pace = absl::ToDoubleSeconds(now - start) / done;
+  if (trial.first_report_ms > 0 && done > trial.first_report_step) {
+    const double between = absl::ToDoubleSeconds(trial.queued_or_reported - start) -
+                           trial.first_report_ms / 1000.0;
+    pace = std::max(pace, between / (done - trial.first_report_step));
+  }
+  return pace;
+}
+
 std::optional<absl::Duration> SchedulerCore::PredictedRemainingLocked(
     const TrialEntry& trial, const std::string& node_class, absl::Time now) const {
   const auto [kind, units] = TrialSizeLocked(trial);
@@ -427,9 +447,8 @@ std::optional<absl::Duration> SchedulerCore::PredictedRemainingLocked(
   if (!whole) return std::nullopt;
   const absl::Duration elapsed = now - FromTimestamp(trial.trial.start_time());
   const std::optional<double> steps = TrialStepsLocked(trial);
-  if (steps && trial.last_step && *trial.last_step > 0 && *trial.last_step < *steps) {
-    return std::max(absl::ZeroDuration(),
-                    elapsed * (*steps / static_cast<double>(*trial.last_step)) - elapsed);
+  if (const std::optional<double> pace = steps ? SecondsPerStep(trial, *steps, now) : std::nullopt) {
+    return absl::Seconds(*pace * (*steps - static_cast<double>(*trial.last_step)));
   }
   // Without progress, an overrun of up to its prediction again is taken as noise (a process
   // started late on a loaded board): it is expected by twice its prediction. Beyond that
@@ -549,9 +568,7 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
       TrialEntry& trial = trials_.at(id);
       const StudyEntry& study = *trial.study;
       // Only at a study's end: while it has trials to suggest, a free worker runs a new one.
-      if (trial.superseded_session != 0 || trial.duplicated || study.terminal() ||
-          !study.pending.empty() ||
-          !(study.exhausted || study.budget_used() >= study.spec.max_trials()) ||
+      if (trial.superseded_session != 0 || trial.duplicated || !study.all_given() ||
           trial.min_memory_bytes > (memory > 0 ? memory : UINT64_MAX) ||
           !CanRun(study.spec, idle.capabilities) || !RunsTrialLocked(trial, idle.capabilities)) {
         continue;
@@ -560,19 +577,29 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
       const std::optional<absl::Duration> there = speeds_.Predict(other.node_class, kind, units);
       const std::optional<absl::Duration> here = speeds_.Predict(idle.node_class, kind, units);
       if (!there || !here || *there <= absl::ZeroDuration()) continue;  // Not learnt yet.
-      // The trial's own pace where it reports progress: its size measure leaves out what else
-      // makes it slow (deeper trees), and a straggler is one that overruns its prediction.
-      // Its whole time on the slow worker, projected from the share of its steps done, scales
-      // the fast worker's prediction alike. Without progress: the prediction, or the time it
-      // has taken already if that is longer.
+      // The trial's own pace where it reports progress (SecondsPerStep): its size measure
+      // leaves out what else makes it slow (deeper trees), and a straggler is one that
+      // overruns its prediction. The idle worker's prediction is scaled by how much slower
+      // than predicted the trial ran, taken at its first report where that is less than over
+      // its whole run so far: a board that slowed since (throttled, frozen) would otherwise
+      // scale the idle worker's prediction with it, and no worker of its own speed would ever
+      // be predicted to finish first. Without progress: its prediction less the time it has
+      // run, and once past its prediction, as much again as it has overrun (its board
+      // slowed by that much, or it is larger than its size says; a duplicate settles which).
       const absl::Duration elapsed = now - FromTimestamp(trial.trial.start_time());
-      absl::Duration whole = std::max(*there, elapsed);
+      absl::Duration remaining = *there > elapsed ? *there - elapsed : elapsed - *there;
+      double own = 1;  // How many times its prediction the trial itself takes.
       const std::optional<double> steps = TrialStepsLocked(trial);
-      if (steps && trial.last_step && *trial.last_step > 0 && *trial.last_step < *steps) {
-        whole = elapsed * (*steps / static_cast<double>(*trial.last_step));
+      if (const std::optional<double> pace = steps ? SecondsPerStep(trial, *steps, now) : std::nullopt) {
+        const double done = static_cast<double>(*trial.last_step);
+        remaining = absl::Seconds(*pace * (*steps - done));
+        const double predicted_pace = absl::ToDoubleSeconds(*there) / *steps;
+        own = absl::ToDoubleSeconds(elapsed) / done / predicted_pace;
+        if (trial.first_report_ms > 0) {
+          own = std::min(own, trial.first_report_ms / 1000.0 / trial.first_report_step / predicted_pace);
+        }
       }
-      const absl::Duration remaining = whole - elapsed;
-      const absl::Duration fast = *here * absl::FDivDuration(whole, *there);
+      const absl::Duration fast = *here * own;
       if (remaining <= fast * options_.duplicate_margin) continue;
       if (best == nullptr || remaining - fast > best_gain) {
         best = &trial;
@@ -605,8 +632,7 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
 void SchedulerCore::ReconsiderDuplicatesLocked(const TrialEntry& trial) {
   const StudyEntry& study = *trial.study;
   if (!options_.speed_placement || options_.duplicate_margin <= 0 ||
-      trial.superseded_session != 0 || !study.pending.empty() ||
-      !(study.exhausted || study.budget_used() >= study.spec.max_trials())) {
+      trial.superseded_session != 0 || !study.all_given()) {
     return;
   }
   std::vector<uint64_t> idle;
@@ -622,6 +648,33 @@ void SchedulerCore::ReconsiderDuplicatesLocked(const TrialEntry& trial) {
       return;
     }
   }
+}
+
+bool SchedulerCore::WakeForDuplicatesLocked() {
+  if (!options_.speed_placement || options_.duplicate_margin <= 0 || set_aside_.empty()) {
+    return false;
+  }
+  int woken = 0;
+  for (const StudyEntry* study : dispatchable_) {
+    if (study->running == 0 || !study->all_given()) continue;
+    for (auto aside = set_aside_.begin(); aside != set_aside_.end() && woken < kMaxEndgameSlots;) {
+      std::set<uint64_t>& sessions = aside->second.sessions;
+      if (!CanRun(study->spec, aside->second.capabilities)) {
+        ++aside;
+        continue;
+      }
+      while (!sessions.empty() && woken < kMaxEndgameSlots) {
+        maybe_free_.insert(sessions.extract(sessions.begin()));
+        ++woken;
+      }
+      if (sessions.empty()) {
+        set_aside_.erase(aside++);
+      } else {
+        ++aside;
+      }
+    }
+  }
+  return woken > 0;
 }
 
 void SchedulerCore::ForgetSupersededLocked(TrialEntry& trial, bool cancel,
@@ -674,6 +727,8 @@ bool SchedulerCore::ResumeSupersededLocked(TrialEntry& trial) {
   trial.charged = false;
   // Its reports start over (what it stored before the duplicate stays stored).
   trial.last_step.reset();
+  trial.first_report_ms = 0;
+  trial.first_report_step = 0;
   trial.stored_values = 0;
   trial.curve.values.clear();
   trial.deadline = absl::InfiniteFuture();
@@ -765,7 +820,7 @@ void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason, b
     t.clear_worker_id();
     t.clear_node_name();
     study.pending.push_front(t.id());
-    trial.pending_since = options_.clock();
+    trial.queued_or_reported = options_.clock();
     observer_->TrialRequeued(study.spec);
   }
   SaveTrialLocked(trial);

@@ -225,7 +225,7 @@ absl::Status SchedulerCore::RestoreTrialLocked(StudyEntry& study, const v1::Tria
     // worker of the old attempt may claim it back when it reconnects, or deliver its result
     // (accepted once); the attempt's epoch tells its result from anyone else's.
     entry.trial.set_state(v1::Trial::PENDING);
-    entry.pending_since = options_.clock();
+    entry.queued_or_reported = options_.clock();
     study.pending.push_back(entry.trial.id());
   }
   return absl::OkStatus();
@@ -961,6 +961,13 @@ void SchedulerCore::RecordProgressLocked(TrialEntry& trial, int64_t step, double
   // What is stored is exactly what is judged, so that a restart decides alike.
   if (!study::IsJudgedReport(trial.last_step, step, value)) return;
   trial.last_step = step;
+  trial.queued_or_reported = options_.clock();
+  if (trial.first_report_ms == 0 && step > 0 && trial.trial.has_start_time()) {
+    const int64_t ms = absl::ToInt64Milliseconds(options_.clock() -
+                                                 FromTimestamp(trial.trial.start_time()));
+    trial.first_report_ms = static_cast<int32_t>(std::clamp<int64_t>(ms, 1, INT32_MAX));
+    trial.first_report_step = static_cast<int32_t>(std::min<int64_t>(step, INT32_MAX));
+  }
   ++trial.stored_values;
   // One value is the final one (a program that prints its objective only at exit); progress
   // is a second.
@@ -1265,7 +1272,8 @@ int SchedulerCore::ExpireTrials() {
   // again now, with what is known now (LeaveToFasterLocked).
   const bool recheck = now >= endgame_recheck_;
   if (recheck) endgame_recheck_ = absl::InfiniteFuture();
-  if (!late.empty() || recheck) DispatchLocked();
+  const bool woken = WakeForDuplicatesLocked();
+  if (!late.empty() || recheck || woken) DispatchLocked();
   return static_cast<int>(late.size());
 }
 

@@ -441,9 +441,17 @@ class SchedulerCore {
     v1::Trial trial;
     StudyEntry* study = nullptr;
     uint64_t session = 0;  // The session running it; 0 when none.
-    absl::Time pending_since;  // When it last joined the queue, for the queue-wait metric.
+    // Pending: when it last joined the queue, for the queue-wait metric. Running: when its
+    // attempt last reported progress, for its pace (SecondsPerStep). One field for both: a
+    // trial is one or the other, and TrialEntry does not grow (see first_report_step).
+    absl::Time queued_or_reported;
     // Intermediate values of the current attempt stored so far, and the last one's step.
     int stored_values = 0;
+    // The current attempt's first report past step 0: its step, and its time from the
+    // attempt's start in milliseconds (0 until one). The trial's own pace before its board can
+    // have slowed, and the point its later pace is measured from (PredictedRemainingLocked).
+    // int32s in the padding beside stored_values and the flags: no growth per trial.
+    int32_t first_report_step = 0;
     std::optional<int64_t> last_step;
     // Its latest attempt's intermediate values, for early stopping (kept only when the study
     // has a rule).
@@ -459,6 +467,7 @@ class SchedulerCore {
     // its worker lost) is not started again, so a trial that fails on fast boards cannot
     // bounce between them while its slow attempt runs. (Beside the flags: no growth per trial.)
     bool duplicated = false;
+    int32_t first_report_ms = 0;
     absl::Time deadline = absl::InfiniteFuture();  // trial_timeout plus grace.
     // The ask-and-tell client holding it, and until when; empty when none.
     std::string client;
@@ -566,9 +575,17 @@ class SchedulerCore {
                                                          const std::string& node_class,
                                                          absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A running trial's seconds per step from its progress (dispatch.cc says how); nullopt
+  // without a report past step 0 or once its last step is reached.
+  std::optional<double> SecondsPerStep(const TrialEntry& trial, double steps,
+                                       absl::Time now) const;
   // A running trial of a study at its end reported progress, which may show it a straggler:
   // the idle (set-aside) workers that can run it are offered a duplicate again.
   void ReconsiderDuplicatesLocked(const TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The periodic sweep's part of that: a trial whose board froze or whose link went slow sends
+  // no report that would offer its duplicate. Idle workers that can run a study at its end
+  // (at most kMaxEndgameSlots a sweep) are put back in line for a dispatch; true if any were.
+  bool WakeForDuplicatesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Ends the trial's superseded attempt's hold on its worker's slot; `cancel` tells the worker
   // to stop it (`reason`).
   void ForgetSupersededLocked(TrialEntry& trial, bool cancel, absl::string_view reason)

@@ -143,6 +143,11 @@ struct SchedulerCore::StudyEntry {
   int created() const { return static_cast<int>(trial_ids.size()); }
   // The trials that count towards max_trials.
   int budget_used() const { return created() - added; }
+  // At its end: every trial suggested and none waiting, so a free worker can only run a
+  // duplicate of one still running (DuplicateOntoLocked).
+  bool all_given() const {
+    return !terminal() && pending.empty() && (exhausted || budget_used() >= spec.max_trials());
+  }
 };
 
 inline absl::Time FromTimestamp(const google::protobuf::Timestamp& t) {

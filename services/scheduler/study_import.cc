@@ -325,7 +325,7 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
           RecordTrialEndLocked(entry);
           CompactLocked(entry);
         } else {
-          entry.pending_since = options_.clock();
+          entry.queued_or_reported = options_.clock();
           study.pending.push_back(id);
         }
       }

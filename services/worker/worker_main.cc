@@ -70,7 +70,7 @@ ABSL_FLAG(std::string, labels, "",
           "(worker_selector), so a study's costs are measured on one kind of board");
 ABSL_FLAG(std::vector<std::string>, models, {},
           "the model kinds this worker announces, of those it can run, comma-separated (e.g. "
-          "XGBOOST); empty: all it can. A board too small or slow for one kind runs the "
+          "XGBOOST), each once; left out: all it can. A board too small or slow for one kind runs the "
           "others; a model-choice study still gives it the trials of its kinds");
 // Keepalive (docs/deployment.md, "Flaky links and small boards"): a dead link to the scheduler
 // is noticed after --keepalive_time + --keepalive_timeout of silence, and the worker reconnects.
@@ -238,19 +238,37 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
     std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(setup.status().message()).c_str());
     return absl::IsFailedPrecondition(setup.status()) ? 1 : 2;
   }
-  if (const std::vector<std::string> only = absl::GetFlag(FLAGS_models); !only.empty()) {
+  // Given but empty (`--models=`, DHPT_MODELS=""): absl reads that as the default, all kinds,
+  // which is not what someone naming kinds meant; refused like a name given twice or blank.
+  const bool models_given = std::getenv("DHPT_MODELS") != nullptr ||
+                            std::any_of(argv + 1, argv + argc, [](const char* argument) {
+                              const absl::string_view a = argument;
+                              return absl::StartsWith(a, "--models") || absl::StartsWith(a, "-models");
+                            });
+  if (const std::vector<std::string> only = absl::GetFlag(FLAGS_models);
+      models_given || !only.empty()) {
+    std::vector<std::string> can;
+    for (v1::Model::Kind known : setup->models) can.push_back(v1::Model::Kind_Name(known));
     std::vector<v1::Model::Kind> kept;
+    std::string problem;
     for (const std::string& name : only) {
       v1::Model::Kind model;
-      if (!v1::Model::Kind_Parse(name, &model) ||
-          std::find(setup->models.begin(), setup->models.end(), model) == setup->models.end()) {
-        std::vector<std::string> can;
-        for (v1::Model::Kind known : setup->models) can.push_back(v1::Model::Kind_Name(known));
-        std::fprintf(stderr, "%s: --models: %s is not a model kind this worker runs (it runs %s)\n",
-                     kind.binary, name.c_str(), absl::StrJoin(can, ", ").c_str());
-        return 2;
+      if (name.empty()) {
+        problem = "an empty name (a comma at an end, or two in a row)";
+      } else if (!v1::Model::Kind_Parse(name, &model) ||
+                 std::find(setup->models.begin(), setup->models.end(), model) == setup->models.end()) {
+        problem = absl::StrCat(name, " is not a model kind this worker runs");
+      } else if (std::find(kept.begin(), kept.end(), model) != kept.end()) {
+        problem = absl::StrCat(name, " is named twice");
       }
+      if (!problem.empty()) break;
       kept.push_back(model);
+    }
+    if (only.empty()) problem = "no model kind named (leave the flag out to run every kind)";
+    if (!problem.empty()) {
+      std::fprintf(stderr, "%s: --models: %s; name each kind once, comma-separated, of %s\n",
+                   kind.binary, problem.c_str(), absl::StrJoin(can, ", ").c_str());
+      return 2;
     }
     setup->models = std::move(kept);
   }

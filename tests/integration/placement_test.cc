@@ -270,6 +270,32 @@ TEST(PlacementTest, RequireGpuRefusesToStartWithoutACudaDevice) {
   EXPECT_THAT(bad_output, HasSubstr("--device must be auto, cuda or cpu"));
 }
 
+// --models names each kind once (from the hostile review): empty (absl reads `--models=` as
+// the default, every kind), a blank name or one named twice is refused with the reason and the
+// kinds it can run, instead of a worker that announces what was not meant. `timeout` ends a
+// worker that starts anyway (it keeps trying to reach the absent scheduler).
+TEST(PlacementTest, AWorkerRefusesAnEmptyOrRepeatedModelsList) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--models=", "no model kind named"},
+      {"--models=XGBOOST,XGBOOST", "XGBOOST is named twice"},
+      {"--models=XGBOOST,,RANDOM_FOREST", "an empty name"},
+      {"--models=XGBOOST,", "an empty name"},
+      {"--models=LINEAR", "LINEAR is not a model kind this worker runs"},
+  };
+  for (const auto& [flag, reason] : cases) {
+    auto [code, output] = RunCommandLine(absl::StrCat(
+        "timeout 60 " DHPT_BIN_DIR "/dhpt-cpu-worker --scheduler=127.0.0.1:1 ", flag, " </dev/null"));
+    EXPECT_EQ(code, 2) << flag << ": " << output;
+    EXPECT_THAT(output, HasSubstr("--models: " + reason)) << flag;
+    EXPECT_THAT(output, HasSubstr("name each kind once, comma-separated, of XGBOOST, RANDOM_FOREST, FUNCTION"))
+        << flag << ": " << output;
+  }
+  auto [env_code, env_output] = RunCommandLine(
+      "DHPT_MODELS= timeout 60 " DHPT_BIN_DIR "/dhpt-cpu-worker --scheduler=127.0.0.1:1 </dev/null");
+  EXPECT_EQ(env_code, 2) << env_output;
+  EXPECT_THAT(env_output, HasSubstr("--models: no model kind named"));
+}
+
 // A GPU worker whose AutoEncoder library cannot be loaded (missing, not a library, or
 // truncated by a half-done copy, which crashed the worker with SIGBUS at its first trial) refuses
 // to start, also with --device=cpu: announcing AutoEncoders, it failed each in a millisecond and

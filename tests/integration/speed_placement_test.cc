@@ -8,6 +8,8 @@
 
 #include <fstream>
 #include <map>
+#include <set>
+#include <vector>
 
 #include <gmock/gmock.h>
 
@@ -35,6 +37,38 @@ int SlowTrialProcesses(const std::string& marker) {
   const auto [status, output] = RunCommandLine(
       absl::StrCat("pgrep -c -f '[", marker.substr(0, 1), "]", marker.substr(1), " --x='"));
   return status == 0 ? std::stoi(output) : 0;
+}
+
+// The COMMAND study every test here runs: `nap` (each worker's own script), one trial a slot.
+v1::StudySpec NapStudy(const std::string& name, int max_trials) {
+  return Spec(absl::StrCat("name: ", name, "\nmax_trials: ", max_trials, R"(
+model: {kind: COMMAND, command: nap}
+objective: {metric: loss, goal: MINIMIZE}
+algorithm: {name: RANDOM, seed: 1}
+parameters: [{name: x, double_range: {min: 0, max: 1}}]
+parallel_trials: 2
+)"));
+}
+
+struct NapWorker {
+  std::string id;
+  std::string script;
+  std::string board;
+};
+
+// Starts one single-slot worker per entry, running `script` as `nap` with its board label, and
+// has their boards' speeds learnt from a study "learn" of a trial each.
+void StartAndLearn(TestCluster& cluster, const std::vector<NapWorker>& workers) {
+  for (const NapWorker& worker : workers) {
+    cluster.SpawnWorkerProcess(worker.id, 1, "dhpt-cpu-worker",
+                               {"--command=nap=" + worker.script, "--labels=board=" + worker.board});
+  }
+  ASSERT_TRUE(WaitFor([&] { return cluster.client().ListWorkers()->size() == workers.size(); }));
+  ASSERT_TRUE(cluster.client().CreateStudy(NapStudy("learn", static_cast<int>(workers.size()))).ok());
+  ASSERT_EQ(cluster.WaitForEnd("learn").state(), v1::Study::COMPLETED);
+  std::set<std::string> boards;
+  for (const NapWorker& worker : workers) boards.insert(worker.board);
+  ASSERT_EQ(cluster.core().SpeedEstimates().size(), boards.size());
 }
 
 class CountingObserver : public scheduler::SchedulerObserver {
@@ -72,25 +106,11 @@ TEST(SpeedPlacementIntegrationTest, TheFastWorkersDuplicateCountsOnceAndTheSlowA
   const std::string slow = WriteNapScript(dir.path(), marker, 12);
   CountingObserver observer;
   TestCluster cluster(0, 1, &observer);
-  cluster.SpawnWorkerProcess("fast", 1, "dhpt-cpu-worker",
-                             {"--command=nap=" + fast, "--labels=board=orin"});
-  cluster.SpawnWorkerProcess("slow", 1, "dhpt-cpu-worker",
-                             {"--command=nap=" + slow, "--labels=board=pi4"});
-  ASSERT_TRUE(WaitFor([&] { return cluster.client().ListWorkers()->size() == 2; }));
-  const std::string spec = R"(
-model: {kind: COMMAND, command: nap}
-objective: {metric: loss, goal: MINIMIZE}
-algorithm: {name: RANDOM, seed: 1}
-parameters: [{name: x, double_range: {min: 0, max: 1}}]
-parallel_trials: 2
-)";
-  ASSERT_TRUE(cluster.client().CreateStudy(Spec("name: learn\nmax_trials: 2" + spec)).ok());
-  ASSERT_EQ(cluster.WaitForEnd("learn").state(), v1::Study::COMPLETED);
-  ASSERT_EQ(cluster.core().SpeedEstimates().size(), 2u);
+  ASSERT_NO_FATAL_FAILURE(StartAndLearn(cluster, {{"fast", fast, "orin"}, {"slow", slow, "pi4"}}));
 
   // Four trials on two slots: the slow worker takes the second (three left: not yet the
   // study's end, where it would leave them to the fast one), the fast one the rest.
-  ASSERT_TRUE(cluster.client().CreateStudy(Spec("name: main\nmax_trials: 4" + spec)).ok());
+  ASSERT_TRUE(cluster.client().CreateStudy(NapStudy("main", 4)).ok());
   // Ends long before the slow trial's 12 s: the duplicate finished it.
   const v1::Study study = cluster.WaitForEnd("main", absl::Seconds(10));
   ASSERT_EQ(study.state(), v1::Study::COMPLETED) << study.state_reason();
@@ -159,23 +179,9 @@ TEST(SpeedPlacementIntegrationTest, AtAStudysEndTheSlowWorkerLeavesTheTrialsToTh
   const std::string slow = WriteNapScript(dir.path(), "slow-nap", 3);
   CountingObserver observer;
   TestCluster cluster(0, 1, &observer);
-  cluster.SpawnWorkerProcess("fast", 1, "dhpt-cpu-worker",
-                             {"--command=nap=" + fast, "--labels=board=orin"});
-  cluster.SpawnWorkerProcess("slow", 1, "dhpt-cpu-worker",
-                             {"--command=nap=" + slow, "--labels=board=pi4"});
-  ASSERT_TRUE(WaitFor([&] { return cluster.client().ListWorkers()->size() == 2; }));
-  const std::string spec = R"(
-model: {kind: COMMAND, command: nap}
-objective: {metric: loss, goal: MINIMIZE}
-algorithm: {name: RANDOM, seed: 1}
-parameters: [{name: x, double_range: {min: 0, max: 1}}]
-parallel_trials: 2
-)";
-  ASSERT_TRUE(cluster.client().CreateStudy(Spec("name: learn\nmax_trials: 2" + spec)).ok());
-  ASSERT_EQ(cluster.WaitForEnd("learn").state(), v1::Study::COMPLETED);
-  ASSERT_EQ(cluster.core().SpeedEstimates().size(), 2u);
+  ASSERT_NO_FATAL_FAILURE(StartAndLearn(cluster, {{"fast", fast, "orin"}, {"slow", slow, "pi4"}}));
 
-  ASSERT_TRUE(cluster.client().CreateStudy(Spec("name: main\nmax_trials: 3" + spec)).ok());
+  ASSERT_TRUE(cluster.client().CreateStudy(NapStudy("main", 3)).ok());
   const v1::Study study = cluster.WaitForEnd("main", absl::Seconds(10));
   ASSERT_EQ(study.state(), v1::Study::COMPLETED) << study.state_reason();
   const std::vector<v1::Trial> trials = *cluster.client().ListTrials("main");
@@ -186,6 +192,52 @@ parallel_trials: 2
     EXPECT_EQ(trial.attempts(0).worker_id(), "fast") << "trial " << trial.number();
   }
   EXPECT_EQ(observer.duplicated(), 0);
+}
+
+// A board that slows after its speed was learnt (issue 32, from the hostile review): two
+// workers of one board learn 0.3 s a trial; then one's trials take 60 s (its board throttled;
+// a COMMAND trial reports no progress). When the other is idle, the slowed trial is past its
+// prediction, and the periodic sweep has the idle worker run a duplicate, which finishes the
+// study in seconds; the slowed attempt is cancelled. Before, a trial past its prediction without
+// progress was taken as ending any moment, and the study waited the 60 s.
+TEST(SpeedPlacementIntegrationTest, ATrialOnABoardThatSlowedIsDuplicatedOnAnIdleOne) {
+  TempDirectory dir;
+  const std::string marker = absl::StrCat("dhpt-slowed-nap-", getpid());
+  const std::string slowed_flag = dir.path() + "/slowed";
+  const std::string slowed = dir.path() + "/" + marker;
+  std::ofstream(slowed) << "#!/bin/sh\nif [ -e " << slowed_flag
+                        << " ]; then sleep 60; else sleep 0.3; fi\necho loss=1\n";
+  chmod(slowed.c_str(), 0755);
+  const std::string steady = WriteNapScript(dir.path(), "steady-nap", 0.3);
+  CountingObserver observer;
+  TestCluster cluster(0, 1, &observer);
+  ASSERT_NO_FATAL_FAILURE(
+      StartAndLearn(cluster, {{"slowed", slowed, "orin"}, {"steady", steady, "orin"}}));
+  std::ofstream(slowed_flag) << "throttled\n";
+
+  // Two trials, one each; the slowed board's takes 60 s.
+  ASSERT_TRUE(cluster.client().CreateStudy(NapStudy("main", 2)).ok());
+  const v1::Study study = cluster.WaitForEnd("main", absl::Seconds(40));
+  ASSERT_EQ(study.state(), v1::Study::COMPLETED) << study.state_reason();
+  EXPECT_EQ(study.trials_completed(), 2);
+  const std::vector<v1::Trial> trials = *cluster.client().ListTrials("main");
+  ASSERT_EQ(trials.size(), 2u);
+  int duplicated = 0;
+  for (const v1::Trial& trial : trials) {
+    EXPECT_EQ(trial.state(), v1::Trial::COMPLETED);
+    EXPECT_EQ(trial.worker_id(), "steady");
+    EXPECT_EQ(trial.lost_attempts(), 0);
+    if (trial.attempt() == 2) {
+      ++duplicated;
+      EXPECT_EQ(trial.attempts(0).worker_id(), "slowed");
+    }
+  }
+  EXPECT_EQ(duplicated, 1);
+  EXPECT_EQ(observer.duplicated(), 1);
+  EXPECT_EQ(observer.ended(v1::Trial::COMPLETED), 2);
+  // The slowed attempt was stopped, not left to run out its 60 s.
+  EXPECT_TRUE(WaitFor([&] { return SlowTrialProcesses(marker) == 0; }, absl::Seconds(10)))
+      << SlowTrialProcesses(marker) << " processes of the slowed attempt are left";
 }
 
 }  // namespace

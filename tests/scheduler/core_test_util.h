@@ -90,4 +90,15 @@ inline v1::Hello Hello(const std::string& id, int slots,
   return hello;
 }
 
+// A progress report of the attempt `assign`: `value` at `step`.
+inline v1::TrialProgress Progress(const v1::Assign& assign, int64_t step, double value) {
+  v1::TrialProgress progress;
+  progress.set_trial_id(assign.trial_id());
+  progress.set_attempt(assign.attempt());
+  progress.set_epoch(assign.epoch());
+  progress.set_step(step);
+  progress.set_value(value);
+  return progress;
+}
+
 }  // namespace dhpt::scheduler

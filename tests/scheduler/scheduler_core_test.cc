@@ -1187,16 +1187,6 @@ TEST_F(SchedulerCoreTest, ListTrialsValuesOnlyKeepsNumbersStatesAndValuesOnly) {
   }
 }
 
-v1::TrialProgress Progress(const v1::Assign& assign, int64_t step, double value) {
-  v1::TrialProgress progress;
-  progress.set_trial_id(assign.trial_id());
-  progress.set_attempt(assign.attempt());
-  progress.set_epoch(assign.epoch());
-  progress.set_step(step);
-  progress.set_value(value);
-  return progress;
-}
-
 // An XGBoost study, whose trials stream r2 as early stopping needs (FUNCTION trials stream
 // nothing); minimised here so that lower values read as better, as in the other tests.
 v1::StudySpec PrunableStudy(const std::string& name, int max_trials) {

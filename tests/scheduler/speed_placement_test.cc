@@ -36,6 +36,18 @@ v1::Hello Board(const std::string& id, const std::string& board,
   return hello;
 }
 
+// An XGBoost study on 200 rows whose rounds are the given parameter (or fixed field) text.
+v1::StudySpec XgboostStudy(const std::string& name, int max_trials, const std::string& rounds) {
+  v1::StudySpec spec;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(dataset { friedman1 { samples: 200 features: 5 noise: 1 seed: 0 } })pb", &spec));
+  EXPECT_TRUE(google::protobuf::TextFormat::MergeFromString(rounds, &spec)) << rounds;
+  spec.mutable_model()->set_kind(v1::Model::XGBOOST);
+  spec.set_name(name);
+  spec.set_max_trials(max_trials);
+  return spec;
+}
+
 // Counts requeues, which a lost duplicate must not cause.
 class RequeueCounter : public SchedulerObserver {
  public:
@@ -59,6 +71,12 @@ class SpeedPlacementTest : public ::testing::Test {
     return *session;
   }
   void Advance(absl::Duration d) { now_ += d; }
+  // Completes the latest attempt given on `channel`.
+  void Complete(uint64_t session, RecordingChannel& channel, const std::string& metric = "value",
+                double value = 1) {
+    core_->HandleResult(session,
+                        Finished(channel.Assigns().back(), v1::Trial::COMPLETED, value, metric));
+  }
 
   // Five one-unit trials on an Orin (1 s each) and a Pi 4 (5 s each): the Pi 4 is given the
   // last trial at 5 s and the Orin is idle from 6 s. Returns the last trial's first attempt.
@@ -112,13 +130,7 @@ TEST_F(SpeedPlacementTest, AnIdleFastWorkerDuplicatesTheSlowWorkersLastTrialAndI
   EXPECT_EQ(duplicate.trial_id(), last.trial_id());
   EXPECT_EQ(duplicate.attempt(), last.attempt() + 1);
   // The slow attempt's progress is neither refused nor stored.
-  v1::TrialProgress progress;
-  progress.set_trial_id(last.trial_id());
-  progress.set_attempt(last.attempt());
-  progress.set_epoch(last.epoch());
-  progress.set_step(1);
-  progress.set_value(3);
-  core_->HandleProgress(slow_session_, progress);
+  core_->HandleProgress(slow_session_, Progress(last, 1, 3));
   EXPECT_EQ(slow_.Count(v1::SchedulerMessage::kCancel), 0);
 
   Advance(absl::Seconds(1));
@@ -126,7 +138,9 @@ TEST_F(SpeedPlacementTest, AnIdleFastWorkerDuplicatesTheSlowWorkersLastTrialAndI
   // The slow attempt is cancelled; its answer to that changes nothing.
   ASSERT_EQ(slow_.Count(v1::SchedulerMessage::kCancel), 1);
   for (const v1::SchedulerMessage& m : slow_.sent()) {
-    if (m.has_cancel()) EXPECT_EQ(m.cancel().attempt(), last.attempt());
+    if (m.has_cancel()) {
+      EXPECT_EQ(m.cancel().attempt(), last.attempt());
+    }
   }
   core_->HandleResult(slow_session_, Finished(last, v1::Trial::CANCELLED));
   core_->HandleResult(slow_session_, Finished(last, v1::Trial::COMPLETED, 1));
@@ -222,13 +236,7 @@ TEST_P(LostDuplicateTest, TheSlowAttemptCarriesOnWithoutARequeueOrASecondAttempt
   EXPECT_EQ(observer_.requeued, 0);
   EXPECT_EQ(slow_.Count(v1::SchedulerMessage::kCancel), 0);  // The slow attempt runs on.
   // Its progress is the trial's again (not refused), and its result counts.
-  v1::TrialProgress progress;
-  progress.set_trial_id(last.trial_id());
-  progress.set_attempt(last.attempt());
-  progress.set_epoch(last.epoch());
-  progress.set_step(1);
-  progress.set_value(3);
-  core_->HandleProgress(slow_session_, progress);
+  core_->HandleProgress(slow_session_, Progress(last, 1, 3));
   EXPECT_EQ(slow_.Count(v1::SchedulerMessage::kCancel), 0);
   Advance(absl::Seconds(3));
   core_->HandleResult(slow_session_, Finished(last, v1::Trial::COMPLETED, 9));
@@ -286,9 +294,6 @@ class EndgameTest : public SpeedPlacementTest, public ::testing::WithParamInterf
     ASSERT_EQ(core_->GetStudy("learn")->state(), v1::Study::COMPLETED);
     ASSERT_TRUE(core_->CreateStudy(FunctionStudy("main", 4)).ok());
     ASSERT_EQ(fast_.Assigns().size(), 2u);
-  }
-  void Complete(uint64_t session, RecordingChannel& channel) {
-    core_->HandleResult(session, Finished(channel.Assigns().back(), v1::Trial::COMPLETED));
   }
   int SlowAssigns() const {
     return static_cast<int>(slow_.Assigns().size() + slow2_.Assigns().size());
@@ -359,14 +364,8 @@ class ReadyTrialsTest : public SpeedPlacementTest, public ::testing::WithParamIn
 TEST_P(ReadyTrialsTest, TheLongestReadyTrialGoesToTheFastestWorker) {
   const bool speed_placement = GetParam();
   Start(kDefaultDuplicateMargin, speed_placement);
-  v1::StudySpec spec;
-  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(R"pb(
-    name: "x"
-    model { kind: XGBOOST }
-    dataset { friedman1 { samples: 200 features: 5 noise: 1 seed: 0 } }
-    parameters { name: "n_estimators" int_range { min: 10 max: 400 } }
-    max_trials: 6)pb", &spec));
-  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  ASSERT_TRUE(core_->CreateStudy(XgboostStudy(
+      "x", 6, R"pb(parameters { name: "n_estimators" int_range { min: 10 max: 400 } })pb")).ok());
   for (int rounds : {100, 101, 10, 400, 50, 300}) {
     v1::EnqueueTrialRequest request;
     request.set_study("x");
@@ -380,13 +379,11 @@ TEST_P(ReadyTrialsTest, TheLongestReadyTrialGoesToTheFastestWorker) {
   ASSERT_EQ(slow_.Assigns().size(), 1u);
   auto rounds = [](const v1::Assign& assign) { return assign.params().at("n_estimators").int_value(); };
   Advance(absl::Seconds(1));
-  core_->HandleResult(fast_session_,
-                      Finished(fast_.Assigns().back(), v1::Trial::COMPLETED, 0.5, "r2"));
+  Complete(fast_session_, fast_, "r2", 0.5);
   ASSERT_EQ(fast_.Assigns().size(), 2u);
   EXPECT_EQ(rounds(fast_.Assigns().back()), speed_placement ? 400 : 10);
   Advance(absl::Seconds(4));
-  core_->HandleResult(slow_session_,
-                      Finished(slow_.Assigns().back(), v1::Trial::COMPLETED, 0.5, "r2"));
+  Complete(slow_session_, slow_, "r2", 0.5);
   ASSERT_EQ(slow_.Assigns().size(), 2u);
   EXPECT_EQ(rounds(slow_.Assigns().back()), speed_placement ? 10 : 400);
   // Both workers list their class and learnt speed: the Orin took 1 s for 100 rounds, the Pi 4
@@ -411,17 +408,11 @@ TEST_P(StragglerTest, ATrialWhoseProgressShowsItSlowIsDuplicatedOnAnIdleFastWork
   // A margin that the predictions alone (4 s left on the Pi 4, 1 s on the Orin) do not pass.
   Start(/*duplicate_margin=*/4.5);
   auto study = [&](const std::string& name) {
-    v1::StudySpec spec;
-    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(R"pb(
-      model { kind: XGBOOST }
-      dataset { friedman1 { samples: 200 features: 5 noise: 1 seed: 0 } }
-      parameters { name: "n_estimators" int_range { min: 100 max: 110 } }
-      max_trials: 2)pb", &spec));
-    spec.set_name(name);
-    EXPECT_TRUE(core_->CreateStudy(spec).ok());
+    EXPECT_TRUE(core_->CreateStudy(XgboostStudy(
+        name, 2, R"pb(parameters { name: "n_estimators" int_range { min: 100 max: 110 } })pb")).ok());
   };
   auto complete = [&](uint64_t session, RecordingChannel& channel) {
-    core_->HandleResult(session, Finished(channel.Assigns().back(), v1::Trial::COMPLETED, 0.5, "r2"));
+    Complete(session, channel, "r2", 0.5);
   };
   // Learnt from a first study: about 1 s a trial on the Orin, 5 s on the Pi 4.
   fast_session_ = Connect(fast_, Board("fast", "orin", {v1::Model::XGBOOST}));
@@ -445,13 +436,7 @@ TEST_P(StragglerTest, ATrialWhoseProgressShowsItSlowIsDuplicatedOnAnIdleFastWork
   EXPECT_EQ(fast.Assigns().size(), 1u);  // Idle: not worth a duplicate as predicted.
   // 5 s in, 3 of its 100-110 rounds done: it needs about three minutes, the Orin 35 s.
   Advance(absl::Seconds(4));
-  v1::TrialProgress progress;
-  progress.set_trial_id(straggler.trial_id());
-  progress.set_attempt(straggler.attempt());
-  progress.set_epoch(straggler.epoch());
-  progress.set_step(reports_progress ? 3 : 99);
-  progress.set_value(0.1);
-  core_->HandleProgress(slow_session_, progress);
+  core_->HandleProgress(slow_session_, Progress(straggler, reports_progress ? 3 : 99, 0.1));
   if (reports_progress) {
     ASSERT_EQ(fast.Assigns().size(), 2u);
     EXPECT_EQ(fast.Assigns().back().trial_id(), straggler.trial_id());
@@ -461,6 +446,75 @@ TEST_P(StragglerTest, ATrialWhoseProgressShowsItSlowIsDuplicatedOnAnIdleFastWork
 }
 
 INSTANTIATE_TEST_SUITE_P(SpeedPlacement, StragglerTest, ::testing::Bool());
+
+// A board that slows after its speed was learnt (issue 32, from the hostile review): two
+// Orins learn 1 s a trial (100 rounds); one holds the study's last trial, the other is idle.
+// On pace, no duplicate (1 s left is not 1.5 times the idle Orin's 1 s). Then the holder
+// freezes (no report at all, or none after its first) or is throttled (reports 5x slower
+// per round): its re-estimated finish is more than 1.5 s off, and the idle Orin runs a
+// duplicate, found by the periodic sweep (a frozen board sends nothing) or at the slowed
+// report. The duplicate's result counts, once. Before, a trial past its prediction without
+// progress was taken as finishing now, a slowed trial scaled the idle Orin's prediction with
+// it, and nothing but a report offered a duplicate.
+enum class Slowed { kFrozenWithoutProgress, kFrozenAfterProgress, kThrottled };
+
+class SlowedBoardTest : public SpeedPlacementTest, public ::testing::WithParamInterface<Slowed> {};
+
+TEST_P(SlowedBoardTest, ItsLastTrialIsDuplicatedOnAnIdleWorkerOfTheSameSpeed) {
+  const bool reports = GetParam() != Slowed::kFrozenWithoutProgress;
+  const std::string metric = reports ? "r2" : "value";
+  Start();
+  ASSERT_TRUE(core_->CreateStudy(reports ? XgboostStudy("s", 3, R"pb(
+      model { fixed { key: "n_estimators" value { number_value: 100 } } }
+      parameters { name: "max_depth" int_range { min: 2 max: 10 } })pb")
+                                         : FunctionStudy("s", 3)).ok());
+  const std::vector<v1::Model::Kind> kinds = {reports ? v1::Model::XGBOOST : v1::Model::FUNCTION};
+  RecordingChannel& a = channels_.emplace_back();
+  RecordingChannel& b = channels_.emplace_back();
+  const uint64_t a_session = Connect(a, Board("a", "orin", kinds));
+  const uint64_t b_session = Connect(b, Board("b", "orin", kinds));
+  ASSERT_EQ(a.Assigns().size(), 1u);
+  ASSERT_EQ(b.Assigns().size(), 1u);
+  Advance(absl::Seconds(1));
+  Complete(a_session, a, metric);  // Learnt: 1 s a trial. It takes the last one.
+  ASSERT_EQ(a.Assigns().size(), 2u);
+  const v1::Assign last = a.Assigns().back();
+  Complete(b_session, b, metric);
+  EXPECT_EQ(b.Assigns().size(), 1u);  // Idle: the last trial is on pace.
+  auto duplicated = [&] { return b.Assigns().size() == 2u; };
+
+  Advance(absl::Milliseconds(500));
+  if (reports) core_->HandleProgress(a_session, Progress(last, 50, 0.1));  // Half, on pace.
+  core_->ExpireTrials();
+  EXPECT_FALSE(duplicated());
+  Advance(absl::Milliseconds(500));  // 1 s in: as predicted, it should end now.
+  core_->ExpireTrials();
+  EXPECT_FALSE(duplicated());
+  if (GetParam() == Slowed::kThrottled) {
+    Advance(absl::Milliseconds(500));  // 10 rounds in 1 s since the first report: 0.1 s a round.
+    core_->HandleProgress(a_session, Progress(last, 60, 0.1));
+    ASSERT_TRUE(duplicated());  // 4 s left at that pace, at its report.
+  } else {
+    Advance(absl::Seconds(2));  // 3 s in, silent: 2 s overdue, or 3 s for the 50 rounds left.
+    core_->ExpireTrials();
+    ASSERT_TRUE(duplicated());
+  }
+  const v1::Assign duplicate = b.Assigns().back();
+  EXPECT_EQ(duplicate.trial_id(), last.trial_id());
+  Advance(absl::Seconds(1));
+  core_->HandleResult(b_session, Finished(duplicate, v1::Trial::COMPLETED, 7, metric));
+  EXPECT_EQ(a.Count(v1::SchedulerMessage::kCancel), 1);  // The slowed attempt.
+  const std::vector<v1::Trial> trials = AllTrials(*core_, "s");
+  ASSERT_EQ(trials.size(), 3u);
+  EXPECT_EQ(trials.back().worker_id(), "b");
+  EXPECT_EQ(trials.back().metrics().at(metric), 7);
+  EXPECT_EQ(trials.back().lost_attempts(), 0);
+  EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::COMPLETED);
+}
+
+INSTANTIATE_TEST_SUITE_P(SpeedPlacement, SlowedBoardTest,
+                         ::testing::Values(Slowed::kFrozenWithoutProgress,
+                                           Slowed::kFrozenAfterProgress, Slowed::kThrottled));
 
 }  // namespace
 }  // namespace dhpt::scheduler
