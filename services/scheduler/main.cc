@@ -230,6 +230,7 @@ int main(int argc, char** argv) {
     max_memory_bytes = dhpt::scheduler::CgroupMemoryLimit().value_or(0);
   }
   options.core.max_memory_bytes = max_memory_bytes;
+  const int pressure_percent = static_cast<int>(dhpt::scheduler::kMemoryPressureShare * 100 + 0.5);
   if (const int64_t resident = dhpt::scheduler::ResidentBytes();
       max_memory_bytes > 0 &&
       resident >= static_cast<int64_t>(static_cast<double>(max_memory_bytes) *
@@ -237,17 +238,19 @@ int main(int argc, char** argv) {
     // It would refuse every study from the start: say so now rather than at each call.
     std::fprintf(stderr,
                  "the memory cap (%lld bytes, %s) is below what the scheduler holds at start "
-                 "(%lld MiB, and new work is refused past 90%% of the cap): give it at least "
+                 "(%lld MiB, and new work is refused past %d%% of the cap): give it at least "
                  "%lld MiB, or 0 for no cap\n",
                  static_cast<long long>(max_memory_bytes),
                  absl::GetFlag(FLAGS_max_memory_bytes) == -1 ? "the container's limit"
                                                              : "--max_memory_bytes",
-                 static_cast<long long>(resident >> 20),
+                 static_cast<long long>(resident >> 20), pressure_percent,
                  static_cast<long long>((resident * 2) >> 20));
     return 2;
   }
   if (max_memory_bytes > 0) {
-    DHPT_LOG_INFO("memory cap: %d MiB (new work is refused past 90%% of it)", max_memory_bytes >> 20);
+    DHPT_LOG_INFO("memory cap: %d MiB (new work is refused past %d%% of it, and taken again under %d%%)",
+                  max_memory_bytes >> 20, pressure_percent,
+                  static_cast<int>(dhpt::scheduler::kMemoryResumeShare * 100 + 0.5));
   }
   options.core.watch_journal.max_events = std::max(1, absl::GetFlag(FLAGS_watch_journal_events));
   if (options.core.max_studies < 1 || options.core.spec_limits.max_parameters < 1 ||
