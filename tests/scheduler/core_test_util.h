@@ -101,4 +101,13 @@ inline v1::TrialProgress Progress(const v1::Assign& assign, int64_t step, double
   return progress;
 }
 
+// The attempt `assign` names, as a worker acknowledges, drops or hands it back.
+inline v1::TrialAttempt Attempt(const v1::Assign& assign) {
+  v1::TrialAttempt attempt;
+  attempt.set_trial_id(assign.trial_id());
+  attempt.set_attempt(assign.attempt());
+  attempt.set_epoch(assign.epoch());
+  return attempt;
+}
+
 }  // namespace dhpt::scheduler

@@ -30,14 +30,6 @@ v1::TrialResult Result(const v1::Assign& assign, v1::Trial::State state, double 
   return result;
 }
 
-v1::TrialAttempt Attempt(const v1::Assign& assign) {
-  v1::TrialAttempt attempt;
-  attempt.set_trial_id(assign.trial_id());
-  attempt.set_attempt(assign.attempt());
-  attempt.set_epoch(assign.epoch());
-  return attempt;
-}
-
 class PublishedStudiesTest : public ::testing::Test {
  protected:
   PublishedStudiesTest() : core_(std::make_unique<SchedulerCore>(db_.get(), SchedulerOptions())) {}

@@ -51,14 +51,6 @@ v1::TrialResult Completed(const v1::Assign& assign, double value,
   return result;
 }
 
-v1::TrialAttempt Attempt(const v1::Assign& assign) {
-  v1::TrialAttempt attempt;
-  attempt.set_trial_id(assign.trial_id());
-  attempt.set_attempt(assign.attempt());
-  attempt.set_epoch(assign.epoch());
-  return attempt;
-}
-
 class SchedulerCoreTest : public ::testing::Test {
  protected:
   SchedulerCoreTest() : core_(std::make_unique<SchedulerCore>(db_.get(), Options())) {}
