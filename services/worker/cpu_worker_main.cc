@@ -2,15 +2,12 @@
 // never links libtorch, so it stays small enough for a Raspberry Pi.
 
 #include "services/worker/worker_main.h"
-#include "services/worker/xgboost_trainer.h"
 
 namespace dhpt::worker {
 namespace {
 
 absl::StatusOr<WorkerSetup> SetUpCpuWorker() {
-  // Checked once, in a child process: this worker maps no XGBoost until its first trial, and
-  // one whose library cannot be loaded would announce XGBoost and fail every such trial.
-  if (absl::Status xgboost = CheckXgboostModule(); !xgboost.ok()) return xgboost;
+  // Its XGBoost library is checked by WorkerMain, once the kinds it announces are known.
   WorkerSetup setup;
   setup.models = {v1::Model::XGBOOST, v1::Model::RANDOM_FOREST, v1::Model::FUNCTION};
   return setup;

@@ -8,7 +8,6 @@
 #include "services/common/logging.h"
 #include "services/worker/autoencoder_trainer.h"
 #include "services/worker/worker_main.h"
-#include "services/worker/xgboost_trainer.h"
 
 ABSL_FLAG(std::string, device, "auto",
           "auto (CUDA device 0 when visible, else the CPU), cuda (fail without one) or cpu");
@@ -53,8 +52,7 @@ absl::StatusOr<WorkerSetup> SetUpGpuWorker() {
 
   WorkerSetup setup;
   setup.models = {Model::AUTOENCODER};
-  if (absl::GetFlag(FLAGS_run_cpu_models)) {
-    if (absl::Status xgboost = CheckXgboostModule(); !xgboost.ok()) return xgboost;
+  if (absl::GetFlag(FLAGS_run_cpu_models)) {  // Their XGBoost library: checked by WorkerMain.
     setup.models.insert(setup.models.end(), {Model::XGBOOST, Model::RANDOM_FOREST, Model::FUNCTION});
   }
   if ((*trainer)->on_cuda()) {

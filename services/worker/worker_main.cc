@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/algorithm/container.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -271,6 +272,17 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
       return 2;
     }
     setup->models = std::move(kept);
+  }
+  // Checked once, in a child process, and only when this worker announces a kind that needs it:
+  // it maps no XGBoost until its first such trial, and one whose library cannot be loaded would
+  // announce XGBoost and fail every such trial.
+  if (absl::c_any_of(setup->models, [](v1::Model::Kind model) {
+        return model == v1::Model::XGBOOST || model == v1::Model::RANDOM_FOREST;
+      })) {
+    if (absl::Status xgboost = CheckXgboostModule(); !xgboost.ok()) {
+      std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(xgboost.message()).c_str());
+      return 1;
+    }
   }
   setup->runner.datasets = *std::move(datasets);
   if (absl::Status commands = CommandsFromFlags(RepeatedFlagValues(argc, argv, "command"),
