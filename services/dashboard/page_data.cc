@@ -421,7 +421,10 @@ void TrialTable::Add(const v1::Trial& trial) {
   std::push_heap(heap_.begin(), heap_.end(), after);
 }
 
-bool TrialTable::Done() const { return query_.NumberOrder() && heap_.size() >= keep_; }
+bool TrialTable::Done() const {
+  // One matching trial past the page says there is a next page; a page just full does not.
+  return query_.NumberOrder() && static_cast<size_t>(total_) > keep_;
+}
 
 std::string TrialTable::Json() const {
   std::vector<const Row*> rows;

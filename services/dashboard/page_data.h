@@ -152,7 +152,8 @@ class TrialTable {
  public:
   explicit TrialTable(TableQuery query);
   void Add(const v1::Trial& trial);
-  // True once the page cannot change any more (number order, page full): stop streaming.
+  // True once the page cannot change any more and a next page exists (number order, page full,
+  // one more trial matched): stop streaming.
   bool Done() const;
   // {"total": matching trials seen, "page": P, "page_size": S, "rows": [trial, ...]}.
   std::string Json() const;

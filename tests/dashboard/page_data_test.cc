@@ -111,12 +111,16 @@ TEST(TrialTableTest, MissingValuesComeLastAndTheTextFilterMatchesErrorsAndParame
   EXPECT_EQ(Numbers(table.Json()), (std::vector<int64_t>{2, 0}));
 }
 
-TEST(TrialTableTest, NumberOrderIsDoneOnceThePageIsFull) {
+// Done once the page is full and one trial more has matched: a study whose trials fill the
+// last page exactly is complete (the page's "Next" is off), not a page short of an empty one.
+TEST(TrialTableTest, NumberOrderIsDoneOnceThePageIsFullAndOneMoreMatched) {
   TrialTable table(*ParseTableQuery({{"page", "1"}, {"size", "2"}}));
-  for (int64_t i = 0; i < 3; ++i) table.Add(Completed(i, i));
+  for (int64_t i = 0; i < 4; ++i) table.Add(Completed(i, i));
   EXPECT_FALSE(table.Done());
-  table.Add(Completed(3, 3));
+  EXPECT_TRUE(absl::StrContains(table.Json(), "\"complete\":true"));
+  table.Add(Completed(4, 4));
   EXPECT_TRUE(table.Done());
+  EXPECT_TRUE(absl::StrContains(table.Json(), "\"complete\":false"));
   EXPECT_EQ(Numbers(table.Json()), (std::vector<int64_t>{2, 3}));
 }
 
