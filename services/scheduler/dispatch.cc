@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "services/common/logging.h"
@@ -86,10 +87,9 @@ std::string SchedulerCore::KindsNoWorkerRunsLocked(const StudyEntry& study) cons
   std::set<std::string> kinds;
   for (uint64_t id : study.pending) {
     const TrialEntry& trial = trials_.at(id);
-    bool runnable = false;
-    for (const auto& [session, worker] : workers_) {
-      runnable = runnable || RunsTrialLocked(trial, worker.capabilities);
-    }
+    const bool runnable = absl::c_any_of(workers_, [&](const auto& session_and_worker) {
+      return RunsTrialLocked(trial, session_and_worker.second.capabilities);
+    });
     if (runnable) return "";  // One runs: the study is not stuck.
     kinds.insert(v1::Model::Kind_Name(TrialSizeLocked(trial).first));
   }
