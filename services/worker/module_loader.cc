@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
@@ -81,11 +80,7 @@ bool ReadReply(int fd, absl::Time deadline, ProbeReply& reply) {
 }  // namespace
 
 std::string ModulePath(const ModuleSpec& spec) {
-  if (const char* path = std::getenv(spec.env); path != nullptr && *path != '\0') {
-    // dlopen looks a name without a slash up on the library search path, not in the current
-    // directory, where a user who wrote a relative path means it.
-    return absl::StrContains(path, '/') ? std::string(path) : absl::StrCat("./", path);
-  }
+  if (const char* path = std::getenv(spec.env); path != nullptr && *path != '\0') return path;
   const std::string directory = ExecutableDirectory();
   const std::string beside = absl::StrCat(directory, "/", spec.file);
   const std::string installed = absl::StrCat(directory, "/../lib/dhpt/", spec.file);
