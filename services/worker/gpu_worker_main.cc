@@ -29,11 +29,9 @@ absl::StatusOr<WorkerSetup> SetUpGpuWorker() {
   // fail each one in a millisecond (using up studies' budgets), or die loading a truncated one.
   const TorchDevices devices = ProbeTorchDevices();
   if (devices.module_unusable) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot load the AutoEncoder library, so this worker could run no AutoEncoder trial: ",
-        devices.error,
-        " (install libdhpt_autoencoder.so beside the binary or in ../lib/dhpt/, or point "
-        "DHPT_AUTOENCODER_MODULE at it)"));
+    // The probe's message says what is wrong and what to install where.
+    return absl::FailedPreconditionError(
+        absl::StrCat("this worker could run no AutoEncoder trial: ", devices.error));
   }
   const std::string no_cuda_reason = *preference == DevicePreference::kCpu ? "--device=cpu was given"
                                      : !devices.error.empty()              ? devices.error

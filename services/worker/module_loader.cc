@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,7 +34,7 @@ std::string ExecutableDirectory() {
 struct ProbeReply {
   int loaded = 0;
   std::array<int64_t, 4> values{};
-  char error[512] = {};
+  char error[1024] = {};  // Within PIPE_BUF (4096): the reply is written at once.
 };
 
 // In the forked child: load the library, ask it, write the answer, exit without running the
@@ -77,6 +78,32 @@ bool ReadReply(int fd, absl::Time deadline, ProbeReply& reply) {
   return true;
 }
 
+// Why the library cannot be used, then what to do, said once: every caller passes this on as
+// it is (the start-up checks add only what the worker would have announced).
+absl::Status Unloadable(const ModuleSpec& spec, absl::string_view why) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "cannot load the ", spec.what, " library (", why, "): install ", spec.file,
+      " beside this worker's binary or in ../lib/dhpt/, or set ", spec.env, " to its path"));
+}
+
+// dlopen opens what it is given: a FIFO blocks it (and the worker's start-up probe, silently,
+// until the probe's timeout) and a directory or device is no library either. A name without a
+// slash is not a file here but looked up on the library search path, as dlopen does.
+absl::Status CheckRegularFile(const ModuleSpec& spec, const std::string& path) {
+  struct stat info {};
+  if (path.find('/') == std::string::npos || stat(path.c_str(), &info) != 0 ||
+      S_ISREG(info.st_mode)) {
+    return absl::OkStatus();  // A missing file is dlopen's to report, in its words.
+  }
+  const char* kind = S_ISDIR(info.st_mode)    ? "a directory"
+                     : S_ISFIFO(info.st_mode) ? "a FIFO"
+                     : S_ISSOCK(info.st_mode) ? "a socket"
+                     : S_ISCHR(info.st_mode)  ? "a character device"
+                     : S_ISBLK(info.st_mode)  ? "a block device"
+                                              : "not a regular file";
+  return Unloadable(spec, absl::StrCat(path, " is ", kind, ", not a library file"));
+}
+
 }  // namespace
 
 std::string ModulePath(const ModuleSpec& spec) {
@@ -89,26 +116,25 @@ std::string ModulePath(const ModuleSpec& spec) {
 }
 
 absl::StatusOr<const void*> LoadModuleTable(const ModuleSpec& spec, const std::string& path) {
+  if (absl::Status file = CheckRegularFile(spec, path); !file.ok()) return file;
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* error = dlerror();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot load the ", spec.what, " library (", error != nullptr ? error : path,
-        "): install ", spec.file, " beside this worker's binary or in ../lib/dhpt/, or set ",
-        spec.env, " to its path"));
+    return Unloadable(spec, error != nullptr ? error : path);
   }
   auto* entry = reinterpret_cast<const void* (*)()>(dlsym(handle, spec.symbol));
   if (entry == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, " is not an ", spec.what, " library: it has no ", spec.symbol));
+    return Unloadable(spec, absl::StrCat(path, " is not an ", spec.what, " library: it has no ",
+                                         spec.symbol));
   }
   const void* table = entry();
   // Every table starts with its `int abi` (module_loader.h).
   const int abi = *static_cast<const int*>(table);
   if (abi != spec.abi) {
     return absl::FailedPreconditionError(absl::StrCat(
-        path, " was built for another version of this worker (interface ", abi,
-        ", this worker needs ", spec.abi, "): install the library built with it"));
+        "cannot load the ", spec.what, " library (", path,
+        " was built for another version of this worker: interface ", abi, ", this worker needs ",
+        spec.abi, "): install the library built with it"));
   }
   return table;
 }
@@ -144,10 +170,14 @@ ModuleProbe ProbeModule(const ModuleSpec& spec,
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!answered) {
+    // SIGKILL is this timeout's (or the OOM killer's); any other signal is the file's doing.
     probe.unusable = WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL;
-    probe.error = WIFSIGNALED(status)
-                      ? absl::StrCat("the ", spec.what, " library probe (", path,
-                                     ") died of signal ", WTERMSIG(status))
+    probe.error = probe.unusable
+                      ? std::string(Unloadable(spec, absl::StrCat("loading ", path,
+                                                                  " killed the probe with signal ",
+                                                                  WTERMSIG(status),
+                                                                  ": a truncated file?"))
+                                        .message())
                       : absl::StrCat("the ", spec.what, " library probe (", path,
                                      ") gave no answer in ", absl::FormatDuration(timeout));
     return probe;

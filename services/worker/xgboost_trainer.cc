@@ -79,10 +79,9 @@ absl::StatusOr<std::string> ProbeXgboostVersion() {
 absl::Status CheckXgboostModule() {
   absl::StatusOr<std::string> version = ProbeXgboostVersion();
   if (version.ok()) return absl::OkStatus();
+  // The probe's message says what is wrong and what to install where.
   return absl::FailedPreconditionError(absl::StrCat(
-      "cannot load the XGBoost library, so this worker could run no XGBoost or Random Forest "
-      "trial: ", version.status().message(), " (install ", kXgboostModuleFile,
-      " beside the binary or in ../lib/dhpt/, or point ", kXgboostModuleEnv, " at it)"));
+      "this worker could run no XGBoost or Random Forest trial: ", version.status().message()));
 }
 
 absl::StatusOr<XgboostResult> TrainXgboost(const SplitDataset& data,

@@ -3,11 +3,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "services/common/model_catalog.h"
 
 namespace dhpt::worker {
@@ -28,6 +33,48 @@ TEST(ScoreRegressionTest, PerfectAndMeanPredictions) {
   RegressionScores scores = ScoreRegression(truth, mean.data());
   EXPECT_DOUBLE_EQ(scores.r2, 0.0);
   EXPECT_DOUBLE_EQ(scores.mse, 1.25);
+}
+
+// How often `part` occurs in `text`.
+size_t Occurrences(absl::string_view text, absl::string_view part) {
+  return std::vector<absl::string_view>(absl::StrSplit(text, part)).size() - 1;
+}
+
+// DHPT_XGBOOST_MODULE naming a FIFO blocked the start-up probe's dlopen (it opens the FIFO and
+// waits for a writer) until the probe's 60 s timeout, with no log line; a directory got
+// dlopen's terse error. Both are refused before anything is opened, and every refusal says
+// what to install where once (the start-up check repeated it).
+TEST(XgboostTrainerTest, AModuleThatIsNoRegularFileIsRefusedAtOnceSayingWhatToDoOnce) {
+  const std::string dir = ::testing::TempDir();
+  const std::string fifo = absl::StrCat(dir, "/fifo-xgboost-", getpid(), ".so");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << fifo;
+  const std::string directory = absl::StrCat(dir, "/dir-xgboost-", getpid(), ".so");
+  ASSERT_EQ(mkdir(directory.c_str(), 0700), 0) << directory;
+  const std::string missing = absl::StrCat(dir, "/missing-xgboost-", getpid(), ".so");
+  const std::pair<std::string, std::string> cases[] = {
+      {fifo, " is a FIFO, not a library file"},
+      {directory, " is a directory, not a library file"},
+      {missing, "No such file"}};
+  for (const auto& [path, why] : cases) {
+    SCOPED_TRACE(path);
+    setenv("DHPT_XGBOOST_MODULE", path.c_str(), 1);
+    const auto start = std::chrono::steady_clock::now();
+    const absl::Status status = CheckXgboostModule();
+    const auto took = std::chrono::steady_clock::now() - start;
+    unsetenv("DHPT_XGBOOST_MODULE");
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr(path));
+    EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr(why));
+    EXPECT_THAT(std::string(status.message()), ::testing::StartsWith(
+                                      "this worker could run no XGBoost or Random Forest trial: "
+                                      "cannot load the XGBoost library ("));
+    EXPECT_EQ(Occurrences(status.message(), "DHPT_XGBOOST_MODULE"), 1) << status.message();
+    EXPECT_EQ(Occurrences(status.message(), "install"), 1) << status.message();
+    // Bounded by the probe's timeout (60 s) either way; refused without waiting on it.
+    EXPECT_LT(took, std::chrono::seconds(30));
+  }
+  unlink(fifo.c_str());
+  rmdir(directory.c_str());
 }
 
 TEST(XgboostTrainerTest, LearnsFriedmanAndReportsProgress) {
