@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "services/cli/terminal_text.h"
@@ -35,6 +36,19 @@ std::string AskLine(const v1::Trial& trial) {
     absl::StrAppend(&line, " --", name, "=", TerminalText(FormatParameterValueExact(value)));
   }
   return line;
+}
+
+std::optional<std::string> OversizedTellReason(const absl::Status& status, int64_t trial,
+                                               int metrics) {
+  if (!absl::IsResourceExhausted(status) ||
+      !absl::StrContains(status.message(), "larger than max")) {
+    return std::nullopt;  // The scheduler's own RESOURCE_EXHAUSTED (a limit it names) is its word.
+  }
+  return absl::StrCat("trial ", trial, ": the result (", metrics,
+                      metrics == 1 ? " metric" : " metrics",
+                      ") is over the scheduler's message limit (", status.message(),
+                      "; dhpt-scheduler --max_message_bytes): tell the objectives and at most ",
+                      kMaxTellMetrics, " metrics in all");
 }
 
 absl::StatusOr<google::protobuf::Map<std::string, double>> ParseMetricWords(

@@ -3,6 +3,8 @@
 // The CLI's side of ask and tell and of enqueued points: `dhpt ask` prints trials a shell loop
 // can read, `dhpt tell` and `dhpt enqueue` read name=value words.
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,18 @@ namespace dhpt::cli {
 // Exit codes of `dhpt ask` when it prints no trial, so that a shell loop can tell the cases.
 inline constexpr int kExitStudyEnded = 3;
 inline constexpr int kExitNoTrialNow = 4;
+
+// The most metrics a scheduler keeps of one result (kMaxResultMetrics in
+// services/scheduler/scheduler_core.h; the CLI does not link the scheduler).
+inline constexpr int kMaxTellMetrics = 64;
+
+// Why a tell of `metrics` metrics for trial `trial` that gRPC refused for its size
+// (RESOURCE_EXHAUSTED "Received message larger than max (N vs. M)", before the scheduler read
+// it) could not be stored, in words its user can act on: it names neither the trial nor what to
+// change. nullopt for any other error. `dhpt tell` fails the trial with it, as the Python
+// client does (clients/python/dhpt/agent.py), rather than leave it waiting for its lease.
+std::optional<std::string> OversizedTellReason(const absl::Status& status, int64_t trial,
+                                               int metrics);
 
 // "3 --eta=0.012345678901234568 --max_depth=6": the trial's number, then its parameters as the
 // arguments a COMMAND gets, exact and sorted by name.

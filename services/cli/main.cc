@@ -631,6 +631,21 @@ int RunAskTell(StudyClient& client, const std::string& name, const std::vector<s
     if (!metrics.ok()) return Fail(metrics.status());
     *request.mutable_metrics() = *std::move(metrics);
     absl::StatusOr<v1::Trial> trial = client.CompleteTrial(request);
+    if (const std::optional<std::string> oversized =
+            OversizedTellReason(trial.status(), number, request.metrics_size())) {
+      // Refused before the scheduler read it: failed with the reason, the trial would
+      // otherwise stay RUNNING until its lease ran out. Marked FAILED as the Python client
+      // does; a later tell of this trial is then refused.
+      request.clear_metrics();
+      request.set_infeasible_reason(absl::StrCat("bad result: ", *oversized));
+      const absl::StatusOr<v1::Trial> failed = client.CompleteTrial(request);
+      std::cerr << "dhpt tell: " << *oversized << "\n"
+                << (failed.ok() ? absl::StrCat("trial ", number, " is marked FAILED with this reason")
+                                : absl::StrCat("trial ", number, " could not be marked FAILED either (",
+                                               failed.status().message(), ")"))
+                << "\n";
+      return 1;
+    }
     if (!trial.ok()) return Fail(trial.status());
     std::cout << "trial " << trial->number() << " " << v1::Trial::State_Name(trial->state())
               << (trial->error().empty() ? "" : ": " + trial->error()) << "\n";

@@ -52,5 +52,22 @@ TEST(AskTellTest, ParameterWordsAreNumbersWhenTheyReadAsNumbers) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// gRPC's refusal of a tell over the message limit names neither the trial nor what to change;
+// the scheduler's own RESOURCE_EXHAUSTED (a limit it names) and other errors are left as they are.
+TEST(AskTellTest, ATellOverTheMessageLimitIsSaidInWordsToActOn) {
+  const absl::Status grpc_refusal =
+      absl::ResourceExhaustedError("Received message larger than max (2345 vs. 1024)");
+  const std::optional<std::string> reason = OversizedTellReason(grpc_refusal, 7, 61);
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_EQ(*reason,
+            "trial 7: the result (61 metrics) is over the scheduler's message limit (Received "
+            "message larger than max (2345 vs. 1024); dhpt-scheduler --max_message_bytes): tell "
+            "the objectives and at most 64 metrics in all");
+  EXPECT_THAT(*OversizedTellReason(grpc_refusal, 0, 1), HasSubstr("(1 metric)"));
+  EXPECT_FALSE(OversizedTellReason(absl::ResourceExhaustedError("too many studies"), 7, 61));
+  EXPECT_FALSE(OversizedTellReason(absl::InvalidArgumentError("larger than max"), 7, 61));
+  EXPECT_FALSE(OversizedTellReason(absl::OkStatus(), 7, 61));
+}
+
 }  // namespace
 }  // namespace dhpt::cli

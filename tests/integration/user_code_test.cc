@@ -325,5 +325,40 @@ parallel_trials: 1
   EXPECT_EQ(cluster.WaitForEnd("at-exit").state(), v1::Study::COMPLETED);
 }
 
+// `dhpt tell` of a result over the scheduler's message limit: gRPC refuses it before the
+// scheduler reads it. The CLI printed gRPC's raw RESOURCE_EXHAUSTED text and the trial stayed
+// RUNNING until its lease ran out; it now says which trial and what to change, and fails the
+// trial with that reason (as the Python client does).
+TEST(UserCodeTest, ATellOverTheMessageLimitFailsItsTrialSayingWhatToChange) {
+  SchedulerProcess scheduler({"--max_message_bytes=1024"});  // The smallest it takes.
+  cli::StudyClient client(scheduler.address());
+  ASSERT_TRUE(client.CreateStudy(Spec(R"(
+name: big-tell
+model: {kind: EXTERNAL}
+objective: {metric: loss, goal: MINIMIZE}
+algorithm: {name: RANDOM, seed: 5}
+parameters:
+  - {name: x, double_range: {min: -5, max: 5}}
+max_trials: 3
+)")).ok());
+  const std::string at = absl::StrCat(" --scheduler=", scheduler.address(), " </dev/null");
+  auto [status, output] = RunBinary("dhpt", "ask big-tell" + at);
+  ASSERT_EQ(status, 0) << output;
+  ASSERT_TRUE(absl::StartsWith(output, "0 --x=")) << output;
+  std::string words = "loss=0.5";  // About 2 kB of metrics.
+  for (int i = 1; i < 61; ++i) absl::StrAppend(&words, " a_rather_long_metric_name_", i, "=1");
+  std::tie(status, output) = RunBinary("dhpt", "tell big-tell 0 " + words + at);
+  EXPECT_EQ(status, 1) << output;
+  EXPECT_THAT(output, HasSubstr("dhpt tell: trial 0: the result (61 metrics) is over the "
+                                "scheduler's message limit (Received message larger than max ("));
+  EXPECT_THAT(output, HasSubstr("; dhpt-scheduler --max_message_bytes): tell the objectives and "
+                                "at most 64 metrics in all\ntrial 0 is marked FAILED with this reason"));
+  const absl::StatusOr<std::vector<v1::Trial>> trials = client.ListTrials("big-tell");
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  ASSERT_EQ(trials->size(), 1u);
+  EXPECT_EQ(trials->front().state(), v1::Trial::FAILED);
+  EXPECT_THAT(trials->front().error(), HasSubstr("bad result: trial 0: the result (61 metrics)"));
+}
+
 }  // namespace
 }  // namespace dhpt::testing
