@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -169,10 +170,12 @@ absl::StatusOr<DatasetOptions> DatasetOptionsFromFlags(int argc, char** argv) {
   return options;
 }
 
-}  // namespace
+// A start-up step's verdict: nullopt to go on, else the status to exit with (the step printed
+// why): 2 for a bad flag, 1 when this node cannot host the worker.
+using StopWith = std::optional<int>;
 
-int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
-  ReexecWithBoundedOpenMpSpin(argv);
+// Step 1: usage, --version, DHPT_<FLAG> variables, then the command line.
+void ParseWorkerFlags(int argc, char** argv, const WorkerKind& kind) {
   absl::SetProgramUsageMessage(absl::StrCat(
       kind.binary, " --scheduler=HOST:PORT [--slots=N]\n\n", kind.purpose,
       "\nConnects to dhpt-scheduler, runs the trials it assigns and streams results back;\n"
@@ -199,28 +202,47 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   ApplyEnvironmentToFlags(ClientSecurityFlagNames());
   for (absl::string_view flag : kind.own_flags) ApplyEnvironmentToFlags({flag});
   ParseFlagsOnly(kind.binary, argc, argv);
+}
 
-  const int slots = absl::GetFlag(FLAGS_slots);
-  if (slots < 1 || slots > 1024) {
+// Who this worker is and what it may use, from its flags.
+struct WorkerIdentity {
+  int slots = 1;
+  int metrics_port = -1;
+  int threads = 1;
+  std::string worker_id;
+  std::string node;
+  std::string arch;
+  std::map<std::string, std::string> labels;
+  DatasetOptions datasets;
+};
+
+// Step 2: the flags every worker kind shares, checked.
+StopWith CheckFlags(int argc, char** argv, const WorkerKind& kind, WorkerIdentity& identity) {
+  identity.slots = absl::GetFlag(FLAGS_slots);
+  if (identity.slots < 1 || identity.slots > 1024) {
     std::fprintf(stderr, "--slots must be between 1 and 1024\n");
     return 2;
   }
-  const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  if (metrics_port < -1 || metrics_port > 65535) {
+  identity.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  if (identity.metrics_port < -1 || identity.metrics_port > 65535) {
     std::fprintf(stderr, "--metrics_port must be -1 (off), 0 (any) or a port number\n");
     return 2;
   }
-  int threads = absl::GetFlag(FLAGS_threads_per_trial);
-  if (threads <= 0) {
-    threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / slots);
+  identity.threads = absl::GetFlag(FLAGS_threads_per_trial);
+  if (identity.threads <= 0) {
+    identity.threads =
+        std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / identity.slots);
   }
-  std::string worker_id = absl::GetFlag(FLAGS_worker_id);
-  if (worker_id.empty()) worker_id = absl::StrCat(Hostname(), "-", getpid());
-  std::string node = absl::GetFlag(FLAGS_node_name);
-  if (node.empty() && std::getenv("NODE_NAME") != nullptr) node = std::getenv("NODE_NAME");
-  if (node.empty()) node = Hostname();
+  identity.worker_id = absl::GetFlag(FLAGS_worker_id);
+  if (identity.worker_id.empty()) identity.worker_id = absl::StrCat(Hostname(), "-", getpid());
+  identity.node = absl::GetFlag(FLAGS_node_name);
+  if (identity.node.empty() && std::getenv("NODE_NAME") != nullptr) {
+    identity.node = std::getenv("NODE_NAME");
+  }
+  if (identity.node.empty()) identity.node = Hostname();
   utsname machine{};
   uname(&machine);
+  identity.arch = machine.machine;
   absl::StatusOr<std::map<std::string, std::string>> labels =
       ParseLabels(absl::GetFlag(FLAGS_labels));
   if (!labels.ok()) {
@@ -229,16 +251,18 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
                  std::string(labels.status().message()).c_str());
     return 2;
   }
+  identity.labels = *std::move(labels);
   absl::StatusOr<DatasetOptions> datasets = DatasetOptionsFromFlags(argc, argv);
   if (!datasets.ok()) {
     std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(datasets.status().message()).c_str());
     return 2;
   }
-  absl::StatusOr<WorkerSetup> setup = kind.setup();
-  if (!setup.ok()) {
-    std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(setup.status().message()).c_str());
-    return absl::IsFailedPrecondition(setup.status()) ? 1 : 2;
-  }
+  identity.datasets = *std::move(datasets);
+  return std::nullopt;
+}
+
+// --models: of the kinds `setup` can run, those named, each once.
+StopWith KeepNamedModels(int argc, char** argv, const WorkerKind& kind, WorkerSetup& setup) {
   // Given but empty (`--models=`, DHPT_MODELS=""): absl reads that as the default, all kinds,
   // which is not what someone naming kinds meant; refused like a name given twice or blank.
   const bool models_given = std::getenv("DHPT_MODELS") != nullptr ||
@@ -246,37 +270,59 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
                               const absl::string_view a = argument;
                               return absl::StartsWith(a, "--models") || absl::StartsWith(a, "-models");
                             });
-  if (const std::vector<std::string> only = absl::GetFlag(FLAGS_models);
-      models_given || !only.empty()) {
-    std::vector<std::string> can;
-    for (v1::Model::Kind known : setup->models) can.push_back(v1::Model::Kind_Name(known));
-    std::vector<v1::Model::Kind> kept;
-    std::string problem;
-    for (const std::string& name : only) {
-      v1::Model::Kind model;
-      if (name.empty()) {
-        problem = "an empty name (a comma at an end, or two in a row)";
-      } else if (!v1::Model::Kind_Parse(name, &model) ||
-                 std::find(setup->models.begin(), setup->models.end(), model) == setup->models.end()) {
-        problem = absl::StrCat(name, " is not a model kind this worker runs");
-      } else if (std::find(kept.begin(), kept.end(), model) != kept.end()) {
-        problem = absl::StrCat(name, " is named twice");
-      }
-      if (!problem.empty()) break;
-      kept.push_back(model);
+  const std::vector<std::string> only = absl::GetFlag(FLAGS_models);
+  if (!models_given && only.empty()) return std::nullopt;
+  std::vector<std::string> can;
+  for (v1::Model::Kind known : setup.models) can.push_back(v1::Model::Kind_Name(known));
+  std::vector<v1::Model::Kind> kept;
+  std::string problem;
+  for (const std::string& name : only) {
+    v1::Model::Kind model;
+    if (name.empty()) {
+      problem = "an empty name (a comma at an end, or two in a row)";
+    } else if (!v1::Model::Kind_Parse(name, &model) ||
+               std::find(setup.models.begin(), setup.models.end(), model) == setup.models.end()) {
+      problem = absl::StrCat(name, " is not a model kind this worker runs");
+    } else if (std::find(kept.begin(), kept.end(), model) != kept.end()) {
+      problem = absl::StrCat(name, " is named twice");
     }
-    if (only.empty()) problem = "no model kind named (leave the flag out to run every kind)";
-    if (!problem.empty()) {
-      std::fprintf(stderr, "%s: --models: %s; name each kind once, comma-separated, of %s\n",
-                   kind.binary, problem.c_str(), absl::StrJoin(can, ", ").c_str());
-      return 2;
-    }
-    setup->models = std::move(kept);
+    if (!problem.empty()) break;
+    kept.push_back(model);
   }
+  if (only.empty()) problem = "no model kind named (leave the flag out to run every kind)";
+  if (!problem.empty()) {
+    std::fprintf(stderr, "%s: --models: %s; name each kind once, comma-separated, of %s\n",
+                 kind.binary, problem.c_str(), absl::StrJoin(can, ", ").c_str());
+    return 2;
+  }
+  setup.models = std::move(kept);
+  return std::nullopt;
+}
+
+// What the worker runs, and how it announces it.
+struct Trainers {
+  WorkerSetup setup;
+  std::vector<std::string> command_names;  // --command programs; COMMAND is in setup.models.
+  std::string command_workdir;             // Where their trials work (made at start).
+  std::string energy_telemetry;            // The power rails' source, or empty.
+};
+
+// Step 3: the binary's own setup (device, trainers), --models, the XGBoost library, the
+// datasets, --command programs and the board's power rails.
+StopWith SetUpTrainers(int argc, char** argv, const WorkerKind& kind, const WorkerIdentity& identity,
+                       Trainers& trainers) {
+  absl::StatusOr<WorkerSetup> setup = kind.setup();
+  if (!setup.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(setup.status().message()).c_str());
+    return absl::IsFailedPrecondition(setup.status()) ? 1 : 2;
+  }
+  trainers.setup = *std::move(setup);
+  WorkerSetup& worker = trainers.setup;
+  if (StopWith stop = KeepNamedModels(argc, argv, kind, worker)) return stop;
   // Checked once, in a child process, and only when this worker announces a kind that needs it:
   // it maps no XGBoost until its first such trial, and one whose library cannot be loaded would
   // announce XGBoost and fail every such trial.
-  if (absl::c_any_of(setup->models, [](v1::Model::Kind model) {
+  if (absl::c_any_of(worker.models, [](v1::Model::Kind model) {
         return model == v1::Model::XGBOOST || model == v1::Model::RANDOM_FOREST;
       })) {
     if (absl::Status xgboost = CheckXgboostModule(); !xgboost.ok()) {
@@ -284,58 +330,50 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
       return 1;
     }
   }
-  setup->runner.datasets = *std::move(datasets);
+  worker.runner.datasets = identity.datasets;
   if (absl::Status commands = CommandsFromFlags(RepeatedFlagValues(argc, argv, "command"),
                                                 RepeatedFlagValues(argc, argv, "command_env"),
-                                                std::string(kind.label) == "gpu", setup->runner);
+                                                std::string(kind.label) == "gpu", worker.runner);
       !commands.ok()) {
     std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(commands.message()).c_str());
     return 2;
   }
-  std::vector<std::string> command_names;
-  if (setup->runner.commands != nullptr) {
-    command_names = setup->runner.commands->Names();
-    setup->models.push_back(v1::Model::COMMAND);
+  trainers.command_workdir = worker.runner.command_options.workdir_root;
+  if (worker.runner.commands != nullptr) {
+    trainers.command_names = worker.runner.commands->Names();
+    worker.models.push_back(v1::Model::COMMAND);
   }
-  setup->runner.command_options.node_name = node;
-  const std::string command_workdir = setup->runner.command_options.workdir_root;
-  // The default root is this process's own: once its trials are done, an empty one goes.
-  auto remove_command_workdir = [&] {
-    if (!command_names.empty() && DefaultCommandWorkdir() == command_workdir) {
-      rmdir(command_workdir.c_str());
-    }
-  };
+  worker.runner.command_options.node_name = identity.node;
   // Power rails are the board's, whichever worker binary runs on it.
-  std::string energy_telemetry;
   if (absl::StatusOr<std::unique_ptr<PowerRails>> rails = OpenPowerRails(); rails.ok()) {
     DHPT_LOG_INFO("trial energy from the %s power rails: %s", (*rails)->source(),
                   (*rails)->description());
-    energy_telemetry = (*rails)->source();
-    setup->runner.power = *std::move(rails);
+    trainers.energy_telemetry = (*rails)->source();
+    worker.runner.power = *std::move(rails);
   }
+  return std::nullopt;
+}
 
-  BlockTerminationSignals();
-  absl::StatusOr<ChannelSecurity> security = MakeChannelSecurity(ClientSecurityFromFlags());
-  if (!security.ok()) {
-    std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(security.status().message()).c_str());
-    remove_command_workdir();
-    return 2;
+// The default --command_workdir is this process's own (made at start): once its trials are
+// done, an empty one goes, however the worker ends.
+class OwnCommandWorkdir {
+ public:
+  explicit OwnCommandWorkdir(const Trainers& trainers)
+      : path_(trainers.command_names.empty() ? "" : trainers.command_workdir) {}
+  ~OwnCommandWorkdir() {
+    if (!path_.empty() && DefaultCommandWorkdir() == path_) rmdir(path_.c_str());
   }
-  const bool gpu_observed = setup->runner.gpu != nullptr;
-  const std::shared_ptr<GpuReader> gpu = setup->runner.gpu;  // Also read by the heartbeats.
-  const DatasetOptions data = setup->runner.datasets;  // For the start-up line.
-  TrialRunner runner(std::move(setup->runner));
-  if (const std::string study = absl::GetFlag(FLAGS_sequential_study); !study.empty()) {
-    const int status = RunSequentialStudy(
-        study, runner, {.threads_per_trial = threads, .worker_id = worker_id, .node_name = node});
-    remove_command_workdir();
-    return status;
-  }
+  OwnCommandWorkdir(const OwnCommandWorkdir&) = delete;
+  OwnCommandWorkdir& operator=(const OwnCommandWorkdir&) = delete;
 
-  WorkerClientOptions options;
+ private:
+  const std::string path_;
+};
+
+// Step 4: the connection flags, and the Hello the worker announces itself with.
+StopWith ConnectionFromFlags(const WorkerIdentity& identity, const Trainers& trainers,
+                             WorkerClientOptions& options) {
   options.scheduler_address = absl::GetFlag(FLAGS_scheduler);
-  options.security = *std::move(security);
-  options.gpu = gpu.get();
   options.keepalive.ping_interval_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_time));
   options.keepalive.ping_timeout_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_timeout));
   if (options.keepalive.ping_interval_ms < 1000 || options.keepalive.ping_timeout_ms < 1000) {
@@ -348,64 +386,74 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
                  absl::FormatDuration(options.initial_backoff).c_str());
     return 2;
   }
+  const WorkerSetup& setup = trainers.setup;
   v1::Hello& hello = options.hello;
-  hello.set_worker_id(worker_id);
+  hello.set_worker_id(identity.worker_id);
   v1::WorkerCapabilities& caps = *hello.mutable_capabilities();
-  caps.set_device_kind(setup->device_kind);
-  caps.set_device_name(setup->device_name);
-  caps.set_device_memory_bytes(setup->device_memory_bytes);
-  caps.set_gpu_telemetry(setup->gpu_telemetry);
-  caps.set_energy_telemetry(energy_telemetry);
-  caps.mutable_labels()->insert(labels->begin(), labels->end());
-  for (v1::Model::Kind model : setup->models) caps.add_models(model);
-  for (const std::string& name : command_names) caps.add_commands(name);
-  caps.set_slots(slots);
-  caps.set_node_name(node);
+  caps.set_device_kind(setup.device_kind);
+  caps.set_device_name(setup.device_name);
+  caps.set_device_memory_bytes(setup.device_memory_bytes);
+  caps.set_gpu_telemetry(setup.gpu_telemetry);
+  caps.set_energy_telemetry(trainers.energy_telemetry);
+  caps.mutable_labels()->insert(identity.labels.begin(), identity.labels.end());
+  for (v1::Model::Kind model : setup.models) caps.add_models(model);
+  for (const std::string& name : trainers.command_names) caps.add_commands(name);
+  caps.set_slots(identity.slots);
+  caps.set_node_name(identity.node);
   // What its trials may use: the pod's (cgroup's) limit, else the machine's memory.
   const std::optional<int64_t> memory_limit = MemoryCgroup::OfThisProcess().Limit();
   caps.set_memory_bytes(memory_limit ? static_cast<uint64_t>(*memory_limit)
                                      : static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
                                            static_cast<uint64_t>(sysconf(_SC_PAGESIZE)));
-  caps.set_arch(machine.machine);
+  caps.set_arch(identity.arch);
   caps.set_version(DHPT_VERSION);
+  return std::nullopt;
+}
 
-  WorkerMetrics metrics(kind.label, node, slots, gpu_observed);
+// Step 5: metrics, the trial slots and the connection, until SIGTERM or SIGINT; then running
+// trials go back to the scheduler. The exit status.
+int RunUntilSignal(const WorkerKind& kind, const WorkerIdentity& identity, const Trainers& trainers,
+                   const WorkerClientOptions& options, TrialRunner& runner, bool gpu_observed) {
+  WorkerMetrics metrics(kind.label, identity.node, identity.slots, gpu_observed);
   std::unique_ptr<MetricsEndpoint> metrics_endpoint;
-  if (metrics_port >= 0) {
-    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint =
-        MetricsEndpoint::Start(
-            "0.0.0.0", metrics_port,
-            {{"component", absl::StrCat(kind.label, "-worker")}, {"kind", kind.label}, {"node", node}},
-            {metrics.registry()});
+  if (identity.metrics_port >= 0) {
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> endpoint = MetricsEndpoint::Start(
+        "0.0.0.0", identity.metrics_port,
+        {{"component", absl::StrCat(kind.label, "-worker")}, {"kind", kind.label}, {"node", identity.node}},
+        {metrics.registry()});
     if (!endpoint.ok()) {
       std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(endpoint.status().message()).c_str());
-      remove_command_workdir();
       return 1;
     }
     metrics_endpoint = std::move(*endpoint);
     DHPT_LOG_INFO("metrics on :%d", metrics_endpoint->port());
   }
-  WorkerCore core({.slots = slots,
-                   .threads_per_trial = threads,
-                   .observer = metrics_port >= 0 ? &metrics : nullptr},
+  WorkerCore core({.slots = identity.slots,
+                   .threads_per_trial = identity.threads,
+                   .observer = identity.metrics_port >= 0 ? &metrics : nullptr},
                   &runner);
   core.Start();
   WorkerClient client(options, &core);
   std::thread connection([&client] { client.Run(); });
+  const WorkerSetup& setup = trainers.setup;
   std::vector<std::string> model_names;
-  for (v1::Model::Kind model : setup->models) model_names.push_back(v1::Model::Kind_Name(model));
+  for (v1::Model::Kind model : setup.models) model_names.push_back(v1::Model::Kind_Name(model));
   DHPT_LOG_INFO("%s %s: %s device %s, runs %s; %d slots x %d threads, scheduler %s, labels %s",
-                kind.binary, worker_id, v1::WorkerCapabilities::DeviceKind_Name(setup->device_kind),
-                setup->device_name, absl::StrJoin(model_names, ", "), slots, threads,
+                kind.binary, identity.worker_id,
+                v1::WorkerCapabilities::DeviceKind_Name(setup.device_kind), setup.device_name,
+                absl::StrJoin(model_names, ", "), identity.slots, identity.threads,
                 options.scheduler_address,
-                labels->empty() ? "none" : absl::StrJoin(*labels, ",", absl::PairFormatter("=")));
+                identity.labels.empty()
+                    ? "none"
+                    : absl::StrJoin(identity.labels, ",", absl::PairFormatter("=")));
+  const DatasetOptions& data = identity.datasets;
   DHPT_LOG_INFO("CSV datasets: %s; at most %d bytes per file, %d bytes per dataset in memory",
                 data.data_roots.empty() ? "none (no --data_root)"
                                         : absl::StrCat("under ", absl::StrJoin(data.data_roots, ", ")),
                 data.max_dataset_file_bytes, data.max_dataset_bytes);
-  if (!command_names.empty()) {
-    DHPT_LOG_INFO("commands: %s; trials work in %s", absl::StrJoin(command_names, ", "),
-                  command_workdir);
+  if (!trainers.command_names.empty()) {
+    DHPT_LOG_INFO("commands: %s; trials work in %s", absl::StrJoin(trainers.command_names, ", "),
+                  trainers.command_workdir);
   }
 
   const int signal = WaitForTerminationSignal();
@@ -414,8 +462,40 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   core.Stop();    // Running trials end CANCELLED and go back, costing no attempt.
   client.Stop();
   connection.join();
-  remove_command_workdir();
   return 0;
+}
+
+}  // namespace
+
+int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
+  ReexecWithBoundedOpenMpSpin(argv);
+  ParseWorkerFlags(argc, argv, kind);
+  WorkerIdentity identity;
+  if (StopWith stop = CheckFlags(argc, argv, kind, identity)) return *stop;
+  Trainers trainers;
+  if (StopWith stop = SetUpTrainers(argc, argv, kind, identity, trainers)) return *stop;
+  const OwnCommandWorkdir workdir(trainers);
+
+  BlockTerminationSignals();
+  absl::StatusOr<ChannelSecurity> security = MakeChannelSecurity(ClientSecurityFromFlags());
+  if (!security.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(security.status().message()).c_str());
+    return 2;
+  }
+  const std::shared_ptr<GpuReader> gpu = trainers.setup.runner.gpu;  // Also read by the heartbeats.
+  // The runner takes the trainers' options; the rest of trainers.setup stays for the Hello.
+  TrialRunner runner(std::move(trainers.setup.runner));
+  if (const std::string study = absl::GetFlag(FLAGS_sequential_study); !study.empty()) {
+    return RunSequentialStudy(study, runner,
+                              {.threads_per_trial = identity.threads,
+                               .worker_id = identity.worker_id,
+                               .node_name = identity.node});
+  }
+  WorkerClientOptions options;
+  options.security = *std::move(security);
+  options.gpu = gpu.get();
+  if (StopWith stop = ConnectionFromFlags(identity, trainers, options)) return *stop;
+  return RunUntilSignal(kind, identity, trainers, options, runner, gpu != nullptr);
 }
 
 }  // namespace dhpt::worker
