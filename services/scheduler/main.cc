@@ -78,6 +78,10 @@ ABSL_FLAG(std::string, worker_token_file, "",
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0",
           "address the metrics endpoint binds; it is plaintext HTTP without a token, so use "
           "127.0.0.1 or a NetworkPolicy where that matters");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
+          "on SIGTERM or SIGINT, how long calls in flight (a reply to a slow client, a worker "
+          "stream) may take to end before they are cancelled; a client or worker that stopped "
+          "answering holds the stop this long (docs/deployment.md)");
 ABSL_FLAG(int, max_studies, 10'000, "studies the scheduler holds at most (ended ones included)");
 ABSL_FLAG(int, max_parameters, dhpt::study::kDefaultMaxParameters,
           "parameters one study may tune at most");
@@ -173,7 +177,8 @@ int main(int argc, char** argv) {
                                  "tls_client_ca", "auth_token_file", "worker_token_file",
                                  "max_studies", "max_parameters", "max_dataset_bytes",
                                  "max_message_bytes", "max_spec_bytes_total",
-                                 "max_reply_bytes_in_flight", "watch_journal_events"});
+                                 "max_reply_bytes_in_flight", "watch_journal_events",
+                                 "shutdown_grace"});
   dhpt::ParseFlagsOnly("dhpt-scheduler", argc, argv);
   dhpt::BlockTerminationSignals();
   RaiseDescriptorLimit();
@@ -257,6 +262,10 @@ int main(int argc, char** argv) {
       options.core.spec_limits.max_dataset_bytes < 1 || options.max_receive_message_bytes < 1024) {
     std::fprintf(stderr, "--max_studies, --max_parameters and --max_dataset_bytes must be >= 1, "
                          "--max_message_bytes >= 1024\n");
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_shutdown_grace) < absl::ZeroDuration()) {
+    std::fprintf(stderr, "--shutdown_grace must be 0s or more\n");
     return 2;
   }
   if (suggestion_threads < 0 || suggestion_threads > 1024) {
@@ -343,6 +352,6 @@ int main(int argc, char** argv) {
   const int signal = dhpt::WaitForTerminationSignal();
   DHPT_LOG_INFO("received %s; shutting down", strsignal(signal));
   metrics_endpoint.reset();  // Stop scraping the core before it goes.
-  (*server)->Shutdown();
+  (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
   return 0;
 }
