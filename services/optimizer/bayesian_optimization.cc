@@ -4,7 +4,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/string_view.h"
 
@@ -178,30 +177,6 @@ int64_t BayesianSuggestionBytes(const SearchSpace& space, const BayesianOptions&
 
 int64_t BayesianCandidateCells(const SearchSpace& space, const BayesianOptions& options) {
   return EncodedWidth(space) * (options.candidates + kPerturbedBest * kPerturbationsEach);
-}
-
-std::vector<int> PerturbationCentres(const std::vector<std::vector<bool>>& branches,
-                                     const Eigen::VectorXd& loss, int count) {
-  const int n = static_cast<int>(branches.size());
-  std::vector<int> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return loss(a) < loss(b); });
-  std::vector<int> centres;
-  std::vector<bool> taken(static_cast<size_t>(n), false);
-  absl::flat_hash_set<std::vector<bool>> seen;
-  // First each branch's best, best branch first; then the next best of any branch.
-  for (int k : order) {
-    if (static_cast<int>(centres.size()) == count) break;
-    if (seen.insert(branches[k]).second) {
-      centres.push_back(k);
-      taken[k] = true;
-    }
-  }
-  for (int k : order) {
-    if (static_cast<int>(centres.size()) == count) break;
-    if (!taken[k]) centres.push_back(k);
-  }
-  return centres;
 }
 
 int FitPrefix(int observed, const BayesianOptions& options) {
@@ -386,14 +361,13 @@ absl::StatusOr<std::optional<Point>> BayesianOptimization::Suggest(const History
     }
     offer(u);
   }
-  std::vector<std::vector<bool>> branches(static_cast<size_t>(n));
-  for (int k = 0; k < n; ++k) {
-    for (const ParameterValue& v : history.trials[observed[k]].point) {
-      branches[k].push_back(std::holds_alternative<Inactive>(v));
-    }
-  }
-  for (int centre_row : PerturbationCentres(branches, y, kPerturbedBest)) {
-    const Eigen::VectorXd centre = encoder.Encode(history.trials[observed[centre_row]].point);
+  const int perturbed = std::min(kPerturbedBest, n);
+  std::vector<int> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + perturbed, order.end(),
+                    [&](int a, int b) { return y(a) < y(b) || (y(a) == y(b) && a < b); });
+  for (int b = 0; b < perturbed; ++b) {
+    const Eigen::VectorXd centre = encoder.Encode(history.trials[observed[order[b]]].point);
     for (int c = 0; c < kPerturbationsEach; ++c) {
       u = centre;
       for (int j = 0; j < width; ++j) {

@@ -1,7 +1,6 @@
 #pragma once
 
 #include <optional>
-#include <vector>
 
 #include "services/optimizer/gaussian_process.h"
 #include "services/optimizer/optimizer.h"
@@ -60,18 +59,6 @@ class BayesianOptimization : public Optimizer {
   };
   std::optional<Fitted> last_fit_;
 };
-
-// The observed trials (rows of `loss`, lower is better) whose perturbations join the
-// candidates, at most `count`: first the best trial of each branch (`branches[k]`: which
-// parameters row k lacks; a flat space has one branch), best branch first, then the next best
-// of any branch, ties to the earlier row. In a flat space that is the `count` best. In a
-// conditional one a branch whose best is not among the overall best is still searched locally:
-// on the model-choice benchmark BAYESIAN spent about half of trials 21-50 on XGBoost with no
-// XGBoost trial among the 5 best (the forest's were), so only global candidates reached it,
-// and its XGBoost results rose quickly only once one entered the 5 best, past trial 50
-// (docs/optimizers.md#model-choice-each-trial-the-mean-over-5-seeds).
-std::vector<int> PerturbationCentres(const std::vector<std::vector<bool>>& branches,
-                                     const Eigen::VectorXd& loss, int count);
 
 // How many of `observed` trials (in trial order) the hyperparameters are fitted to: the largest
 // step of the grid n_startup, then + max(1, floor(refit_growth * m)), that is at most `observed`.

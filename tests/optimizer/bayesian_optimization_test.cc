@@ -44,26 +44,6 @@ TEST(BayesianOptimizationTest, FitPrefixStepsByATenth) {
   EXPECT_EQ(FitPrefix(37, {.refit_growth = 0}), 37);  // Refit on every suggestion.
 }
 
-// The candidate search perturbs each branch's best trial, not only the overall best: in a
-// conditional space a branch whose trials all rank below another's is still searched locally.
-// A flat space (one branch) keeps the overall best, ties to the earlier trial.
-TEST(BayesianOptimizationTest, PerturbationCentresIncludeEachBranchsBest) {
-  const std::vector<bool> forest = {false, false, true}, boosted = {false, true, false};
-  // Rows 0-5 are the forest's, every one better than the boosted rows 6 and 7.
-  std::vector<std::vector<bool>> branches(6, forest);
-  branches.push_back(boosted);
-  branches.push_back(boosted);
-  Eigen::VectorXd loss(8);
-  loss << 0.5, 0.1, 0.3, 0.2, 0.4, 0.2, 0.9, 0.7;
-  EXPECT_EQ(PerturbationCentres(branches, loss, 5), (std::vector<int>{1, 7, 3, 5, 2}));
-  EXPECT_EQ(PerturbationCentres(branches, loss, 1), (std::vector<int>{1}));
-
-  const std::vector<std::vector<bool>> flat(8, forest);
-  EXPECT_EQ(PerturbationCentres(flat, loss, 5), (std::vector<int>{1, 3, 5, 2, 4}));
-  // Fewer trials than centres: every one.
-  EXPECT_EQ(PerturbationCentres({forest, forest, forest}, loss.head(3), 5), (std::vector<int>{1, 2, 0}));
-}
-
 // The kept fit is only a cache: a warm optimiser suggests what a fresh one (a restarted
 // scheduler's) suggests for the same history, also when the history is not an extension of the
 // last one it saw, and with pruned and running trials in it.

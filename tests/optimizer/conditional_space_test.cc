@@ -211,8 +211,8 @@ TEST(ConditionalSpaceTest, ARebuiltOptimizerRepeatsTheSuggestionsOfARunningOne) 
   }
 }
 
-// BAYESIAN alike, past its start-up: its candidates perturb each branch's best trial
-// (PerturbationCentres), still a function of the seed and the history alone.
+// BAYESIAN alike, past its start-up (the test above skips it for its cost): each suggestion on
+// a conditional space is a function of the seed and the history alone.
 TEST(ConditionalSpaceTest, ARebuiltBayesianRepeatsTheSuggestionsOfARunningOne) {
   const SearchSpace space = ConditionalBenchmarkSpace();
   OptimizerConfig config;
