@@ -211,6 +211,31 @@ TEST(ConditionalSpaceTest, ARebuiltOptimizerRepeatsTheSuggestionsOfARunningOne) 
   }
 }
 
+// BAYESIAN alike, past its start-up (the test above skips it for its cost): each suggestion on
+// a conditional space is a function of the seed and the history alone.
+TEST(ConditionalSpaceTest, ARebuiltBayesianRepeatsTheSuggestionsOfARunningOne) {
+  const SearchSpace space = ConditionalBenchmarkSpace();
+  OptimizerConfig config;
+  config.algorithm = Algorithm::kBayesian;
+  config.seed = 5;
+  auto running = MakeOptimizer(space, config);
+  ASSERT_TRUE(running.ok());
+  TestStudy study;
+  for (int t = 0; t < 16; ++t) {
+    auto next = (*running)->Suggest(study.history());
+    ASSERT_TRUE(next.ok() && next->has_value());
+    if (t >= 10) {  // The start-up's ten are random search's, covered above.
+      auto rebuilt = MakeOptimizer(space, config);
+      ASSERT_TRUE(rebuilt.ok());
+      auto again = (*rebuilt)->Suggest(study.history());
+      ASSERT_TRUE(again.ok() && again->has_value());
+      ASSERT_EQ(space.Key(**next), space.Key(**again)) << "trial " << t;
+    }
+    study.keys.insert(space.Key(**next));
+    study.trials.push_back(Complete(**next, false));
+  }
+}
+
 TEST(ConditionalSpaceTest, TpeFitsAChildOnlyToTheTrialsWhereItWasActive) {
   // The best trials are trees of depth 8; the other trees have other depths and the linear and
   // net trials have no depth at all. TPE's depth densities come from the trees alone, so whenever
