@@ -30,6 +30,10 @@ using google::protobuf::util::TimeUtil;
 
 namespace {
 
+absl::Status NoBestTrial(absl::string_view name) {
+  return absl::NotFoundError(absl::StrCat("study \"", name, "\" has no completed trial yet"));
+}
+
 // Whether attempt `attempt` of `trial` was given to `worker_id` under `epoch`.
 bool AttemptGivenTo(const v1::Trial& trial, int attempt, absl::string_view worker_id,
                     uint64_t epoch) {
@@ -367,6 +371,14 @@ absl::StatusOr<v1::Study> SchedulerCore::GetStudyUnderLockForTest(absl::string_v
   return BuildStudyLocked(*study);
 }
 
+absl::StatusOr<v1::Trial> SchedulerCore::GetBestTrialUnderLockForTest(absl::string_view name) {
+  ReadBackOffLock(name);
+  CoreLock lock(this);
+  ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
+  if (!study->best) return NoBestTrial(name);
+  return FullTrialLocked(trials_.at(*study->best));
+}
+
 void SchedulerCore::TrackSummaryLocked(StudyEntry& study) const {
   study.summary_tracked = true;
   MarkSummaryChangedLocked(study);
@@ -568,12 +580,17 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
 }
 
 absl::StatusOr<v1::Trial> SchedulerCore::GetBestTrial(absl::string_view name) {
+  // Off the lock when it can be, as GetStudy: the published summary holds the best trial (an
+  // evicted study's too, so it is not read back for it).
+  if (std::shared_ptr<const PublishedStudy> published = published_.Find(name)) {
+    if (const v1::Trial* best = published->BestTrial()) return *best;
+    return NoBestTrial(name);
+  }
   ReadBackOffLock(name);
   CoreLock lock(this);
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
-  if (!study->best) {
-    return absl::NotFoundError(absl::StrCat("study \"", name, "\" has no completed trial yet"));
-  }
+  TrackSummaryLocked(*const_cast<StudyEntry*>(study));  // Published as the lock is released.
+  if (!study->best) return NoBestTrial(name);
   return FullTrialLocked(trials_.at(*study->best));
 }
 

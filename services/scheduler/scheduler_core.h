@@ -409,6 +409,8 @@ class SchedulerCore {
     f();
   }
   absl::StatusOr<v1::Study> GetStudyUnderLockForTest(absl::string_view name) const;
+  // GetBestTrial as built under the lock (an evicted study is read back for it).
+  absl::StatusOr<v1::Trial> GetBestTrialUnderLockForTest(absl::string_view name);
   // What GetStudy answers off the lock now, if anything.
   std::optional<v1::Study> PublishedStudyForTest(absl::string_view name) const {
     std::shared_ptr<const PublishedStudy> published = published_.Find(name);
@@ -418,8 +420,8 @@ class SchedulerCore {
 
  private:
   // The core's lock, which every public method takes. Released, it first publishes the
-  // summaries of the read studies that changed under it (PublishSummariesLocked), so GetStudy,
-  // reading those without the lock, answers as of the last call that returned.
+  // summaries of the read studies that changed under it (PublishSummariesLocked), so GetStudy
+  // and GetBestTrial, reading those without the lock, answers as of the last call that returned.
   class ABSL_SCOPED_LOCKABLE CoreLock {
    public:
     explicit CoreLock(const SchedulerCore* core) ABSL_EXCLUSIVE_LOCK_FUNCTION(core->mutex_)
@@ -724,8 +726,8 @@ class SchedulerCore {
   v1::Study BuildStudyLocked(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The same without the spec and, unless evicted, the best trial.
   v1::Study BuildSummaryLocked(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Published summaries (published_studies.h). A study is published once GetStudy has read it
-  // under the lock (TrackSummaryLocked); from then on every change of it (PublishTrialLocked,
+  // Published summaries (published_studies.h). A study is published once GetStudy or
+  // GetBestTrial has read it under the lock (TrackSummaryLocked); from then on every change of it (PublishTrialLocked,
   // PublishStudyLocked) marks it, and the lock's release publishes the marked ones. Studies
   // nobody reads cost nothing.
   void TrackSummaryLocked(StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
