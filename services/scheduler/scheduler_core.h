@@ -428,9 +428,14 @@ class SchedulerCore {
         : core_(const_cast<SchedulerCore*>(core)) {
       core_->mutex_.Lock();
     }
-    ~CoreLock() ABSL_UNLOCK_FUNCTION() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    ~CoreLock() ABSL_UNLOCK_FUNCTION() ABSL_NO_THREAD_SAFETY_ANALYSIS { Release(); }
+    // For a store read in the middle of a call (FindStudyReadingBack): released as at the end.
+    void Release() ABSL_UNLOCK_FUNCTION() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       core_->PublishSummariesLocked();
       core_->mutex_.Unlock();
+    }
+    void Reacquire() ABSL_EXCLUSIVE_LOCK_FUNCTION() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      core_->mutex_.Lock();
     }
     CoreLock(const CoreLock&) = delete;
     CoreLock& operator=(const CoreLock&) = delete;
@@ -794,12 +799,14 @@ class SchedulerCore {
   // Puts what was read back into the evicted study (UNAVAILABLE if it could not be read).
   absl::Status RestoreReadLocked(StudyEntry& study, StoredStudy read)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // The calls that need an ended study's trials call this before taking the lock: an evicted
-  // study is read from the store without the lock, so that dispatch, results and other calls
-  // do not wait behind the read, and put back under it unless it changed meanwhile (read back
-  // by another call, deleted, or evicted again: StudyEntry::eviction). Their FindStudyLocked
-  // then finds it in memory, or reads it under the lock in the rare case it was evicted again.
-  void ReadBackOffLock(absl::string_view name) ABSL_LOCKS_EXCLUDED(mutex_);
+  // FindStudyLocked for the calls that need an ended study's trials, called first under their
+  // `lock`: an evicted study is read from the store with `lock` released, so that dispatch,
+  // results and other calls do not wait behind the read, and put back once it is taken again
+  // unless it changed meanwhile (read back by another call, deleted, or evicted again:
+  // StudyEntry::eviction); in that rare case FindStudyLocked reads it under the lock. Nothing
+  // read under `lock` before this call holds after it.
+  absl::StatusOr<const StudyEntry*> FindStudyReadingBack(absl::string_view name, CoreLock& lock)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void CacheEndedLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ForgetCachedLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Evicts from the least recently used end until the cache holds at most `bound` bytes or
@@ -860,7 +867,7 @@ class SchedulerCore {
   std::list<StudyEntry*> ended_cache_ ABSL_GUARDED_BY(mutex_);
   size_t ended_cache_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   size_t evicted_bytes_ ABSL_GUARDED_BY(mutex_) = 0;  // Since memory last went back.
-  uint64_t evictions_ ABSL_GUARDED_BY(mutex_) = 0;  // Numbers each eviction (ReadBackOffLock).
+  uint64_t evictions_ ABSL_GUARDED_BY(mutex_) = 0;  // Numbers each eviction (FindStudyReadingBack).
   // The memory cap's last check: when, and what it said.
   absl::Time memory_checked_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
   absl::Status memory_status_ ABSL_GUARDED_BY(mutex_);
