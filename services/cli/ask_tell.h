@@ -16,6 +16,7 @@
 namespace dhpt::cli {
 
 // Exit codes of `dhpt ask` when it prints no trial, so that a shell loop can tell the cases.
+// kExitNoTrialNow also when the scheduler answers RESOURCE_EXHAUSTED (near its memory cap).
 inline constexpr int kExitStudyEnded = 3;
 inline constexpr int kExitNoTrialNow = 4;
 

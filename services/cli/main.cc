@@ -599,6 +599,12 @@ int RunAskTell(StudyClient& client, const std::string& name, const std::vector<s
     request.set_count(absl::GetFlag(FLAGS_count));
     request.set_client_id(ClientId());
     absl::StatusOr<v1::SuggestTrialsResponse> response = client.SuggestTrials(request);
+    // RESOURCE_EXHAUSTED passes: the scheduler near its memory cap, or too many calls already
+    // waiting for the study's next trial. Asking again later is the answer, as for a full study.
+    if (absl::IsResourceExhausted(response.status())) {
+      std::cerr << "no trial for now (ask again later): " << response.status().message() << "\n";
+      return kExitNoTrialNow;
+    }
     if (!response.ok()) return Fail(response.status());
     if (absl::GetFlag(FLAGS_json)) {
       std::cout << CliJson(*response);

@@ -69,30 +69,26 @@ SchedulerCore::StoredStudy SchedulerCore::ReadStoredStudy(const std::string& nam
   return read;
 }
 
-void SchedulerCore::ReadBackOffLock(absl::string_view name) {
-  std::string key;
-  uint64_t eviction = 0;
-  bool with_curves = false;
-  {
-    CoreLock lock(this);
-    absl::StatusOr<const StudyEntry*> study = FindSummaryLocked(name);
-    if (!study.ok() || !(*study)->evicted) return;
-    key = (*study)->spec.name();
-    eviction = (*study)->eviction;
-    with_curves = !std::holds_alternative<std::monostate>((*study)->early_stopping);
-  }
+absl::StatusOr<const SchedulerCore::StudyEntry*> SchedulerCore::FindStudyReadingBack(
+    absl::string_view name, CoreLock& lock) {
+  ASSIGN_OR_RETURN(const StudyEntry* found, FindSummaryLocked(name));
+  if (!found->evicted) return FindStudyLocked(name);
+  const std::string key = found->spec.name();
+  const uint64_t eviction = found->eviction;
+  const bool with_curves = !std::holds_alternative<std::monostate>(found->early_stopping);
   // Off the lock: a large study's rows take milliseconds to read and parse, which dispatch,
   // results and every other call would wait for. An evicted study's stored rows do not change
   // while it stays evicted (nothing writes an ended study that is not in memory).
+  lock.Release();
   StoredStudy read = ReadStoredStudy(key, with_curves);
-  CoreLock lock(this);
+  lock.Reacquire();
   auto it = studies_.find(key);
   // Read back by another call meanwhile, deleted, or evicted again after a reopening: this
-  // read is not what the study is now, and the caller's FindStudyLocked reads it again if
-  // it still has to.
-  if (it == studies_.end() || !it->second->evicted || it->second->eviction != eviction) return;
-  // An error is the caller's to report, through FindStudyLocked's own read.
-  if (read.trials.ok()) RestoreReadLocked(*it->second, std::move(read)).IgnoreError();
+  // read is not what the study is now, and FindStudyLocked reads it again if it has to.
+  if (it != studies_.end() && it->second->evicted && it->second->eviction == eviction) {
+    RETURN_IF_ERROR(RestoreReadLocked(*it->second, std::move(read)));
+  }
+  return FindStudyLocked(name);
 }
 
 absl::Status SchedulerCore::LoadEvictedLocked(StudyEntry& study) {

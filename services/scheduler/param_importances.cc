@@ -28,11 +28,11 @@ absl::StatusOr<v1::GetParamImportancesResponse> SchedulerCore::GetParamImportanc
   std::vector<optimizer::TrialRecord> records;
   std::vector<int64_t> numbers;
   int considered = 0;
-  if (read_back) ReadBackOffLock(request.study());
   {
     CoreLock lock(this);
-    ASSIGN_OR_RETURN(const StudyEntry* study, read_back ? FindStudyLocked(request.study())
-                                                        : FindSummaryLocked(request.study()));
+    ASSIGN_OR_RETURN(const StudyEntry* study, read_back
+                                                  ? FindStudyReadingBack(request.study(), lock)
+                                                  : FindSummaryLocked(request.study()));
     if (study->evicted) {
       return absl::FailedPreconditionError(absl::StrCat(
           "study \"", request.study(), "\" has ended and its trials are not in memory"));

@@ -1,6 +1,6 @@
 #pragma once
 
-// Study summaries that GetStudy reads without the scheduler core's lock (issue 34: user calls
+// Study summaries that GetStudy and GetBestTrial read without the scheduler core's lock (issue 34: user calls
 // never wait behind workers). During a saturating run the worker streams hold the core's lock
 // for most of every millisecond, and a GetStudy that took it waited tens of milliseconds for
 // 0.02 ms of work. The core publishes a read study's summary as it releases its lock after
@@ -30,6 +30,13 @@ struct PublishedStudy {
     *out.mutable_spec() = *spec;
     if (best) *out.mutable_best_trial() = *best;
     return out;
+  }
+
+  // GetBestTrial's answer: null when no trial has completed yet. An evicted study's summary
+  // holds its best trial itself.
+  const v1::Trial* BestTrial() const {
+    if (best) return best.get();
+    return summary.has_best_trial() ? &summary.best_trial() : nullptr;
   }
 };
 

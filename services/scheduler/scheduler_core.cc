@@ -30,6 +30,10 @@ using google::protobuf::util::TimeUtil;
 
 namespace {
 
+absl::Status NoBestTrial(absl::string_view name) {
+  return absl::NotFoundError(absl::StrCat("study \"", name, "\" has no completed trial yet"));
+}
+
 // Whether attempt `attempt` of `trial` was given to `worker_id` under `epoch`.
 bool AttemptGivenTo(const v1::Trial& trial, int attempt, absl::string_view worker_id,
                     uint64_t epoch) {
@@ -253,9 +257,13 @@ absl::StatusOr<v1::Study> SchedulerCore::CreateStudy(const v1::StudySpec& reques
   ASSIGN_OR_RETURN(v1::StudySpec spec, study::NormalizeStudySpec(request, options_.spec_limits));
   v1::Study reply;
   WriteSequence stored;
-  if (!spec.warm_start_study().empty()) ReadBackOffLock(spec.warm_start_study());
   {
     CoreLock lock(this);
+    // An evicted study to learn from is read back off the lock first; a study that is not
+    // there is WarmStartLocked's to report.
+    if (!spec.warm_start_study().empty()) {
+      FindStudyReadingBack(spec.warm_start_study(), lock).IgnoreError();
+    }
     ASSIGN_OR_RETURN(stored, CreateStudyLocked(std::move(spec), reply));
   }
   // Acknowledged only once it would survive a crash.
@@ -365,6 +373,13 @@ absl::StatusOr<v1::Study> SchedulerCore::GetStudyUnderLockForTest(absl::string_v
   CoreLock lock(this);
   ASSIGN_OR_RETURN(const StudyEntry* study, FindSummaryLocked(name));
   return BuildStudyLocked(*study);
+}
+
+absl::StatusOr<v1::Trial> SchedulerCore::GetBestTrialUnderLockForTest(absl::string_view name) {
+  CoreLock lock(this);
+  ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyReadingBack(name, lock));
+  if (!study->best) return NoBestTrial(name);
+  return FullTrialLocked(trials_.at(*study->best));
 }
 
 void SchedulerCore::TrackSummaryLocked(StudyEntry& study) const {
@@ -536,9 +551,8 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
     absl::string_view name, v1::Trial::State only, int page_size, absl::string_view page_token,
     TrialView view) {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultTrialPageSize, kMaxTrialPageSize));
-  ReadBackOffLock(name);
   CoreLock lock(this);
-  ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
+  ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyReadingBack(name, lock));
   // The study's creation order too: a token of a deleted study is no good for a new one of
   // the same name.
   const std::string filter = absl::StrCat(name, "|", only, "|", study->order);
@@ -568,21 +582,24 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
 }
 
 absl::StatusOr<v1::Trial> SchedulerCore::GetBestTrial(absl::string_view name) {
-  ReadBackOffLock(name);
-  CoreLock lock(this);
-  ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
-  if (!study->best) {
-    return absl::NotFoundError(absl::StrCat("study \"", name, "\" has no completed trial yet"));
+  // Off the lock when it can be, as GetStudy: the published summary holds the best trial (an
+  // evicted study's too, so it is not read back for it).
+  if (std::shared_ptr<const PublishedStudy> published = published_.Find(name)) {
+    if (const v1::Trial* best = published->BestTrial()) return *best;
+    return NoBestTrial(name);
   }
+  CoreLock lock(this);
+  ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyReadingBack(name, lock));
+  TrackSummaryLocked(*const_cast<StudyEntry*>(study));  // Published as the lock is released.
+  if (!study->best) return NoBestTrial(name);
   return FullTrialLocked(trials_.at(*study->best));
 }
 
 absl::StatusOr<v1::GetParetoFrontResponse> SchedulerCore::GetParetoFront(
     absl::string_view name, int page_size, absl::string_view page_token) {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultTrialPageSize, kMaxTrialPageSize));
-  ReadBackOffLock(name);
   CoreLock lock(this);
-  ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(name));
+  ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyReadingBack(name, lock));
   const std::string filter = absl::StrCat(name, "|", study->order);
   ASSIGN_OR_RETURN(const uint64_t start, PagePosition(page_token, "front", filter));
   // One objective: the front is the best trial, when it is feasible (as Vizier answers).

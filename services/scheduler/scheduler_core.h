@@ -409,6 +409,8 @@ class SchedulerCore {
     f();
   }
   absl::StatusOr<v1::Study> GetStudyUnderLockForTest(absl::string_view name) const;
+  // GetBestTrial as built under the lock (an evicted study is read back for it).
+  absl::StatusOr<v1::Trial> GetBestTrialUnderLockForTest(absl::string_view name);
   // What GetStudy answers off the lock now, if anything.
   std::optional<v1::Study> PublishedStudyForTest(absl::string_view name) const {
     std::shared_ptr<const PublishedStudy> published = published_.Find(name);
@@ -418,17 +420,22 @@ class SchedulerCore {
 
  private:
   // The core's lock, which every public method takes. Released, it first publishes the
-  // summaries of the read studies that changed under it (PublishSummariesLocked), so GetStudy,
-  // reading those without the lock, answers as of the last call that returned.
+  // summaries of the read studies that changed under it (PublishSummariesLocked), so GetStudy
+  // and GetBestTrial, reading those without the lock, answers as of the last call that returned.
   class ABSL_SCOPED_LOCKABLE CoreLock {
    public:
     explicit CoreLock(const SchedulerCore* core) ABSL_EXCLUSIVE_LOCK_FUNCTION(core->mutex_)
         : core_(const_cast<SchedulerCore*>(core)) {
       core_->mutex_.Lock();
     }
-    ~CoreLock() ABSL_UNLOCK_FUNCTION() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    ~CoreLock() ABSL_UNLOCK_FUNCTION() ABSL_NO_THREAD_SAFETY_ANALYSIS { Release(); }
+    // For a store read in the middle of a call (FindStudyReadingBack): released as at the end.
+    void Release() ABSL_UNLOCK_FUNCTION() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       core_->PublishSummariesLocked();
       core_->mutex_.Unlock();
+    }
+    void Reacquire() ABSL_EXCLUSIVE_LOCK_FUNCTION() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      core_->mutex_.Lock();
     }
     CoreLock(const CoreLock&) = delete;
     CoreLock& operator=(const CoreLock&) = delete;
@@ -724,8 +731,8 @@ class SchedulerCore {
   v1::Study BuildStudyLocked(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The same without the spec and, unless evicted, the best trial.
   v1::Study BuildSummaryLocked(const StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Published summaries (published_studies.h). A study is published once GetStudy has read it
-  // under the lock (TrackSummaryLocked); from then on every change of it (PublishTrialLocked,
+  // Published summaries (published_studies.h). A study is published once GetStudy or
+  // GetBestTrial has read it under the lock (TrackSummaryLocked); from then on every change of it (PublishTrialLocked,
   // PublishStudyLocked) marks it, and the lock's release publishes the marked ones. Studies
   // nobody reads cost nothing.
   void TrackSummaryLocked(StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -792,12 +799,14 @@ class SchedulerCore {
   // Puts what was read back into the evicted study (UNAVAILABLE if it could not be read).
   absl::Status RestoreReadLocked(StudyEntry& study, StoredStudy read)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // The calls that need an ended study's trials call this before taking the lock: an evicted
-  // study is read from the store without the lock, so that dispatch, results and other calls
-  // do not wait behind the read, and put back under it unless it changed meanwhile (read back
-  // by another call, deleted, or evicted again: StudyEntry::eviction). Their FindStudyLocked
-  // then finds it in memory, or reads it under the lock in the rare case it was evicted again.
-  void ReadBackOffLock(absl::string_view name) ABSL_LOCKS_EXCLUDED(mutex_);
+  // FindStudyLocked for the calls that need an ended study's trials, called first under their
+  // `lock`: an evicted study is read from the store with `lock` released, so that dispatch,
+  // results and other calls do not wait behind the read, and put back once it is taken again
+  // unless it changed meanwhile (read back by another call, deleted, or evicted again:
+  // StudyEntry::eviction); in that rare case FindStudyLocked reads it under the lock. Nothing
+  // read under `lock` before this call holds after it.
+  absl::StatusOr<const StudyEntry*> FindStudyReadingBack(absl::string_view name, CoreLock& lock)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void CacheEndedLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ForgetCachedLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Evicts from the least recently used end until the cache holds at most `bound` bytes or
@@ -858,7 +867,7 @@ class SchedulerCore {
   std::list<StudyEntry*> ended_cache_ ABSL_GUARDED_BY(mutex_);
   size_t ended_cache_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   size_t evicted_bytes_ ABSL_GUARDED_BY(mutex_) = 0;  // Since memory last went back.
-  uint64_t evictions_ ABSL_GUARDED_BY(mutex_) = 0;  // Numbers each eviction (ReadBackOffLock).
+  uint64_t evictions_ ABSL_GUARDED_BY(mutex_) = 0;  // Numbers each eviction (FindStudyReadingBack).
   // The memory cap's last check: when, and what it said.
   absl::Time memory_checked_ ABSL_GUARDED_BY(mutex_) = absl::InfinitePast();
   absl::Status memory_status_ ABSL_GUARDED_BY(mutex_);

@@ -115,7 +115,7 @@ struct SchedulerCore::StudyEntry {
   // back (SchedulerCore::LoadEvictedLocked).
   bool evicted = false;
   // Which eviction it is in (of the core's, numbered): a read back begun off the lock during
-  // one is not put into the study after another (ReadBackOffLock).
+  // one is not put into the study after another (FindStudyReadingBack).
   uint64_t eviction = 0;
   v1::Study summary;
   // The latest write of it or its trials: it may be evicted only once that is committed, so a

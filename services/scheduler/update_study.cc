@@ -71,10 +71,9 @@ v1::StudySpec Updated(v1::StudySpec spec, const v1::UpdateStudyRequest& request)
 absl::StatusOr<v1::Study> SchedulerCore::UpdateStudy(const v1::UpdateStudyRequest& request) {
   RETURN_IF_ERROR(CheckMask(request));
   v1::StudySpec before;
-  ReadBackOffLock(request.name());
   {
     CoreLock lock(this);
-    ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyLocked(request.name()));
+    ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyReadingBack(request.name(), lock));
     before = study->spec;
   }
   // Checked as CreateStudy checks a spec, off the lock (a BAYESIAN spec's cost takes a while).

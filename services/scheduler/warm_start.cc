@@ -123,10 +123,9 @@ absl::StatusOr<SchedulerCore::CheckedTrials> SchedulerCore::WarmStartLocked(
 absl::StatusOr<v1::Trial> SchedulerCore::EnqueueTrial(const v1::EnqueueTrialRequest& request) {
   WriteSequence stored = 0;
   v1::Trial reply;
-  ReadBackOffLock(request.study());
   {
     CoreLock lock(this);
-    ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(request.study()));
+    ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyReadingBack(request.study(), lock));
     StudyEntry& study = *const_cast<StudyEntry*>(found);
     if (study.terminal()) return Ended(study.state, request.study(), "enqueue to");
     RETURN_IF_ERROR(CheckMemoryLocked());
@@ -164,10 +163,9 @@ absl::StatusOr<v1::AddTrialsResponse> SchedulerCore::AddTrials(
   }
   WriteSequence stored = 0;
   v1::AddTrialsResponse response;
-  ReadBackOffLock(request.study());
   {
     CoreLock lock(this);
-    ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(request.study()));
+    ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyReadingBack(request.study(), lock));
     StudyEntry& study = *const_cast<StudyEntry*>(found);
     if (study.terminal()) return Ended(study.state, request.study(), "add to");
     RETURN_IF_ERROR(CheckMemoryLocked());

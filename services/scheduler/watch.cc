@@ -13,10 +13,10 @@ namespace dhpt::scheduler {
 
 absl::StatusOr<uint64_t> SchedulerCore::Watch(absl::string_view name, const WatchOptions& options,
                                               StudyWatcher* watcher) {
-  ReadBackOffLock(name);
   CoreLock lock(this);
+  ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyReadingBack(name, lock));
+  // After the lookup: it releases the lock while an evicted study is read back.
   if (shutting_down_) return absl::UnavailableError("the scheduler is shutting down");
-  ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(name));
   StudyEntry& study = *const_cast<StudyEntry*>(found);
   if (!study.journal.has_value()) study.journal.emplace(options_.watch_journal);
   if (study.watch_ids.empty() || (!options.summaries_only && study.trial_watchers == 0)) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "services/cli/ask_tell.h"
 #include "tests/integration/test_cluster.h"
 
 namespace dhpt::testing {
@@ -171,6 +172,12 @@ TEST(MemoryCapTest, PastItsCapAcceptedTrialsStillRun) {
   absl::StatusOr<v1::SuggestTrialsResponse> more = client.SuggestTrials(ask);
   EXPECT_TRUE(absl::IsResourceExhausted(more.status())) << more.status();
   EXPECT_NE(more.status().message().find("--max_memory_bytes"), std::string::npos);
+  // `dhpt ask` says so with its "ask again later" status (docs/cli.md), not as an error (it
+  // exited 1: from the hostile review).
+  const auto [asked_code, asked_output] = RunBinary(
+      "dhpt", absl::StrCat("--scheduler=", scheduler.address(), " --client=d ask asked </dev/null"));
+  EXPECT_EQ(asked_code, cli::kExitNoTrialNow) << asked_output;
+  EXPECT_NE(asked_output.find("--max_memory_bytes"), std::string::npos) << asked_output;
 
   // The enqueued trials run on a worker that connects now, and the study completes.
   InProcessWorker worker(scheduler.address(), "late", 1);

@@ -1,6 +1,7 @@
-// GetStudy off the core's lock (issue 34, published_studies.h): it answers while a stream
-// thread holds the lock, and its published answer is, at every step of a study's life, the one
-// built under the lock (read-your-writes: a result accepted is in the next GetStudy).
+// GetStudy and GetBestTrial off the core's lock (issue 34, published_studies.h): they answer
+// while a stream thread holds the lock, and their published answers are, at every step of a
+// study's life, the ones built under the lock (read-your-writes: a result accepted is in the
+// next GetStudy and GetBestTrial).
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -58,6 +59,14 @@ class PublishedStudiesTest : public ::testing::Test {
       differences.clear();
       EXPECT_TRUE(differ.Compare(*under_lock, *off_lock)) << differences;
     }
+    // GetBestTrial first: built under the lock it reads an evicted study back.
+    absl::StatusOr<v1::Trial> best = core_->GetBestTrial(name);
+    absl::StatusOr<v1::Trial> best_under_lock = core_->GetBestTrialUnderLockForTest(name);
+    ASSERT_EQ(best.status(), best_under_lock.status());
+    if (best.ok()) {
+      differences.clear();
+      EXPECT_TRUE(differ.Compare(*best_under_lock, *best)) << differences;
+    }
   }
 
   std::deque<RecordingChannel> channels_;  // Declared first: destroyed after core_.
@@ -96,6 +105,39 @@ TEST_F(PublishedStudiesTest, GetStudyAnswersWhileAStreamThreadHoldsTheCoresLock)
   ASSERT_TRUE(study.ok()) << study.status();
   EXPECT_EQ(study->trials_completed(), 1);
   EXPECT_EQ(study->trials_running(), 2);
+}
+
+TEST_F(PublishedStudiesTest, GetBestTrialAnswersWhileAStreamThreadHoldsTheCoresLock) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 10)).ok());
+  RecordingChannel& channel = channels_.emplace_back();
+  const uint64_t session = Connect(channel, "w", 2);
+  core_->HandleResult(session, Result(channel.Assigns().at(0), v1::Trial::COMPLETED, 3.0));
+  ASSERT_TRUE(core_->GetBestTrial("s").ok());  // A user reads it: from now on it is published.
+  core_->HandleResult(session, Result(channel.Assigns().at(1), v1::Trial::COMPLETED, 1.0));
+
+  absl::Notification held, release;
+  std::thread holder([&] {
+    core_->RunUnderLockForTest([&] {
+      held.Notify();
+      release.WaitForNotification();
+    });
+  });
+  held.WaitForNotification();
+  absl::Notification answered;
+  absl::StatusOr<v1::Trial> best;
+  std::thread user([&] {
+    best = core_->GetBestTrial("s");
+    answered.Notify();
+  });
+  // Without the published best trial it never answers while the lock is held.
+  const bool in_time = answered.WaitForNotificationWithTimeout(absl::Seconds(10));
+  release.Notify();
+  holder.join();
+  user.join();
+  EXPECT_TRUE(in_time) << "GetBestTrial waited for the core's lock";
+  ASSERT_TRUE(best.ok()) << best.status();
+  EXPECT_EQ(best->objective_value(), 1.0);  // The result accepted before the call.
+  EXPECT_EQ(best->id(), channel.Assigns().at(1).trial_id());
 }
 
 TEST_F(PublishedStudiesTest, ThePublishedSummaryIsTheOneBuiltUnderTheLockAtEveryStep) {
@@ -143,7 +185,7 @@ TEST_F(PublishedStudiesTest, ThePublishedSummaryIsTheOneBuiltUnderTheLockAtEvery
   EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::STOPPED);
   ExpectAsUnderLock("s", true, "stopped");
   EXPECT_EQ(core_->ShedEndedStudies(), 1);  // Its summary only, now.
-  ExpectAsUnderLock("s", true, "evicted");
+  ExpectAsUnderLock("s", true, "evicted");  // GetBestTrial's off the lock from the summary.
 
   update.mutable_spec()->set_max_trials(8);
   update.mutable_update_mask()->add_paths("max_trials");
