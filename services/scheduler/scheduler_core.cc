@@ -244,6 +244,11 @@ void SchedulerCore::RestoreCurvesLocked(StudyEntry& study,
       if (it->second.stored_values >= 2) study.progress_reported = true;
     }
   }
+  // Compacted (CompactLocked) before their curves came.
+  for (uint64_t id : study.trial_ids) {
+    TrialEntry& trial = trials_.at(id);
+    if (TrialTerminal(trial.trial.state())) CompactCurveLocked(trial);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -365,6 +370,19 @@ absl::StatusOr<v1::Study> SchedulerCore::GetStudyUnderLockForTest(absl::string_v
   CoreLock lock(this);
   ASSIGN_OR_RETURN(const StudyEntry* study, FindSummaryLocked(name));
   return BuildStudyLocked(*study);
+}
+
+absl::StatusOr<std::vector<int64_t>> SchedulerCore::CurveInMemoryForTest(absl::string_view name,
+                                                                         int64_t number) const {
+  CoreLock lock(this);
+  ASSIGN_OR_RETURN(const StudyEntry* study, FindSummaryLocked(name));
+  if (number < 0 || number >= study->created()) return absl::NotFoundError("no such trial");
+  std::vector<int64_t> steps;
+  for (const study::IntermediateValue& value :
+       trials_.at(study->trial_ids[static_cast<size_t>(number)]).curve.values) {
+    steps.push_back(value.step);
+  }
+  return steps;
 }
 
 void SchedulerCore::TrackSummaryLocked(StudyEntry& study) const {
@@ -1318,6 +1336,14 @@ void SchedulerCore::CompactLocked(TrialEntry& entry) {
   slim.set_constraint_violation(full.constraint_violation());
   entry.finished = full.SerializeAsString();
   entry.trial = std::move(slim);
+  CompactCurveLocked(entry);
+}
+
+void SchedulerCore::CompactCurveLocked(TrialEntry& entry) {
+  // A trial ended without completing is judged no more: of its curve the rules read only a few
+  // points (JudgedPoints); the store keeps the whole curve for users (TrialCurves).
+  if (entry.trial.state() == v1::Trial::COMPLETED || entry.curve.values.empty()) return;
+  entry.curve = study::JudgedPoints(entry.study->early_stopping, entry.curve);
 }
 
 v1::Trial SchedulerCore::ValuesOnlyLocked(const TrialEntry& entry) const {
