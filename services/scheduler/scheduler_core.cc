@@ -1,5 +1,7 @@
 #include "services/scheduler/scheduler_core.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -188,6 +190,11 @@ absl::Status SchedulerCore::Recover() {
     // Ended in the previous life with trials still held (a store that cannot read back).
     if (study->terminal() && !study->evicted && !study->cached) CacheEndedLocked(*study);
   }
+  // What was read to get here (the active trials parsed, their curves whole) is freed: its pages
+  // go back to the system, as after an eviction, so a restart holds what it keeps, not what it
+  // read (its heap's free chunks lie between the kept ones, which malloc_trim alone reaches).
+  stored = StoredState();
+  malloc_trim(0);
   return absl::OkStatus();
 }
 
@@ -233,9 +240,22 @@ absl::Status SchedulerCore::RestoreTrialLocked(StudyEntry& study, const v1::Tria
 
 void SchedulerCore::RestoreCurvesLocked(StudyEntry& study,
                                         const std::vector<StoredIntermediateValue>& values) {
+  // A trial that ended without completing keeps only what its rule reads (CompactCurveLocked,
+  // which found no curve when it was restored): cut as soon as its values are read (they come
+  // by trial), so the study's whole curves are never in memory together and the heap does not
+  // grow by them.
+  TrialEntry* reading = nullptr;
+  auto cut = [this](TrialEntry* trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    if (trial != nullptr && TrialTerminal(trial->trial.state())) CompactCurveLocked(*trial);
+  };
   for (const StoredIntermediateValue& value : values) {
     auto it = trials_.find(value.trial_id);
-    if (it == trials_.end() || value.attempt != it->second.trial.attempt()) continue;
+    if (it == trials_.end()) continue;
+    if (reading != &it->second) {
+      cut(reading);
+      reading = &it->second;
+    }
+    if (value.attempt != it->second.trial.attempt()) continue;
     std::vector<study::IntermediateValue>& curve = it->second.curve.values;
     if (curve.empty() || value.step > curve.back().step) {
       curve.push_back({value.step, value.value});
@@ -244,11 +264,7 @@ void SchedulerCore::RestoreCurvesLocked(StudyEntry& study,
       if (it->second.stored_values >= 2) study.progress_reported = true;
     }
   }
-  // Compacted (CompactLocked) before their curves came.
-  for (uint64_t id : study.trial_ids) {
-    TrialEntry& trial = trials_.at(id);
-    if (TrialTerminal(trial.trial.state())) CompactCurveLocked(trial);
-  }
+  cut(reading);
 }
 
 // ---------------------------------------------------------------------------------------------
