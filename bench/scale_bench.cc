@@ -69,6 +69,10 @@ ABSL_FLAG(std::string, scheduler, "",
           "the dhpt-scheduler binary to measure (default: the one beside this benchmark); for "
           "a before/after comparison, alternate runs of two builds' binaries");
 ABSL_FLAG(int, active_trials, 10'000, "--db: finished trials of the one active study");
+ABSL_FLAG(int, active_curve_points, 0,
+          "--db: with N > 0 the active study's trials are imported as trials its ASHA rule "
+          "pruned, each with a curve of N intermediate values (ImportStudy), instead of added "
+          "(AddTrials): what pruned trials' curves cost in memory");
 
 namespace dhpt {
 namespace {
@@ -391,6 +395,46 @@ bool AddFinished(v1::StudyService::Stub& users, const v1::StudySpec& spec, const
   return true;
 }
 
+// An active study of `count` trials that its ASHA rule pruned, each with a curve of `points`
+// values (steps 1..points), imported whole (the export's form).
+bool ImportPruned(v1::StudyService::Stub& users, int count, int points) {
+  v1::StudyExport exported;
+  v1::StudySpec& spec = *exported.mutable_study()->mutable_spec();
+  spec = testing::InstantStudySpec("active", count + 1'000);
+  spec.mutable_model()->clear_function();
+  spec.mutable_model()->set_kind(v1::Model::EXTERNAL);
+  spec.mutable_objective()->set_metric("loss");
+  spec.mutable_objective()->set_goal(v1::Objective::MINIMIZE);
+  spec.mutable_early_stopping()->mutable_asha()->set_min_resource(1);
+  spec.mutable_early_stopping()->mutable_asha()->set_reduction_factor(3);
+  exported.mutable_study()->set_state(v1::Study::RUNNING);
+  for (int t = 0; t < count; ++t) {
+    v1::Trial& trial = *exported.add_trials();
+    trial.set_number(t);
+    trial.set_state(v1::Trial::PRUNED);
+    for (const v1::Parameter& p : spec.parameters()) {
+      (*trial.mutable_params())[p.name()].set_double_value(
+          p.double_range().min() + (p.double_range().max() - p.double_range().min()) *
+                                       ((t * 7919 + p.name().size() * 104729) % 100003) / 100003.0);
+    }
+    trial.set_attempt(1);
+    trial.add_attempts()->set_client_id("bench");
+    v1::TrialCurve& curve = *exported.add_curves();
+    curve.set_number(t);
+    curve.set_attempt(1);
+    for (int step = 1; step <= points; ++step) {
+      curve.add_steps(step);
+      curve.add_values(1.0 + t % 97 + 1.0 / step);
+    }
+    (*trial.mutable_metrics())["loss"] = curve.values(points - 1);
+  }
+  grpc::ClientContext context;
+  v1::Study study;
+  grpc::Status status = users.ImportStudy(&context, exported, &study);
+  if (!status.ok()) std::fprintf(stderr, "ImportStudy: %s\n", status.error_message().c_str());
+  return status.ok();
+}
+
 // ListTrials pages (100 trials) of ended studies: each of `studies` once (most of them read
 // back from the database: the scheduler keeps only the recently used in memory), then the
 // first one again `again` times (in memory).
@@ -456,13 +500,18 @@ int MemoryRuns(const std::string& binary, const std::string& db) {
         request.set_name(spec.name());
         (void)users->StopStudy(&stop, request, &study);
       }
-      // The active one: no worker runs it, its trials added like the others'.
-      v1::StudySpec spec = testing::InstantStudySpec("active", active + 1'000);
-      grpc::ClientContext create;
-      v1::Study study;
-      if (!users->CreateStudy(&create, spec, &study).ok() ||
-          !AddFinished(*users, spec, study.spec().objective().metric(), active)) {
-        return 1;
+      // The active one: no worker runs it, its trials added like the others' (or imported as
+      // pruned with their curves).
+      if (const int points = absl::GetFlag(FLAGS_active_curve_points); points > 0) {
+        if (!ImportPruned(*users, active, points)) return 1;
+      } else {
+        v1::StudySpec spec = testing::InstantStudySpec("active", active + 1'000);
+        grpc::ClientContext create;
+        v1::Study study;
+        if (!users->CreateStudy(&create, spec, &study).ok() ||
+            !AddFinished(*users, spec, study.spec().objective().metric(), active)) {
+          return 1;
+        }
       }
       std::printf("built %s: %d ended studies of %d finished trials and one active study of %d, "
                   "in %.1f s\n", db.c_str(), ended, per_study, active,

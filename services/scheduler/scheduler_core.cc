@@ -1,5 +1,7 @@
 #include "services/scheduler/scheduler_core.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -192,6 +194,11 @@ absl::Status SchedulerCore::Recover() {
     // Ended in the previous life with trials still held (a store that cannot read back).
     if (study->terminal() && !study->evicted && !study->cached) CacheEndedLocked(*study);
   }
+  // What was read to get here (the active trials parsed, their curves whole) is freed: its pages
+  // go back to the system, as after an eviction, so a restart holds what it keeps, not what it
+  // read (its heap's free chunks lie between the kept ones, which malloc_trim alone reaches).
+  stored = StoredState();
+  malloc_trim(0);
   return absl::OkStatus();
 }
 
@@ -237,9 +244,22 @@ absl::Status SchedulerCore::RestoreTrialLocked(StudyEntry& study, const v1::Tria
 
 void SchedulerCore::RestoreCurvesLocked(StudyEntry& study,
                                         const std::vector<StoredIntermediateValue>& values) {
+  // A trial that ended without completing keeps only what its rule reads (CompactCurveLocked,
+  // which found no curve when it was restored): cut as soon as its values are read (they come
+  // by trial), so the study's whole curves are never in memory together and the heap does not
+  // grow by them.
+  TrialEntry* reading = nullptr;
+  auto cut = [this](TrialEntry* trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    if (trial != nullptr && TrialTerminal(trial->trial.state())) CompactCurveLocked(*trial);
+  };
   for (const StoredIntermediateValue& value : values) {
     auto it = trials_.find(value.trial_id);
-    if (it == trials_.end() || value.attempt != it->second.trial.attempt()) continue;
+    if (it == trials_.end()) continue;
+    if (reading != &it->second) {
+      cut(reading);
+      reading = &it->second;
+    }
+    if (value.attempt != it->second.trial.attempt()) continue;
     std::vector<study::IntermediateValue>& curve = it->second.curve.values;
     if (curve.empty() || value.step > curve.back().step) {
       curve.push_back({value.step, value.value});
@@ -248,6 +268,7 @@ void SchedulerCore::RestoreCurvesLocked(StudyEntry& study,
       if (it->second.stored_values >= 2) study.progress_reported = true;
     }
   }
+  cut(reading);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -380,6 +401,19 @@ absl::StatusOr<v1::Trial> SchedulerCore::GetBestTrialUnderLockForTest(absl::stri
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyReadingBack(name, lock));
   if (!study->best) return NoBestTrial(name);
   return FullTrialLocked(trials_.at(*study->best));
+}
+
+absl::StatusOr<std::vector<int64_t>> SchedulerCore::CurveInMemoryForTest(absl::string_view name,
+                                                                         int64_t number) const {
+  CoreLock lock(this);
+  ASSIGN_OR_RETURN(const StudyEntry* study, FindSummaryLocked(name));
+  if (number < 0 || number >= study->created()) return absl::NotFoundError("no such trial");
+  std::vector<int64_t> steps;
+  for (const study::IntermediateValue& value :
+       trials_.at(study->trial_ids[static_cast<size_t>(number)]).curve.values) {
+    steps.push_back(value.step);
+  }
+  return steps;
 }
 
 void SchedulerCore::TrackSummaryLocked(StudyEntry& study) const {
@@ -1335,6 +1369,14 @@ void SchedulerCore::CompactLocked(TrialEntry& entry) {
   slim.set_constraint_violation(full.constraint_violation());
   entry.finished = full.SerializeAsString();
   entry.trial = std::move(slim);
+  CompactCurveLocked(entry);
+}
+
+void SchedulerCore::CompactCurveLocked(TrialEntry& entry) {
+  // A trial ended without completing is judged no more: of its curve the rules read only a few
+  // points (JudgedPoints); the store keeps the whole curve for users (TrialCurves).
+  if (entry.trial.state() == v1::Trial::COMPLETED || entry.curve.values.empty()) return;
+  entry.curve = study::JudgedPoints(entry.study->early_stopping, entry.curve);
 }
 
 v1::Trial SchedulerCore::ValuesOnlyLocked(const TrialEntry& entry) const {

@@ -411,6 +411,9 @@ class SchedulerCore {
   absl::StatusOr<v1::Study> GetStudyUnderLockForTest(absl::string_view name) const;
   // GetBestTrial as built under the lock (an evicted study is read back for it).
   absl::StatusOr<v1::Trial> GetBestTrialUnderLockForTest(absl::string_view name);
+  // The steps of trial `number`'s curve that the core holds in memory (for early stopping).
+  absl::StatusOr<std::vector<int64_t>> CurveInMemoryForTest(absl::string_view study,
+                                                            int64_t number) const;
   // What GetStudy answers off the lock now, if anything.
   std::optional<v1::Study> PublishedStudyForTest(absl::string_view name) const {
     std::shared_ptr<const PublishedStudy> published = published_.Find(name);
@@ -720,6 +723,8 @@ class SchedulerCore {
   // Queues the trial's write; a finished trial is then compacted.
   WriteSequence SaveTrialLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void CompactLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // A pruned, failed or cancelled trial's curve cut to the points early stopping reads of it.
+  void CompactCurveLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The whole trial, compacted or not.
   v1::Trial FullTrialLocked(const TrialEntry& trial) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // ListTrials' values_only form of a trial.

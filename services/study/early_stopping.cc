@@ -231,6 +231,34 @@ bool WithinReachOfBest(bool maximize, const TrialCurve& pruned, const TrialCurve
   return best_then && !Better(*best_then, last.value, maximize);
 }
 
+TrialCurve JudgedPoints(const EarlyStoppingRule& rule, const TrialCurve& curve) {
+  TrialCurve kept{.values = {}, .completed = curve.completed, .number = curve.number};
+  if (curve.values.empty()) return kept;
+  const int64_t last = curve.values.back().step;
+  // The rungs as StopByAsha walks them: ASHA's, or those of the trial's Hyperband bracket below
+  // max_resource.
+  std::optional<AshaRule> asha;
+  int64_t end = std::numeric_limits<int64_t>::max();
+  if (const auto* a = std::get_if<AshaRule>(&rule)) asha = *a;
+  if (const auto* hyperband = std::get_if<HyperbandRule>(&rule)) {
+    asha = AshaRule{.min_resource = hyperband->min_resource,
+                    .reduction_factor = hyperband->reduction_factor,
+                    .min_early_stopping_rate = HyperbandBracketOf(*hyperband, curve.number)};
+    end = hyperband->max_resource;
+  }
+  for (int k = 0; asha; ++k) {
+    const std::optional<int64_t> rung = RungStep(*asha, k);
+    if (!rung || *rung > last || *rung >= end) break;
+    // ValueReaching's point: the same for this rung in the kept points, as none lies between.
+    auto it = std::lower_bound(
+        curve.values.begin(), curve.values.end(), *rung,
+        [](const IntermediateValue& value, int64_t s) { return value.step < s; });
+    if (kept.values.empty() || kept.values.back().step < it->step) kept.values.push_back(*it);
+  }
+  if (kept.values.empty() || kept.values.back().step < last) kept.values.push_back(curve.values.back());
+  return kept;
+}
+
 bool IsJudgedReport(std::optional<int64_t> last_step, int64_t step, double value) {
   return !std::isnan(value) && step >= 0 && step <= kMaxProgressStep &&
          (!last_step || step > *last_step);

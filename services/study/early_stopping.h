@@ -114,4 +114,13 @@ std::optional<std::vector<bool>> LearningFilter(const EarlyStoppingRule& rule,
 // might have become the best had it run on; many of them say the rule is too aggressive.
 bool WithinReachOfBest(bool maximize, const TrialCurve& pruned, const TrialCurve& best);
 
+// What the rules read of a trial that will report no more and did not complete (pruned,
+// failed, cancelled), as one of ShouldStop's `others` or WithinReachOfBest's `pruned`: its last
+// value (within reach; the percentile rules read only completed trials) and, under ASHA and
+// Hyperband, the first value at or past each rung its bracket judges (the only place ASHA reads
+// another trial). ShouldStop and WithinReachOfBest answer alike with these points in place of
+// the whole curve, so the scheduler keeps only these (a few numbers per trial: the rungs grow
+// geometrically) and the store keeps the whole curve for users.
+TrialCurve JudgedPoints(const EarlyStoppingRule& rule, const TrialCurve& curve);
+
 }  // namespace dhpt::study

@@ -245,6 +245,63 @@ TEST_F(EndedStudiesTest, EveryCallAnswersAnEvictedStudyAsBefore) {
   EXPECT_EQ(Answers("mo"), mo);
 }
 
+// A study in progress keeps of a pruned or failed trial's curve only the values its rule reads
+// (ASHA: the first at or past each rung, and the last); users read whole curves from the store.
+// Rungs at 4 and 8 (min_resource 4, halving): trial 2 reaches both alone and fails at step 9;
+// trial 0 completes; trial 1 is pruned at 8. Trials 3 and 4 go on at rung 8 only because trials
+// 1 and 2 count there with their values at 8 (3.0): had trial 2 kept its last value (0.5) in
+// place of its value at 8, or trials 1 and 2 not counted, both would be stopped. Trial 4 is
+// judged after a restart, which read the whole curves back.
+TEST_F(EndedStudiesTest, PrunedAndFailedTrialsKeepOnlyTheValuesTheirRuleReads) {
+  ASSERT_TRUE(core_->CreateStudy(ExternalStudy("asha", 10, R"pb(
+    objective { metric: "loss" goal: MINIMIZE }
+    early_stopping { asha { min_resource: 4 reduction_factor: 2 } })pb")).ok());
+  ASSERT_EQ(Ask("asha", 4), (std::vector<int64_t>{0, 1, 2, 3}));
+  for (int step = 1; step <= 9; ++step) {
+    ASSERT_FALSE(Report("asha", 2, step, step == 8 ? 3.0 : step == 9 ? 0.5 : 1.0)) << step;
+  }
+  Tell("asha", 2, {}, "diverged");
+  for (int step = 1; step <= 12; ++step) ASSERT_FALSE(Report("asha", 0, step, 1.0)) << step;
+  Tell("asha", 0, {{"loss", 1.0}});
+  for (int step = 1; step <= 7; ++step) ASSERT_FALSE(Report("asha", 1, step, 1.0)) << step;
+  ASSERT_TRUE(Report("asha", 1, 8, 3.0));
+  for (int step = 1; step <= 7; ++step) ASSERT_FALSE(Report("asha", 3, step, 1.0)) << step;
+  EXPECT_FALSE(Report("asha", 3, 8, 2.0)) << "judged against trials 0 and 3 alone";
+  Tell("asha", 3, {{"loss", 2.0}});
+  absl::StatusOr<v1::Study> study = core_->GetStudy("asha");
+  ASSERT_TRUE(study.ok());
+  ASSERT_EQ(study->trials_pruned(), 1);
+  ASSERT_EQ(study->trials_failed(), 1);
+  ASSERT_EQ(study->trials_completed(), 2);
+
+  auto in_memory = [&](int64_t trial) {
+    absl::StatusOr<std::vector<int64_t>> steps = core_->CurveInMemoryForTest("asha", trial);
+    EXPECT_TRUE(steps.ok()) << steps.status();
+    return steps.ok() ? *steps : std::vector<int64_t>{-1};
+  };
+  const std::vector<int64_t> whole = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  EXPECT_EQ(in_memory(1), (std::vector<int64_t>{4, 8}));     // Pruned at rung 8.
+  EXPECT_EQ(in_memory(2), (std::vector<int64_t>{4, 8, 9}));  // Failed after it.
+  EXPECT_EQ(in_memory(0), whole);                            // Completed: kept whole.
+  const std::string answers = Answers("asha");
+  // The export's curves are whole, from the store.
+  EXPECT_NE(answers.find("curve: number: 1\nattempt: 1\nsteps: 1\nsteps: 2\nsteps: 3\nsteps: 4"
+                         "\nsteps: 5\nsteps: 6\nsteps: 7\nsteps: 8\n"),
+            std::string::npos)
+      << answers;
+
+  // A restart reads the whole curves back and keeps the same few values.
+  Committed();
+  Restart();
+  EXPECT_EQ(Answers("asha"), answers);
+  EXPECT_EQ(in_memory(1), (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(in_memory(2), (std::vector<int64_t>{4, 8, 9}));
+  EXPECT_EQ(in_memory(0), whole);
+  ASSERT_EQ(Ask("asha", 1), (std::vector<int64_t>{4}));
+  for (int step = 1; step <= 7; ++step) ASSERT_FALSE(Report("asha", 4, step, 1.0)) << step;
+  EXPECT_FALSE(Report("asha", 4, 8, 2.0)) << "judged without trial 1's or 2's value at 8";
+}
+
 // ListTrials' plot view (the dashboard's plots): each trial is its full listing less what no
 // plot draws (other metrics, the error, attempts, node, device), for trials in progress, finished
 // ones held as bytes, and a study evicted and read back from the store.

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 namespace dhpt::study {
@@ -270,6 +271,74 @@ TEST(EarlyStoppingTest, WithinReachOfBestComparesWithTheBestCurveAtTheStoppingSt
   EXPECT_FALSE(WithinReachOfBest(true, Curve({0.5, 0.59}, false, 10), best));
   EXPECT_FALSE(WithinReachOfBest(false, Curve({0.5, 0.61}, false, 10), best));
   EXPECT_FALSE(WithinReachOfBest(true, Curve({1.0}, false, 5), best));  // Best showed nothing.
+}
+
+// The scheduler keeps only JudgedPoints of a trial that ended without completing: every
+// decision of every rule over random studies (uneven steps, NaN reports, pruned and completed
+// trials mixed) is the same with those points as with the whole curves, and so is within reach.
+TEST(EarlyStoppingTest, JudgedPointsDecideAsTheWholeCurveDoes) {
+  std::mt19937 random(34);
+  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(random); };
+  std::vector<EarlyStoppingRule> rules;
+  for (int factor = 2; factor <= 4; ++factor) {
+    rules.push_back(AshaRule{.min_resource = factor - 1, .reduction_factor = factor,
+                             .min_early_stopping_rate = factor % 2});
+    rules.push_back(HyperbandRule{.min_resource = factor - 1, .max_resource = 9 * factor,
+                                  .reduction_factor = factor, .seed = static_cast<uint64_t>(factor)});
+    rules.push_back(PercentileRule{.percentile = 25.0 * factor, .n_startup_trials = factor - 1,
+                                   .n_warmup_steps = factor - 2, .interval_steps = factor - 1});
+  }
+  size_t kept = 0, whole = 0;
+  int stops = 0, decisions = 0;
+  for (int study = 0; study < 60; ++study) {
+    std::vector<TrialCurve> curves(static_cast<size_t>(uniform(2, 12)));
+    for (size_t t = 0; t < curves.size(); ++t) {
+      curves[t].number = static_cast<int64_t>(t);
+      curves[t].completed = uniform(0, 2) == 0;
+      int64_t step = uniform(0, 2);
+      for (int n = uniform(1, 40); n > 0; --n, step += uniform(1, 3)) {
+        curves[t].values.push_back(
+            {step, uniform(0, 30) == 0 ? std::nan("") : uniform(0, 1000) / 1000.0});
+      }
+    }
+    std::vector<TrialCurve> judged;
+    for (const TrialCurve& curve : curves) judged.push_back(curve);
+    for (const EarlyStoppingRule& rule : rules) {
+      for (size_t t = 0; t < curves.size(); ++t) {
+        if (!curves[t].completed) judged[t] = JudgedPoints(rule, curves[t]);
+        kept += judged[t].values.size();
+        whole += curves[t].values.size();
+      }
+      const bool maximize = study % 2 == 0;
+      for (size_t t = 0; t < curves.size(); ++t) {
+        // Trial t running, at each of its reports in turn, against every other trial.
+        std::vector<const TrialCurve*> full_others, judged_others;
+        for (size_t o = 0; o < curves.size(); ++o) {
+          if (o == t) continue;
+          full_others.push_back(&curves[o]);
+          judged_others.push_back(&judged[o]);
+        }
+        TrialCurve running{.values = {}, .completed = false, .number = curves[t].number};
+        for (const IntermediateValue& value : curves[t].values) {
+          running.values.push_back(value);
+          const bool stop = ShouldStop(rule, maximize, running, full_others);
+          ASSERT_EQ(ShouldStop(rule, maximize, running, judged_others), stop)
+              << "study " << study << " trial " << t << " step " << value.step;
+          stops += stop;
+          ++decisions;
+        }
+        for (size_t best = 0; best < curves.size(); ++best) {
+          if (!curves[best].completed || curves[t].completed) continue;
+          EXPECT_EQ(WithinReachOfBest(maximize, judged[t], curves[best]),
+                    WithinReachOfBest(maximize, curves[t], curves[best]));
+        }
+      }
+    }
+  }
+  // The data judged both ways, and fewer points kept.
+  EXPECT_GT(stops, decisions / 20);
+  EXPECT_LT(stops, decisions);
+  EXPECT_LT(kept * 2, whole);
 }
 
 TEST(EarlyStoppingTest, NoRuleNeverStops) {
