@@ -163,8 +163,9 @@ struct SchedulerOptions {
   absl::Duration client_lease = absl::Minutes(30);
   // Ended studies whose trials stay in memory after they end or are read (most recently used
   // kept), in estimated bytes; past it the least recently used are evicted to their summary
-  // and read back from the store when asked (ended_studies.cc). Only for a store that
-  // reads_back(); a store without a file keeps everything.
+  // and read back from the store when asked (ended_studies.cc). The one used last stays even
+  // when it alone is larger, until another is used. Only for a store that reads_back(); a
+  // store without a file keeps everything.
   size_t ended_study_cache_bytes = kDefaultEndedStudyCacheBytes;
   // The memory the scheduler may hold (--max_memory_bytes); 0: no cap. Past
   // kMemoryPressureShare of it the ended studies are shed from memory first; if that is not

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,6 +55,7 @@ class EndedStudiesTest : public ::testing::Test {
   void Start() {
     SchedulerOptions options;
     options.clock = [] { return absl::FromUnixSeconds(1'800'000'000); };
+    options.ended_study_cache_bytes = ended_study_cache_bytes_;
     if (max_memory_bytes_ > 0) {
       options.max_memory_bytes = max_memory_bytes_;
       options.resident_bytes = [this] { return Resident(); };
@@ -205,6 +207,7 @@ class EndedStudiesTest : public ::testing::Test {
     script_ = std::move(script);
   }
   int64_t max_memory_bytes_ = 0;
+  size_t ended_study_cache_bytes_ = kDefaultEndedStudyCacheBytes;
   absl::Duration memory_check_interval_ = absl::ZeroDuration();  // Every call reads it.
   absl::Mutex memory_mutex_;
   int64_t resident_ ABSL_GUARDED_BY(memory_mutex_) = 0;
@@ -614,6 +617,48 @@ TEST_F(EndedStudiesTest, AReadBackOvertakenByAnotherEvictionIsDropped) {
   ASSERT_TRUE(page.ok()) << page.status();
   EXPECT_EQ(page->items.size(), 13u);
   EXPECT_EQ(AllTrials(*core_, "so").size(), 13u);
+}
+
+// A study larger than the whole ended-study cache, read back for a reader that pages through
+// it (the dashboard reads a study of 100,000 trials in ten pages), stays for its next page when
+// a commit comes between (here another study's result; in the dashboard, the eviction that
+// made room for it): it was evicted at that commit and read back again, under the lock, for
+// every page, which at 100,000 trials on a loaded machine kept a page from opening for a minute.
+TEST_F(EndedStudiesTest, AStudyLargerThanTheCacheIsReadBackOnceForAPagedReader) {
+  std::atomic<int> read_backs = 0;
+  db_.options().after_read_back = [&](const std::string& study) {
+    if (study == "so") ++read_backs;
+  };
+  ended_study_cache_bytes_ = 1;  // Every ended study is larger than the cache.
+  Restart();
+  RunStudies();
+  Committed();
+  core_->ShedEndedStudies();  // The commits kept the one used last ("mo") only.
+  ASSERT_EQ(core_->ended_studies_in_memory().studies, 0);
+  absl::StatusOr<ListPage<v1::Trial>> first = core_->ListTrials("so", v1::Trial::STATE_UNSPECIFIED, 5, "");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(read_backs, 1);
+  ASSERT_FALSE(first->next_page_token.empty());
+  std::vector<int64_t> numbers;
+  for (const v1::Trial& trial : first->items) numbers.push_back(trial.number());
+  std::string token = first->next_page_token;
+  while (!token.empty()) {
+    // A write of another study, committed, between two pages.
+    const std::vector<int64_t> asked = Ask("active", 1);
+    ASSERT_EQ(asked.size(), 1u);
+    Tell("active", asked[0], {{"loss", 2.0}});
+    Committed();
+    absl::StatusOr<ListPage<v1::Trial>> page = core_->ListTrials("so", v1::Trial::STATE_UNSPECIFIED, 5, token);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const v1::Trial& trial : page->items) numbers.push_back(trial.number());
+    token = page->next_page_token;
+  }
+  EXPECT_EQ(read_backs, 1) << "the study was read back again between its pages";
+  EXPECT_EQ(numbers.size(), 12u);
+  // Still bounded: once another ended study is used, the first goes.
+  ASSERT_TRUE(core_->ListTrials("mo", v1::Trial::STATE_UNSPECIFIED, 5, "").ok());
+  Committed();
+  EXPECT_EQ(core_->ended_studies_in_memory().studies, 1);
 }
 
 }  // namespace
