@@ -12,8 +12,11 @@ a rule could judge at:
 
   /usr/bin/python3 bench/pruning_curves.py --study=bench/pruning/xgboost-small.yaml \\
       --data=/tmp/dhpt-pruning-data/split-xgboost-small-diabetes
+
+--save=FILE also writes the curves (JSON) for bench/pruning_replay.py, which replays rules on them.
 """
 import argparse
+import json
 import math
 import random
 
@@ -86,6 +89,7 @@ def main():
     parser.add_argument("--configurations", type=int, default=60)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--steps", default="20,40,60,100,180")
+    parser.add_argument("--save", help="also write the curves as JSON, for bench/pruning_replay.py")
     args = parser.parse_args()
     with open(args.study) as f:
         spec = yaml.safe_load(f)
@@ -93,6 +97,10 @@ def main():
     rng = random.Random(args.seed)
     curves = [dict(curve(spec, sample(spec["parameters"], rng), data))
               for _ in range(args.configurations)]
+    if args.save:
+        with open(args.save, "w") as f:
+            json.dump({"study": args.study, "data": args.data, "seed": args.seed,
+                       "curves": [[[s, v] for s, v in sorted(c.items())] for c in curves]}, f)
     last = max(curves[0])
     final = np.array([c[last] for c in curves])
     top = list(np.argsort(-final)[:3])

@@ -51,6 +51,30 @@ double Percentile(std::vector<double> values, double q) {
   return values[below] + (values[above] - values[below]) * (position - static_cast<double>(below));
 }
 
+// How many reports back the catch-up guard measures a trial's climb: two (20 rounds or trees of
+// DHPT's trainers) follow the recent trend without one noisy report deciding; one at a trial's
+// second report. Chosen offline (bench/pruning_replay.py, docs/early-stopping.md).
+constexpr size_t kCatchUpReports = 2;
+
+// Whether `trial`, projected on from its latest report at its recent rate of improvement
+// (over kCatchUpReports reports) to step `end`, would reach `target`. Optimistic on purpose:
+// curves flatten, so the projection overstates where a trial ends, and one it leaves short is
+// unlikely to catch up. A small learning rate starts last and ends first (XGBoost on
+// diabetes); its steep early climb is what tells it from a trial that has settled low.
+bool CouldStillCatchUp(const TrialCurve& trial, double target, int64_t end, bool maximize) {
+  const size_t n = trial.values.size();
+  if (n < 2) return false;
+  const IntermediateValue& latest = trial.values.back();
+  const IntermediateValue& back = trial.values[n - 1 - std::min(n - 1, kCatchUpReports)];
+  if (std::isnan(latest.value) || std::isnan(back.value) || end <= latest.step) return false;
+  const double gain = maximize ? latest.value - back.value : back.value - latest.value;
+  if (!(gain > 0)) return false;
+  const double per_step = gain / static_cast<double>(latest.step - back.step);
+  const double left = static_cast<double>(end - latest.step);
+  const double projected = maximize ? latest.value + per_step * left : latest.value - per_step * left;
+  return !Better(target, projected, maximize);
+}
+
 bool StopByPercentile(const PercentileRule& rule, bool maximize, const TrialCurve& trial,
                       absl::Span<const TrialCurve* const> others) {
   const IntermediateValue& latest = trial.values.back();
@@ -103,6 +127,15 @@ bool StopByPercentile(const PercentileRule& rule, bool maximize, const TrialCurv
         its_best && Better(threshold, *its_best, maximize)) {
       return false;
     }
+    // The catch-up guard: a trial still climbing fast enough to reach the best completed
+    // trial's final value by the end of the longest completed curve goes on.
+    int64_t end = 0;
+    for (const TrialCurve* other : others) {
+      if (other->completed && !other->values.empty()) {
+        end = std::max(end, other->values.back().step);
+      }
+    }
+    if (CouldStillCatchUp(trial, *best_final, end, maximize)) return false;
   }
   return true;
 }

@@ -38,7 +38,10 @@ struct TrialCurve {
 // steps line up in one process, not across workers that send a report per 100 ms at most).
 // Unlike Optuna, a step at which the rule would stop the study's best completed trial (the one
 // with the best last value) is not judged: there the curves still cross, so the step is too
-// early to judge on this data (docs/early-stopping.md, the late-crossing guard).
+// early to judge on this data (docs/early-stopping.md, the late-crossing guard). Nor is a trial
+// stopped whose recent rate of improvement, kept up to the end of the longest completed curve,
+// would reach the best completed trial's final value (the catch-up guard: a slow starter still
+// climbing steeply).
 struct PercentileRule {
   double percentile = 50;  // 0 (keep only the best) to 100 (stop only the worst).
   int n_startup_trials = 5;

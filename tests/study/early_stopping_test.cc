@@ -121,6 +121,38 @@ TEST(EarlyStoppingTest, MedianDoesNotJudgeAStepAtWhichItWouldStopTheBestComplete
   EXPECT_TRUE(ShouldStop(quarter, false, Curve({5, 5}, false), Pointers(falling)));
 }
 
+TEST(EarlyStoppingTest, MedianLetsATrialGoOnWhileItsRecentClimbCouldStillReachTheBest) {
+  // Maximising, curves of 10 steps. The fast starters level off at 0.5; the best completed
+  // trial ends at 0.6. At step 3 the median is 0.5 (of 0.5, 0.5, 0.6).
+  const std::vector<TrialCurve> completed = {
+      Curve({0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5}, true),
+      Curve({0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5}, true),
+      Curve({0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6}, true)};
+  const PercentileRule median{.n_startup_trials = 3};
+  // A slow starter climbing 0.1 a step over its last two reports: 0.1 + 0.1 x 7 steps left
+  // reaches 0.8, past the best's 0.6, so it goes on though it is below the median.
+  EXPECT_FALSE(ShouldStop(median, true, Curve({-0.1, 0.0, 0.1}, false), Pointers(completed)));
+  // Climbing 0.02 a step it would end at 0.24: it cannot catch up, so it is stopped.
+  EXPECT_TRUE(ShouldStop(median, true, Curve({0.06, 0.08, 0.1}, false), Pointers(completed)));
+  // The climb is over the last two reports, not since the first: a trial that rose steeply
+  // and then levelled off (0.01 a step lately) is stopped.
+  EXPECT_TRUE(ShouldStop(median, true, Curve({-0.9, 0.0, 0.38, 0.39, 0.4}, false),
+                         Pointers(completed)));
+  // At its second report one step counts: 0.2 a step from 0.0 reaches 0.0 + 0.2 x 8.
+  EXPECT_FALSE(ShouldStop(median, true, Curve({-0.2, 0.0}, false), Pointers(completed)));
+  // At the end of the completed curves nothing is left to climb: judged as before.
+  EXPECT_TRUE(ShouldStop(median, true,
+                         Curve({-0.8, -0.6, -0.4, -0.2, 0.0, 0.1, 0.2, 0.3, 0.4, 0.45}, false),
+                         Pointers(completed)));
+  // Minimising, the same the other way round: falling 1 a step from 9, 7 steps left, reaches
+  // 2 against the best's final 4; falling 0.1 a step it does not.
+  const std::vector<TrialCurve> falling = {
+      Curve({5, 5, 5, 5, 5, 5, 5, 5, 5, 5}, true), Curve({5, 5, 5, 5, 5, 5, 5, 5, 5, 5}, true),
+      Curve({4, 4, 4, 4, 4, 4, 4, 4, 4, 4}, true)};
+  EXPECT_FALSE(ShouldStop(median, false, Curve({11, 10, 9}, false), Pointers(falling)));
+  EXPECT_TRUE(ShouldStop(median, false, Curve({9.2, 9.1, 9}, false), Pointers(falling)));
+}
+
 TEST(EarlyStoppingTest, OnlyMeasuredReportsAtForwardStepsAreJudged) {
   EXPECT_TRUE(IsJudgedReport(std::nullopt, 0, 0.5));
   EXPECT_TRUE(IsJudgedReport(10, 20, -std::numeric_limits<double>::infinity()));
