@@ -604,6 +604,10 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, boo
   // a bound on that walk's cost in a large cluster, where one slow board's trial is also less
   // likely to be a study's tail.
   if (early && workers_.size() > static_cast<size_t>(kMaxEndgameSlots)) return false;
+  // Mid-study, only a board faster than the cluster's median runs a duplicate: a trial is
+  // duplicated once, and a slow board's copy would keep the fast boards, free again soon,
+  // from taking it (a Pi 4 duplicating a slowed Pi 4's trial held one study's end 3 minutes).
+  if (early && !(speeds_.OverallSpeed(idle.node_class).value_or(0) > 1)) return false;
   const absl::Time now = options_.clock();
   const uint64_t memory = idle.capabilities.memory_bytes();
   TrialEntry* best = nullptr;
