@@ -24,10 +24,8 @@ TEST(MemoryCgroupTest, FallsBackToTheUnifiedHierarchy) {
 // Issue 32, fifth round: the CPU quota a worker announces for the scheduler's speed prior.
 TEST(MemoryCgroupTest, FindsTheCpuControllersGroupAndReadsItsQuota) {
   const char* text =
-      "4:memory:/dhpt-e1/n2
-"
-      "3:cpu,cpuacct:/dhpt-e1/n2
-";
+      "4:memory:/dhpt-e1/n2\n"
+      "3:cpu,cpuacct:/dhpt-e1/n2\n";
   // Co-mounted controllers: /sys/fs/cgroup/cpu links to cpu,cpuacct.
   EXPECT_EQ(CgroupDir(text, "/sys/fs/cgroup", "cpu"), "/sys/fs/cgroup/cpu/dhpt-e1/n2");
   EXPECT_EQ(CgroupDir("0::/kubepods/pod1\n", "/sys/fs/cgroup", "cpu"),
