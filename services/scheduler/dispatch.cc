@@ -603,7 +603,10 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, boo
   // Early duplicates are looked for at every dispatch of a free worker, before its new trial:
   // a bound on that walk's cost in a large cluster, where one slow board's trial is also less
   // likely to be a study's tail.
-  if (early && workers_.size() > static_cast<size_t>(kMaxEndgameSlots)) return false;
+  if (early && (!options_.early_duplicates ||
+                workers_.size() > static_cast<size_t>(kMaxEndgameSlots))) {
+    return false;
+  }
   // Mid-study, only a board faster than the cluster's median runs a duplicate: a trial is
   // duplicated once, and a slow board's copy would keep the fast boards, free again soon,
   // from taking it (a Pi 4 duplicating a slowed Pi 4's trial held one study's end 3 minutes).

@@ -182,6 +182,10 @@ struct SchedulerOptions {
   // holds when the slow one's predicted remaining time is more than this many times the idle
   // one's predicted time for the whole trial; the first result counts. 0 turns duplicates off.
   double duplicate_margin = kDefaultDuplicateMargin;
+  // Duplicates mid-study too (--early_duplicates): a slower board's trial predicted to end
+  // after the rest of its study (DuplicateOntoLocked's `early`). Off: on the edge benchmark it
+  // duplicated 14 of 60 trials and made the study longer (docs/benchmarks.md).
+  bool early_duplicates = false;
   // Placement by learnt speed (--speed_placement): false dispatches first-come, as before issue
   // 32, and runs no duplicates; speeds are learnt and shown either way.
   bool speed_placement = true;
@@ -559,7 +563,8 @@ class SchedulerCore {
   // slower worker would take longest to finish, if that beats it by options_.duplicate_margin.
   // `early`: instead a study that still has trials to give, and only a trial predicted to end
   // after the rest of its study (RestOfStudyLocked), which would otherwise be its tail; the
-  // free worker runs the duplicate before any new trial. At most kMaxEndgameSlots workers.
+  // free worker runs the duplicate before any new trial; only with options_.early_duplicates,
+  // onto a board faster than the cluster's median, and with at most kMaxEndgameSlots workers.
   bool DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, bool early = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // How long the study's other trials (running, pending and not suggested yet) are predicted
