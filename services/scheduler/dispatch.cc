@@ -630,6 +630,13 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, boo
       const std::optional<absl::Duration> there = speeds_.Predict(other.node_class, kind, units);
       const std::optional<absl::Duration> here = speeds_.Predict(idle.node_class, kind, units);
       if (!there || !here || *there <= absl::ZeroDuration()) continue;  // Not learnt yet.
+      // Its board's own learnt speed, not its prior: a prior is coarse (a core is not a core on
+      // every board), an overrun of it no sign of a straggler, and a board whose every trial
+      // were duplicated would never learn its speed.
+      if (absl::c_none_of(speeds_.EstimatesOf(other.node_class),
+                          [&](const SpeedModel::Estimate& e) { return e.kind == kind; })) {
+        continue;
+      }
       // The trial's own pace where it reports progress (SecondsPerStep): its size measure
       // leaves out what else makes it slow (deeper trees), and a straggler is one that
       // overruns its prediction. The idle worker's prediction is scaled by how much slower
