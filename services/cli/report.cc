@@ -228,12 +228,17 @@ std::string StudiesTable(const std::vector<v1::Study>& studies) {
 
 namespace {
 
-// "XGBOOST 0.20x" per learnt kind (times the cluster's median board), "-" before any.
+// "XGBOOST 0.20x" per learnt kind (times the cluster's median board); before any, "prior 0.40x"
+// where its CPU is known, else "-".
 std::string SpeedText(const v1::Worker& worker) {
   std::vector<std::string> speeds;
   for (const v1::WorkerSpeed& speed : worker.speeds()) {
     speeds.push_back(absl::StrFormat("%s %.2fx", v1::Model::Kind_Name(speed.kind()),
                                      speed.relative_speed()));
+  }
+  // Before its board completed a trial: the prior placement uses, from its CPU limit.
+  if (speeds.empty() && worker.prior_speed() > 0) {
+    return absl::StrFormat("prior %.2fx", worker.prior_speed());
   }
   return speeds.empty() ? "-" : absl::StrJoin(speeds, ", ");
 }

@@ -388,7 +388,8 @@ void SchedulerCore::DispatchLocked() {
       }
       ++sessions_tried_;
       // A slot holding a study's turn counts as taken until the suggestion comes.
-      if (AssignOneLocked(session, worker->second) != Assignment::kNone ||
+      if (DuplicateOntoLocked(session, worker->second, /*early=*/true) ||
+          AssignOneLocked(session, worker->second) != Assignment::kNone ||
           DuplicateOntoLocked(session, worker->second)) {
         assigned = true;
       } else {
@@ -460,57 +461,97 @@ std::optional<absl::Duration> SchedulerCore::PredictedRemainingLocked(
 bool SchedulerCore::LeaveToFasterLocked(const StudyEntry& study, uint64_t session,
                                         const WorkerEntry& worker) {
   if (!options_.speed_placement || study.trial_ids.empty()) return false;
+  const std::vector<EndgameTrial> left = TrialsLeftAtEndLocked(study);
+  if (left.empty()) return false;  // Not yet its end: first-come keeps every slot busy.
+  const absl::Time now = options_.clock();
+  const std::optional<absl::Duration> recheck =
+      LeftToOthersUntil(left, EndgameSlotsLocked(study, session, worker, now));
+  if (!recheck) return false;
+  if (*recheck != absl::InfiniteDuration()) {
+    endgame_recheck_ = std::min(endgame_recheck_, now + *recheck);
+  }
+  return true;
+}
+
+std::vector<SchedulerCore::EndgameTrial> SchedulerCore::TrialsLeftAtEndLocked(
+    const StudyEntry& study) const {
   const int unsuggested =
       study.exhausted ? 0 : std::max(0, study.spec.max_trials() - study.budget_used());
   const int remaining = static_cast<int>(study.pending.size()) + unsuggested;
-  if (remaining == 0 || remaining > kMaxEndgameSlots) return false;
+  if (remaining == 0 || remaining > kMaxEndgameSlots) return {};
   int capable = 0;
   for (const auto& [unused, other] : workers_) {
     if (other.draining || !CanRun(study.spec, other.capabilities)) continue;
     capable += other.capabilities.slots();
-    if (capable > kMaxEndgameSlots) return false;
+    if (capable > kMaxEndgameSlots) return {};
   }
-  if (remaining > capable) return false;  // Not yet its end: first-come keeps every slot busy.
-  // The sizes of the trials left: the pending ones' own, and for those not suggested yet the
-  // median of the study's latest trials (of the latest trial's kind, for a model-choice study).
-  struct Left {
-    v1::Model::Kind kind;
-    double units;
-    uint64_t min_memory_bytes;  // It ran out of memory on a smaller worker.
-  };
-  std::vector<Left> left;
+  if (remaining > capable) return {};
+  std::vector<EndgameTrial> left;
   for (uint64_t id : study.pending) {
     const TrialEntry& trial = trials_.at(id);
     const auto [kind, units] = TrialSizeLocked(trial);
     left.push_back({kind, units, trial.min_memory_bytes});
   }
   if (unsuggested > 0) {
+    // Of the latest trial's kind, for a model-choice study.
     const v1::Model::Kind kind = TrialSizeLocked(trials_.at(study.trial_ids.back())).first;
-    std::vector<double> sizes;
-    for (auto it = study.trial_ids.rbegin();
-         it != study.trial_ids.rend() && sizes.size() < static_cast<size_t>(kEndgameSizeSample);
-         ++it) {
-      const auto [k, units] = TrialSizeLocked(trials_.at(*it));
-      if (k == kind) sizes.push_back(units);
-    }
-    std::nth_element(sizes.begin(), sizes.begin() + sizes.size() / 2, sizes.end());
-    left.insert(left.end(), unsuggested, Left{kind, sizes[sizes.size() / 2], 0});
+    left.insert(left.end(), unsuggested,
+                EndgameTrial{kind, RecentMedianUnitsLocked(study, kind), 0});
   }
-  std::sort(left.begin(), left.end(), [](const Left& a, const Left& b) { return a.units > b.units; });
-  // Every slot that can run the study: when it is predicted free (from now), and its class.
-  // This worker's free slot comes first, so that a tie is its to take. Slots whose speed is
-  // not learnt, or whose trial overran without progress, are left out: nothing predicts them.
-  struct Slot {
-    absl::Duration free_in;
-    const std::string* node_class;
-    uint64_t memory_bytes;
-    bool mine;
-  };
+  std::sort(left.begin(), left.end(),
+            [](const EndgameTrial& a, const EndgameTrial& b) { return a.units > b.units; });
+  return left;
+}
+
+double SchedulerCore::RecentMedianUnitsLocked(const StudyEntry& study,
+                                              v1::Model::Kind kind) const {
+  std::vector<double> sizes;
+  for (auto it = study.trial_ids.rbegin();
+       it != study.trial_ids.rend() && sizes.size() < static_cast<size_t>(kEndgameSizeSample);
+       ++it) {
+    const auto [k, units] = TrialSizeLocked(trials_.at(*it));
+    if (k == kind) sizes.push_back(units);
+  }
+  if (sizes.empty()) return 1;
+  std::nth_element(sizes.begin(), sizes.begin() + sizes.size() / 2, sizes.end());
+  return sizes[sizes.size() / 2];
+}
+
+std::optional<absl::Duration> SchedulerCore::RestOfStudyLocked(const StudyEntry& study,
+                                                               const TrialEntry& except,
+                                                               absl::Time now) const {
+  const v1::Model::Kind kind = TrialSizeLocked(except).first;
+  const std::optional<double> median_seconds = speeds_.MedianSecondsPerUnit(kind);
+  if (!median_seconds) return std::nullopt;
+  double work = 0;      // Seconds of the median board.
+  double capacity = 0;  // Median boards.
+  for (const auto& [unused, worker] : workers_) {
+    if (worker.draining || !CanRun(study.spec, worker.capabilities)) continue;
+    const std::optional<double> speed = speeds_.RelativeSpeed(worker.node_class, kind);
+    if (!speed) return std::nullopt;
+    capacity += *speed * worker.capabilities.slots();
+    for (uint64_t id : worker.running) {
+      const TrialEntry& trial = trials_.at(id);
+      if (id == except.trial.id() || trial.study != &study) continue;
+      const std::optional<absl::Duration> left = PredictedRemainingLocked(trial, worker.node_class, now);
+      if (!left) return std::nullopt;
+      work += absl::ToDoubleSeconds(*left) * *speed;
+    }
+  }
+  for (uint64_t id : study.pending) work += TrialSizeLocked(trials_.at(id)).second * *median_seconds;
+  const int unsuggested =
+      study.exhausted ? 0 : std::max(0, study.spec.max_trials() - study.budget_used());
+  work += unsuggested * RecentMedianUnitsLocked(study, kind) * *median_seconds;
+  if (!(capacity > 0)) return std::nullopt;
+  return absl::Seconds(work / capacity);
+}
+
+std::vector<SchedulerCore::EndgameSlot> SchedulerCore::EndgameSlotsLocked(
+    const StudyEntry& study, uint64_t session, const WorkerEntry& worker, absl::Time now) const {
   auto memory = [](const WorkerEntry& w) {
     return w.capabilities.memory_bytes() > 0 ? w.capabilities.memory_bytes() : UINT64_MAX;
   };
-  const absl::Time now = options_.clock();
-  std::vector<Slot> slots{{absl::ZeroDuration(), &worker.node_class, memory(worker), true}};
+  std::vector<EndgameSlot> slots{{absl::ZeroDuration(), &worker.node_class, memory(worker), true}};
   for (const auto& [other_session, other] : workers_) {
     if (other_session == session || other.draining || !CanRun(study.spec, other.capabilities)) {
       continue;
@@ -524,17 +565,21 @@ bool SchedulerCore::LeaveToFasterLocked(const StudyEntry& study, uint64_t sessio
       }
     }
   }
-  // The greedy list schedule: each trial, largest first, to the slot finishing it first.
+  return slots;
+}
+
+std::optional<absl::Duration> SchedulerCore::LeftToOthersUntil(
+    const std::vector<EndgameTrial>& trials, std::vector<EndgameSlot> slots) const {
   absl::Duration recheck = absl::InfiniteDuration();
-  for (const Left& trial : left) {
-    Slot* best = nullptr;
+  for (const EndgameTrial& trial : trials) {
+    EndgameSlot* best = nullptr;
     absl::Duration best_end;
-    for (Slot& slot : slots) {
+    for (EndgameSlot& slot : slots) {
       if (slot.memory_bytes < trial.min_memory_bytes) continue;
       const std::optional<absl::Duration> takes =
           speeds_.Predict(*slot.node_class, trial.kind, trial.units);
       if (!takes) {
-        if (slot.mine) return false;  // Its own speed not learnt: first-come.
+        if (slot.mine) return std::nullopt;  // Its own speed unknown: first-come.
         continue;
       }
       if (best == nullptr || slot.free_in + *takes < best_end) {
@@ -542,22 +587,30 @@ bool SchedulerCore::LeaveToFasterLocked(const StudyEntry& study, uint64_t sessio
         best_end = slot.free_in + *takes;
       }
     }
-    if (best == nullptr || best->mine) return false;
+    if (best == nullptr || best->mine) return std::nullopt;
     // Looked at again once the slot it is left to should be free (now, for a free one: the
     // next sweep, should that worker not take it after all).
     recheck = std::min(recheck, best->free_in);
     best->free_in = best_end;
   }
-  if (recheck != absl::InfiniteDuration()) {
-    endgame_recheck_ = std::min(endgame_recheck_, now + recheck);
-  }
-  return true;
+  return recheck;
 }
 
-bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
+bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, bool early) {
   if (!options_.speed_placement || options_.duplicate_margin <= 0 || idle.free_slots() <= 0) {
     return false;
   }
+  // Early duplicates are looked for at every dispatch of a free worker, before its new trial:
+  // a bound on that walk's cost in a large cluster, where one slow board's trial is also less
+  // likely to be a study's tail.
+  if (early && (!options_.early_duplicates ||
+                workers_.size() > static_cast<size_t>(kMaxEndgameSlots))) {
+    return false;
+  }
+  // Mid-study, only a board faster than the cluster's median runs a duplicate: a trial is
+  // duplicated once, and a slow board's copy would keep the fast boards, free again soon,
+  // from taking it (a Pi 4 duplicating a slowed Pi 4's trial held one study's end 3 minutes).
+  if (early && !(speeds_.OverallSpeed(idle.node_class).value_or(0) > 1)) return false;
   const absl::Time now = options_.clock();
   const uint64_t memory = idle.capabilities.memory_bytes();
   TrialEntry* best = nullptr;
@@ -567,8 +620,8 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
     for (uint64_t id : other.running) {
       TrialEntry& trial = trials_.at(id);
       const StudyEntry& study = *trial.study;
-      // Only at a study's end: while it has trials to suggest, a free worker runs a new one.
-      if (trial.superseded_session != 0 || trial.duplicated || !study.all_given() ||
+      // At a study's end; earlier (`early`) only for its predicted tail, below.
+      if (trial.superseded_session != 0 || trial.duplicated || study.all_given() == early ||
           trial.min_memory_bytes > (memory > 0 ? memory : UINT64_MAX) ||
           !CanRun(study.spec, idle.capabilities) || !RunsTrialLocked(trial, idle.capabilities)) {
         continue;
@@ -577,6 +630,13 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
       const std::optional<absl::Duration> there = speeds_.Predict(other.node_class, kind, units);
       const std::optional<absl::Duration> here = speeds_.Predict(idle.node_class, kind, units);
       if (!there || !here || *there <= absl::ZeroDuration()) continue;  // Not learnt yet.
+      // Its board's own learnt speed, not its prior: a prior is coarse (a core is not a core on
+      // every board), an overrun of it no sign of a straggler, and a board whose every trial
+      // were duplicated would never learn its speed.
+      if (absl::c_none_of(speeds_.EstimatesOf(other.node_class),
+                          [&](const SpeedModel::Estimate& e) { return e.kind == kind; })) {
+        continue;
+      }
       // The trial's own pace where it reports progress (SecondsPerStep): its size measure
       // leaves out what else makes it slow (deeper trees), and a straggler is one that
       // overruns its prediction. The idle worker's prediction is scaled by how much slower
@@ -601,6 +661,13 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle) {
       }
       const absl::Duration fast = *here * own;
       if (remaining <= fast * options_.duplicate_margin) continue;
+      // Mid-study, a trial the rest of the study would finish before: its slow board is the
+      // study's tail (TPE's random start gave a Pi 4 the largest trial before speeds were
+      // learnt). Otherwise the free worker is of more use on a new trial.
+      if (early) {
+        const std::optional<absl::Duration> rest = RestOfStudyLocked(study, trial, now);
+        if (!rest || remaining <= *rest) continue;
+      }
       if (best == nullptr || remaining - fast > best_gain) {
         best = &trial;
         best_gain = remaining - fast;

@@ -136,6 +136,10 @@ ABSL_FLAG(double, duplicate_margin, dhpt::scheduler::kDefaultDuplicateMargin,
           "once a study has no trial left to suggest, an idle worker runs a duplicate of a "
           "slower worker's trial when the slow one's predicted remaining time exceeds this many "
           "times the idle one's predicted time (learnt speeds; docs/deployment.md#placement-by-learnt-speed); 0: never");
+ABSL_FLAG(bool, early_duplicates, false,
+          "also mid-study, a free worker faster than the cluster's median runs a duplicate of a "
+          "slower worker's trial predicted to end after the rest of its study, before a new "
+          "trial (docs/deployment.md#placement-by-learnt-speed; made the edge benchmark longer)");
 
 ABSL_FLAG(absl::Duration, worker_log_interval, dhpt::scheduler::kDefaultWorkerLogInterval,
           "worker connects, drains and disconnects are logged one line each, at most 20 lines "
@@ -169,7 +173,7 @@ int main(int argc, char** argv) {
   dhpt::ApplyEnvironmentToFlags({"listen", "metrics_port", "metrics_listen", "db",
                                  "max_db_bytes", "db_sync",
                                  "heartbeat_interval", "missed_heartbeats", "client_lease",
-                                 "duplicate_margin", "speed_placement",
+                                 "duplicate_margin", "speed_placement", "early_duplicates",
                                  "keepalive_time", "keepalive_timeout",
                                  "keepalive_min_ping_interval",
                                  "suggestion_threads",
@@ -201,6 +205,7 @@ int main(int argc, char** argv) {
   options.core.missed_heartbeats = absl::GetFlag(FLAGS_missed_heartbeats);
   options.core.client_lease = absl::GetFlag(FLAGS_client_lease);
   options.core.duplicate_margin = absl::GetFlag(FLAGS_duplicate_margin);
+  options.core.early_duplicates = absl::GetFlag(FLAGS_early_duplicates);
   options.core.speed_placement = absl::GetFlag(FLAGS_speed_placement);
   options.core.worker_log_interval = absl::GetFlag(FLAGS_worker_log_interval);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -486,6 +486,7 @@ std::vector<v1::Worker> SchedulerCore::ListWorkers() const {
       speed.set_relative_speed(estimate.relative_speed);
       speed.set_seconds_per_unit(estimate.seconds_per_unit);
     }
+    out.set_prior_speed(speeds_.PriorSpeed(worker.node_class).value_or(0));
     if (worker.utilisation) {
       *out.mutable_utilisation() = *worker.utilisation;
       *out.mutable_utilisation_time() = ToTimestamp(worker.utilisation_time);
@@ -755,6 +756,7 @@ absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
   worker.capabilities = caps;
   worker.placement_class = PlacementClass(caps);
   worker.node_class = NodeClass(caps, hello.worker_id());
+  speeds_.SetPrior(worker.node_class, caps.trial_cpu_cores());
   MaybeFreeLocked(session);
   worker.channel = channel;
   worker.last_seen = options_.clock();

@@ -183,6 +183,10 @@ struct SchedulerOptions {
   // holds when the slow one's predicted remaining time is more than this many times the idle
   // one's predicted time for the whole trial; the first result counts. 0 turns duplicates off.
   double duplicate_margin = kDefaultDuplicateMargin;
+  // Duplicates mid-study too (--early_duplicates): a slower board's trial predicted to end
+  // after the rest of its study (DuplicateOntoLocked's `early`). Off: on the edge benchmark it
+  // duplicated 14 of 60 trials and made the study longer (docs/benchmarks.md).
+  bool early_duplicates = false;
   // Placement by learnt speed (--speed_placement): false dispatches first-come, as before issue
   // 32, and runs no duplicates; speeds are learnt and shown either way.
   bool speed_placement = true;
@@ -568,15 +572,60 @@ class SchedulerCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // A study with no trial left to suggest: the idle worker runs a duplicate of the trial a
   // slower worker would take longest to finish, if that beats it by options_.duplicate_margin.
-  bool DuplicateOntoLocked(uint64_t session, WorkerEntry& idle)
+  // `early`: instead a study that still has trials to give, and only a trial predicted to end
+  // after the rest of its study (RestOfStudyLocked), which would otherwise be its tail; the
+  // free worker runs the duplicate before any new trial; only with options_.early_duplicates,
+  // onto a board faster than the cluster's median, and with at most kMaxEndgameSlots workers.
+  bool DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, bool early = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // How long the study's other trials (running, pending and not suggested yet) are predicted
+  // to take the workers that can run it, were they all busy with them alone: their work in
+  // seconds of the cluster's median board over the boards' summed speed. nullopt where a
+  // board's speed or a running trial's time left is unknown.
+  std::optional<absl::Duration> RestOfStudyLocked(const StudyEntry& study,
+                                                  const TrialEntry& except, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The median size of the study's latest kEndgameSizeSample trials of `kind`: what its trials
+  // not suggested yet are taken to be.
+  double RecentMedianUnitsLocked(const StudyEntry& study, v1::Model::Kind kind) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Earliest finish time at a study's end, as HEFT places tasks: with at most as many trials
   // left as slots that can run them (at most kMaxEndgameSlots), the remaining trials are placed
   // in a simulation, largest first, each on the slot predicted to finish it first, counting
   // what each busy slot has left of its current trial. The free worker takes a trial (and the
   // study suggests one for it) only if the simulation gives it one; true: leave them to faster
-  // workers. False when speeds are not learnt or speed placement is off.
+  // workers. False when its speed is neither learnt nor has a prior, or speed placement is off.
   bool LeaveToFasterLocked(const StudyEntry& study, uint64_t session, const WorkerEntry& worker)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // LeaveToFasterLocked's three steps: the trials left, the slots, and the simulation.
+  struct EndgameTrial {
+    v1::Model::Kind kind;
+    double units;
+    uint64_t min_memory_bytes;  // It ran out of memory on a smaller worker.
+  };
+  struct EndgameSlot {
+    absl::Duration free_in;  // When it is predicted free, from now.
+    const std::string* node_class;
+    uint64_t memory_bytes;
+    bool mine;  // The free slot of the worker asking.
+  };
+  // The study's trials left, largest first, when it is at its end: no more than the slots
+  // that can run them, and at most kMaxEndgameSlots; empty when it is not. Pending trials
+  // have their own sizes; those not suggested yet the median of the study's latest.
+  std::vector<EndgameTrial> TrialsLeftAtEndLocked(const StudyEntry& study) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Every slot that can run the study, the asking worker's free slot first (a tie is its to
+  // take). Busy slots whose trial overran its prediction without progress are left out:
+  // nothing predicts when they are free.
+  std::vector<EndgameSlot> EndgameSlotsLocked(const StudyEntry& study, uint64_t session,
+                                              const WorkerEntry& worker, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The greedy list schedule: each trial, largest first, to the slot predicted to finish it
+  // first. nullopt when it gives the asking slot a trial (or cannot predict that slot, or
+  // places a trial nowhere); else the soonest a slot it counted on should be free, when the
+  // study is looked at again.
+  std::optional<absl::Duration> LeftToOthersUntil(const std::vector<EndgameTrial>& trials,
+                                                  std::vector<EndgameSlot> slots) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The predicted time left of a trial running on a worker of `node_class`: projected from its
   // progress where it reports steps, else its prediction less the time it has run; nullopt

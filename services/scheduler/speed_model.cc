@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "services/common/model_catalog.h"
 
@@ -75,13 +76,18 @@ double TrialWorkUnits(const v1::Model& model,
   return steps ? *steps * TrainingRows(dataset) : 1;
 }
 
+bool SpeedModel::AdmitClass(const std::string& node_class) const {
+  return classes_.contains(node_class) || priors_.contains(node_class) ||
+         classes_.size() + priors_.size() < kMaxSpeedClasses;
+}
+
 void SpeedModel::Record(const std::string& node_class, v1::Model::Kind kind, double units,
                         absl::Duration took) {
   if (!(units > 0) || took <= absl::ZeroDuration()) return;
   const auto key = std::make_pair(node_class, static_cast<int>(kind));
   auto it = series_.find(key);
   if (it == series_.end()) {
-    if (!classes_.contains(node_class) && classes_.size() >= kMaxSpeedClasses) return;
+    if (!AdmitClass(node_class)) return;
     ++classes_[node_class];
     it = series_.emplace(key, Series{}).first;
   }
@@ -91,14 +97,56 @@ void SpeedModel::Record(const std::string& node_class, v1::Model::Kind kind, dou
     series.log_seconds_per_unit.pop_front();
   }
   series.median = Median({series.log_seconds_per_unit.begin(), series.log_seconds_per_unit.end()});
-  cluster_medians_.erase(static_cast<int>(kind));
+  Summarize(static_cast<int>(kind));
+}
+
+void SpeedModel::SetPrior(const std::string& node_class, double trial_cpu_cores) {
+  if (!(trial_cpu_cores > 0) || !AdmitClass(node_class)) return;
+  auto [it, fresh] = priors_.try_emplace(node_class, trial_cpu_cores);
+  if (!fresh && it->second == trial_cpu_cores) return;
+  it->second = trial_cpu_cores;
+  std::set<int> learnt;
+  for (auto at = series_.lower_bound(std::make_pair(node_class, 0));
+       at != series_.end() && at->first.first == node_class; ++at) {
+    learnt.insert(at->first.second);
+  }
+  for (int kind : learnt) Summarize(kind);
+}
+
+void SpeedModel::Summarize(int kind) {
+  std::vector<double> medians;
+  std::vector<double> per_core;
+  for (const auto& [key, series] : series_) {
+    if (key.second != kind) continue;
+    medians.push_back(series.median);
+    if (auto prior = priors_.find(key.first); prior != priors_.end()) {
+      per_core.push_back(series.median + std::log(prior->second));
+    }
+  }
+  KindSummary& summary = kinds_[kind];
+  summary.cluster_median = medians.empty() ? std::nullopt : std::optional(Median(std::move(medians)));
+  summary.per_core_median =
+      per_core.empty() ? std::nullopt : std::optional(Median(std::move(per_core)));
+}
+
+std::optional<double> SpeedModel::LogSecondsPerUnit(const std::string& node_class,
+                                                    int kind) const {
+  if (auto it = series_.find(std::make_pair(node_class, kind)); it != series_.end()) {
+    return it->second.median;
+  }
+  auto prior = priors_.find(node_class);
+  auto summary = kinds_.find(kind);
+  if (prior == priors_.end() || summary == kinds_.end() || !summary->second.per_core_median) {
+    return std::nullopt;
+  }
+  return *summary->second.per_core_median - std::log(prior->second);
 }
 
 std::optional<double> SpeedModel::SecondsPerUnit(const std::string& node_class,
                                                  v1::Model::Kind kind) const {
-  auto it = series_.find(std::make_pair(node_class, static_cast<int>(kind)));
-  if (it == series_.end()) return std::nullopt;
-  return std::exp(it->second.median);
+  const std::optional<double> log_seconds = LogSecondsPerUnit(node_class, static_cast<int>(kind));
+  if (!log_seconds) return std::nullopt;
+  return std::exp(*log_seconds);
 }
 
 std::optional<absl::Duration> SpeedModel::Predict(const std::string& node_class,
@@ -108,22 +156,20 @@ std::optional<absl::Duration> SpeedModel::Predict(const std::string& node_class,
   return absl::Seconds(*seconds * units);
 }
 
-std::optional<double> SpeedModel::ClusterMedian(v1::Model::Kind kind) const {
-  auto [cached, fresh] = cluster_medians_.try_emplace(static_cast<int>(kind));
-  if (!fresh) return cached->second;
-  std::vector<double> medians;
-  for (const auto& [key, series] : series_) {
-    if (key.second == static_cast<int>(kind)) medians.push_back(series.median);
-  }
-  if (!medians.empty()) cached->second = Median(std::move(medians));
-  return cached->second;
+std::optional<double> SpeedModel::MedianSecondsPerUnit(v1::Model::Kind kind) const {
+  auto summary = kinds_.find(static_cast<int>(kind));
+  if (summary == kinds_.end() || !summary->second.cluster_median) return std::nullopt;
+  return std::exp(*summary->second.cluster_median);
 }
 
 std::optional<double> SpeedModel::RelativeSpeed(const std::string& node_class,
                                                 v1::Model::Kind kind) const {
-  auto it = series_.find(std::make_pair(node_class, static_cast<int>(kind)));
-  if (it == series_.end()) return std::nullopt;
-  return std::exp(*ClusterMedian(kind) - it->second.median);
+  const std::optional<double> log_seconds = LogSecondsPerUnit(node_class, static_cast<int>(kind));
+  auto summary = kinds_.find(static_cast<int>(kind));
+  if (!log_seconds || summary == kinds_.end() || !summary->second.cluster_median) {
+    return std::nullopt;
+  }
+  return std::exp(*summary->second.cluster_median - *log_seconds);
 }
 
 std::optional<double> SpeedModel::OverallSpeed(const std::string& node_class) const {
@@ -131,11 +177,29 @@ std::optional<double> SpeedModel::OverallSpeed(const std::string& node_class) co
   int kinds = 0;
   for (auto it = series_.lower_bound(std::make_pair(node_class, 0));
        it != series_.end() && it->first.first == node_class; ++it) {
-    log_sum += *ClusterMedian(static_cast<v1::Model::Kind>(it->first.second)) - it->second.median;
+    log_sum += *kinds_.at(it->first.second).cluster_median - it->second.median;
     ++kinds;
   }
-  if (kinds == 0) return std::nullopt;
-  return std::exp(log_sum / kinds);
+  if (kinds > 0) return std::exp(log_sum / kinds);
+  return PriorSpeed(node_class);
+}
+
+std::optional<double> SpeedModel::PriorSpeed(const std::string& node_class) const {
+  auto prior = priors_.find(node_class);
+  if (prior == priors_.end() || classes_.contains(node_class)) return std::nullopt;
+  double log_sum = 0;
+  int kinds = 0;
+  for (const auto& [kind, unused] : kinds_) {
+    if (std::optional<double> relative = RelativeSpeed(node_class, static_cast<v1::Model::Kind>(kind))) {
+      log_sum += std::log(*relative);
+      ++kinds;
+    }
+  }
+  if (kinds > 0) return std::exp(log_sum / kinds);
+  // No class with a prior has completed a trial: its cores against the median class's.
+  std::vector<double> cores;
+  for (const auto& [unused, value] : priors_) cores.push_back(value);
+  return prior->second / Median(std::move(cores));
 }
 
 std::vector<SpeedModel::Estimate> SpeedModel::Estimates() const {

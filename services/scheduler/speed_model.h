@@ -51,18 +51,32 @@ class SpeedModel {
   // result). Ignored when either is not positive.
   void Record(const std::string& node_class, v1::Model::Kind kind, double units,
               absl::Duration took);
+  // The class's prior, what it is taken to run at before it completed a trial of a kind: in
+  // proportion to the CPU one of its trials may use (WorkerCapabilities.trial_cpu_cores, its
+  // cgroup's CPU quota: a pod's CPU limit, a board's in bench/edge_cluster.sh). So a Pi 4 that
+  // has not finished a trial yet is not handed TPE's largest random-start trial as if it were
+  // an Orin. The latest worker of the class to say hello sets it; ignored when not positive.
+  void SetPrior(const std::string& node_class, double trial_cpu_cores);
 
   // The median seconds per unit of the class's last kSpeedWindow trials of this kind: a median
-  // of log ratios, so one trial that waited behind a frozen link does not move it.
+  // of log ratios, so one trial that waited behind a frozen link does not move it. Before the
+  // class has completed such a trial, its prior: the classes that have, per CPU core (their
+  // median), over its cores; nullopt without a prior or before any class with one completed.
   std::optional<double> SecondsPerUnit(const std::string& node_class, v1::Model::Kind kind) const;
   std::optional<absl::Duration> Predict(const std::string& node_class, v1::Model::Kind kind,
                                         double units) const;
+  // The cluster's median class's seconds per unit of this kind; nullopt before any completed.
+  std::optional<double> MedianSecondsPerUnit(v1::Model::Kind kind) const;
   // How many times faster than the cluster's median class the class runs this kind (2: twice as
-  // fast); nullopt until it completed one such trial.
+  // fast), from SecondsPerUnit (learnt, else the prior); nullopt until a class completed one
+  // such trial.
   std::optional<double> RelativeSpeed(const std::string& node_class, v1::Model::Kind kind) const;
   // RelativeSpeed's geometric mean over the kinds the class has run: how dispatch orders free
-  // workers. nullopt until it completed a trial.
+  // workers. Before it completed a trial, by its prior: over the kinds others completed, else
+  // (no class completed any) its cores over the median class's; nullopt without either.
   std::optional<double> OverallSpeed(const std::string& node_class) const;
+  // OverallSpeed while it rests on the prior alone (the class completed no trial yet).
+  std::optional<double> PriorSpeed(const std::string& node_class) const;
 
   struct Estimate {
     std::string node_class;
@@ -70,7 +84,7 @@ class SpeedModel {
     double relative_speed;
     double seconds_per_unit;
   };
-  // Every learnt (class, kind), in class then kind order.
+  // Every learnt (class, kind), in class then kind order; priors are not estimates.
   std::vector<Estimate> Estimates() const;
   std::vector<Estimate> EstimatesOf(const std::string& node_class) const;
 
@@ -79,14 +93,21 @@ class SpeedModel {
     std::deque<double> log_seconds_per_unit;  // The last kSpeedWindow, oldest first.
     double median = 0;                        // Of log_seconds_per_unit.
   };
-  // The median of the classes' medians for this kind. Kept until the kind's next Record:
-  // dispatch asks for it for every free worker of every trial it places, and with hundreds of
-  // classes computing it each time cost more than the rest of dispatch.
-  std::optional<double> ClusterMedian(v1::Model::Kind kind) const;
+  // Per kind, over the classes that learnt it. Recomputed when they change (Record, SetPrior),
+  // not when read: dispatch asks for them for every free worker of every trial it places, and
+  // with hundreds of classes computing them each time cost more than the rest of dispatch.
+  struct KindSummary {
+    std::optional<double> cluster_median;         // Of the classes' log seconds per unit.
+    std::optional<double> per_core_median;        // Of those with a prior, times their cores.
+  };
+  void Summarize(int kind);
+  bool AdmitClass(const std::string& node_class) const;
+  std::optional<double> LogSecondsPerUnit(const std::string& node_class, int kind) const;
 
   std::map<std::pair<std::string, int>, Series> series_;
-  mutable std::map<int, std::optional<double>> cluster_medians_;  // Kind -> ClusterMedian.
-  std::map<std::string, int> classes_;  // Class -> series count, to bound kMaxSpeedClasses.
+  std::map<int, KindSummary> kinds_;
+  std::map<std::string, int> classes_;     // Class -> series count, to bound kMaxSpeedClasses.
+  std::map<std::string, double> priors_;   // Class -> trial CPU cores.
 };
 
 }  // namespace dhpt::scheduler

@@ -30,6 +30,11 @@ std::optional<std::string> ReadCgroupFile(const std::string& path) {
 
 std::optional<std::string> MemoryCgroupDir(absl::string_view proc_self_cgroup,
                                            absl::string_view root) {
+  return CgroupDir(proc_self_cgroup, root, "memory");
+}
+
+std::optional<std::string> CgroupDir(absl::string_view proc_self_cgroup, absl::string_view root,
+                                     absl::string_view wanted) {
   std::optional<std::string> v2;
   for (absl::string_view line : absl::StrSplit(proc_self_cgroup, '\n', absl::SkipEmpty())) {
     // hierarchy-id:controllers:path; the path may itself hold ':'.
@@ -40,8 +45,8 @@ std::optional<std::string> MemoryCgroupDir(absl::string_view proc_self_cgroup,
       continue;
     }
     for (absl::string_view controller : absl::StrSplit(parts[1], ',')) {
-      if (controller == "memory") {
-        return absl::StrCat(root, "/memory", parts[2] == "/" ? "" : parts[2]);
+      if (controller == wanted) {
+        return absl::StrCat(root, "/", wanted, parts[2] == "/" ? "" : parts[2]);
       }
     }
   }
@@ -55,6 +60,40 @@ std::optional<int64_t> ParseOomKills(absl::string_view text) {
     if (absl::SimpleAtoi(line, &count)) return count;
   }
   return std::nullopt;
+}
+
+std::optional<double> ParseCpuQuotaCores(absl::string_view quota_or_cpu_max,
+                                         absl::string_view v1_period) {
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(absl::StripAsciiWhitespace(quota_or_cpu_max), ' ', absl::SkipEmpty());
+  if (fields.size() == 1) fields.push_back(absl::StripAsciiWhitespace(v1_period));
+  int64_t quota = 0;
+  int64_t period = 0;
+  if (fields.size() != 2 || !absl::SimpleAtoi(fields[0], &quota) ||
+      !absl::SimpleAtoi(fields[1], &period) || quota <= 0 || period <= 0) {
+    return std::nullopt;  // "max", v1's -1, or not a quota.
+  }
+  return static_cast<double>(quota) / static_cast<double>(period);
+}
+
+std::optional<double> CpuQuotaCoresOfThisProcess() {
+  std::optional<std::string> text = ReadCgroupFile("/proc/self/cgroup");
+  if (!text) return std::nullopt;
+  const std::optional<std::string> dir = CgroupDir(*text, "/sys/fs/cgroup", "cpu");
+  if (!dir) return std::nullopt;
+  std::optional<double> cores;
+  // From the process's group up to the hierarchy's root: the tightest quota binds.
+  for (std::string at = *dir; at.size() >= std::string("/sys/fs/cgroup").size();
+       at = at.substr(0, at.rfind('/'))) {
+    std::optional<double> here;
+    if (std::optional<std::string> max = ReadCgroupFile(at + "/cpu.max")) {
+      here = ParseCpuQuotaCores(*max, "");
+    } else if (std::optional<std::string> quota = ReadCgroupFile(at + "/cpu.cfs_quota_us")) {
+      here = ParseCpuQuotaCores(*quota, ReadCgroupFile(at + "/cpu.cfs_period_us").value_or(""));
+    }
+    if (here && (!cores || *here < *cores)) cores = here;
+  }
+  return cores;
 }
 
 MemoryCgroup MemoryCgroup::OfThisProcess() {

@@ -20,6 +20,22 @@ namespace dhpt::worker {
 std::optional<std::string> MemoryCgroupDir(absl::string_view proc_self_cgroup,
                                            absl::string_view root);
 
+// The same for any v1 controller ("cpu"): its line's directory under root/CONTROLLER, else the
+// v2 line's.
+std::optional<std::string> CgroupDir(absl::string_view proc_self_cgroup, absl::string_view root,
+                                     absl::string_view controller);
+
+// Cores a CPU quota allows: a v1 cpu.cfs_quota_us over cpu.cfs_period_us (quota -1: none), or a
+// v2 cpu.max ("QUOTA PERIOD", "max PERIOD": none); nullopt when none or unreadable.
+std::optional<double> ParseCpuQuotaCores(absl::string_view quota_or_cpu_max,
+                                         absl::string_view v1_period);
+
+// The CPU quota of this process's cgroup in cores, the smallest of its group's and every
+// enclosing group's (Kubernetes sets it on the container's and the pod's; bench/edge_cluster.sh
+// per board); nullopt when none is set or none is readable. What placement takes a board's
+// speed to be in proportion to before it has learnt it (speed_model.h in the scheduler).
+std::optional<double> CpuQuotaCoresOfThisProcess();
+
 // The `oom_kill N` count of a v1 memory.oom_control or a v2 memory.events file.
 std::optional<int64_t> ParseOomKills(absl::string_view text);
 

@@ -405,6 +405,11 @@ StopWith ConnectionFromFlags(const WorkerIdentity& identity, const Trainers& tra
   caps.set_memory_bytes(memory_limit ? static_cast<uint64_t>(*memory_limit)
                                      : static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
                                            static_cast<uint64_t>(sysconf(_SC_PAGESIZE)));
+  // The CPU one trial may get, for the scheduler's speed prior: the quota (else the CPUs)
+  // shared by its slots, and no more than the threads it trains with.
+  const double cpus = CpuQuotaCoresOfThisProcess().value_or(
+      static_cast<double>(std::max(1u, std::thread::hardware_concurrency())));
+  caps.set_trial_cpu_cores(std::min(static_cast<double>(identity.threads), cpus / identity.slots));
   caps.set_arch(identity.arch);
   caps.set_version(DHPT_VERSION);
   return std::nullopt;

@@ -1,5 +1,7 @@
 #include "services/scheduler/speed_model.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
@@ -85,6 +87,48 @@ TEST(SpeedModelTest, ClassesBeyondTheLimitAreNotLearnt) {
   EXPECT_FALSE(speeds.SecondsPerUnit("one-too-many", v1::Model::FUNCTION));
   speeds.Record("w0", v1::Model::XGBOOST, 1, absl::Seconds(1));  // A known class learns on.
   EXPECT_TRUE(speeds.SecondsPerUnit("w0", v1::Model::XGBOOST));
+}
+
+TEST(SpeedModelTest, BeforeABoardLearnsItRunsAtItsCpuPriorAgainstTheBoardsThatDid) {
+  SpeedModel speeds;
+  // Seconds for 1000 units of XGBoost (0 when nothing predicts them).
+  auto xgboost_1000 = [&](const std::string& node_class) {
+    return absl::ToDoubleSeconds(
+        speeds.Predict(node_class, v1::Model::XGBOOST, 1000).value_or(absl::ZeroDuration()));
+  };
+  // Nothing completed yet: the boards rank by the CPU a trial gets (an Orin 0.1 core, a Pi 4
+  // 0.02: their cgroup quotas), against the median board's; nothing predicts a time yet.
+  speeds.SetPrior("orin", 0.1);
+  speeds.SetPrior("pi4", 0.02);
+  speeds.SetPrior("pi4b", 0.02);
+  EXPECT_NEAR(speeds.OverallSpeed("orin").value_or(-1), 5, 1e-9);
+  EXPECT_NEAR(speeds.OverallSpeed("pi4").value_or(-1), 1, 1e-9);
+  EXPECT_NEAR(speeds.PriorSpeed("orin").value_or(-1), 5, 1e-9);
+  EXPECT_FALSE(speeds.Predict("pi4", v1::Model::XGBOOST, 100));
+  EXPECT_FALSE(speeds.OverallSpeed("no-prior"));
+  // The Orin completes a trial (1000 units in 2 s): the Pi 4s are predicted at its seconds per
+  // core over theirs, five times slower, for that kind only.
+  speeds.Record("orin", v1::Model::XGBOOST, 1000, absl::Seconds(2));
+  EXPECT_NEAR(xgboost_1000("pi4"), 10, 1e-9);
+  EXPECT_FALSE(speeds.Predict("pi4", v1::Model::RANDOM_FOREST, 1000));
+  EXPECT_NEAR(speeds.RelativeSpeed("pi4", v1::Model::XGBOOST).value_or(-1), 0.2, 1e-9);
+  EXPECT_NEAR(speeds.OverallSpeed("pi4").value_or(-1), 0.2, 1e-9);
+  EXPECT_NEAR(speeds.OverallSpeed("orin").value_or(-1), 1, 1e-9);
+  EXPECT_FALSE(speeds.PriorSpeed("orin"));  // Learnt: no longer a prior.
+  EXPECT_NEAR(speeds.PriorSpeed("pi4").value_or(-1), 0.2, 1e-9);
+  EXPECT_EQ(speeds.Estimates().size(), 1u);  // A prior is not an estimate.
+  // The Pi 4 completes one: what it learnt replaces its prior (its quota understated it).
+  speeds.Record("pi4", v1::Model::XGBOOST, 1000, absl::Seconds(4));
+  EXPECT_NEAR(xgboost_1000("pi4"), 4, 1e-9);
+  EXPECT_FALSE(speeds.PriorSpeed("pi4"));
+  // The other Pi 4 class: the learnt boards' core-seconds per unit, their median (0.2 and 0.08
+  // core-seconds a 1000 units: the geometric middle of two), over its 0.02 cores.
+  EXPECT_NEAR(xgboost_1000("pi4b"),
+              std::sqrt(0.2 * 0.08) / 0.02, 1e-9);
+  // A worker of the class says hello with another quota: the prior follows it.
+  speeds.SetPrior("pi4b", 0.04);
+  EXPECT_NEAR(xgboost_1000("pi4b"),
+              std::sqrt(0.2 * 0.08) / 0.04, 1e-9);
 }
 
 }  // namespace
