@@ -69,6 +69,31 @@ class PublishedStudiesTest : public ::testing::Test {
     }
   }
 
+  // Runs `call` on a thread while another thread holds the core's lock, as a stream thread
+  // would; whether it answered within a bound generous for a loaded machine (a call that
+  // waits for the lock never answers while it is held).
+  template <typename Call>
+  bool AnswersWhileTheLockIsHeld(Call call) {
+    absl::Notification held, release;
+    std::thread holder([&] {
+      core_->RunUnderLockForTest([&] {
+        held.Notify();
+        release.WaitForNotification();
+      });
+    });
+    held.WaitForNotification();
+    absl::Notification answered;
+    std::thread user([&] {
+      call();
+      answered.Notify();
+    });
+    const bool in_time = answered.WaitForNotificationWithTimeout(absl::Seconds(10));
+    release.Notify();
+    holder.join();
+    user.join();
+    return in_time;
+  }
+
   std::deque<RecordingChannel> channels_;  // Declared first: destroyed after core_.
   testing::TempDatabase db_;
   std::unique_ptr<SchedulerCore> core_;
@@ -81,27 +106,9 @@ TEST_F(PublishedStudiesTest, GetStudyAnswersWhileAStreamThreadHoldsTheCoresLock)
   core_->HandleResult(session, Result(channel.Assigns().at(0), v1::Trial::COMPLETED, 3.0));
   ASSERT_TRUE(core_->GetStudy("s").ok());  // A user reads it: from now on it is published.
 
-  absl::Notification held, release;
-  std::thread holder([&] {
-    core_->RunUnderLockForTest([&] {
-      held.Notify();
-      release.WaitForNotification();
-    });
-  });
-  held.WaitForNotification();
-  absl::Notification answered;
   absl::StatusOr<v1::Study> study;
-  std::thread user([&] {
-    study = core_->GetStudy("s");
-    answered.Notify();
-  });
-  // Generous for a loaded machine: without the published summary it never answers while the
-  // lock is held.
-  const bool in_time = answered.WaitForNotificationWithTimeout(absl::Seconds(10));
-  release.Notify();
-  holder.join();
-  user.join();
-  EXPECT_TRUE(in_time) << "GetStudy waited for the core's lock";
+  EXPECT_TRUE(AnswersWhileTheLockIsHeld([&] { study = core_->GetStudy("s"); }))
+      << "GetStudy waited for the core's lock";
   ASSERT_TRUE(study.ok()) << study.status();
   EXPECT_EQ(study->trials_completed(), 1);
   EXPECT_EQ(study->trials_running(), 2);
@@ -115,26 +122,9 @@ TEST_F(PublishedStudiesTest, GetBestTrialAnswersWhileAStreamThreadHoldsTheCoresL
   ASSERT_TRUE(core_->GetBestTrial("s").ok());  // A user reads it: from now on it is published.
   core_->HandleResult(session, Result(channel.Assigns().at(1), v1::Trial::COMPLETED, 1.0));
 
-  absl::Notification held, release;
-  std::thread holder([&] {
-    core_->RunUnderLockForTest([&] {
-      held.Notify();
-      release.WaitForNotification();
-    });
-  });
-  held.WaitForNotification();
-  absl::Notification answered;
   absl::StatusOr<v1::Trial> best;
-  std::thread user([&] {
-    best = core_->GetBestTrial("s");
-    answered.Notify();
-  });
-  // Without the published best trial it never answers while the lock is held.
-  const bool in_time = answered.WaitForNotificationWithTimeout(absl::Seconds(10));
-  release.Notify();
-  holder.join();
-  user.join();
-  EXPECT_TRUE(in_time) << "GetBestTrial waited for the core's lock";
+  EXPECT_TRUE(AnswersWhileTheLockIsHeld([&] { best = core_->GetBestTrial("s"); }))
+      << "GetBestTrial waited for the core's lock";
   ASSERT_TRUE(best.ok()) << best.status();
   EXPECT_EQ(best->objective_value(), 1.0);  // The result accepted before the call.
   EXPECT_EQ(best->id(), channel.Assigns().at(1).trial_id());
