@@ -107,8 +107,8 @@ def test_a_result_over_the_message_limit_fails_its_trial_with_the_reason(tmp_pat
             return {"value": quadratic(trial), **many}
 
         expected = (r"trial 0: the result \(5001 values\) is over the scheduler's message "
-                    r"limit \(.*--max_message_bytes\): return the objectives and at most 64 "
-                    r"metrics in all")
+                    r"limit of 65536 bytes \(.*--max_message_bytes\): return the objectives "
+                    r"and at most 64 metrics in all")
         with pytest.raises(dhpt.ResourceExhausted, match=expected):
             study.optimize(objective)
         trial = study.trials[0]

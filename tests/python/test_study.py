@@ -8,7 +8,7 @@ import threading
 import pytest
 
 import dhpt
-from conftest import wait_until
+from conftest import Scheduler, wait_until
 
 
 def space():
@@ -158,6 +158,46 @@ def test_watch_follows_a_study_to_its_end_and_resumes(scheduler, client):
     assert not thread.is_alive()  # Ended with the study.
     assert {(n, dhpt.TrialState.COMPLETED) for n in range(3)} <= set(seen)
     assert positions == sorted(positions)
+
+
+def test_a_tell_over_the_message_limit_fails_its_trial_with_the_reason(tmp_path):
+    # gRPC refuses the tell (RESOURCE_EXHAUSTED) before the scheduler reads it: before, tell()
+    # raised it as it came and the trial stayed RUNNING until its lease ran out.
+    scheduler = Scheduler(tmp_path, ["--max_message_bytes=1024"])
+    try:
+        study = dhpt.create_study("big", space={"x": (-5.0, 5.0)}, max_trials=3,
+                                  client=dhpt.Client(scheduler.address, client_id="big"))
+        trial = study.ask()
+        expected = (r"RESOURCE_EXHAUSTED: trial 0: the result \(201 values\) is over the "
+                    r"scheduler's message limit of 1024 bytes \(Received message larger than max "
+                    r"\(\d+ vs\. 1024\); "
+                    r"dhpt-scheduler --max_message_bytes\): return the objectives and at most "
+                    r"64 metrics in all$")
+        with pytest.raises(dhpt.ResourceExhausted, match=expected):
+            study.tell(trial, 0.5, metrics={f"m{i}": i for i in range(200)})
+        failed = study.trials[0]
+        assert failed.state == dhpt.TrialState.FAILED
+        assert failed.error.startswith(
+            "infeasible: bad result: trial 0: the result (201 values) is over")
+
+        # A reason too long: said as such, and the trial keeps the start of it.
+        trial = study.ask()
+        with pytest.raises(dhpt.ResourceExhausted, match=r"RESOURCE_EXHAUSTED: trial 1: the "
+                           r"reason \(1100 bytes\) is over .* limit of 1024 bytes"):
+            study.tell(trial, state=dhpt.TrialState.FAILED, reason="r" * 1100)
+        failed = study.trials[1]
+        assert failed.state == dhpt.TrialState.FAILED
+        assert failed.error.startswith("infeasible: " + "r" * 253 + "... [cut to 256 bytes; bad "
+                                       "result: trial 1: the reason (1100 bytes) is over")
+
+        # One long metric name: that name is what is too big, not the number of metrics.
+        trial = study.ask()
+        with pytest.raises(dhpt.ResourceExhausted, match=r"RESOURCE_EXHAUSTED: trial 2: metric "
+                           r"name 'nnnn.*' \(1100 bytes\) is over"):
+            study.tell(trial, 0.5, metrics={"n" * 1100: 1.0})
+        assert study.trials[2].state == dhpt.TrialState.FAILED
+    finally:
+        scheduler.kill()
 
 
 def test_a_conditional_study_keeps_inactive_parameters_absent(client):

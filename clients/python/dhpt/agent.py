@@ -18,13 +18,8 @@ import traceback
 
 from . import errors
 from .client import Client, default_client_id
+from .study import clip as _clip
 from .trial import TrialState
-
-# The most metrics the scheduler keeps of one result (kMaxResultMetrics in
-# services/scheduler/scheduler_core.h): named when a result is refused for its size.
-MAX_RESULT_METRICS = 64
-# The longest reason a failed trial keeps, in bytes of UTF-8 (kMaxWorkerErrorBytes, same header).
-MAX_REASON_BYTES = 2048
 
 
 class _Budget:
@@ -82,15 +77,6 @@ def _last_line(exc):
     return _clip(lines[-1].strip() if lines else type(exc).__name__)
 
 
-def _clip(reason):
-    """The reason cut to what the scheduler keeps: a longer one is refused (INVALID_ARGUMENT),
-    and the trial would then not be told at all."""
-    data = reason.encode()
-    if len(data) <= MAX_REASON_BYTES:
-        return reason
-    return data[:MAX_REASON_BYTES - 3].decode(errors="ignore") + "..."
-
-
 def _tell_result(study, trial, result):
     if result is None:
         # Told as it is, the trial would carry no metric and the scheduler's refusal ("give the
@@ -105,19 +91,6 @@ def _tell_result(study, trial, result):
     if isinstance(result, (list, tuple)):
         return study.tell(trial, values=list(result))
     return study.tell(trial, value=result)
-
-
-def _refusal(e, trial, result):
-    """The scheduler's refusal of a result, in words its objective's author can act on. One
-    over the message limit is refused by gRPC ("Received message larger than max (N vs. M)"),
-    which names neither the trial nor what to change."""
-    if not isinstance(e, errors.ResourceExhausted) or "larger than max" not in e.reason:
-        return e
-    size = f"{len(result)} values" if isinstance(result, (dict, list, tuple)) else "one value"
-    return errors.ResourceExhausted(
-        f"trial {trial.number}: the result ({size}) is over the scheduler's message limit "
-        f"({e.reason}; dhpt-scheduler --max_message_bytes): return the objectives and at most "
-        f"{MAX_RESULT_METRICS} metrics in all")
 
 
 def _evaluate(study, fn, client_id, budget, deadline, catch, stop, held):
@@ -150,12 +123,14 @@ def _evaluate(study, fn, client_id, budget, deadline, catch, stop, held):
             except (errors.InvalidArgument, errors.ResourceExhausted) as e:
                 # NaN, a missing objective, a result over the scheduler's message limit: the
                 # trial fails with the reason, rather than waiting for its lease to run out.
-                refusal = _refusal(e, trial, result)
+                # Over the limit, tell() has failed it already (ResultOverMessageLimit).
                 held.pop(client_id, None)
-                study.tell(trial, state=TrialState.FAILED, reason=_clip(f"bad result: {refusal.reason}"))
+                if not isinstance(e, errors.ResultOverMessageLimit):
+                    study.tell(trial, state=TrialState.FAILED,
+                               reason=_clip(f"bad result: {e.reason}"))
                 if not isinstance(e, catch):
                     stop.set()
-                    raise refusal from (None if refusal is e else e)
+                    raise
         held.pop(client_id, None)
         done += 1
     return done

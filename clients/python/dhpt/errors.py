@@ -52,6 +52,11 @@ class ResourceExhausted(DhptError):
     code = "RESOURCE_EXHAUSTED"
 
 
+class ResultOverMessageLimit(ResourceExhausted):
+    """tell() of a result gRPC refused for its size (over dhpt-scheduler --max_message_bytes):
+    the trial is already marked FAILED with this reason, so that it does not wait for its lease."""
+
+
 class DeadlineExceeded(DhptError):
     code = "DEADLINE_EXCEEDED"
 

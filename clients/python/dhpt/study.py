@@ -6,6 +6,7 @@ peers); a dict or a YAML/JSON file may hold any study the CLI accepts (docs/pyth
 
 import json
 import math
+import re
 import time
 
 from google.protobuf import json_format
@@ -18,6 +19,62 @@ _ENDED = ("COMPLETED", "STOPPED", "FAILED")
 # ask() when every trial is leased to others: first wait, and the longest between two asks.
 _ASK_FIRST_WAIT = 0.02
 _ASK_MAX_WAIT = 1.0
+
+# The most metrics the scheduler keeps of one result (kMaxResultMetrics in
+# services/scheduler/scheduler_core.h): named when a result is refused for its size.
+MAX_RESULT_METRICS = 64
+# The longest reason a failed trial keeps, in bytes of UTF-8 (kMaxWorkerErrorBytes, same header).
+MAX_REASON_BYTES = 2048
+# What a trial failed for its size keeps of the caller's own reason: the failure must itself
+# fit under the smallest message limit (--max_message_bytes >= 1024). As dhpt tell's
+# (kKeptTellReasonBytes in services/cli/ask_tell.h).
+KEPT_REASON_BYTES = 256
+
+
+def clip(reason, limit=MAX_REASON_BYTES):
+    """The reason cut to `limit` bytes of UTF-8: a longer one than the scheduler keeps is
+    refused (INVALID_ARGUMENT), and the trial would then not be told at all."""
+    data = reason.encode()
+    if len(data) <= limit:
+        return reason
+    return data[:limit - 3].decode(errors="ignore") + "..."
+
+
+def oversized_result(e, request):
+    """gRPC's refusal of a CompleteTrialRequest over the message limit ("Received message
+    larger than max (N vs. M)", before the scheduler read it) in words its caller can act on:
+    what is too big and the limit in bytes. None for any other error. As dhpt tell's
+    (OversizedTellReason in services/cli/ask_tell.cc): keep the two alike."""
+    if not isinstance(e, errors.ResourceExhausted) or "larger than max" not in e.reason:
+        return None
+    limit = re.search(r"vs\. (\d+)\)", e.reason)
+    limit = f"of {limit.group(1)} bytes " if limit else ""
+    reason_bytes = len(request.infeasible_reason.encode())
+    names = [name.encode() for name in request.metrics]
+    longest = max(names, key=len, default=b"")
+    metric_bytes = sum(len(name) + 12 for name in names)  # A map entry: its name, a double, tags.
+    if reason_bytes >= metric_bytes:
+        what, fix = f"the reason ({reason_bytes} bytes)", "give a shorter reason"
+    elif 2 * len(longest) > metric_bytes:  # One name is most of the result.
+        shown = clip(longest.decode(errors="ignore"), 40)
+        what, fix = f"metric name {shown!r} ({len(longest)} bytes)", "give shorter metric names"
+    else:
+        what = f"the result ({len(names)} {'value' if len(names) == 1 else 'values'})"
+        fix = f"return the objectives and at most {MAX_RESULT_METRICS} metrics in all"
+    return errors.ResultOverMessageLimit(
+        f"trial {request.trial}: {what} is over the scheduler's message limit {limit}"
+        f"({e.reason}; dhpt-scheduler --max_message_bytes): {fix}")
+
+
+def failure_reason(refusal, request):
+    """The reason a trial refused for its size fails with: a cut of the caller's own, if any."""
+    reason = f"bad result: {refusal.reason}"
+    own = request.infeasible_reason
+    if own and len(own.encode()) <= KEPT_REASON_BYTES:
+        reason = f"{own} [{reason}]"
+    elif own:
+        reason = f"{clip(own, KEPT_REASON_BYTES)} [cut to {KEPT_REASON_BYTES} bytes; {reason}]"
+    return clip(reason)
 
 
 # --- The search space, as keyword arguments ---
@@ -389,7 +446,22 @@ class Study:
         else:
             raise errors.InvalidArgument(
                 f"tell: state {state.value}: give COMPLETED (the default), FAILED or PRUNED")
-        return FrozenTrial(self._client.call("CompleteTrial", request))
+        try:
+            return FrozenTrial(self._client.call("CompleteTrial", request))
+        except errors.ResourceExhausted as e:
+            refusal = oversized_result(e, request)
+            if refusal is None:
+                raise  # The scheduler's own RESOURCE_EXHAUSTED (a limit it names) is its word.
+        # Refused before the scheduler read it: failed with the reason (and a cut of the
+        # caller's own), as it would otherwise stay RUNNING until its lease ran out.
+        failed = pb.CompleteTrialRequest(study=self.name, trial=number, client_id=client_id,
+                                         infeasible_reason=failure_reason(refusal, request))
+        try:
+            self._client.call("CompleteTrial", failed)
+        except errors.DhptError as e:
+            refusal = errors.ResourceExhausted(
+                f"{refusal.reason}; the trial could not be marked FAILED either ({e.reason})")
+        raise refusal
 
     def _metrics(self, value, values):
         names = self.metric_names
