@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "services/cli/terminal_text.h"
 #include "services/common/param_values.h"
 #include "services/common/status_macros.h"
@@ -38,17 +39,63 @@ std::string AskLine(const v1::Trial& trial) {
   return line;
 }
 
-std::optional<std::string> OversizedTellReason(const absl::Status& status, int64_t trial,
-                                               int metrics) {
+std::optional<std::string> OversizedTellReason(const absl::Status& status,
+                                               const v1::CompleteTrialRequest& request) {
   if (!absl::IsResourceExhausted(status) ||
       !absl::StrContains(status.message(), "larger than max")) {
     return std::nullopt;  // The scheduler's own RESOURCE_EXHAUSTED (a limit it names) is its word.
   }
-  return absl::StrCat("trial ", trial, ": the result (", metrics,
-                      metrics == 1 ? " metric" : " metrics",
-                      ") is over the scheduler's message limit (", status.message(),
-                      "; dhpt-scheduler --max_message_bytes): tell the objectives and at most ",
-                      kMaxTellMetrics, " metrics in all");
+  // "... (2345 vs. 1024)": the limit is the second number.
+  std::string limit;
+  const size_t vs = status.message().rfind("vs. ");
+  int64_t limit_bytes = 0;
+  if (vs != absl::string_view::npos &&
+      absl::SimpleAtoi(absl::StripSuffix(status.message().substr(vs + 4), ")"), &limit_bytes)) {
+    limit = absl::StrCat("of ", limit_bytes, " bytes ");
+  }
+  // The biggest part of the request is what to shrink: the reason, one long metric name, or
+  // the metrics together (each entry is its name, a double and a few bytes of tags).
+  const size_t reason_bytes = request.infeasible_reason().size();
+  size_t metric_bytes = 0;
+  std::string longest;
+  for (const auto& [name, value] : request.metrics()) {
+    metric_bytes += name.size() + 12;
+    if (name.size() > longest.size()) longest = name;
+  }
+  std::string what;
+  std::string fix;
+  if (reason_bytes >= metric_bytes) {
+    what = absl::StrCat("the --infeasible reason (", reason_bytes, " bytes)");
+    fix = "give a shorter reason";
+  } else if (2 * longest.size() > metric_bytes) {
+    constexpr size_t kShownName = 40;
+    what = absl::StrCat("metric name \"",
+                        TerminalText(longest.size() > kShownName
+                                         ? absl::StrCat(longest.substr(0, kShownName), "...")
+                                         : longest),
+                        "\" (", longest.size(), " bytes)");
+    fix = "give shorter metric names";
+  } else {
+    const int metrics = request.metrics_size();
+    what = absl::StrCat("the result (", metrics, metrics == 1 ? " metric" : " metrics", ")");
+    fix = absl::StrCat("tell the objectives and at most ", kMaxTellMetrics, " metrics in all");
+  }
+  return absl::StrCat("trial ", request.trial(), ": ", what,
+                      " is over the scheduler's message limit ", limit, "(", status.message(),
+                      "; dhpt-scheduler --max_message_bytes): ", fix);
+}
+
+std::string OversizedTellFailure(absl::string_view oversized,
+                                 const v1::CompleteTrialRequest& request) {
+  const std::string failure = absl::StrCat("bad result: ", oversized);
+  const std::string& reason = request.infeasible_reason();
+  if (reason.empty()) return failure;
+  if (reason.size() <= kKeptTellReasonBytes) return absl::StrCat(reason, " [", failure, "]");
+  // Cut on a UTF-8 character boundary: the scheduler refuses a reason that is not valid UTF-8.
+  size_t cut = kKeptTellReasonBytes - 3;
+  while (cut > 0 && (static_cast<unsigned char>(reason[cut]) & 0xC0) == 0x80) --cut;
+  return absl::StrCat(reason.substr(0, cut), "... [cut to ", kKeptTellReasonBytes, " bytes; ",
+                      failure, "]");
 }
 
 absl::StatusOr<google::protobuf::Map<std::string, double>> ParseMetricWords(

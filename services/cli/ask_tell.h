@@ -3,12 +3,14 @@
 // The CLI's side of ask and tell and of enqueued points: `dhpt ask` prints trials a shell loop
 // can read, `dhpt tell` and `dhpt enqueue` read name=value words.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "dhpt/v1/study_service.pb.h"
 #include "google/protobuf/map.h"
 #include "google/protobuf/struct.pb.h"
@@ -24,13 +26,24 @@ inline constexpr int kExitNoTrialNow = 4;
 // services/scheduler/scheduler_core.h; the CLI does not link the scheduler).
 inline constexpr int kMaxTellMetrics = 64;
 
-// Why a tell of `metrics` metrics for trial `trial` that gRPC refused for its size
-// (RESOURCE_EXHAUSTED "Received message larger than max (N vs. M)", before the scheduler read
-// it) could not be stored, in words its user can act on: it names neither the trial nor what to
-// change. nullopt for any other error. `dhpt tell` fails the trial with it, as the Python
-// client does (clients/python/dhpt/agent.py), rather than leave it waiting for its lease.
-std::optional<std::string> OversizedTellReason(const absl::Status& status, int64_t trial,
-                                               int metrics);
+// What a trial failed for its size keeps of the user's own --infeasible reason: the failure
+// must itself fit under the smallest message limit (dhpt-scheduler --max_message_bytes >= 1024).
+// As the Python client's KEPT_REASON_BYTES (clients/python/dhpt/study.py).
+inline constexpr size_t kKeptTellReasonBytes = 256;
+
+// Why a tell that gRPC refused for its size (RESOURCE_EXHAUSTED "Received message larger than
+// max (N vs. M)", before the scheduler read it) could not be stored, in words its user can act
+// on: it names neither the trial nor what is too big. This says which it is (the number of
+// metrics, one metric name, or the --infeasible reason, in bytes) and the limit in bytes.
+// nullopt for any other error. `dhpt tell` fails the trial with it, as the Python client does
+// (oversized_result in clients/python/dhpt/study.py: keep the two alike), rather than leave it
+// waiting for its lease.
+std::optional<std::string> OversizedTellReason(const absl::Status& status,
+                                               const v1::CompleteTrialRequest& request);
+// The reason such a trial is failed with: "bad result: " and the above, after a cut of the
+// user's own --infeasible reason if it gave one.
+std::string OversizedTellFailure(absl::string_view oversized,
+                                 const v1::CompleteTrialRequest& request);
 
 // "3 --eta=0.012345678901234568 --max_depth=6": the trial's number, then its parameters as the
 // arguments a COMMAND gets, exact and sorted by name.

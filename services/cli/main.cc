@@ -638,12 +638,12 @@ int RunAskTell(StudyClient& client, const std::string& name, const std::vector<s
     *request.mutable_metrics() = *std::move(metrics);
     absl::StatusOr<v1::Trial> trial = client.CompleteTrial(request);
     if (const std::optional<std::string> oversized =
-            OversizedTellReason(trial.status(), number, request.metrics_size())) {
+            OversizedTellReason(trial.status(), request)) {
       // Refused before the scheduler read it: failed with the reason, the trial would
       // otherwise stay RUNNING until its lease ran out. Marked FAILED as the Python client
       // does; a later tell of this trial is then refused.
+      request.set_infeasible_reason(OversizedTellFailure(*oversized, request));
       request.clear_metrics();
-      request.set_infeasible_reason(absl::StrCat("bad result: ", *oversized));
       const absl::StatusOr<v1::Trial> failed = client.CompleteTrial(request);
       std::cerr << "dhpt tell: " << *oversized << "\n"
                 << (failed.ok() ? absl::StrCat("trial ", number, " is marked FAILED with this reason")

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace dhpt::cli {
 namespace {
 
@@ -52,21 +54,62 @@ TEST(AskTellTest, ParameterWordsAreNumbersWhenTheyReadAsNumbers) {
             absl::StatusCode::kInvalidArgument);
 }
 
+v1::CompleteTrialRequest Tell(int64_t trial, int metrics, const std::string& reason = "") {
+  v1::CompleteTrialRequest request;
+  request.set_trial(trial);
+  for (int i = 0; i < metrics; ++i) (*request.mutable_metrics())[absl::StrCat("m", i)] = i;
+  request.set_infeasible_reason(reason);
+  return request;
+}
+
 // gRPC's refusal of a tell over the message limit names neither the trial nor what to change;
 // the scheduler's own RESOURCE_EXHAUSTED (a limit it names) and other errors are left as they are.
 TEST(AskTellTest, ATellOverTheMessageLimitIsSaidInWordsToActOn) {
   const absl::Status grpc_refusal =
       absl::ResourceExhaustedError("Received message larger than max (2345 vs. 1024)");
-  const std::optional<std::string> reason = OversizedTellReason(grpc_refusal, 7, 61);
+  const std::optional<std::string> reason = OversizedTellReason(grpc_refusal, Tell(7, 61));
   ASSERT_TRUE(reason.has_value());
   EXPECT_EQ(*reason,
-            "trial 7: the result (61 metrics) is over the scheduler's message limit (Received "
-            "message larger than max (2345 vs. 1024); dhpt-scheduler --max_message_bytes): tell "
-            "the objectives and at most 64 metrics in all");
-  EXPECT_THAT(*OversizedTellReason(grpc_refusal, 0, 1), HasSubstr("(1 metric)"));
-  EXPECT_FALSE(OversizedTellReason(absl::ResourceExhaustedError("too many studies"), 7, 61));
-  EXPECT_FALSE(OversizedTellReason(absl::InvalidArgumentError("larger than max"), 7, 61));
-  EXPECT_FALSE(OversizedTellReason(absl::OkStatus(), 7, 61));
+            "trial 7: the result (61 metrics) is over the scheduler's message limit of 1024 bytes "
+            "(Received message larger than max (2345 vs. 1024); dhpt-scheduler "
+            "--max_message_bytes): tell the objectives and at most 64 metrics in all");
+  EXPECT_THAT(*OversizedTellReason(grpc_refusal, Tell(0, 1)), HasSubstr("(1 metric)"));
+  EXPECT_FALSE(OversizedTellReason(absl::ResourceExhaustedError("too many studies"), Tell(7, 61)));
+  EXPECT_FALSE(OversizedTellReason(absl::InvalidArgumentError("larger than max"), Tell(7, 61)));
+  EXPECT_FALSE(OversizedTellReason(absl::OkStatus(), Tell(7, 61)));
+}
+
+// What is too big is what the message names: an --infeasible reason of 1100 bytes is not "0
+// metrics", one metric name of 1100 bytes is not "2 metrics"; and the trial keeps the start of
+// the user's own reason.
+TEST(AskTellTest, ATellOverTheMessageLimitNamesWhatIsTooBig) {
+  const absl::Status grpc_refusal =
+      absl::ResourceExhaustedError("Received message larger than max (1135 vs. 1024)");
+  const std::string long_reason(1100, 'r');
+  const v1::CompleteTrialRequest infeasible = Tell(3, 0, long_reason);
+  const std::optional<std::string> reason = OversizedTellReason(grpc_refusal, infeasible);
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_EQ(*reason,
+            "trial 3: the --infeasible reason (1100 bytes) is over the scheduler's message limit "
+            "of 1024 bytes (Received message larger than max (1135 vs. 1024); dhpt-scheduler "
+            "--max_message_bytes): give a shorter reason");
+  const std::string failure = OversizedTellFailure(*reason, infeasible);
+  EXPECT_EQ(failure, absl::StrCat(std::string(253, 'r'), "... [cut to 256 bytes; bad result: ",
+                                  *reason, "]"));
+  EXPECT_LT(failure.size(), 1024u - 100);  // Fits under the smallest limit, with the request.
+  // A short reason is kept whole; without one the failure is the refusal alone.
+  EXPECT_EQ(OversizedTellFailure("too big", Tell(3, 61, "diverged")),
+            "diverged [bad result: too big]");
+  EXPECT_EQ(OversizedTellFailure("too big", Tell(3, 61)), "bad result: too big");
+
+  v1::CompleteTrialRequest long_name = Tell(4, 0);
+  (*long_name.mutable_metrics())["loss"] = 0.5;
+  (*long_name.mutable_metrics())[std::string(1100, 'n')] = 1;
+  EXPECT_EQ(*OversizedTellReason(grpc_refusal, long_name),
+            absl::StrCat("trial 4: metric name \"", std::string(40, 'n'),
+                         "...\" (1100 bytes) is over the scheduler's message limit of 1024 bytes "
+                         "(Received message larger than max (1135 vs. 1024); dhpt-scheduler "
+                         "--max_message_bytes): give shorter metric names"));
 }
 
 }  // namespace

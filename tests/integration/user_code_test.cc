@@ -350,7 +350,8 @@ max_trials: 3
   std::tie(status, output) = RunBinary("dhpt", "tell big-tell 0 " + words + at);
   EXPECT_EQ(status, 1) << output;
   EXPECT_THAT(output, HasSubstr("dhpt tell: trial 0: the result (61 metrics) is over the "
-                                "scheduler's message limit (Received message larger than max ("));
+                                "scheduler's message limit of 1024 bytes (Received message larger "
+                                "than max ("));
   EXPECT_THAT(output, HasSubstr("; dhpt-scheduler --max_message_bytes): tell the objectives and "
                                 "at most 64 metrics in all\ntrial 0 is marked FAILED with this reason"));
   const absl::StatusOr<std::vector<v1::Trial>> trials = client.ListTrials("big-tell");
@@ -358,6 +359,24 @@ max_trials: 3
   ASSERT_EQ(trials->size(), 1u);
   EXPECT_EQ(trials->front().state(), v1::Trial::FAILED);
   EXPECT_THAT(trials->front().error(), HasSubstr("bad result: trial 0: the result (61 metrics)"));
+
+  // An --infeasible reason too long: said as such (not "0 metrics"), and the trial keeps its
+  // start.
+  std::tie(status, output) = RunBinary("dhpt", "ask big-tell" + at);
+  ASSERT_EQ(status, 0) << output;
+  ASSERT_TRUE(absl::StartsWith(output, "1 --x=")) << output;
+  std::tie(status, output) = RunBinary(
+      "dhpt", absl::StrCat("tell big-tell 1 --infeasible=", std::string(1100, 'r'), at));
+  EXPECT_EQ(status, 1) << output;
+  EXPECT_THAT(output, HasSubstr("dhpt tell: trial 1: the --infeasible reason (1100 bytes) is "
+                                "over the scheduler's message limit of 1024 bytes"));
+  const absl::StatusOr<std::vector<v1::Trial>> after = client.ListTrials("big-tell");
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ(after->size(), 2u);
+  EXPECT_EQ(after->back().state(), v1::Trial::FAILED);
+  EXPECT_THAT(after->back().error(), HasSubstr(absl::StrCat(std::string(253, 'r'),
+                                                          "... [cut to 256 bytes; bad result: "
+                                                          "trial 1: the --infeasible reason")));
 }
 
 }  // namespace
