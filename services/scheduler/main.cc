@@ -81,7 +81,8 @@ ABSL_FLAG(std::string, metrics_listen, "0.0.0.0",
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "on SIGTERM or SIGINT, how long calls in flight (a reply to a slow client, a worker "
           "stream) may take to end before they are cancelled; a client or worker that stopped "
-          "answering holds the stop this long (docs/deployment.md)");
+          "answering holds the stop this long; at most 10m; a second signal stops at once "
+          "(docs/deployment.md)");
 ABSL_FLAG(int, max_studies, 10'000, "studies the scheduler holds at most (ended ones included)");
 ABSL_FLAG(int, max_parameters, dhpt::study::kDefaultMaxParameters,
           "parameters one study may tune at most");
@@ -156,6 +157,10 @@ static_assert(dhpt::scheduler::kWorkerLogLines == 20, "--worker_log_interval's h
 // arenas, made as its threads start and then shared by them, leave no thread without one;
 // MALLOC_ARENA_MAX overrides.
 constexpr int kSchedulerMallocArenas = 4;
+
+// The longest --shutdown_grace: longer would let one frozen client hold a stop (a node drain, a
+// rolling update) for good; `inf` is refused too (a deadline that far overflowed to none).
+constexpr absl::Duration kMaxShutdownGrace = absl::Minutes(10);
 
 int main(int argc, char** argv) {
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, kSchedulerMallocArenas);
@@ -269,8 +274,11 @@ int main(int argc, char** argv) {
                          "--max_message_bytes >= 1024\n");
     return 2;
   }
-  if (absl::GetFlag(FLAGS_shutdown_grace) < absl::ZeroDuration()) {
-    std::fprintf(stderr, "--shutdown_grace must be 0s or more\n");
+  if (const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
+      grace < absl::ZeroDuration() || grace > kMaxShutdownGrace) {
+    std::fprintf(stderr, "--shutdown_grace must be between 0s and %s (got %s)\n",
+                 absl::FormatDuration(kMaxShutdownGrace).c_str(),
+                 absl::FormatDuration(grace).c_str());
     return 2;
   }
   if (suggestion_threads < 0 || suggestion_threads > 1024) {
@@ -355,7 +363,17 @@ int main(int argc, char** argv) {
   }
 
   const int signal = dhpt::WaitForTerminationSignal();
-  DHPT_LOG_INFO("received %s; shutting down", strsignal(signal));
+  DHPT_LOG_INFO("received %s; shutting down (a second SIGTERM or SIGINT stops at once)",
+                strsignal(signal));
+  // The impatient operator's way out of the grace (a client that stopped answering holds it):
+  // what was acknowledged is already stored, so stopping now loses only the calls in flight.
+  std::thread([] {
+    const int again = dhpt::WaitForTerminationSignal();
+    DHPT_LOG_WARNING("received %s again; stopping now, without waiting for calls in flight",
+                     strsignal(again));
+    std::fflush(nullptr);
+    std::_Exit(128 + again);
+  }).detach();
   metrics_endpoint.reset();  // Stop scraping the core before it goes.
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
   return 0;

@@ -75,10 +75,14 @@ void SchedulerServer::Shutdown(absl::Duration grace) {
   shut_down_ = true;
   stopping_.Notify();
   if (lease_thread_.joinable()) lease_thread_.join();
+  // One grace for the whole stop: the calls in flight end and the callers are answered first,
+  // then gRPC's Shutdown cancels what is left at the same deadline.
+  const absl::Time deadline = absl::Now() + grace;
   server_->GetHealthCheckService()->Shutdown();
   core_->Shutdown("the scheduler is shutting down");
   worker_service_->CloseUnintroduced();
-  server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
+  study_service_->Refuse(deadline);
+  server_->Shutdown(absl::ToChronoTime(deadline));
   server_->Wait();
   core_->LogWorkersNotLogged();  // The workers' streams have all ended, with their lines.
   study_service_->Stop();  // Its queue may end only after the server's Shutdown.

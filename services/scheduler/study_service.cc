@@ -4,6 +4,8 @@
 
 #include <functional>
 
+#include <grpcpp/alarm.h>
+
 #include "absl/strings/str_cat.h"
 #include "services/common/grpc_status.h"
 #include "services/common/status_macros.h"
@@ -28,10 +30,14 @@ class UnaryCall final : public StudyServiceImpl::Call {
                                           void*);
   using Handler = std::function<void(UnaryCall&)>;
 
-  static void Listen(AsyncStudyService* service, grpc::ServerCompletionQueue* queue, RequestMethod method,
+  static void Listen(StudyServiceImpl* service, grpc::ServerCompletionQueue* queue, RequestMethod method,
                      Handler handler) {
     auto* call = new UnaryCall(service, queue, method, std::move(handler));
     (service->*method)(&call->context_, &call->request_, &call->responder_, queue, queue, call);
+  }
+
+  ~UnaryCall() override {
+    if (admitted_) service_->Release();
   }
 
   void Proceed(bool ok) override {
@@ -43,6 +49,10 @@ class UnaryCall final : public StudyServiceImpl::Call {
     }
     Listen(service_, queue_, method_, handler_);
     answering_ = true;  // Before the handler: its answer may complete on another thread.
+    admitted_ = service_->Admit();
+    if (!admitted_) {
+      return Finish(absl::UnavailableError("the scheduler is shutting down; retry"));
+    }
     handler_(*this);
   }
 
@@ -57,12 +67,12 @@ class UnaryCall final : public StudyServiceImpl::Call {
   const Request& request() const { return request_; }
 
  private:
-  UnaryCall(AsyncStudyService* service, grpc::ServerCompletionQueue* queue, RequestMethod method,
+  UnaryCall(StudyServiceImpl* service, grpc::ServerCompletionQueue* queue, RequestMethod method,
             Handler handler)
       : service_(service), queue_(queue), method_(method), handler_(std::move(handler)),
         responder_(&context_) {}
 
-  AsyncStudyService* const service_;
+  StudyServiceImpl* const service_;
   grpc::ServerCompletionQueue* const queue_;
   const RequestMethod method_;
   const Handler handler_;
@@ -74,12 +84,13 @@ class UnaryCall final : public StudyServiceImpl::Call {
   Response response_;
   grpc::ServerAsyncResponseWriter<Response> responder_;
   bool answering_ = false;
+  bool admitted_ = false;
 };
 
 // Every StudyService call runs only for a user's token (when tokens are in use); `compute`
 // runs after the check, so a worker's token reads nothing.
 template <typename Request, typename Response, typename Compute>
-void Serve(AsyncStudyService* service, grpc::ServerCompletionQueue* queue,
+void Serve(StudyServiceImpl* service, grpc::ServerCompletionQueue* queue,
            typename UnaryCall<Request, Response>::RequestMethod method, Compute compute) {
   UnaryCall<Request, Response>::Listen(
       service, queue, method, [compute](UnaryCall<Request, Response>& call) {
@@ -92,7 +103,7 @@ void Serve(AsyncStudyService* service, grpc::ServerCompletionQueue* queue,
 // Like Serve, for a page: `compute` also sets the page's lease on the reply budget, held until
 // gRPC is done with the reply.
 template <typename Request, typename Response, typename Compute>
-void ServePage(AsyncStudyService* service, grpc::ServerCompletionQueue* queue,
+void ServePage(StudyServiceImpl* service, grpc::ServerCompletionQueue* queue,
                typename UnaryCall<Request, Response>::RequestMethod method, Compute compute) {
   UnaryCall<Request, Response>::Listen(
       service, queue, method, [compute](UnaryCall<Request, Response>& call) {
@@ -119,6 +130,96 @@ void StudyServiceImpl::Start(std::unique_ptr<grpc::ServerCompletionQueue> queue)
       bool ok = false;
       while (queue->Next(&tag, &ok)) static_cast<Call*>(tag)->Proceed(ok);
     });
+  }
+}
+
+bool StudyServiceImpl::Admit() {
+  absl::MutexLock lock(&mutex_);
+  if (refusing_) {
+    last_call_ = absl::Now();
+    return false;
+  }
+  ++handling_;
+  return true;
+}
+
+void StudyServiceImpl::Release() {
+  absl::MutexLock lock(&mutex_);
+  --handling_;
+}
+
+namespace {
+
+// kUserCallThreads of these go through the queue at once, and each holds its thread until all
+// are taken: the queue hands out events in order, so then every call it held before them has
+// been through Admit (a thread takes its next event only once its previous call's Proceed is
+// done).
+class QueueBarrier final : public StudyServiceImpl::Call {
+ public:
+  struct State {
+    absl::Mutex mutex;
+    int left ABSL_GUARDED_BY(mutex) = kUserCallThreads;  // Barriers not yet taken.
+    absl::Time deadline;
+    grpc::Alarm alarms[kUserCallThreads];
+  };
+
+  explicit QueueBarrier(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+  void Proceed(bool) override {
+    {
+      absl::MutexLock lock(&state_->mutex);
+      --state_->left;
+      const auto all_taken = [s = state_.get()]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mutex) {
+        return s->left == 0;
+      };
+      state_->mutex.AwaitWithDeadline(absl::Condition(&all_taken), state_->deadline);
+    }
+    delete this;
+  }
+
+ private:
+  const std::shared_ptr<State> state_;
+};
+
+}  // namespace
+
+bool StudyServiceImpl::QueueFlushed(absl::Time deadline) {
+  auto state = std::make_shared<QueueBarrier::State>();
+  state->deadline = deadline;
+  for (grpc::Alarm& alarm : state->alarms) {
+    alarm.Set(queue_.get(), gpr_now(GPR_CLOCK_MONOTONIC), new QueueBarrier(state));
+  }
+  absl::MutexLock lock(&state->mutex);
+  const auto all_taken = [s = state.get()]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mutex) {
+    return s->left == 0;
+  };
+  const bool flushed = state->mutex.AwaitWithDeadline(absl::Condition(&all_taken), deadline);
+  // The barriers still hold the state, and their threads, until the deadline at most.
+  return flushed;
+}
+
+void StudyServiceImpl::Refuse(absl::Time deadline) {
+  absl::MutexLock lock(&mutex_);
+  refusing_ = true;
+  last_call_ = absl::Now();
+  const auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return handling_ == 0; };
+  for (;;) {
+    if (!mutex_.AwaitWithDeadline(absl::Condition(&idle), deadline)) return;
+    const absl::Time seen = last_call_;
+    const auto called = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return last_call_ != seen; };
+    // A call came, or quiet (none came), or the deadline.
+    if (mutex_.AwaitWithDeadline(absl::Condition(&called),
+                                 std::min(seen + kShutdownQuiet, deadline))) {
+      continue;
+    }
+    if (absl::Now() >= deadline) return;
+    // Quiet for Admit, but a loaded machine may leave calls gRPC matched waiting in the queue
+    // for a thread (while the next of their method waits in gRPC, which its Shutdown
+    // cancels): the queue goes through Admit first.
+    mutex_.Unlock();
+    const bool flushed = QueueFlushed(deadline);
+    mutex_.Lock();
+    if (!flushed || (last_call_ == seen && handling_ == 0)) return;
   }
 }
 
