@@ -1,5 +1,7 @@
 #include "services/worker/command_flags.h"
 
+#include <unistd.h>
+
 #include <memory>
 #include <utility>
 
@@ -25,8 +27,9 @@ ABSL_FLAG(std::vector<std::string>, command_env, {},
           "command sees no other variable of the worker's, only PATH=/usr/local/bin:/usr/bin:"
           "/bin, HOME and TMPDIR (its working directory), LANG and the DHPT_* variables");
 ABSL_FLAG(std::string, command_workdir, "",
-          "the directory each command trial's working directory is made in (and removed from "
-          "after the trial); default $TMPDIR (else /tmp) plus /dhpt-trials-PID");
+          "the directory in which each worker makes a directory of its own, worker-XXXXXX, for "
+          "its command trials' working directories (each removed after its trial, its own at "
+          "exit); default $TMPDIR (else /tmp) plus /dhpt-trials-PID");
 ABSL_FLAG(double, command_grace_seconds,
           absl::ToDoubleSeconds(dhpt::worker::kDefaultCommandGracePeriod),
           "seconds a command's processes have to exit after SIGTERM (when it ends, is "
@@ -88,12 +91,21 @@ absl::Status CommandsFromFlags(std::vector<std::string> commands,
     return absl::InvalidArgumentError("--command_max_output_bytes must be 0 or more");
   }
   options.pass_cuda_visible_devices = gpu_worker;
-  options.workdir_root = absl::GetFlag(FLAGS_command_workdir);
-  if (options.workdir_root.empty()) options.workdir_root = DefaultCommandWorkdir();
   if (registry->empty()) return absl::OkStatus();
-  if (absl::Status root = PrepareWorkdirRoot(options.workdir_root); !root.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--command_workdir: ", root.message()));
+  std::string root = absl::GetFlag(FLAGS_command_workdir);
+  if (root.empty()) root = DefaultCommandWorkdir();
+  bool made = false;
+  if (absl::Status ready = PrepareWorkdirRoot(root, &made); !ready.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--command_workdir: ", ready.message()));
   }
+  // Trial ids repeat across schedulers: a worker's trials go in a directory of its own.
+  absl::StatusOr<std::string> own = MakeWorkerWorkdir(root);
+  if (!own.ok()) {
+    if (made) rmdir(root.c_str());
+    return absl::InvalidArgumentError(absl::StrCat("--command_workdir: ", own.status().message()));
+  }
+  options.workdir_root = *std::move(own);
+  if (made) options.workdir_made = root;
   // Commands run as the worker's user: its environment (tokens) stays its own.
   RETURN_IF_ERROR(HideFromCommands());
   runner.commands = std::move(registry);

@@ -146,11 +146,15 @@ std::vector<std::string> CommandEnvironmentVariables(const RegisteredCommand& co
   return vars;
 }
 
-absl::Status PrepareWorkdirRoot(const std::string& root) {
+absl::Status PrepareWorkdirRoot(const std::string& root, bool* made) {
+  if (made != nullptr) *made = false;
   if (root.empty() || root[0] != '/') {
     return absl::InvalidArgumentError(absl::StrCat("\"", root, "\" is not an absolute path"));
   }
-  if (mkdir(root.c_str(), 0700) == 0) return absl::OkStatus();
+  if (mkdir(root.c_str(), 0700) == 0) {
+    if (made != nullptr) *made = true;
+    return absl::OkStatus();
+  }
   if (errno != EEXIST) return absl::FailedPreconditionError(Errno("cannot make", root));
   struct stat info {};
   if (lstat(root.c_str(), &info) != 0)
@@ -169,17 +173,33 @@ absl::Status PrepareWorkdirRoot(const std::string& root) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> MakeWorkerWorkdir(const std::string& root) {
+  std::string pattern = absl::StrCat(root, "/worker-XXXXXX");
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return absl::FailedPreconditionError(Errno("cannot make a directory in", root));
+  }
+  return pattern;
+}
+
 absl::StatusOr<std::string> MakeTrialWorkdir(const std::string& root, const v1::Assign& assign) {
-  // The root may have gone since start-up (a tmp cleaner): made again, checked again.
-  if (absl::Status ready = PrepareWorkdirRoot(root); !ready.ok()) return ready;
+  // The worker's directory, or the one it is in, may have gone since start-up (a tmp
+  // cleaner): made again, checked again. Its name is the worker's own (random).
+  const size_t slash = root.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    RETURN_IF_ERROR(PrepareWorkdirRoot(root.substr(0, slash)));
+  }
+  RETURN_IF_ERROR(PrepareWorkdirRoot(root));
   const std::string dir = absl::StrCat(root, "/trial-", assign.trial_id(), "-", assign.attempt());
   if (mkdir(dir.c_str(), 0700) == 0) return dir;
   if (errno != EEXIST) return absl::FailedPreconditionError(Errno("cannot make", dir));
-  DHPT_LOG_WARNING("removing %s, left by an earlier run of the same attempt", dir);
-  RemoveTrialWorkdir(dir);
-  if (mkdir(dir.c_str(), 0700) != 0)
-    return absl::FailedPreconditionError(Errno("cannot make", dir));
-  return dir;
+  // The same trial id and attempt again in this process: a restarted in-memory scheduler
+  // numbers its trials from 1 while the first one's may still run here, or an earlier
+  // directory could not be removed. Neither is touched: this trial gets a name of its own.
+  std::string unique = absl::StrCat(dir, "-XXXXXX");
+  if (mkdtemp(unique.data()) == nullptr) {
+    return absl::FailedPreconditionError(Errno("cannot make a directory in", root));
+  }
+  return unique;
 }
 
 void RemoveTrialWorkdir(const std::string& workdir) {

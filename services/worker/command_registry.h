@@ -38,8 +38,12 @@ struct RegisteredCommand {
 
 // How every COMMAND trial on this worker runs (the --command_* flags).
 struct CommandOptions {
-  // Each trial's working directory is made under it (and removed after).
+  // Each trial's working directory is made under it (and removed after): this worker's own
+  // directory (MakeWorkerWorkdir) in the --command_workdir.
   std::string workdir_root;
+  // The --command_workdir when this process made it, else empty: only then is it removed at
+  // exit (if empty), never by its name.
+  std::string workdir_made;
   // Worker environment variables every command may see, besides its own `env`.
   std::vector<std::string> env;
   absl::Duration grace_period = kDefaultCommandGracePeriod;

@@ -304,6 +304,7 @@ struct Trainers {
   WorkerSetup setup;
   std::vector<std::string> command_names;  // --command programs; COMMAND is in setup.models.
   std::string command_workdir;             // Where their trials work (made at start).
+  std::string command_workdir_made;        // The --command_workdir, if made at start.
   std::string energy_telemetry;            // The power rails' source, or empty.
 };
 
@@ -339,6 +340,7 @@ StopWith SetUpTrainers(int argc, char** argv, const WorkerKind& kind, const Work
     return 2;
   }
   trainers.command_workdir = worker.runner.command_options.workdir_root;
+  trainers.command_workdir_made = worker.runner.command_options.workdir_made;
   if (worker.runner.commands != nullptr) {
     trainers.command_names = worker.runner.commands->Names();
     worker.models.push_back(v1::Model::COMMAND);
@@ -354,20 +356,24 @@ StopWith SetUpTrainers(int argc, char** argv, const WorkerKind& kind, const Work
   return std::nullopt;
 }
 
-// The default --command_workdir is this process's own (made at start): once its trials are
-// done, an empty one goes, however the worker ends.
+// This worker's own directory in the --command_workdir, and that one if this process made it
+// (remembered, not judged by its name): once its trials are done, each goes if empty, however
+// the worker ends. A directory the worker did not make stays.
 class OwnCommandWorkdir {
  public:
   explicit OwnCommandWorkdir(const Trainers& trainers)
-      : path_(trainers.command_names.empty() ? "" : trainers.command_workdir) {}
+      : own_(trainers.command_names.empty() ? "" : trainers.command_workdir),
+        made_(trainers.command_names.empty() ? "" : trainers.command_workdir_made) {}
   ~OwnCommandWorkdir() {
-    if (!path_.empty() && DefaultCommandWorkdir() == path_) rmdir(path_.c_str());
+    if (!own_.empty()) rmdir(own_.c_str());
+    if (!made_.empty()) rmdir(made_.c_str());
   }
   OwnCommandWorkdir(const OwnCommandWorkdir&) = delete;
   OwnCommandWorkdir& operator=(const OwnCommandWorkdir&) = delete;
 
  private:
-  const std::string path_;
+  const std::string own_;
+  const std::string made_;
 };
 
 // Step 4: the connection flags, and the Hello the worker announces itself with.

@@ -379,5 +379,87 @@ max_trials: 3
                                                           "trial 1: the --infeasible reason")));
 }
 
+// Trial ids repeat across schedulers (two of them, or a restarted in-memory one): two workers
+// given one --command_workdir each used to remove the other's live trial-ID-ATTEMPT directory
+// ("left by an earlier run") and what the user had there under that name, and both trials
+// ended COMPLETED with the other's files. Each worker now has a directory of its own in it.
+TEST(UserCodeTest, WorkersSharingOneWorkdirKeepTheirOwnTrialsFiles) {
+  TempDirectory dir;
+  const std::string shared = dir.path() + "/work";
+  // The user's own, named as the trials' directories will be (trial 1, attempt 1).
+  std::filesystem::create_directories(shared + "/trial-1-1");
+  std::ofstream(shared + "/trial-1-1/keep") << "the user's\n";
+  // Each trial writes its study's name in its working directory, waits (60 s at most) until
+  // both trials run, and reports whether its file still holds its own name.
+  const std::string started = dir.path() + "/started-";
+  const std::string script = WriteScript(dir.path(), "own.sh", absl::StrCat(R"sh(
+echo "$DHPT_STUDY" > "$HOME/own"
+touch ")sh", started, R"sh($DHPT_STUDY"
+i=0
+while [ ! -e ")sh", started, R"sh(a" ] || [ ! -e ")sh", started, R"sh(b" ]; do
+  i=$((i + 1)); [ "$i" -gt 600 ] && break; sleep 0.1
+done
+if [ "$(cat "$HOME/own" 2>/dev/null)" = "$DHPT_STUDY" ]; then echo kept=1; else echo kept=0; fi
+)sh"));
+  TestCluster a(0), b(0);
+  const std::vector<std::string> flags = {"--command=own=" + script, "--command_workdir=" + shared};
+  cli::ChildProcess& worker_a = a.SpawnWorkerProcess("a", 1, "dhpt-cpu-worker", flags);
+  cli::ChildProcess& worker_b = b.SpawnWorkerProcess("b", 1, "dhpt-cpu-worker", flags);
+  for (auto [cluster, name] : {std::pair{&a, "a"}, std::pair{&b, "b"}}) {
+    ASSERT_TRUE(cluster->client().CreateStudy(Spec(absl::StrCat("name: ", name, R"(
+model: {kind: COMMAND, command: own}
+objective: {metric: kept, goal: MAXIMIZE}
+parameters: [{name: x, double_range: {min: 0, max: 1}}]
+max_trials: 1
+)"))).ok());
+  }
+  for (auto [cluster, name] : {std::pair{&a, "a"}, std::pair{&b, "b"}}) {
+    const v1::Study study = cluster->WaitForEnd(name);
+    ASSERT_EQ(study.state(), v1::Study::COMPLETED) << study.state_reason();
+    const std::vector<v1::Trial> trials = *cluster->client().ListTrials(name);
+    ASSERT_EQ(trials.size(), 1u);
+    EXPECT_EQ(trials[0].id(), 1u);  // The same trial id and attempt on both workers.
+    EXPECT_EQ(trials[0].attempt(), 1);
+    EXPECT_EQ(trials[0].metrics().at("kept"), 1) << "study " << name;
+  }
+  std::ifstream keep(shared + "/trial-1-1/keep");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(keep), {}), "the user's\n");
+  // Once they have stopped, the workers' own directories are gone, and only the user's stays.
+  for (cli::ChildProcess* worker : {&worker_a, &worker_b}) {
+    worker->Signal(SIGTERM);
+    ASSERT_TRUE(WaitForExit(*worker));
+  }
+  std::vector<std::string> left;
+  for (const auto& entry : std::filesystem::directory_iterator(shared)) {
+    left.push_back(entry.path().filename().string());
+  }
+  EXPECT_THAT(left, ::testing::ElementsAre("trial-1-1"));
+}
+
+// The default --command_workdir is removed at exit when this worker made it; one the user gave
+// stays, even under the default's name ($TMPDIR/dhpt-trials-PID), which the worker once went by.
+TEST(UserCodeTest, AGivenWorkdirNamedLikeTheDefaultSurvivesTheWorkersExit) {
+  TempDirectory dir;
+  const std::string script = WriteScript(dir.path(), "zero.sh", "echo loss=0\n");
+  TestCluster cluster(0);
+  OutputReader output;
+  // The shell knows the PID the worker will have: it execs the worker.
+  std::unique_ptr<cli::ChildProcess> worker = StartProcess(
+      {"/bin/sh", "-c",
+       absl::StrCat("export TMPDIR='", dir.path(), "'; given=\"$TMPDIR/dhpt-trials-$$\"; ",
+                    "mkdir \"$given\" && exec '" DHPT_BIN_DIR "/dhpt-cpu-worker' --scheduler=",
+                    cluster.address(), " --worker_id=w --command=zero=", script,
+                    " --command_workdir=\"$given\"")},
+      output.write_fd());
+  output.Started();
+  const std::string given = absl::StrCat(dir.path(), "/dhpt-trials-", worker->pid());
+  ASSERT_TRUE(output.WaitForText("trials work in " + given)) << output.text();
+  worker->Signal(SIGTERM);
+  ASSERT_TRUE(WaitForExit(*worker)) << output.text();
+  ASSERT_TRUE(std::filesystem::is_directory(given)) << output.text();
+  EXPECT_THAT(output.text(), HasSubstr("trials work in " + given + "/worker-"));
+  EXPECT_TRUE(std::filesystem::is_empty(given));  // Its own directory in it is gone.
+}
+
 }  // namespace
 }  // namespace dhpt::testing

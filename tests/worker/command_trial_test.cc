@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <set>
 
 #include "absl/strings/str_split.h"
@@ -18,6 +19,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::Pair;
+using ::testing::StartsWith;
 using ::testing::UnorderedElementsAre;
 using CommandTrialTest = CommandFixture;
 
@@ -36,6 +38,22 @@ printf "lr=0.01")"),
   ASSERT_TRUE(outcome.usage.has_value());
   // The trial's working directory goes with it.
   EXPECT_TRUE(std::filesystem::is_empty(options_.workdir_root));
+}
+
+// A directory of the same trial id and attempt (a restarted in-memory scheduler's trial while
+// the first one's still runs here) is not the new trial's to remove: it gets a name of its own.
+TEST_F(CommandTrialTest, ADirectoryOfTheSameTrialAndAttemptIsLeftAlone) {
+  const std::string first = options_.workdir_root + "/trial-7-2";
+  std::filesystem::create_directories(first);
+  std::ofstream(first + "/running") << "the first trial's\n";
+  ASSERT_TRUE(Run(Script("pwd > $DIR/pwd.txt; echo accuracy=1"), MakeAssign()).status.ok());
+  std::ifstream running(first + "/running");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(running), {}), "the first trial's\n");
+  EXPECT_THAT(Read("pwd.txt"), StartsWith(first + "-"));
+  // Its own went after it; the first trial's stays for that trial to remove.
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(options_.workdir_root),
+                          std::filesystem::directory_iterator()),
+            1);
 }
 
 TEST_F(CommandTrialTest, JsonLinesWithStepsStreamOnlyIncreasingSteps) {
