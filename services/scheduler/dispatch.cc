@@ -634,7 +634,9 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, boo
       // every board), an overrun of it no sign of a straggler, and a board whose every trial
       // were duplicated would never learn its speed.
       if (absl::c_none_of(speeds_.EstimatesOf(other.node_class),
-                          [&](const SpeedModel::Estimate& e) { return e.kind == kind; })) {
+                          [kind = kind](const SpeedModel::Estimate& e) {  // Clang 14: no
+                            return e.kind == kind;                         // binding captures.
+                          })) {
         continue;
       }
       // The trial's own pace where it reports progress (SecondsPerStep): its size measure
