@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "dhpt/v1/common.pb.h"
+#include "dhpt/v1/worker_service.pb.h"  // WorkerCapabilities
 #include "services/cli/child_process.h"
 
 namespace dhpt::cli {

@@ -633,12 +633,7 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, boo
       // Its board's own learnt speed, not its prior: a prior is coarse (a core is not a core on
       // every board), an overrun of it no sign of a straggler, and a board whose every trial
       // were duplicated would never learn its speed.
-      if (absl::c_none_of(speeds_.EstimatesOf(other.node_class),
-                          [kind = kind](const SpeedModel::Estimate& e) {  // Clang 14: no
-                            return e.kind == kind;                         // binding captures.
-                          })) {
-        continue;
-      }
+      if (!speeds_.Learnt(other.node_class, kind)) continue;
       // The trial's own pace where it reports progress (SecondsPerStep): its size measure
       // leaves out what else makes it slow (deeper trees), and a straggler is one that
       // overruns its prediction. The idle worker's prediction is scaled by how much slower

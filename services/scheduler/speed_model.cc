@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "services/common/model_catalog.h"
 
@@ -105,12 +104,11 @@ void SpeedModel::SetPrior(const std::string& node_class, double trial_cpu_cores)
   auto [it, fresh] = priors_.try_emplace(node_class, trial_cpu_cores);
   if (!fresh && it->second == trial_cpu_cores) return;
   it->second = trial_cpu_cores;
-  std::set<int> learnt;
+  // The kinds it learnt: their per-core medians counted its old prior (each kind once).
   for (auto at = series_.lower_bound(std::make_pair(node_class, 0));
        at != series_.end() && at->first.first == node_class; ++at) {
-    learnt.insert(at->first.second);
+    Summarize(at->first.second);
   }
-  for (int kind : learnt) Summarize(kind);
 }
 
 void SpeedModel::Summarize(int kind) {

@@ -87,6 +87,10 @@ class SpeedModel {
   // Every learnt (class, kind), in class then kind order; priors are not estimates.
   std::vector<Estimate> Estimates() const;
   std::vector<Estimate> EstimatesOf(const std::string& node_class) const;
+  // Whether the class completed a trial of this kind itself (its estimate is not its prior).
+  bool Learnt(const std::string& node_class, v1::Model::Kind kind) const {
+    return series_.contains(std::make_pair(node_class, static_cast<int>(kind)));
+  }
 
  private:
   struct Series {

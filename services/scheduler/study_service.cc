@@ -161,6 +161,8 @@ class QueueBarrier final : public StudyServiceImpl::Call {
     int left ABSL_GUARDED_BY(mutex) = kUserCallThreads;  // Barriers not yet taken.
     absl::Time deadline;
     grpc::Alarm alarms[kUserCallThreads];
+
+    bool AllTaken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) { return left == 0; }
   };
 
   explicit QueueBarrier(std::shared_ptr<State> state) : state_(std::move(state)) {}
@@ -169,10 +171,8 @@ class QueueBarrier final : public StudyServiceImpl::Call {
     {
       absl::MutexLock lock(&state_->mutex);
       --state_->left;
-      const auto all_taken = [s = state_.get()]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mutex) {
-        return s->left == 0;
-      };
-      state_->mutex.AwaitWithDeadline(absl::Condition(&all_taken), state_->deadline);
+      state_->mutex.AwaitWithDeadline(absl::Condition(state_.get(), &State::AllTaken),
+                                      state_->deadline);
     }
     delete this;
   }
@@ -190,10 +190,8 @@ bool StudyServiceImpl::QueueFlushed(absl::Time deadline) {
     alarm.Set(queue_.get(), gpr_now(GPR_CLOCK_MONOTONIC), new QueueBarrier(state));
   }
   absl::MutexLock lock(&state->mutex);
-  const auto all_taken = [s = state.get()]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mutex) {
-    return s->left == 0;
-  };
-  const bool flushed = state->mutex.AwaitWithDeadline(absl::Condition(&all_taken), deadline);
+  const bool flushed = state->mutex.AwaitWithDeadline(
+      absl::Condition(state.get(), &QueueBarrier::State::AllTaken), deadline);
   // The barriers still hold the state, and their threads, until the deadline at most.
   return flushed;
 }

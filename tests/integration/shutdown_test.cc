@@ -253,6 +253,29 @@ TEST(WorkerShutdownTest, GpuWorkerAndSchedulerStoppedTogetherBothExitZero) {
   StopTogetherRepeatedly("dhpt-gpu-worker", {"--run_cpu_models"});
 }
 
+// A study "held" on the scheduler at `address` and a `dhpt watch` of it, frozen (SIGSTOP) once
+// its stream is open: a client that stopped answering. The caller sends it SIGCONT.
+void StartFrozenWatcher(const std::string& address, OutputReader& output,
+                        std::unique_ptr<cli::ChildProcess>& watcher) {
+  {
+    cli::StudyClient client(address);
+    ASSERT_TRUE(client.CreateStudy(Spec(R"(
+name: held
+model: {kind: FUNCTION, function: branin}
+algorithm: {name: RANDOM, seed: 1}
+parameters:
+  - {name: x1, double_range: {min: -5, max: 10}}
+  - {name: x2, double_range: {min: 0, max: 15}}
+max_trials: 10
+)")).ok());
+  }
+  watcher = StartProcess({DHPT_BIN_DIR "/dhpt", "watch", "held", "--scheduler=" + address},
+                         output.write_fd());
+  output.Started();
+  ASSERT_TRUE(output.WaitForText("held PENDING")) << output.text();  // Its stream is open.
+  watcher->Signal(SIGSTOP);
+}
+
 // A client that stops answering (here a `dhpt watch` stopped with SIGSTOP; a frozen worker does
 // the same) holds the scheduler's stop until gRPC cancels what it holds at --shutdown_grace:
 // measured 5.0-5.4 s with the fixed 5 s grace on a busy machine, 1.1 s with --shutdown_grace=1s,
@@ -264,25 +287,9 @@ TEST(SchedulerShutdownTest, AClientThatStopsAnsweringHoldsTheStopOnlyForTheGrace
   std::unique_ptr<SchedulerProcess> scheduler(
       new SchedulerProcess({db, "--shutdown_grace=1s"}));
   ASSERT_TRUE(scheduler->alive());
-  {
-    cli::StudyClient client(scheduler->address());
-    ASSERT_TRUE(client.CreateStudy(Spec(R"(
-name: held
-model: {kind: FUNCTION, function: branin}
-algorithm: {name: RANDOM, seed: 1}
-parameters:
-  - {name: x1, double_range: {min: -5, max: 10}}
-  - {name: x2, double_range: {min: 0, max: 15}}
-max_trials: 10
-)")).ok());
-  }
   OutputReader output;
-  std::unique_ptr<cli::ChildProcess> watcher =
-      StartProcess({DHPT_BIN_DIR "/dhpt", "watch", "held", "--scheduler=" + scheduler->address()},
-                   output.write_fd());
-  output.Started();
-  ASSERT_TRUE(output.WaitForText("held PENDING")) << output.text();  // Its stream is open.
-  watcher->Signal(SIGSTOP);
+  std::unique_ptr<cli::ChildProcess> watcher;
+  ASSERT_NO_FATAL_FAILURE(StartFrozenWatcher(scheduler->address(), output, watcher));
   const auto [took, status] = scheduler->Terminate(absl::Seconds(30));
   watcher->Signal(SIGCONT);
   EXPECT_LT(took, absl::Seconds(4));  // 1 s of grace, and the rest of the stop.
@@ -402,25 +409,9 @@ TEST(SchedulerShutdownTest, ASecondSignalForcesTheStop) {
     address = text.substr(at + 13, text.find('\n', at) - at - 13);
     return true;
   })) << ReadFile(log);
-  {
-    cli::StudyClient client(address);
-    ASSERT_TRUE(client.CreateStudy(Spec(R"(
-name: held
-model: {kind: FUNCTION, function: branin}
-algorithm: {name: RANDOM, seed: 1}
-parameters:
-  - {name: x1, double_range: {min: -5, max: 10}}
-  - {name: x2, double_range: {min: 0, max: 15}}
-max_trials: 10
-)")).ok());
-  }
   OutputReader output;
-  std::unique_ptr<cli::ChildProcess> watcher =
-      StartProcess({DHPT_BIN_DIR "/dhpt", "watch", "held", "--scheduler=" + address},
-                   output.write_fd());
-  output.Started();
-  ASSERT_TRUE(output.WaitForText("held PENDING")) << output.text();  // Its stream is open.
-  watcher->Signal(SIGSTOP);
+  std::unique_ptr<cli::ChildProcess> watcher;
+  ASSERT_NO_FATAL_FAILURE(StartFrozenWatcher(address, output, watcher));
   kill(scheduler, SIGTERM);
   ASSERT_TRUE(WaitFor([&] { return absl::StrContains(ReadFile(log), "shutting down"); }));
   const absl::Time second = absl::Now();
