@@ -3,18 +3,31 @@
 // imports by file name), finds the method, builds the request as a dynamic message and calls
 // the method. This binary links the scheduler library and nothing else that defines
 // grpc.health.v1, so what reflection can describe here is what dhpt-scheduler can describe.
+// The last tests ask a started dhpt-scheduler, which links the gRPC stack from its static
+// archives (DHPT_STATIC_SCHEDULER), unlike this binary.
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <cstdio>
+#include <fstream>
 #include <memory>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/descriptor.pb.h"
@@ -266,6 +279,124 @@ TEST_F(ReflectionTest, UpdateStudyTakesItsFieldMaskFromJson) {
 TEST_F(ReflectionTest, UnknownSymbolIsNotFound) {
   ReflectionClient reflection(channel_);
   ASSERT_TRUE(reflection.ready());
+  EXPECT_EQ(reflection.Ask("file_containing_symbol", "no.such.Service").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// A dhpt-scheduler process (the built binary) on 127.0.0.1:0 with an SQLite file in a
+// temporary directory, SIGKILLed and reaped at the end of the test.
+class SchedulerBinaryTest : public ReflectionTest {
+ protected:
+  void SetUp() override {
+    int out[2];
+    ASSERT_EQ(pipe(out), 0);
+    RemoveDatabase();
+    std::string path = DHPT_BIN_DIR "/dhpt-scheduler", listen = "--listen=127.0.0.1:0",
+                db_flag = "--db=" + db_path_;
+    char* argv[] = {path.data(), listen.data(), db_flag.data(), nullptr};
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      execv(path.c_str(), argv);
+      _exit(127);
+    }
+    close(out[1]);
+    output_fd_ = out[0];  // Open until the end: a write to a closed pipe would kill it.
+    // "listening on 127.0.0.1:PORT", within 60 s.
+    std::string output;
+    pollfd readable{.fd = output_fd_, .events = POLLIN};
+    char buffer[256];
+    while (!absl::StrContains(output, "\n") && poll(&readable, 1, 60000) == 1) {
+      const ssize_t n = read(output_fd_, buffer, sizeof buffer);
+      if (n <= 0) break;
+      output.append(buffer, n);
+    }
+    const size_t at = output.find("listening on ");
+    ASSERT_NE(at, std::string::npos) << output;
+    const std::string address = output.substr(at + 13, output.find('\n', at) - at - 13);
+    channel_ = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  }
+
+  void TearDown() override {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (output_fd_ >= 0) close(output_fd_);
+    RemoveDatabase();
+  }
+
+  void RemoveDatabase() const {
+    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((db_path_ + suffix).c_str());
+  }
+
+  std::string ProcFile(const char* name) const {
+    std::ifstream file(absl::StrCat("/proc/", pid_, "/", name));
+    std::stringstream text;
+    text << file.rdbuf();
+    return text.str();
+  }
+
+  const std::string db_path_ =
+      absl::StrCat(::testing::TempDir(), "/scheduler-binary-", getpid(), ".sqlite");
+  pid_t pid_ = 0;
+  int output_fd_ = -1;
+};
+
+// Idle, the scheduler maps none of the gRPC stack's shared libraries (gRPC, protobuf, some 50
+// Abseil libraries, OpenSSL, SQLite): each, mapped, counted about its whole size, 20 MiB of
+// resident memory in all where the goal is 20 MB (docs/benchmarks.md, "Idle memory").
+TEST_F(SchedulerBinaryTest, IdleItMapsNoSharedGrpcStackAndStaysUnder20Megabytes) {
+  if (!DHPT_SCHEDULER_LINKS_GRPC_STATICALLY) {
+    GTEST_SKIP() << "configured with DHPT_STATIC_SCHEDULER off or without the static archives";
+  }
+  const std::string maps = ProcFile("maps");
+  ASSERT_THAT(maps, ::testing::HasSubstr("/dhpt-scheduler"));  // The maps were read.
+  std::set<std::string> shared_stack;
+  for (absl::string_view line : absl::StrSplit(maps, '\n')) {
+    const absl::string_view file = line.substr(std::min(line.size(), line.rfind('/') + 1));
+    for (const char* library : {"libgrpc", "libgpr", "libupb", "libre2", "libprotobuf",
+                                "libabsl_", "libssl", "libcrypto", "libsqlite3"}) {
+      if (absl::StartsWith(file, library)) shared_stack.emplace(file);
+    }
+  }
+  EXPECT_THAT(shared_stack, ::testing::IsEmpty());
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  const std::string status = ProcFile("status");
+  const size_t at = status.find("VmRSS:");
+  ASSERT_NE(at, std::string::npos) << status;
+  EXPECT_LT(std::stoll(status.substr(at + 6)) * 1024, 20'000'000)
+      << status.substr(at, status.find('\n', at) - at);
+#endif
+}
+
+// What it carries of them still serves: health and reflection as grpcurl asks them, and a study
+// kept in its SQLite file, asked for and told through messages built from JSON.
+TEST_F(SchedulerBinaryTest, ItAnswersHealthReflectionAndStudiesFromItsStaticGrpcStack) {
+  ReflectionClient reflection(channel_);
+  ASSERT_TRUE(reflection.ready());
+  DescriptorPool health_pool;
+  ASSERT_TRUE(reflection.Resolve("grpc.health.v1.Health", health_pool).ok());
+  absl::StatusOr<std::string> health =
+      CallJson(health_pool, "grpc.health.v1.Health", "Check", R"({"service": ""})");
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(*health, R"({"status":"SERVING"})");
+
+  DescriptorPool pool;
+  ASSERT_TRUE(reflection.Resolve("dhpt.v1.StudyService", pool).ok());
+  const std::string service = "dhpt.v1.StudyService";
+  absl::StatusOr<std::string> created = CallJson(pool, service, "CreateStudy", R"({"name": "binary",
+      "model": {"kind": "EXTERNAL"}, "objective": {"metric": "loss", "goal": "MINIMIZE"},
+      "parameters": [{"name": "x", "doubleRange": {"min": 0, "max": 1}}], "maxTrials": 2})");
+  ASSERT_TRUE(created.ok()) << created.status();
+  absl::StatusOr<std::string> asked = CallJson(pool, service, "SuggestTrials",
+                                               R"({"study": "binary", "clientId": "sh"})");
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  absl::StatusOr<std::string> told = CallJson(
+      pool, service, "CompleteTrial",
+      R"({"study": "binary", "trial": 0, "clientId": "sh", "metrics": {"loss": 0.5}})");
+  ASSERT_TRUE(told.ok()) << told.status();
+  EXPECT_THAT(*told, ::testing::HasSubstr(R"("state":"COMPLETED")"));
   EXPECT_EQ(reflection.Ask("file_containing_symbol", "no.such.Service").status().code(),
             absl::StatusCode::kNotFound);
 }
