@@ -64,8 +64,8 @@ int RunExtend(StudyClient& client, const std::string& study, const ExtendChanges
               std::ostream& out, std::ostream& err) {
   absl::StatusOr<v1::UpdateStudyRequest> request = ExtendRequest(study, changes);
   if (!request.ok()) {
-    PrintRefusal(err, request.status(), kExtendUsage);  // Refused before any call.
-    return 1;
+    PrintRefusal(err, request.status(), kExtendUsage);  // Refused before any call:
+    return 2;                                           // a usage error.
   }
   absl::StatusOr<v1::Study> updated = client.UpdateStudy(*request);
   if (!updated.ok()) {

@@ -38,7 +38,8 @@ absl::StatusOr<v1::UpdateStudyRequest> ExtendRequest(const std::string& study,
                                                      const ExtendChanges& changes);
 
 // Runs `dhpt extend STUDY`: prints the study's progress line to `out`, or the refusal to `err`
-// (with the usage when refused before any call); returns the exit status.
+// (with the usage when refused before any call); returns the exit status: 0, 2 for flags
+// refused before any call (a usage error), 1 when the scheduler refuses.
 int RunExtend(StudyClient& client, const std::string& study, const ExtendChanges& changes,
               std::ostream& out, std::ostream& err);
 

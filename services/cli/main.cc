@@ -16,6 +16,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -39,7 +40,9 @@
 #include "services/cli/trial_view.h"
 #include "services/common/client_security_flags.h"
 #include "services/common/env_flags.h"
+#include "services/common/flag_ranges.h"
 #include "services/common/status_macros.h"
+#include "services/scheduler/scheduler_core.h"
 
 ABSL_FLAG(std::string, scheduler, "",
           "the scheduler's HOST:PORT (default localhost:50051); compare: run the framework "
@@ -275,10 +278,24 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-// Words that do not fit the command: what was expected, then the command's usage.
+// Words that do not fit the command: what was expected, then the command's usage. Exit status
+// 2, as for a flag that does not parse.
 int FailUsage(const std::string& command, absl::string_view expected) {
   PrintRefusal(std::cerr, absl::InvalidArgumentError(expected), Commands().at(command).usage);
-  return 1;
+  return 2;
+}
+
+// The values the numeric flags take (docs/cli.md, "Flags").
+std::vector<FlagRange> CliFlagRanges() {
+  return {
+      FlagRange::Integer("workers", -1, 256, "-1: the default, 2, or 0 for an AUTOENCODER study"),
+      FlagRange::Integer("gpu_workers", -1, 256,
+                         "-1: the default, 1 for an AUTOENCODER study, else 0"),
+      FlagRange::Integer("slots", 1, 1024),
+      FlagRange::Integer("threads_per_trial", 0, 1024, "0: cores / (workers x slots)"),
+      FlagRange::Integer("count", 1, scheduler::kMaxSuggestCount),
+      FlagRange::Integer("objective", 0, FlagRange::kNoMax, "0: the first"),
+  };
 }
 
 // Prints progress from the study's summaries: a line rewritten in place on a terminal, a line
@@ -936,10 +953,13 @@ int main(int argc, char** argv) {
     const sigset_t interrupts = dhpt::cli::InterruptSignals();
     pthread_sigmask(SIG_BLOCK, &interrupts, nullptr);
   }
+  absl::SetProgramUsageMessage(absl::StrCat("dhpt ", command, " (dhpt ", command,
+                                            " --help explains it; its flags are below)"));
   dhpt::ApplyEnvironmentToFlags({"scheduler", "client"});
   dhpt::ApplyEnvironmentToFlags(dhpt::ClientSecurityFlagNames());
   dhpt::cli::CommandFlagValues() = dhpt::RepeatedFlagValues(argc, argv, "command");
-  std::vector<char*> positional = dhpt::ParseCommandLineWithDashes(argc, argv);
+  std::vector<char*> positional =
+      dhpt::ParseCommandLineWithDashes("dhpt " + command, argc, argv, dhpt::cli::CliFlagRanges());
   std::vector<std::string> args;
   for (size_t i = 2; i < positional.size(); ++i) args.push_back(positional[i]);
   // Commands of flags only refuse words rather than drop them: a word is most often a flag's

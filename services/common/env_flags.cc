@@ -3,16 +3,23 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
+#include <optional>
 #include <string>
 
-#include "absl/flags/parse.h"
+// ParseCommandLineImpl and HandleUsageFlags: absl::ParseCommandLine's two halves, to answer
+// --help with status 0 (absl::ParseCommandLine exits 1).
+#include "absl/flags/internal/parse.h"
+#include "absl/flags/internal/usage.h"
 #include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 
 namespace dhpt {
 
@@ -32,7 +39,111 @@ void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names) {
   }
 }
 
-std::vector<char*> ParseCommandLineWithDashes(int argc, char** argv) {
+namespace {
+
+// Abseil's usage flags: it handles them itself, and FindCommandLineFlag knows none of them.
+bool IsUsageFlag(absl::string_view name) {
+  return name == "help" || name == "helpfull" || name == "helpshort" || name == "helppackage" ||
+         name == "helpon" || name == "helpmatch" || name == "version" || name == "only_check_args";
+}
+
+// What a value of `flag`'s type looks like, for a value that does not parse.
+std::string Expected(const absl::CommandLineFlag& flag) {
+  if (flag.IsOfType<int>() || flag.IsOfType<int64_t>() || flag.IsOfType<std::optional<int>>()) {
+    return "a whole number";
+  }
+  if (flag.IsOfType<double>()) return "a number";
+  if (flag.IsOfType<bool>()) return "true or false";
+  if (flag.IsOfType<absl::Duration>()) return "a duration such as 500ms, 30s, 5m or 1h30m";
+  return "a value it takes";
+}
+
+size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The program's own flag (not one of Abseil's) nearest to `name`: at most two letters apart,
+// or empty.
+std::string NearestFlag(absl::string_view name) {
+  std::string nearest;
+  size_t best = 3;
+  for (const auto& [flag_name, flag] : absl::GetAllFlags()) {
+    if (absl::StrContains(flag->Filename(), "absl/")) continue;
+    const size_t distance = EditDistance(name, flag_name);
+    if (distance < best || (distance == best && flag_name < nearest)) {
+      best = distance;
+      nearest = std::string(flag_name);
+    }
+  }
+  return nearest;
+}
+
+[[noreturn]] void ExitWithUsageError(absl::string_view program, absl::string_view message) {
+  std::fprintf(stderr, "%s: %s\n%s --help lists its flags\n", std::string(program).c_str(),
+               std::string(message).c_str(), std::string(program).c_str());
+  std::exit(2);
+}
+
+// The usage error of one --flag[=value] argument at `at`, as absl::ParseCommandLine would
+// find it (an unknown flag, a value that does not parse, a missing value), said with what the
+// flag takes; empty when there is none. Advances `at` past a value given as the next argument.
+std::string ArgumentError(const std::vector<std::string>& arguments, size_t& at,
+                          absl::Span<const FlagRange> ranges) {
+  const absl::string_view argument = arguments[at];
+  const absl::string_view body = argument.substr(argument[1] == '-' ? 2 : 1);
+  const size_t equals = body.find('=');
+  const absl::string_view name = body.substr(0, equals);
+  if (IsUsageFlag(name)) return "";
+  if (name == "flagfile" || name == "fromenv" || name == "tryfromenv" || name == "undefok") {
+    if (equals == absl::string_view::npos) ++at;  // Its value, read by absl alone.
+    return "";
+  }
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  if (flag == nullptr) {
+    // --noNAME sets a bool flag NAME to false.
+    const absl::CommandLineFlag* negated =
+        absl::StartsWith(name, "no") ? absl::FindCommandLineFlag(name.substr(2)) : nullptr;
+    if (negated != nullptr && negated->IsOfType<bool>() && equals == absl::string_view::npos) {
+      return "";
+    }
+    const std::string nearest = NearestFlag(name);
+    return absl::StrCat("unknown flag --", name,
+                        nearest.empty() ? "" : absl::StrCat(" (did you mean --", nearest, "?)"));
+  }
+  std::string value;
+  if (equals != absl::string_view::npos) {
+    value = std::string(body.substr(equals + 1));
+  } else if (flag->IsOfType<bool>()) {
+    return "";  // --NAME alone is true; the next argument is not its value.
+  } else if (at + 1 < arguments.size() && arguments[at + 1] != "--") {
+    value = arguments[++at];
+  } else {
+    return absl::StrCat("--", name, " needs a value: --", name, "=VALUE");
+  }
+  std::string error;
+  // Parsed as the command line will be in a moment, in the same order: the value it leaves is
+  // the one absl::ParseCommandLine sets again.
+  if (flag->ParseFrom(value, &error)) return "";
+  const FlagRange* range = FindFlagRange(ranges, name);
+  return absl::StrCat("--", name, "=", value, " is not ", Expected(*flag),
+                      range != nullptr ? absl::StrCat("; it must be ", range->Accepted()) : "");
+}
+
+}  // namespace
+
+std::vector<char*> ParseCommandLineWithDashes(absl::string_view program, int argc, char** argv,
+                                              absl::Span<const FlagRange> ranges) {
   // The rewritten arguments live as long as the process, like argv itself.
   static std::vector<std::string>* rewritten = new std::vector<std::string>(argv, argv + argc);
   bool flags_ended = false;
@@ -46,9 +157,37 @@ std::vector<char*> ParseCommandLineWithDashes(int argc, char** argv) {
       if (argument[k] == '-') argument[k] = '_';
     }
   }
+  // absl::ParseCommandLine ends the process with status 1 on a usage error and on --help, with
+  // a message that names neither what the flag takes nor the program: its errors are found
+  // first, here, and end it with status 2 (--undefok, rare, leaves unknown flags to absl).
+  const bool unknown_ok =
+      std::any_of(rewritten->begin() + 1, rewritten->end(), [](const std::string& argument) {
+        return absl::StartsWith(argument, "--undefok") || absl::StartsWith(argument, "-undefok");
+      });
+  for (size_t i = 1; i < rewritten->size(); ++i) {
+    const std::string& argument = (*rewritten)[i];
+    if (argument == "--") break;
+    if (argument.size() < 2 || argument[0] != '-') continue;
+    const std::string error = ArgumentError(*rewritten, i, ranges);
+    if (!error.empty() && !(unknown_ok && absl::StartsWith(error, "unknown flag"))) {
+      ExitWithUsageError(program, error);
+    }
+  }
   static std::vector<char*>* pointers = new std::vector<char*>();
   for (std::string& argument : *rewritten) pointers->push_back(argument.data());
-  return absl::ParseCommandLine(argc, pointers->data());
+  // As absl::ParseCommandLine, but help asked for is an answer, status 0, not a failure.
+  std::vector<char*> positional = absl::flags_internal::ParseCommandLineImpl(
+      argc, pointers->data(), absl::flags_internal::ArgvListAction::kRemoveParsedArgs,
+      absl::flags_internal::UsageFlagsAction::kIgnoreUsage,
+      absl::flags_internal::OnUndefinedFlag::kAbortIfUndefined);
+  if (absl::flags_internal::HandleUsageFlags(std::cout, absl::ProgramUsageMessage()) >= 0) {
+    std::cout.flush();
+    std::exit(0);
+  }
+  if (absl::Status in_range = CheckFlagRanges(ranges); !in_range.ok()) {
+    ExitWithUsageError(program, in_range.message());
+  }
+  return positional;
 }
 
 std::vector<std::string> RepeatedFlagValues(int argc, char** argv, absl::string_view name) {
@@ -96,8 +235,9 @@ std::string StrayArgumentMessage(absl::string_view program, int argc, char** arg
                       "'", absl::StrJoin(words, " "), "'");
 }
 
-void ParseFlagsOnly(absl::string_view program, int argc, char** argv) {
-  const std::vector<char*> positional = ParseCommandLineWithDashes(argc, argv);
+void ParseFlagsOnly(absl::string_view program, int argc, char** argv,
+                    absl::Span<const FlagRange> ranges) {
+  const std::vector<char*> positional = ParseCommandLineWithDashes(program, argc, argv, ranges);
   if (positional.size() <= 1) return;  // [0] is the program itself
   std::fprintf(stderr, "%s\n", StrayArgumentMessage(program, argc, argv, positional[1]).c_str());
   std::exit(2);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "services/common/flag_ranges.h"
 
 namespace dhpt {
 
@@ -16,7 +17,13 @@ void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names);
 // absl::ParseCommandLine that also takes flag names spelled with dashes (--require-gpu for
 // --require_gpu), as Kubernetes manifests and the issue tracker write them. Arguments after a
 // bare "--" are left alone. Returns the positional arguments, as absl::ParseCommandLine does.
-std::vector<char*> ParseCommandLineWithDashes(int argc, char** argv);
+// Every usage error ends the process with exit status 2 and a message that starts with
+// `program` and names the flag and what it takes: an unknown flag (with the nearest known
+// one), a value that does not parse or is missing, a value outside its range in `ranges`
+// (checked after the command line, so DHPT_<FLAG> values too). --help and --version print and
+// end it with status 0.
+std::vector<char*> ParseCommandLineWithDashes(absl::string_view program, int argc, char** argv,
+                                              absl::Span<const FlagRange> ranges = {});
 
 // Every value of a repeatable --NAME=VALUE (or --NAME VALUE, dashes or underscores) flag in
 // order, comma-separated ones split: absl keeps only the last occurrence. Empty when the
@@ -33,6 +40,7 @@ std::string StrayArgumentMessage(absl::string_view program, int argc, char** arg
 // ParseCommandLineWithDashes for the services, which take flags only: any positional argument
 // (a value split by the shell would be silently dropped otherwise) ends the process with exit
 // status 2 and StrayArgumentMessage.
-void ParseFlagsOnly(absl::string_view program, int argc, char** argv);
+void ParseFlagsOnly(absl::string_view program, int argc, char** argv,
+                    absl::Span<const FlagRange> ranges = {});
 
 }  // namespace dhpt

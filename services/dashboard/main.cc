@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "services/common/client_security_flags.h"
 #include "services/common/env_flags.h"
+#include "services/common/flag_ranges.h"
 #include "services/common/signals.h"
 #include "services/dashboard/dashboard_server.h"
 
@@ -37,6 +39,15 @@ ABSL_FLAG(double, per_address_share, dhpt::dashboard::kDefaultPerAddressShare,
           "Every browser behind a proxy or kubectl port-forward is one address and shares it: "
           "give 1 there");
 
+// The values the numeric flags take (docs/dashboard.md); --max_connections must also leave 8
+// connections beside --max_event_streams, checked below.
+std::vector<dhpt::FlagRange> DashboardFlagRanges() {
+  using dhpt::FlagRange;
+  return {FlagRange::Integer("max_event_streams", 1, 1024),
+          FlagRange::Integer("max_connections", 9, 4096),
+          FlagRange::Real("per_address_share", 0, false, 1)};
+}
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "dhpt-dashboard --scheduler=HOST:PORT --listen=HOST:PORT\n\n"
@@ -52,7 +63,7 @@ int main(int argc, char** argv) {
   dhpt::ApplyEnvironmentToFlags({"scheduler", "listen", "allow_stop", "max_event_streams", "max_connections",
                                 "per_address_share"});
   dhpt::ApplyEnvironmentToFlags(dhpt::ClientSecurityFlagNames());
-  dhpt::ParseFlagsOnly("dhpt-dashboard", argc, argv);
+  dhpt::ParseFlagsOnly("dhpt-dashboard", argc, argv, DashboardFlagRanges());
   dhpt::BlockTerminationSignals();
   // A browser that closes mid-answer must not end the process.
   std::signal(SIGPIPE, SIG_IGN);
@@ -71,25 +82,17 @@ int main(int argc, char** argv) {
   options.scheduler = absl::GetFlag(FLAGS_scheduler);
   options.allow_stop = absl::GetFlag(FLAGS_allow_stop);
   options.plot_view = absl::GetFlag(FLAGS_plot_view);
+  // In range: DashboardFlagRanges.
   options.max_event_streams = absl::GetFlag(FLAGS_max_event_streams);
-  if (options.max_event_streams < 1 || options.max_event_streams > 1024) {
-    std::fprintf(stderr, "dhpt-dashboard: --max_event_streams must be between 1 and 1024\n");
-    return 2;
-  }
   options.connections.max_connections = absl::GetFlag(FLAGS_max_connections);
-  const double share = absl::GetFlag(FLAGS_per_address_share);
-  if (!(share > 0 && share <= 1)) {
-    std::fprintf(stderr, "dhpt-dashboard: --per_address_share must be above 0 and at most 1\n");
-    return 2;
-  }
-  options.connections.max_per_client =
-      dhpt::dashboard::PerAddressLimit(options.connections.max_connections, share);
+  options.connections.max_per_client = dhpt::dashboard::PerAddressLimit(
+      options.connections.max_connections, absl::GetFlag(FLAGS_per_address_share));
   // Every live page holds a connection; a page also needs a few for its other requests.
-  if (options.connections.max_connections < options.max_event_streams + 8 ||
-      options.connections.max_connections > 4096) {
+  if (options.connections.max_connections < options.max_event_streams + 8) {
     std::fprintf(stderr,
                  "dhpt-dashboard: --max_connections must be at least --max_event_streams + 8 "
-                 "and at most 4096\n");
+                 "(%d); got %d\n",
+                 options.max_event_streams + 8, options.connections.max_connections);
     return 2;
   }
   absl::StatusOr<dhpt::ChannelSecurity> security =

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "services/common/channel_options.h"
 #include "services/common/env_flags.h"
+#include "services/common/flag_ranges.h"
 #include "services/common/logging.h"
 #include "services/common/signals.h"
 #include "services/common/metrics_endpoint.h"
@@ -162,6 +163,39 @@ constexpr int kSchedulerMallocArenas = 4;
 // rolling update) for good; `inf` is refused too (a deadline that far overflowed to none).
 constexpr absl::Duration kMaxShutdownGrace = absl::Minutes(10);
 
+// The values the numeric flags take (docs/deployment.md, "Flag ranges").
+std::vector<dhpt::FlagRange> SchedulerFlagRanges() {
+  using dhpt::FlagRange;
+  return {
+      FlagRange::Integer("metrics_port", -1, 65535, "-1: off, 0: any free port"),
+      FlagRange::Integer("max_db_bytes", 0, FlagRange::kNoMax, "0: no cap"),
+      // `inf` is refused too: a deadline that far overflowed to none.
+      FlagRange::Duration("shutdown_grace", absl::ZeroDuration(), kMaxShutdownGrace),
+      FlagRange::Integer("max_studies", 1, FlagRange::kNoMax),
+      FlagRange::Integer("max_parameters", 1, FlagRange::kNoMax),
+      FlagRange::Integer("max_dataset_bytes", 1, FlagRange::kNoMax),
+      FlagRange::Integer("max_message_bytes", 1024, FlagRange::kNoMax),
+      FlagRange::Integer("max_spec_bytes_total", 1, FlagRange::kNoMax),
+      FlagRange::Integer("max_reply_bytes_in_flight", int64_t{1} << 20, FlagRange::kNoMax),
+      FlagRange::Integer("ended_study_cache_bytes", 0, FlagRange::kNoMax),
+      FlagRange::Integer("max_memory_bytes", -1, FlagRange::kNoMax,
+                         "-1: the memory limit of its container, 0: no cap"),
+      FlagRange::Integer("watch_journal_events", 1, FlagRange::kNoMax),
+      FlagRange::Duration("heartbeat_interval", absl::Milliseconds(10), absl::Hours(1)),
+      FlagRange::Integer("missed_heartbeats", 1, FlagRange::kNoMax),
+      // gRPC takes keepalive times in milliseconds as an int: 24 days would overflow it.
+      FlagRange::Duration("keepalive_time", absl::Seconds(1), absl::Hours(24)),
+      FlagRange::Duration("keepalive_timeout", absl::Seconds(1), absl::Hours(24)),
+      FlagRange::Duration("keepalive_min_ping_interval", absl::Seconds(1), absl::Hours(24)),
+      FlagRange::Integer("suggestion_threads", 0, 1024, "0: one per core"),
+      FlagRange::Duration("client_lease", absl::Seconds(1), absl::Hours(24 * 30)),
+      // Between 0 and 1 it is refused below: a margin under 1 would duplicate faster trials.
+      FlagRange::Real("duplicate_margin", 0, true, 100, "0: no duplicates, else at least 1"),
+      FlagRange::Duration("worker_log_interval", absl::ZeroDuration(), absl::Hours(24),
+                          "0: every line"),
+  };
+}
+
 int main(int argc, char** argv) {
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, kSchedulerMallocArenas);
   absl::SetProgramUsageMessage(
@@ -188,7 +222,7 @@ int main(int argc, char** argv) {
                                  "max_message_bytes", "max_spec_bytes_total",
                                  "max_reply_bytes_in_flight", "watch_journal_events",
                                  "shutdown_grace"});
-  dhpt::ParseFlagsOnly("dhpt-scheduler", argc, argv);
+  dhpt::ParseFlagsOnly("dhpt-scheduler", argc, argv, SchedulerFlagRanges());
   dhpt::BlockTerminationSignals();
   RaiseDescriptorLimit();
 
@@ -197,11 +231,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--db_sync must be full or normal\n");
     return 2;
   }
+  // The numbers are in range: SchedulerFlagRanges.
   const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  if (metrics_port < -1 || metrics_port > 65535) {
-    std::fprintf(stderr, "--metrics_port must be -1 (off), 0 (any) or a port number\n");
-    return 2;
-  }
   // Declared before the server, so the core never outlives its observer.
   dhpt::scheduler::SchedulerMetrics metrics;
   dhpt::scheduler::SchedulerServerOptions options;
@@ -222,25 +253,11 @@ int main(int argc, char** argv) {
   options.core.spec_limits.max_dataset_bytes = absl::GetFlag(FLAGS_max_dataset_bytes);
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.core.max_spec_bytes_total = absl::GetFlag(FLAGS_max_spec_bytes_total);
-  const int64_t max_reply_bytes = absl::GetFlag(FLAGS_max_reply_bytes_in_flight);
-  if (options.core.max_spec_bytes_total < 1 || max_reply_bytes < (int64_t{1} << 20)) {
-    std::fprintf(stderr, "--max_spec_bytes_total must be >= 1, --max_reply_bytes_in_flight >= "
-                         "1048576\n");
-    return 2;
-  }
-  options.core.max_reply_bytes_in_flight = static_cast<size_t>(max_reply_bytes);
-  const int64_t ended_study_cache_bytes = absl::GetFlag(FLAGS_ended_study_cache_bytes);
-  if (ended_study_cache_bytes < 0) {
-    std::fprintf(stderr, "--ended_study_cache_bytes must be >= 0\n");
-    return 2;
-  }
-  options.core.ended_study_cache_bytes = static_cast<size_t>(ended_study_cache_bytes);
+  options.core.max_reply_bytes_in_flight =
+      static_cast<size_t>(absl::GetFlag(FLAGS_max_reply_bytes_in_flight));
+  options.core.ended_study_cache_bytes =
+      static_cast<size_t>(absl::GetFlag(FLAGS_ended_study_cache_bytes));
   int64_t max_memory_bytes = absl::GetFlag(FLAGS_max_memory_bytes);
-  if (max_memory_bytes < -1) {
-    std::fprintf(stderr, "--max_memory_bytes must be -1 (the container's limit), 0 (none) or "
-                         "a number of bytes\n");
-    return 2;
-  }
   if (max_memory_bytes == -1) {
     max_memory_bytes = dhpt::scheduler::CgroupMemoryLimit().value_or(0);
   }
@@ -267,52 +284,16 @@ int main(int argc, char** argv) {
                   max_memory_bytes >> 20, pressure_percent,
                   static_cast<int>(dhpt::scheduler::kMemoryResumeShare * 100 + 0.5));
   }
-  options.core.watch_journal.max_events = std::max(1, absl::GetFlag(FLAGS_watch_journal_events));
-  if (options.core.max_studies < 1 || options.core.spec_limits.max_parameters < 1 ||
-      options.core.spec_limits.max_dataset_bytes < 1 || options.max_receive_message_bytes < 1024) {
-    std::fprintf(stderr, "--max_studies, --max_parameters and --max_dataset_bytes must be >= 1, "
-                         "--max_message_bytes >= 1024\n");
-    return 2;
-  }
-  if (const absl::Duration grace = absl::GetFlag(FLAGS_shutdown_grace);
-      grace < absl::ZeroDuration() || grace > kMaxShutdownGrace) {
-    std::fprintf(stderr, "--shutdown_grace must be between 0s and %s (got %s)\n",
-                 absl::FormatDuration(kMaxShutdownGrace).c_str(),
-                 absl::FormatDuration(grace).c_str());
-    return 2;
-  }
-  if (suggestion_threads < 0 || suggestion_threads > 1024) {
-    std::fprintf(stderr, "--suggestion_threads must be between 0 (one per core) and 1024\n");
-    return 2;
-  }
-  if (!(options.core.duplicate_margin == 0 || options.core.duplicate_margin >= 1)) {
-    std::fprintf(stderr, "--duplicate_margin must be 0 (no duplicates) or at least 1\n");
-    return 2;
-  }
-  if (options.core.worker_log_interval < absl::ZeroDuration() ||
-      options.core.worker_log_interval == absl::InfiniteDuration()) {
-    std::fprintf(stderr, "--worker_log_interval must be a duration >= 0 (0: log every line)\n");
-    return 2;
-  }
-  if (options.core.client_lease < absl::Seconds(1)) {
-    std::fprintf(stderr, "--client_lease must be at least 1s\n");
-    return 2;
-  }
-  if (options.core.heartbeat_interval < absl::Milliseconds(10) ||
-      options.core.missed_heartbeats < 1) {
-    std::fprintf(stderr, "--heartbeat_interval must be >= 10ms and --missed_heartbeats >= 1\n");
+  options.core.watch_journal.max_events = absl::GetFlag(FLAGS_watch_journal_events);
+  if (options.core.duplicate_margin > 0 && options.core.duplicate_margin < 1) {
+    std::fprintf(stderr, "dhpt-scheduler: --duplicate_margin must be 0 (no duplicates) or at "
+                         "least 1; got %g\n", options.core.duplicate_margin);
     return 2;
   }
   options.keepalive.ping_interval_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_time));
   options.keepalive.ping_timeout_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_timeout));
   options.keepalive.min_ping_interval_ms =
       absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_min_ping_interval));
-  if (options.keepalive.ping_interval_ms < 1000 || options.keepalive.ping_timeout_ms < 1000 ||
-      options.keepalive.min_ping_interval_ms < 1000) {
-    std::fprintf(stderr, "--keepalive_time, --keepalive_timeout and --keepalive_min_ping_interval "
-                         "must be at least 1s\n");
-    return 2;
-  }
 
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       dhpt::MakeServerCredentials({.tls_cert_file = absl::GetFlag(FLAGS_tls_cert),

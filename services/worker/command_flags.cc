@@ -45,6 +45,12 @@ std::vector<absl::string_view> CommandFlagNames() {
           "command_workdir", "command_grace_seconds", "command_max_output_bytes"};
 }
 
+std::vector<FlagRange> CommandFlagRanges() {
+  return {FlagRange::Real("command_grace_seconds", 0, true,
+                          absl::ToDoubleSeconds(kMaxCommandGracePeriod), "0: SIGKILL right after SIGTERM"),
+          FlagRange::Integer("command_max_output_bytes", 0, FlagRange::kNoMax)};
+}
+
 // A command that cannot run stops the worker at start, rather than failing its trials.
 absl::Status CommandsFromFlags(std::vector<std::string> commands,
                                std::vector<std::string> command_env, bool gpu_worker,
@@ -80,16 +86,9 @@ absl::Status CommandsFromFlags(std::vector<std::string> commands,
       return absl::InvalidArgumentError(absl::StrCat("--command_env: ", valid.message()));
     }
   }
-  const double grace = absl::GetFlag(FLAGS_command_grace_seconds);
-  if (!(grace >= 0) || absl::Seconds(grace) > kMaxCommandGracePeriod) {
-    return absl::InvalidArgumentError(absl::StrCat("--command_grace_seconds must be between 0 and ",
-                                                   absl::ToInt64Seconds(kMaxCommandGracePeriod)));
-  }
-  options.grace_period = absl::Seconds(grace);
+  // In range: CommandFlagRanges, checked as the flags were parsed.
+  options.grace_period = absl::Seconds(absl::GetFlag(FLAGS_command_grace_seconds));
   options.max_output_bytes = absl::GetFlag(FLAGS_command_max_output_bytes);
-  if (options.max_output_bytes < 0) {
-    return absl::InvalidArgumentError("--command_max_output_bytes must be 0 or more");
-  }
   options.pass_cuda_visible_devices = gpu_worker;
   if (registry->empty()) return absl::OkStatus();
   std::string root = absl::GetFlag(FLAGS_command_workdir);

@@ -7,12 +7,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "services/common/flag_ranges.h"
 #include "services/worker/trial_runner.h"
 
 namespace dhpt::worker {
 
 // The flags DHPT_<FLAG> environment variables may set.
 std::vector<absl::string_view> CommandFlagNames();
+
+// The values their numeric flags take, checked as the worker parses its flags.
+std::vector<FlagRange> CommandFlagRanges();
 
 // Reads and checks the flags into `runner`: the registry (left null when no command is
 // registered) and the command options. `commands` and `command_env` are every value of the

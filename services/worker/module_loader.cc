@@ -1,6 +1,6 @@
 #include "services/worker/module_loader.h"
 
-#include <dlfcn.h>
+#include <dlfcn.h>  // dlinfo, Dl_serinfo: _GNU_SOURCE, which g++ and clang++ define
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -86,13 +87,34 @@ absl::Status Unloadable(const ModuleSpec& spec, absl::string_view why) {
       " beside this worker's binary or in ../lib/dhpt/, or set ", spec.env, " to its path"));
 }
 
+// The file dlopen would open for `name`, a name without a slash: the first directory of the
+// search path it walks (LD_LIBRARY_PATH, this executable's RUNPATH, the system directories) that
+// holds something of that name. Empty when none does: dlopen then asks its cache, or reports
+// the name missing in its words.
+std::string ResolveOnLibraryPath(const std::string& name) {
+  void* self = dlopen(nullptr, RTLD_LAZY);
+  Dl_serinfo size{};
+  if (self == nullptr || dlinfo(self, RTLD_DI_SERINFOSIZE, &size) != 0) return "";
+  std::vector<char> buffer(size.dls_size);
+  auto* paths = reinterpret_cast<Dl_serinfo*>(buffer.data());
+  *paths = size;  // RTLD_DI_SERINFO fills the buffer that RTLD_DI_SERINFOSIZE sized.
+  if (dlinfo(self, RTLD_DI_SERINFO, paths) != 0) return "";
+  for (unsigned i = 0; i < paths->dls_cnt; ++i) {
+    const std::string directory = paths->dls_serpath[i].dls_name;
+    const std::string candidate = absl::StrCat(directory.empty() ? "." : directory, "/", name);
+    if (access(candidate.c_str(), F_OK) == 0) return candidate;
+  }
+  return "";
+}
+
 // dlopen opens what it is given: a FIFO blocks it (and the worker's start-up probe, silently,
 // until the probe's timeout) and a directory or device is no library either. A name without a
-// slash is not a file here but looked up on the library search path, as dlopen does.
+// slash is looked up on the library search path first, as dlopen does, and what it finds there
+// is checked the same way (dlopen stops at the first entry of that name, whatever it is).
 absl::Status CheckRegularFile(const ModuleSpec& spec, const std::string& path) {
+  const std::string file = path.find('/') == std::string::npos ? ResolveOnLibraryPath(path) : path;
   struct stat info {};
-  if (path.find('/') == std::string::npos || stat(path.c_str(), &info) != 0 ||
-      S_ISREG(info.st_mode)) {
+  if (file.empty() || stat(file.c_str(), &info) != 0 || S_ISREG(info.st_mode)) {
     return absl::OkStatus();  // A missing file is dlopen's to report, in its words.
   }
   const char* kind = S_ISDIR(info.st_mode)    ? "a directory"
@@ -101,7 +123,9 @@ absl::Status CheckRegularFile(const ModuleSpec& spec, const std::string& path) {
                      : S_ISCHR(info.st_mode)  ? "a character device"
                      : S_ISBLK(info.st_mode)  ? "a block device"
                                               : "not a regular file";
-  return Unloadable(spec, absl::StrCat(path, " is ", kind, ", not a library file"));
+  const std::string found =
+      file == path ? path : absl::StrCat(path, " (found on the library search path as ", file, ")");
+  return Unloadable(spec, absl::StrCat(found, " is ", kind, ", not a library file"));
 }
 
 }  // namespace

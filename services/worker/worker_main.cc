@@ -27,6 +27,7 @@
 #include "services/common/channel_options.h"
 #include "services/common/client_security_flags.h"
 #include "services/common/env_flags.h"
+#include "services/common/flag_ranges.h"
 #include "services/common/labels.h"
 #include "services/common/logging.h"
 #include "services/common/metrics_endpoint.h"
@@ -160,12 +161,9 @@ absl::StatusOr<DatasetOptions> DatasetOptionsFromFlags(int argc, char** argv) {
   absl::StatusOr<std::vector<std::string>> resolved = ResolveDataRoots(roots);
   if (!resolved.ok()) return resolved.status();
   options.data_roots = *std::move(resolved);
+  // In range: WorkerFlagRanges.
   options.max_dataset_file_bytes = absl::GetFlag(FLAGS_max_dataset_file_bytes);
-  if (options.max_dataset_file_bytes < 1) {
-    return absl::InvalidArgumentError("--max_dataset_file_bytes must be at least 1");
-  }
   const int64_t max_bytes = absl::GetFlag(FLAGS_max_dataset_bytes);
-  if (max_bytes < 0) return absl::InvalidArgumentError("--max_dataset_bytes must be 0 or more");
   options.max_dataset_bytes = max_bytes > 0 ? max_bytes : DefaultMaxDatasetBytes();
   return options;
 }
@@ -173,6 +171,25 @@ absl::StatusOr<DatasetOptions> DatasetOptionsFromFlags(int argc, char** argv) {
 // A start-up step's verdict: nullopt to go on, else the status to exit with (the step printed
 // why): 2 for a bad flag, 1 when this node cannot host the worker.
 using StopWith = std::optional<int>;
+
+// The values the numeric flags take (docs/deployment.md, "Flag ranges").
+std::vector<FlagRange> WorkerFlagRanges() {
+  std::vector<FlagRange> ranges = {
+      FlagRange::Integer("slots", 1, 1024),
+      FlagRange::Integer("threads_per_trial", 0, 1024, "0: the machine's cores divided by --slots"),
+      FlagRange::Integer("metrics_port", -1, 65535, "-1: off, 0: any free port"),
+      FlagRange::Integer("max_dataset_file_bytes", 1, FlagRange::kNoMax),
+      FlagRange::Integer("max_dataset_bytes", 0, FlagRange::kNoMax,
+                         "0: half of this machine's physical memory"),
+      // gRPC takes keepalive times in milliseconds as an int: 24 days would overflow it.
+      FlagRange::Duration("keepalive_time", absl::Seconds(1), absl::Hours(24)),
+      FlagRange::Duration("keepalive_timeout", absl::Seconds(1), absl::Hours(24)),
+      FlagRange::Duration("max_reconnect_backoff", WorkerClientOptions{}.initial_backoff,
+                          absl::Hours(1)),
+  };
+  for (FlagRange& range : CommandFlagRanges()) ranges.push_back(std::move(range));
+  return ranges;
+}
 
 // Step 1: usage, --version, DHPT_<FLAG> variables, then the command line.
 void ParseWorkerFlags(int argc, char** argv, const WorkerKind& kind) {
@@ -201,7 +218,7 @@ void ParseWorkerFlags(int argc, char** argv, const WorkerKind& kind) {
   ApplyEnvironmentToFlags(CommandFlagNames());
   ApplyEnvironmentToFlags(ClientSecurityFlagNames());
   for (absl::string_view flag : kind.own_flags) ApplyEnvironmentToFlags({flag});
-  ParseFlagsOnly(kind.binary, argc, argv);
+  ParseFlagsOnly(kind.binary, argc, argv, WorkerFlagRanges());
 }
 
 // Who this worker is and what it may use, from its flags.
@@ -218,18 +235,11 @@ struct WorkerIdentity {
 
 // Step 2: the flags every worker kind shares, checked.
 StopWith CheckFlags(int argc, char** argv, const WorkerKind& kind, WorkerIdentity& identity) {
+  // In range: WorkerFlagRanges.
   identity.slots = absl::GetFlag(FLAGS_slots);
-  if (identity.slots < 1 || identity.slots > 1024) {
-    std::fprintf(stderr, "--slots must be between 1 and 1024\n");
-    return 2;
-  }
   identity.metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  if (identity.metrics_port < -1 || identity.metrics_port > 65535) {
-    std::fprintf(stderr, "--metrics_port must be -1 (off), 0 (any) or a port number\n");
-    return 2;
-  }
   identity.threads = absl::GetFlag(FLAGS_threads_per_trial);
-  if (identity.threads <= 0) {
+  if (identity.threads == 0) {
     identity.threads =
         std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / identity.slots);
   }
@@ -382,16 +392,7 @@ StopWith ConnectionFromFlags(const WorkerIdentity& identity, const Trainers& tra
   options.scheduler_address = absl::GetFlag(FLAGS_scheduler);
   options.keepalive.ping_interval_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_time));
   options.keepalive.ping_timeout_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_timeout));
-  if (options.keepalive.ping_interval_ms < 1000 || options.keepalive.ping_timeout_ms < 1000) {
-    std::fprintf(stderr, "--keepalive_time and --keepalive_timeout must be at least 1s\n");
-    return 2;
-  }
-  options.max_backoff = absl::GetFlag(FLAGS_max_reconnect_backoff);
-  if (options.max_backoff < options.initial_backoff) {
-    std::fprintf(stderr, "--max_reconnect_backoff must be at least %s\n",
-                 absl::FormatDuration(options.initial_backoff).c_str());
-    return 2;
-  }
+  options.max_backoff = absl::GetFlag(FLAGS_max_reconnect_backoff);  // In range: WorkerFlagRanges.
   const WorkerSetup& setup = trainers.setup;
   v1::Hello& hello = options.hello;
   hello.set_worker_id(identity.worker_id);

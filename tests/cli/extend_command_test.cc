@@ -47,7 +47,7 @@ TEST(ExtendCommandTest, NothingOrNonsenseIsRefused) {
 TEST(ExtendCommandTest, ARefusalShowsTheUsageOnItsOwnLines) {
   StudyClient client("127.0.0.1:1");  // Never called: refused before any call.
   std::ostringstream out, err;
-  EXPECT_EQ(RunExtend(client, "s", {}, out, err), 1);
+  EXPECT_EQ(RunExtend(client, "s", {}, out, err), 2);  // A usage error.
   EXPECT_EQ(out.str(), "");
   EXPECT_EQ(err.str(), absl::StrCat("dhpt: nothing to change: give at least one of --max_trials, "
                                     "--parallel_trials, --max_failed_trials, --trial_timeout "

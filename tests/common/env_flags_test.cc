@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <vector>
 
 #include "absl/flags/flag.h"
 
@@ -42,6 +43,41 @@ TEST(EnvFlagsTest, StrayArgumentAloneShowsHowToQuoteInGeneral) {
   EXPECT_THAT(StrayArgumentMessage("dhpt-scheduler", 2, const_cast<char**>(args), "extra"),
               ::testing::HasSubstr("unexpected argument \"extra\"; this command takes flags only"
                                    " (--name=value). A flag value with spaces must be quoted"));
+}
+
+// absl::ParseCommandLine's own usage errors ended the process with status 1 and a message
+// without the program or what the flag takes; every one is status 2 now, saying both.
+TEST(EnvFlagsTest, EveryUsageErrorOfTheCommandLineExits2NamingTheFlagAndWhatItTakes) {
+  const FlagRange ranges[] = {FlagRange::Integer("test_slot_count", 1, 64)};
+  const struct {
+    std::vector<const char*> args;
+    const char* said;
+  } cases[] = {
+      {{"--test_slot_count=abc"}, "prog: --test_slot_count=abc is not a whole number; it must "
+                                  "be between 1 and 64"},
+      {{"--test-slot-count", "1.5"}, "--test_slot_count=1.5 is not a whole number"},
+      {{"--test_slot_count"}, "prog: --test_slot_count needs a value: --test_slot_count=VALUE"},
+      {{"--test_slot_count="}, "--test_slot_count= is not a whole number"},
+      {{"--test_slot_counts=2"}, "prog: unknown flag --test_slot_counts (did you mean "
+                                 "--test_slot_count?)"},
+      {{"--no_such_flag_anywhere"}, "prog: unknown flag --no_such_flag_anywhere\n"},
+      {{"--test_slot_count=0"}, "prog: --test_slot_count must be between 1 and 64; got 0"},
+      {{"--test_slot_count=65"}, "got 65"},
+  };
+  for (const auto& c : cases) {
+    std::vector<const char*> args = {"prog"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    SCOPED_TRACE(c.args.front());
+    EXPECT_EXIT(ParseCommandLineWithDashes("prog", static_cast<int>(args.size()),
+                                           const_cast<char**>(args.data()), ranges),
+                ::testing::ExitedWithCode(2), ::testing::HasSubstr(c.said));
+  }
+}
+
+TEST(EnvFlagsTest, HelpIsAnAnswerNotAFailure) {
+  const char* args[] = {"prog", "--help"};
+  EXPECT_EXIT(ParseCommandLineWithDashes("prog", 2, const_cast<char**>(args)),
+              ::testing::ExitedWithCode(0), ::testing::Not(::testing::HasSubstr("ERROR")));
 }
 
 TEST(EnvFlagsTest, ParseFlagsOnlyExitsOnAPositionalArgument) {

@@ -99,7 +99,7 @@ TEST(ExtendTest, AFinishedStudyExtendedByTwentyTrialsGoesOnThroughASchedulerKill
   EXPECT_EQ(code, 1);
   EXPECT_THAT(output, HasSubstr("raise max_trials above 40"));
   std::tie(code, output) = RunBinary("dhpt", absl::StrCat("extend tpe", flags));
-  EXPECT_EQ(code, 1);
+  EXPECT_EQ(code, 2);  // A usage error.
   EXPECT_THAT(output, HasSubstr("nothing to change"));
 }
 
@@ -109,7 +109,7 @@ TEST(ExtendTest, UsageErrorsPrintTheUsageOnItsOwnLines) {
   for (const char* args : {"extend", "extend s --scheduler=127.0.0.1:1", "importance", "plot"}) {
     SCOPED_TRACE(args);
     auto [code, output] = RunBinary("dhpt", args);
-    EXPECT_EQ(code, 1);
+    EXPECT_EQ(code, 2);  // A usage error (docs/cli.md, "Exit status").
     EXPECT_THAT(output, HasSubstr("[INVALID_ARGUMENT]\nusage: dhpt "));
     EXPECT_THAT(output, ContainsRegex("\n +\\[--"));  // the usage's second line
     EXPECT_THAT(output, Not(HasSubstr("\\x0a")));

@@ -15,6 +15,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "google/protobuf/text_format.h"
 #include "tests/integration/test_cluster.h"
 
@@ -192,6 +194,24 @@ TEST(PlacementTest, ACpuWorkerWhoseXgboostLibraryCannotLoadRefusesToStart) {
     // What to install where, said once.
     EXPECT_EQ(std::vector<std::string>(absl::StrSplit(output, "DHPT_XGBOOST_MODULE")).size(), 2u)
         << output;
+  }
+  // A bare name is looked up on the library search path, as dlopen does: a FIFO found there
+  // blocked the probe for its 60 s too, and is refused at once, naming where it was found.
+  {
+    const std::string bare = absl::StrCat("libdhpt-fifo-", getpid(), ".so");
+    // As the loader names its directories: without a trailing slash.
+    const std::string library_dir(absl::StripSuffix(dir, "/"));
+    const std::string found = absl::StrCat(library_dir, "/", bare);
+    ASSERT_EQ(mkfifo(found.c_str(), 0600), 0) << found;
+    const absl::Time start = absl::Now();
+    auto [code, output] = RunCommandLine(absl::StrCat(
+        "LD_LIBRARY_PATH=", library_dir, " DHPT_XGBOOST_MODULE=", bare, " timeout 60 " DHPT_BIN_DIR
+        "/dhpt-cpu-worker --scheduler=127.0.0.1:1 </dev/null"));
+    EXPECT_EQ(code, 1) << output;
+    EXPECT_THAT(output, HasSubstr(absl::StrCat(bare, " (found on the library search path as ",
+                                               found, ") is a FIFO, not a library file")));
+    EXPECT_LT(absl::Now() - start, absl::Seconds(30)) << "waited on the FIFO";
+    unlink(found.c_str());
   }
   unlink(fifo.c_str());
   // A worker that announces no kind needing XGBoost does not need its library; it starts

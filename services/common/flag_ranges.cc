@@ -1,0 +1,101 @@
+#include "services/common/flag_ranges.h"
+
+#include <optional>
+
+#include "absl/flags/reflection.h"
+#include "absl/strings/str_cat.h"
+
+namespace dhpt {
+namespace {
+
+// Whole numbers as users write them; the largest int64_t is no limit a user gives.
+std::string Number(int64_t value) { return absl::StrCat(value); }
+
+// As a user writes a duration: absl writes zero as "0", which reads as no unit.
+std::string Written(absl::Duration value) {
+  return value == absl::ZeroDuration() ? "0s" : absl::FormatDuration(value);
+}
+
+// The value of an int or int64_t flag (the tables do not care which), or nullopt.
+std::optional<int64_t> IntegerValue(const absl::CommandLineFlag& flag) {
+  if (auto value = flag.TryGet<int>()) return *value;
+  if (auto value = flag.TryGet<int64_t>()) return *value;
+  return std::nullopt;
+}
+
+}  // namespace
+
+FlagRange FlagRange::Integer(absl::string_view flag, int64_t min, int64_t max,
+                             absl::string_view meaning) {
+  return FlagRange(flag, IntegerBounds{min, max}, meaning);
+}
+
+FlagRange FlagRange::Real(absl::string_view flag, double min, bool min_included, double max,
+                          absl::string_view meaning) {
+  return FlagRange(flag, RealBounds{min, min_included, max}, meaning);
+}
+
+FlagRange FlagRange::Duration(absl::string_view flag, absl::Duration min, absl::Duration max,
+                              absl::string_view meaning) {
+  return FlagRange(flag, DurationBounds{min, max}, meaning);
+}
+
+std::string FlagRange::Accepted() const {
+  std::string accepted;
+  if (const auto* integer = std::get_if<IntegerBounds>(&bounds_)) {
+    accepted = integer->max == kNoMax
+                   ? absl::StrCat("at least ", Number(integer->min))
+                   : absl::StrCat("between ", Number(integer->min), " and ", Number(integer->max));
+  } else if (const auto* real = std::get_if<RealBounds>(&bounds_)) {
+    accepted = real->min_included ? absl::StrCat("between ", real->min, " and ", real->max)
+                                  : absl::StrCat("above ", real->min, " and at most ", real->max);
+  } else {
+    const auto& duration = std::get<DurationBounds>(bounds_);
+    accepted = absl::StrCat("between ", Written(duration.min), " and ", Written(duration.max));
+  }
+  if (!meaning_.empty()) absl::StrAppend(&accepted, " (", meaning_, ")");
+  return accepted;
+}
+
+absl::Status FlagRange::Check() const {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(flag_);
+  if (flag == nullptr) return absl::InternalError(absl::StrCat("no flag --", flag_, " to check"));
+  bool in_range = false;
+  std::string got;
+  if (const auto* integer = std::get_if<IntegerBounds>(&bounds_)) {
+    const std::optional<int64_t> value = IntegerValue(*flag);
+    if (!value) return absl::InternalError(absl::StrCat("--", flag_, " is not an integer flag"));
+    in_range = *value >= integer->min && *value <= integer->max;
+    got = Number(*value);
+  } else if (const auto* real = std::get_if<RealBounds>(&bounds_)) {
+    const auto value = flag->TryGet<double>();  // absl::optional
+    if (!value) return absl::InternalError(absl::StrCat("--", flag_, " is not a double flag"));
+    // Written so that NaN is out of every range.
+    in_range = (real->min_included ? *value >= real->min : *value > real->min) && *value <= real->max;
+    got = absl::StrCat(*value);
+  } else {
+    const auto& bounds = std::get<DurationBounds>(bounds_);
+    const auto value = flag->TryGet<absl::Duration>();
+    if (!value) return absl::InternalError(absl::StrCat("--", flag_, " is not a duration flag"));
+    in_range = *value >= bounds.min && *value <= bounds.max;
+    got = Written(*value);
+  }
+  if (in_range) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--", flag_, " must be ", Accepted(), "; got ", got));
+}
+
+absl::Status CheckFlagRanges(absl::Span<const FlagRange> ranges) {
+  for (const FlagRange& range : ranges) {
+    if (absl::Status checked = range.Check(); !checked.ok()) return checked;
+  }
+  return absl::OkStatus();
+}
+
+const FlagRange* FindFlagRange(absl::Span<const FlagRange> ranges, absl::string_view flag) {
+  for (const FlagRange& range : ranges) {
+    if (range.flag() == flag) return &range;
+  }
+  return nullptr;
+}
+
+}  // namespace dhpt

@@ -1,0 +1,72 @@
+#pragma once
+
+// The values each numeric flag of a binary accepts, in one table per binary, checked once the
+// command line and the DHPT_<FLAG> variables are parsed (ParseFlagsOnly, env_flags.h): a value
+// outside its range stops the process at start with exit status 2 and a message that gives the
+// range and what its special values mean, rather than a worker running with -1 threads or a
+// scheduler whose keepalive overflows. docs/deployment.md and docs/cli.md list the ranges.
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <variant>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+namespace dhpt {
+
+class FlagRange {
+ public:
+  static constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
+
+  // An int or int64_t flag: from `min` to `max`, both included. `meaning` says what special
+  // values mean ("0: one per core"), or is empty.
+  static FlagRange Integer(absl::string_view flag, int64_t min, int64_t max,
+                           absl::string_view meaning = "");
+  // A double flag: above `min` (or from it, when `min_included`) and at most `max`.
+  static FlagRange Real(absl::string_view flag, double min, bool min_included, double max,
+                        absl::string_view meaning = "");
+  // An absl::Duration flag: from `min` to `max`, both included.
+  static FlagRange Duration(absl::string_view flag, absl::Duration min, absl::Duration max,
+                            absl::string_view meaning = "");
+
+  absl::string_view flag() const { return flag_; }
+  // "between 1 and 1024", "at least 1", "above 0 and at most 1", "between 1s and 24h", then
+  // the meaning in parentheses.
+  std::string Accepted() const;
+  // OK when the flag's value is in range; else INVALID_ARGUMENT "--NAME must be ACCEPTED; got
+  // VALUE". INTERNAL when no flag of that name and type is registered (a table's mistake).
+  absl::Status Check() const;
+
+ private:
+  struct IntegerBounds {
+    int64_t min, max;
+  };
+  struct RealBounds {
+    double min;
+    bool min_included;
+    double max;
+  };
+  struct DurationBounds {
+    absl::Duration min, max;
+  };
+  FlagRange(absl::string_view flag, std::variant<IntegerBounds, RealBounds, DurationBounds> bounds,
+            absl::string_view meaning)
+      : flag_(flag), bounds_(bounds), meaning_(meaning) {}
+
+  std::string flag_;
+  std::variant<IntegerBounds, RealBounds, DurationBounds> bounds_;
+  std::string meaning_;
+};
+
+// The first range of `ranges` whose flag's value is outside it, as FlagRange::Check says; OK
+// when every value is in range.
+absl::Status CheckFlagRanges(absl::Span<const FlagRange> ranges);
+
+// The range of `flag` in `ranges`, or nullptr.
+const FlagRange* FindFlagRange(absl::Span<const FlagRange> ranges, absl::string_view flag);
+
+}  // namespace dhpt

@@ -1,0 +1,91 @@
+#include "services/common/flag_ranges.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "absl/flags/flag.h"
+
+ABSL_FLAG(int, range_test_threads, 0, "for the test");
+ABSL_FLAG(int64_t, range_test_bytes, 0, "for the test");
+ABSL_FLAG(double, range_test_share, 0.5, "for the test");
+ABSL_FLAG(absl::Duration, range_test_grace, absl::Seconds(5), "for the test");
+ABSL_FLAG(std::string, range_test_name, "", "for the test");
+
+namespace dhpt {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(FlagRangeTest, SaysTheRangeAndWhatItsSpecialValuesMean) {
+  EXPECT_EQ(FlagRange::Integer("range_test_threads", 0, 1024, "0: one per core").Accepted(),
+            "between 0 and 1024 (0: one per core)");
+  EXPECT_EQ(FlagRange::Integer("range_test_bytes", 1, FlagRange::kNoMax).Accepted(), "at least 1");
+  EXPECT_EQ(FlagRange::Real("range_test_share", 0, false, 1).Accepted(), "above 0 and at most 1");
+  EXPECT_EQ(FlagRange::Real("range_test_share", 0, true, 100).Accepted(), "between 0 and 100");
+  EXPECT_EQ(FlagRange::Duration("range_test_grace", absl::ZeroDuration(), absl::Minutes(10)).Accepted(),
+            "between 0s and 10m");
+}
+
+TEST(FlagRangeTest, EdgesAreInsideAndOneStepBeyondIsRefusedNamingTheFlagAndValue) {
+  const FlagRange threads = FlagRange::Integer("range_test_threads", 0, 1024, "0: one per core");
+  for (int edge : {0, 1024}) {
+    absl::SetFlag(&FLAGS_range_test_threads, edge);
+    EXPECT_TRUE(threads.Check().ok()) << edge;
+  }
+  absl::SetFlag(&FLAGS_range_test_threads, -1);
+  EXPECT_EQ(threads.Check().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(threads.Check().message(),
+            "--range_test_threads must be between 0 and 1024 (0: one per core); got -1");
+  absl::SetFlag(&FLAGS_range_test_threads, 1025);
+  EXPECT_THAT(std::string(threads.Check().message()), HasSubstr("got 1025"));
+
+  const FlagRange bytes = FlagRange::Integer("range_test_bytes", -1, FlagRange::kNoMax);
+  absl::SetFlag(&FLAGS_range_test_bytes, int64_t{1} << 62);
+  EXPECT_TRUE(bytes.Check().ok());
+  absl::SetFlag(&FLAGS_range_test_bytes, -2);
+  EXPECT_EQ(bytes.Check().message(), "--range_test_bytes must be at least -1; got -2");
+
+  const FlagRange share = FlagRange::Real("range_test_share", 0, false, 1);
+  absl::SetFlag(&FLAGS_range_test_share, 1.0);
+  EXPECT_TRUE(share.Check().ok());
+  for (double refused : {0.0, 1.0000001, std::nan("")}) {
+    absl::SetFlag(&FLAGS_range_test_share, refused);
+    EXPECT_EQ(share.Check().code(), absl::StatusCode::kInvalidArgument) << refused;
+  }
+
+  const FlagRange grace =
+      FlagRange::Duration("range_test_grace", absl::ZeroDuration(), absl::Minutes(10));
+  absl::SetFlag(&FLAGS_range_test_grace, absl::ZeroDuration());
+  EXPECT_TRUE(grace.Check().ok());
+  absl::SetFlag(&FLAGS_range_test_grace, absl::InfiniteDuration());
+  EXPECT_EQ(grace.Check().message(), "--range_test_grace must be between 0s and 10m; got inf");
+  absl::SetFlag(&FLAGS_range_test_grace, absl::Seconds(5));
+}
+
+TEST(FlagRangeTest, ATableNamingNoSuchFlagOrTheWrongTypeIsAnInternalError) {
+  EXPECT_EQ(FlagRange::Integer("range_test_missing", 0, 1).Check().code(),
+            absl::StatusCode::kInternal);
+  EXPECT_EQ(FlagRange::Integer("range_test_name", 0, 1).Check().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(FlagRange::Duration("range_test_threads", absl::ZeroDuration(), absl::Seconds(1))
+                .Check()
+                .code(),
+            absl::StatusCode::kInternal);
+}
+
+TEST(FlagRangeTest, CheckFlagRangesSaysTheFirstValueOutOfRange) {
+  absl::SetFlag(&FLAGS_range_test_threads, 2000);
+  absl::SetFlag(&FLAGS_range_test_share, 0.5);
+  const FlagRange ranges[] = {FlagRange::Real("range_test_share", 0, false, 1),
+                              FlagRange::Integer("range_test_threads", 0, 1024)};
+  EXPECT_THAT(std::string(CheckFlagRanges(ranges).message()),
+              HasSubstr("--range_test_threads must be between 0 and 1024; got 2000"));
+  absl::SetFlag(&FLAGS_range_test_threads, 0);
+  EXPECT_TRUE(CheckFlagRanges(ranges).ok());
+  EXPECT_EQ(FindFlagRange(ranges, "range_test_threads"), &ranges[1]);
+  EXPECT_EQ(FindFlagRange(ranges, "range_test_name"), nullptr);
+}
+
+}  // namespace
+}  // namespace dhpt
