@@ -39,8 +39,29 @@ absl::StatusOr<Response> Unary(std::unique_ptr<grpc::ClientContext> context, Cal
   return response;
 }
 
-// One page; asked for again while the scheduler's reply budget is spent (RESOURCE_EXHAUSTED:
-// other callers' pages are being sent), for up to StudyClient::kPageRetryWindow.
+// A read: a CANCELLED answer, which this client never asks for on a unary call, came from a
+// scheduler that is stopping (gRPC's Shutdown cancels the calls that reach it between the start
+// of its Shutdown and the GOAWAY it then sends; docs/deployment.md). A read is safe to repeat,
+// so it is asked again, StudyClient::kCancelledReadTries times at most, 50 ms apart and
+// doubling: by then the stopping scheduler refuses it UNAVAILABLE or its port is closed, or a
+// restarted one answers.
+template <typename Response, typename Call>
+absl::StatusOr<Response> Read(
+    const std::function<std::unique_ptr<grpc::ClientContext>()>& new_context, Call call) {
+  absl::Duration pause = absl::Milliseconds(50);
+  for (int tries = 1;; ++tries) {
+    absl::StatusOr<Response> response = Unary<Response>(new_context(), call);
+    if (!absl::IsCancelled(response.status()) || tries == StudyClient::kCancelledReadTries) {
+      return response;
+    }
+    absl::SleepFor(pause);
+    pause *= 2;
+  }
+}
+
+// One page (a read); asked for again while the scheduler's reply budget is spent
+// (RESOURCE_EXHAUSTED: other callers' pages are being sent), for up to
+// StudyClient::kPageRetryWindow.
 template <typename Response, typename Request, typename Call>
 absl::StatusOr<Response> Page(
     const std::function<std::unique_ptr<grpc::ClientContext>()>& new_context,
@@ -48,7 +69,7 @@ absl::StatusOr<Response> Page(
   const absl::Time give_up = absl::Now() + StudyClient::kPageRetryWindow;
   absl::Duration pause = absl::Milliseconds(100);
   while (true) {
-    auto response = Unary<Response>(new_context(), [&](grpc::ClientContext* c, Response* r) {
+    auto response = Read<Response>(new_context, [&](grpc::ClientContext* c, Response* r) {
       return call(c, request, r);
     });
     if (response.ok() || !absl::IsResourceExhausted(response.status()) ||
@@ -98,9 +119,10 @@ absl::StatusOr<v1::Study> StudyClient::CreateStudy(const v1::StudySpec& spec) {
 absl::StatusOr<v1::Study> StudyClient::GetStudy(const std::string& name) {
   v1::GetStudyRequest request;
   request.set_name(name);
-  return Unary<v1::Study>(NewContext(), [&](grpc::ClientContext* c, v1::Study* r) {
-    return stub_->GetStudy(c, request, r);
-  });
+  return Read<v1::Study>([this] { return NewContext(); },
+                         [&](grpc::ClientContext* c, v1::Study* r) {
+                           return stub_->GetStudy(c, request, r);
+                         });
 }
 
 absl::StatusOr<std::vector<v1::Study>> StudyClient::ListStudies() {
@@ -124,8 +146,8 @@ absl::Status StudyClient::DeleteStudy(const std::string& name, bool force) {
 }
 
 absl::StatusOr<std::vector<v1::Worker>> StudyClient::ListWorkers() {
-  auto response = Unary<v1::ListWorkersResponse>(
-      NewContext(), [&](grpc::ClientContext* c, v1::ListWorkersResponse* r) {
+  auto response = Read<v1::ListWorkersResponse>(
+      [this] { return NewContext(); }, [&](grpc::ClientContext* c, v1::ListWorkersResponse* r) {
         return stub_->ListWorkers(c, v1::ListWorkersRequest(), r);
       });
   if (!response.ok()) return response.status();
@@ -201,9 +223,10 @@ absl::StatusOr<v1::Study> StudyClient::ImportStudy(const v1::StudyExport& export
 absl::StatusOr<v1::Trial> StudyClient::GetBestTrial(const std::string& study) {
   v1::GetBestTrialRequest request;
   request.set_study(study);
-  return Unary<v1::Trial>(NewContext(), [&](grpc::ClientContext* c, v1::Trial* r) {
-    return stub_->GetBestTrial(c, request, r);
-  });
+  return Read<v1::Trial>([this] { return NewContext(); },
+                         [&](grpc::ClientContext* c, v1::Trial* r) {
+                           return stub_->GetBestTrial(c, request, r);
+                         });
 }
 
 absl::StatusOr<v1::GetParetoFrontResponse> StudyClient::GetParetoFront(const std::string& study) {
@@ -211,8 +234,9 @@ absl::StatusOr<v1::GetParetoFrontResponse> StudyClient::GetParetoFront(const std
   request.set_study(study);
   v1::GetParetoFrontResponse front;
   do {
-    absl::StatusOr<v1::GetParetoFrontResponse> page = Unary<v1::GetParetoFrontResponse>(
-        NewContext(), [&](grpc::ClientContext* c, v1::GetParetoFrontResponse* r) {
+    absl::StatusOr<v1::GetParetoFrontResponse> page = Read<v1::GetParetoFrontResponse>(
+        [this] { return NewContext(); },
+        [&](grpc::ClientContext* c, v1::GetParetoFrontResponse* r) {
           return stub_->GetParetoFront(c, request, r);
         });
     if (!page.ok()) return page.status();
@@ -227,8 +251,9 @@ absl::StatusOr<v1::GetParetoFrontResponse> StudyClient::GetParetoFront(const std
 
 absl::StatusOr<v1::GetParamImportancesResponse> StudyClient::GetParamImportances(
     const v1::GetParamImportancesRequest& request) {
-  return Unary<v1::GetParamImportancesResponse>(
-      NewContext(), [&](grpc::ClientContext* c, v1::GetParamImportancesResponse* r) {
+  return Read<v1::GetParamImportancesResponse>(
+      [this] { return NewContext(); },
+      [&](grpc::ClientContext* c, v1::GetParamImportancesResponse* r) {
         return stub_->GetParamImportances(c, request, r);
       });
 }

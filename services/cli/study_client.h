@@ -44,6 +44,9 @@ class StudyClient {
   // A scheduler busy sending other callers' pages answers RESOURCE_EXHAUSTED: a page is asked
   // for again, with growing pauses (100 ms up to 2 s), for this long.
   static constexpr absl::Duration kPageRetryWindow = absl::Seconds(60);
+  // How often a read (Get*, List*, ExportStudy) is sent when a stopping scheduler answers it
+  // CANCELLED (study_client.cc, Read); a write is never sent twice for it.
+  static constexpr int kCancelledReadTries = 5;
   absl::StatusOr<v1::Trial> GetBestTrial(const std::string& study);
   // The whole front (all pages), with its hypervolume as of the last page.
   absl::StatusOr<v1::GetParetoFrontResponse> GetParetoFront(const std::string& study);

@@ -1,5 +1,6 @@
 #include "services/scheduler/worker_session.h"
 
+#include "absl/strings/str_cat.h"
 #include "services/common/grpc_status.h"
 #include "services/common/transport_security.h"
 
@@ -68,6 +69,7 @@ void WorkerSession::Send(v1::SchedulerMessage message) {
 
 void WorkerSession::Close(const absl::Status& status) {
   absl::MutexLock lock(&mutex_);
+  if (!ended_by_scheduler_) ended_by_scheduler_ = status;
   CloseLocked(status);
 }
 
@@ -99,10 +101,21 @@ void WorkerSession::OnWriteDone(bool ok) {
 
 void WorkerSession::OnReadDone(bool ok) {
   if (!ok) {
-    // The worker closed its side or the connection dropped: release its trials now.
-    core_->DisconnectWorker(session_, "stream closed by the worker");
-    session_ = 0;
-    Close(absl::OkStatus());
+    bool ended_by_scheduler = false;
+    {
+      absl::MutexLock lock(&mutex_);
+      ended_by_scheduler = ended_by_scheduler_.has_value();
+    }
+    // Not under mutex_: the core calls Close under its own lock.
+    if (!ended_by_scheduler) {
+      // The worker closed its side or the connection dropped: release its trials now.
+      core_->DisconnectWorker(session_, "stream closed by the worker");
+      session_ = 0;
+    }
+    // Else the scheduler ended the stream, and the read ends because the worker closed its side
+    // in answer or because the call was cut; only OnDone knows which (OnCancel comes first).
+    absl::MutexLock lock(&mutex_);
+    CloseLocked(absl::OkStatus());
     return;
   }
   HandleMessage();
@@ -133,13 +146,33 @@ void WorkerSession::HandleMessage() {
 }
 
 void WorkerSession::OnCancel() {
-  // The worker went away or the server is shutting down; Finish is still ours to call.
-  Close(absl::CancelledError("stream cancelled"));
+  // The worker went away, or the server cut the call at the end of its shutdown grace; Finish
+  // is still ours to call.
+  absl::MutexLock lock(&mutex_);
+  cut_ = true;
+  CloseLocked(absl::CancelledError("stream cancelled"));
+}
+
+std::string WorkerSession::EndReasonLocked() const {
+  if (!ended_by_scheduler_) return cut_ ? "the stream was cut" : "stream ended";
+  // Not cut: the stream ended with the scheduler's status, whether or not the worker (maybe
+  // frozen, but idle) read it; gRPC does not tell the two apart.
+  return absl::StrCat("the scheduler ended the stream (", ended_by_scheduler_->message(), ")",
+                      cut_ ? " and the worker did not answer before its call was cut (a frozen "
+                             "or unreachable worker; at a stop, after --shutdown_grace)"
+                           : "");
 }
 
 void WorkerSession::OnDone() {
   unintroduced_->Remove(this);
-  if (session_ != 0) core_->DisconnectWorker(session_, "stream ended");
+  if (session_ != 0) {
+    std::string reason;
+    {
+      absl::MutexLock lock(&mutex_);
+      reason = EndReasonLocked();
+    }
+    core_->DisconnectWorker(session_, reason);
+  }
   delete this;
 }
 

@@ -69,6 +69,9 @@ class WorkerSession : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Sche
   void CloseLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Finishes the call with `status` when the outbox says it is time.
   void FinishIfDue(std::optional<absl::Status> status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Why the stream ended, for the log's "disconnected (...)" line: who ended it, and whether
+  // the worker answered or its call was cut.
+  std::string EndReasonLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   SchedulerCore* const core_;
   const std::vector<std::string> peer_names_;
@@ -80,6 +83,10 @@ class WorkerSession : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Sche
   absl::Mutex mutex_;
   // Also how the stream ends (End, TakeFinish).
   rpc::StreamOutbox<v1::SchedulerMessage> outbox_ ABSL_GUARDED_BY(mutex_);
+  // The reason the scheduler ended the stream with (Close), if it did.
+  std::optional<absl::Status> ended_by_scheduler_ ABSL_GUARDED_BY(mutex_);
+  // The call was cancelled (OnCancel): the worker's connection dropped, or the server cut it.
+  bool cut_ ABSL_GUARDED_BY(mutex_) = false;
 };
 
 // WorkerService: each Connect gets a WorkerSession.

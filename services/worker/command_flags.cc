@@ -11,6 +11,7 @@
 #include "services/common/status_macros.h"
 #include "services/worker/command_launch.h"
 #include "services/worker/command_registry.h"
+#include "services/worker/worker_workdir.h"
 #include "services/worker/process_tree.h"
 
 ABSL_FLAG(std::vector<std::string>, command, {},
@@ -97,6 +98,9 @@ absl::Status CommandsFromFlags(std::vector<std::string> commands,
   if (absl::Status ready = PrepareWorkdirRoot(root, &made); !ready.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--command_workdir: ", ready.message()));
   }
+  // Before this worker locks its own marker: closing a marker it looked at would drop its own
+  // lock (a POSIX lock belongs to the process).
+  if (!made) RemoveEndedWorkersWorkdirs(root);
   // Trial ids repeat across schedulers: a worker's trials go in a directory of its own.
   absl::StatusOr<std::string> own = MakeWorkerWorkdir(root);
   if (!own.ok()) {

@@ -173,14 +173,6 @@ absl::Status PrepareWorkdirRoot(const std::string& root, bool* made) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> MakeWorkerWorkdir(const std::string& root) {
-  std::string pattern = absl::StrCat(root, "/worker-XXXXXX");
-  if (mkdtemp(pattern.data()) == nullptr) {
-    return absl::FailedPreconditionError(Errno("cannot make a directory in", root));
-  }
-  return pattern;
-}
-
 absl::StatusOr<std::string> MakeTrialWorkdir(const std::string& root, const v1::Assign& assign) {
   // The worker's directory, or the one it is in, may have gone since start-up (a tmp
   // cleaner): made again, checked again. Its name is the worker's own (random).

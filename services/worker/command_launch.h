@@ -47,11 +47,7 @@ std::vector<std::string> CommandEnvironmentVariables(const RegisteredCommand& co
 // this user or root, so that no one else can swap a trial's directory under it. `made` (may be
 // null) says whether this call made it.
 absl::Status PrepareWorkdirRoot(const std::string& root, bool* made = nullptr);
-// ROOT/worker-XXXXXX (mkdtemp, mode 0700), this worker process's own directory in the
-// --command_workdir `root` (prepared): its trials' directories go there, so that workers sharing
-// one root never touch each other's trials, nor what else the root holds.
-absl::StatusOr<std::string> MakeWorkerWorkdir(const std::string& root);
-// ROOT/trial-ID-ATTEMPT in the worker's own directory `root`, mode 0700; when that exists (the
+// ROOT/trial-ID-ATTEMPT in the worker's own directory `root` (worker_workdir.h), mode 0700; when that exists (the
 // same trial id and attempt again in this process) ROOT/trial-ID-ATTEMPT-XXXXXX. Nothing that
 // exists is removed.
 absl::StatusOr<std::string> MakeTrialWorkdir(const std::string& root, const v1::Assign& assign);

@@ -41,6 +41,7 @@
 #include "services/worker/worker_client.h"
 #include "services/worker/worker_core.h"
 #include "services/worker/worker_metrics.h"
+#include "services/worker/worker_workdir.h"
 #include "services/worker/xgboost_trainer.h"
 
 ABSL_FLAG(std::string, scheduler, "localhost:50051", "the scheduler's HOST:PORT");
@@ -375,7 +376,7 @@ class OwnCommandWorkdir {
       : own_(trainers.command_names.empty() ? "" : trainers.command_workdir),
         made_(trainers.command_names.empty() ? "" : trainers.command_workdir_made) {}
   ~OwnCommandWorkdir() {
-    if (!own_.empty()) rmdir(own_.c_str());
+    if (!own_.empty()) RemoveOwnWorkdir(own_);
     if (!made_.empty()) rmdir(made_.c_str());
   }
   OwnCommandWorkdir(const OwnCommandWorkdir&) = delete;

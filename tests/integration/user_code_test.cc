@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
@@ -459,6 +461,77 @@ TEST(UserCodeTest, AGivenWorkdirNamedLikeTheDefaultSurvivesTheWorkersExit) {
   ASSERT_TRUE(std::filesystem::is_directory(given)) << output.text();
   EXPECT_THAT(output.text(), HasSubstr("trials work in " + given + "/worker-"));
   EXPECT_TRUE(std::filesystem::is_empty(given));  // Its own directory in it is gone.
+}
+
+// The worker-XXXXXX directories in `root`.
+std::set<std::string> WorkerDirectories(const std::string& root) {
+  std::set<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator(root)) {
+    const std::string name = entry.path().filename().string();
+    if (absl::StartsWith(name, "worker-")) found.insert(name);
+  }
+  return found;
+}
+
+// A worker killed (SIGKILL) mid-trial leaves its worker-XXXXXX directory, trial and all; the
+// next worker given the same --command_workdir removes it, since the marker's lock says its
+// worker has ended. A live worker's directory stays, and so does what the user keeps there,
+// a directory named like a worker's (without a marker) included. Before, the killed worker's
+// directory stayed for good.
+TEST(UserCodeTest, AKilledWorkersDirectoryIsRemovedByTheNextWorkerALiveOnesIsKept) {
+  TempDirectory dir;
+  const std::string shared = dir.path() + "/work";
+  std::filesystem::create_directories(shared + "/worker-user01");
+  std::ofstream(shared + "/worker-user01/keep") << "the user's\n";
+  std::ofstream(shared + "/keep") << "the user's\n";
+  const std::string started = dir.path() + "/started";
+  const std::string script = WriteScript(
+      dir.path(), "busy.sh", absl::StrCat("echo working > \"$HOME/file\"\ntouch '", started,
+                                          "'\nwhile :; do sleep 1; done\n"));
+  TestCluster cluster(0);
+  const std::vector<std::string> flags = {"--command=busy=" + script,
+                                          "--command_workdir=" + shared};
+  cli::ChildProcess& killed = cluster.SpawnWorkerProcess("killed", 1, "dhpt-cpu-worker", flags);
+  ASSERT_TRUE(cluster.client().CreateStudy(Spec(R"(
+name: busy
+model: {kind: COMMAND, command: busy}
+objective: {metric: loss, goal: MINIMIZE}
+parameters: [{name: x, double_range: {min: 0, max: 1}}]
+max_trials: 1
+)")).ok());
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(started); }));
+  std::set<std::string> before = WorkerDirectories(shared);
+  before.erase("worker-user01");
+  ASSERT_EQ(before.size(), 1u);
+  const std::string left = *before.begin();
+  killed.Signal(SIGKILL);
+  ASSERT_TRUE(WaitForExit(killed));
+  ASSERT_TRUE(std::filesystem::exists(shared + "/" + left + "/trial-1-1/file"));  // Left behind.
+
+  const auto started_worker = [&](const std::string& id) {
+    cluster.SpawnWorkerProcess(id, 1, "dhpt-cpu-worker", flags);
+    // Its own directory is made after the removal, before it connects.
+    EXPECT_TRUE(WaitFor([&] {
+      absl::StatusOr<std::vector<v1::Worker>> workers = cluster.client().ListWorkers();
+      return workers.ok() && std::any_of(workers->begin(), workers->end(),
+                                         [&](const v1::Worker& w) { return w.worker_id() == id; });
+    }));
+  };
+  started_worker("next");
+  std::set<std::string> after = WorkerDirectories(shared);
+  EXPECT_FALSE(after.count(left)) << left << " is left";
+  EXPECT_TRUE(after.count("worker-user01"));
+  after.erase("worker-user01");
+  ASSERT_EQ(after.size(), 1u);
+  const std::string live = *after.begin();
+
+  started_worker("third");
+  EXPECT_TRUE(std::filesystem::exists(shared + "/" + live)) << "the live worker's was removed";
+  EXPECT_EQ(WorkerDirectories(shared).size(), 3u);  // The user's, next's and third's.
+  for (const std::string& kept : {shared + "/keep", shared + "/worker-user01/keep"}) {
+    std::ifstream file(kept);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(file), {}), "the user's\n") << kept;
+  }
 }
 
 }  // namespace

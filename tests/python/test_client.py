@@ -2,11 +2,14 @@
 (the same files and variables), and clear errors instead of gRPC tracebacks."""
 
 import subprocess
+from concurrent import futures
 
+import grpc
 import pytest
 
 import dhpt
 from conftest import Scheduler
+from dhpt.client import common_pb, pb, pb_grpc
 
 CERTS = """set -e; ec='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1'
 for ca in ca other-ca; do openssl req -x509 $ec -nodes -days 2 -keyout $ca.key -out $ca.crt -subj /CN=$ca 2>/dev/null; done
@@ -100,3 +103,48 @@ def test_mutual_tls(tmp_path, certs):
             dhpt.get_all_studies(client=without)
     finally:
         scheduler.kill()
+
+
+class CancelsFirst(pb_grpc.StudyServiceServicer):
+    """A fault, not a scheduler: answers each method CANCELLED `times` times, as a stopping
+    scheduler answers the calls that reach it while gRPC's Shutdown begins, then as one would."""
+
+    def __init__(self, times):
+        self.left = {"GetStudy": times, "StopStudy": times}
+        self.calls = {"GetStudy": 0, "StopStudy": 0}
+
+    def _cut(self, method, context):
+        self.calls[method] += 1
+        if self.left[method] > 0:
+            self.left[method] -= 1
+            context.abort(grpc.StatusCode.CANCELLED, "Cancelled")
+
+    def GetStudy(self, request, context):
+        self._cut("GetStudy", context)
+        return common_pb.Study(spec=common_pb.StudySpec(name=request.name))
+
+    def StopStudy(self, request, context):
+        self._cut("StopStudy", context)
+        return common_pb.Study(spec=common_pb.StudySpec(name=request.name))
+
+
+@pytest.fixture
+def cancelling_server():
+    servicer = CancelsFirst(times=2)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    pb_grpc.add_StudyServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield servicer, f"127.0.0.1:{port}"
+    server.stop(None)
+
+
+def test_a_read_answered_cancelled_is_asked_again_a_write_is_not(cancelling_server):
+    servicer, address = cancelling_server
+    client = dhpt.Client(address, retry_seconds=10)
+    assert client.call("GetStudy", pb.GetStudyRequest(name="s")).spec.name == "s"
+    assert servicer.calls["GetStudy"] == 3  # Two cut, the third answered.
+    with pytest.raises(dhpt.DhptError) as refused:
+        client.call("StopStudy", pb.StopStudyRequest(name="s"))
+    assert refused.value.code == "CANCELLED"
+    assert servicer.calls["StopStudy"] == 1  # A write is never sent twice for a CANCELLED.
