@@ -75,6 +75,22 @@ def test_tell_by_another_client_or_twice_is_a_clear_error(scheduler, client):
     assert study.best_trial.value == 1.0
 
 
+def test_a_trial_told_to_another_study_is_refused_and_changes_neither(client):
+    first, second = make(client), dhpt.create_study(
+        "at-too", space={"x": dhpt.float_range(-5.0, 5.0)}, objective="loss", max_trials=4,
+        client=client)
+    theirs, ours = second.ask(), first.ask()
+    assert theirs.number == ours.number == 0
+    # It completed this study's trial 0, of the same number, with the other's result, silently.
+    with pytest.raises(dhpt.InvalidArgument, match="'at-too'"):
+        first.tell(theirs, 1.0)
+    with pytest.raises(dhpt.InvalidArgument, match="its own study"):
+        first.tell(second.trials[0], 1.0)  # A FrozenTrial names its study too.
+    assert [t.state for t in first.trials] == [dhpt.TrialState.RUNNING]
+    assert second.tell(theirs, 2.0).value == 2.0
+    assert first.tell(ours, 3.0).value == 3.0
+
+
 def test_two_clients_racing_to_tell_one_wins(tmp_path):
     scheduler = Scheduler(tmp_path, ["--client_lease=1s"])
     try:
