@@ -121,8 +121,9 @@ class Client:
         self.close()
 
     def call(self, method, request, *, retry=True, timeout=None):
-        """StudyService.<method>(request). With `retry` (calls safe to repeat), UNAVAILABLE is
-        retried with backoff for retry_seconds; any refusal raises a dhpt.errors exception."""
+        """StudyService.<method>(request). With `retry` (calls safe to repeat), UNAVAILABLE and
+        CANCELLED are retried with backoff for retry_seconds; any refusal raises a dhpt.errors
+        exception."""
         deadline = time.monotonic() + self.retry_seconds
         backoff = 0.05
         while True:
@@ -134,12 +135,15 @@ class Client:
                     request, timeout=timeout or max(left, 1.0), wait_for_ready=retry)
             except grpc.RpcError as e:
                 code = e.code()
-                if retry and code in (grpc.StatusCode.UNAVAILABLE,
+                # CANCELLED too: this client never cancels a call, but a scheduler that stops
+                # (SIGTERM) cancels the calls that reached it as it shut down (the CLI's watch
+                # reads it the same way): as a restart, not a refusal.
+                if retry and code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
                                       grpc.StatusCode.DEADLINE_EXCEEDED) and left > 0:
                     time.sleep(min(backoff, max(left, 0)) * (0.5 + random.random() / 2))
                     backoff = min(backoff * 2, 1.0)
                     continue
-                if retry and code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                if retry and code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
                     # wait_for_ready waited all this time for a connection that never came.
                     raise errors.Unavailable(
                         f"cannot reach the scheduler at {self.scheduler} within "
