@@ -268,6 +268,17 @@ TEST(HardeningTest, AStudyNameOfAnyLengthIsRefusedWithItsOwnStatusAndAShortQuote
   ASSERT_TRUE(scheduler.alive());
 }
 
+TEST(HardeningTest, AWorkerIdTheSchedulerWouldRefuseStopsTheWorkerAtStart) {
+  SchedulerProcess scheduler;
+  // It connected, was refused (hello.worker_id: longer than 128 bytes) and retried for ever,
+  // never taking a trial: `timeout` ended it (124).
+  auto [code, output] = RunCommandLine(
+      absl::StrCat("timeout 30 " DHPT_BIN_DIR "/dhpt-cpu-worker --scheduler=", scheduler.address(),
+                   " --worker_id=", std::string(129, 'w'), " </dev/null"));
+  EXPECT_EQ(code, 2) << output;
+  EXPECT_THAT(output, HasSubstr("--worker_id: 129 bytes, more than the 128 a scheduler takes"));
+}
+
 TEST(HardeningTest, ForgedResultsImpostorsAndFloodsAreRefused) {
   // Long leases: these raw workers send no heartbeats.
   SchedulerProcess scheduler({"--heartbeat_interval=60s"});
