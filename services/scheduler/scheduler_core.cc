@@ -22,6 +22,7 @@
 #include "services/scheduler/pareto_front.h"
 #include "services/scheduler/scheduler_core_internal.h"
 #include "services/scheduler/placement.h"
+#include "services/study/spec_errors.h"
 #include "services/study/spec_translation.h"
 #include "services/study/spec_validation.h"
 #include "services/study/trial_outcome.h"
@@ -375,7 +376,12 @@ absl::StatusOr<const SchedulerCore::StudyEntry*> SchedulerCore::FindSummaryLocke
     absl::string_view name) const {
   if (name.empty()) return absl::InvalidArgumentError("name: the study's name is required");
   auto it = studies_.find(name);
-  if (it == studies_.end()) return absl::NotFoundError(absl::StrCat("no study named \"", name, "\""));
+  // Quoted cut short: a name of any length (up to the message limit) would otherwise come back
+  // whole in the status, past the 8 KiB of metadata a gRPC client takes by default, which then
+  // reports RESOURCE_EXHAUSTED "received initial metadata size exceeds limit" instead.
+  if (it == studies_.end()) {
+    return absl::NotFoundError(absl::StrCat("no study named ", study::Quote(name)));
+  }
   return it->second.get();
 }
 

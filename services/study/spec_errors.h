@@ -18,7 +18,11 @@ inline absl::Status Invalid(absl::string_view field, absl::string_view message) 
 inline std::string Quote(absl::string_view text) {
   constexpr size_t kQuoted = 64;
   if (text.size() <= kQuoted) return absl::StrCat("\"", text, "\"");
-  return absl::StrCat("\"", text.substr(0, kQuoted), "...\" (", text.size(), " bytes)");
+  // Cut before a character, not inside one: a message that is not UTF-8 reaches a Python
+  // client decoded as Latin-1, every accented letter in it garbled.
+  size_t cut = kQuoted;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xc0) == 0x80) --cut;
+  return absl::StrCat("\"", text.substr(0, cut), "...\" (", text.size(), " bytes)");
 }
 
 }  // namespace dhpt::study

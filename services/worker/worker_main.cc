@@ -93,6 +93,10 @@ ABSL_FLAG(int, metrics_port, -1,
 namespace dhpt::worker {
 namespace {
 
+// The longest hello.worker_id the scheduler takes (its kMaxWorkerIdBytes): it refuses a longer
+// one at every connect, and the worker would only retry, never taking a trial.
+constexpr size_t kMaxWorkerIdBytes = 128;
+
 std::string Hostname() {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
@@ -246,6 +250,11 @@ StopWith CheckFlags(int argc, char** argv, const WorkerKind& kind, WorkerIdentit
   }
   identity.worker_id = absl::GetFlag(FLAGS_worker_id);
   if (identity.worker_id.empty()) identity.worker_id = absl::StrCat(Hostname(), "-", getpid());
+  if (identity.worker_id.size() > kMaxWorkerIdBytes) {
+    std::fprintf(stderr, "%s: --worker_id: %zu bytes, more than the %zu a scheduler takes\n",
+                 kind.binary, identity.worker_id.size(), kMaxWorkerIdBytes);
+    return 2;
+  }
   identity.node = absl::GetFlag(FLAGS_node_name);
   if (identity.node.empty() && std::getenv("NODE_NAME") != nullptr) {
     identity.node = std::getenv("NODE_NAME");

@@ -249,6 +249,36 @@ TEST(HardeningTest, AGarbledWatchRequestIsRefusedNotFatal) {
   EXPECT_EQ(client.GetStudy("watched")->spec().name(), "watched");
 }
 
+TEST(HardeningTest, AStudyNameOfAnyLengthIsRefusedWithItsOwnStatusAndAShortQuote) {
+  SchedulerProcess scheduler;
+  cli::StudyClient client(scheduler.address());
+  // Quoted whole, a 20,000-byte name came back past the 8 KiB of metadata a client takes by
+  // default, and the caller saw RESOURCE_EXHAUSTED "received initial metadata size exceeds
+  // limit" instead of NOT_FOUND.
+  absl::StatusOr<v1::Study> long_name = client.GetStudy(std::string(20000, 'a'));
+  EXPECT_TRUE(absl::IsNotFound(long_name.status())) << long_name.status();
+  EXPECT_THAT(long_name.status().message(), HasSubstr("...\" (20000 bytes)"));
+  EXPECT_LT(long_name.status().message().size(), 200u);
+  // Cut before a character, never inside one (two bytes each here, after one of one byte).
+  std::string accented = "a";
+  for (int i = 0; i < 5000; ++i) accented += "\xc3\xa9";
+  absl::StatusOr<v1::Study> stopped = client.StopStudy(accented);
+  EXPECT_TRUE(absl::IsNotFound(stopped.status())) << stopped.status();
+  EXPECT_THAT(stopped.status().message(), HasSubstr("\xc3\xa9...\" (10001 bytes)"));
+  ASSERT_TRUE(scheduler.alive());
+}
+
+TEST(HardeningTest, AWorkerIdTheSchedulerWouldRefuseStopsTheWorkerAtStart) {
+  SchedulerProcess scheduler;
+  // It connected, was refused (hello.worker_id: longer than 128 bytes) and retried for ever,
+  // never taking a trial: `timeout` ended it (124).
+  auto [code, output] = RunCommandLine(
+      absl::StrCat("timeout 30 " DHPT_BIN_DIR "/dhpt-cpu-worker --scheduler=", scheduler.address(),
+                   " --worker_id=", std::string(129, 'w'), " </dev/null"));
+  EXPECT_EQ(code, 2) << output;
+  EXPECT_THAT(output, HasSubstr("--worker_id: 129 bytes, more than the 128 a scheduler takes"));
+}
+
 TEST(HardeningTest, ForgedResultsImpostorsAndFloodsAreRefused) {
   // Long leases: these raw workers send no heartbeats.
   SchedulerProcess scheduler({"--heartbeat_interval=60s"});

@@ -110,8 +110,8 @@ class CancelsFirst(pb_grpc.StudyServiceServicer):
     scheduler answers the calls that reach it while gRPC's Shutdown begins, then as one would."""
 
     def __init__(self, times):
-        self.left = {"GetStudy": times, "StopStudy": times}
-        self.calls = {"GetStudy": 0, "StopStudy": 0}
+        self.left = {"GetStudy": times, "EnqueueTrial": times}
+        self.calls = {"GetStudy": 0, "EnqueueTrial": 0}
 
     def _cut(self, method, context):
         self.calls[method] += 1
@@ -123,9 +123,9 @@ class CancelsFirst(pb_grpc.StudyServiceServicer):
         self._cut("GetStudy", context)
         return common_pb.Study(spec=common_pb.StudySpec(name=request.name))
 
-    def StopStudy(self, request, context):
-        self._cut("StopStudy", context)
-        return common_pb.Study(spec=common_pb.StudySpec(name=request.name))
+    def EnqueueTrial(self, request, context):
+        self._cut("EnqueueTrial", context)
+        return common_pb.Trial(number=7)
 
 
 @pytest.fixture
@@ -139,12 +139,12 @@ def cancelling_server():
     server.stop(None)
 
 
-def test_a_read_answered_cancelled_is_asked_again_a_write_is_not(cancelling_server):
+def test_a_call_answered_cancelled_is_asked_again_unless_unsafe_to_repeat(cancelling_server):
     servicer, address = cancelling_server
     client = dhpt.Client(address, retry_seconds=10)
     assert client.call("GetStudy", pb.GetStudyRequest(name="s")).spec.name == "s"
     assert servicer.calls["GetStudy"] == 3  # Two cut, the third answered.
     with pytest.raises(dhpt.DhptError) as refused:
-        client.call("StopStudy", pb.StopStudyRequest(name="s"))
+        client.call("EnqueueTrial", pb.EnqueueTrialRequest(study="s"), retry=False)
     assert refused.value.code == "CANCELLED"
-    assert servicer.calls["StopStudy"] == 1  # A write is never sent twice for a CANCELLED.
+    assert servicer.calls["EnqueueTrial"] == 1  # A call unsafe to repeat is sent once.

@@ -2,12 +2,13 @@
 ids (a restarted evaluator gets its trial back), racing results, and bad input."""
 
 import math
+import signal
 import threading
 
 import pytest
 
 import dhpt
-from conftest import Scheduler
+from conftest import Scheduler, wait_until
 
 
 def make(client, name="at", **kwargs):
@@ -75,6 +76,22 @@ def test_tell_by_another_client_or_twice_is_a_clear_error(scheduler, client):
     assert study.best_trial.value == 1.0
 
 
+def test_a_trial_told_to_another_study_is_refused_and_changes_neither(client):
+    first, second = make(client), dhpt.create_study(
+        "at-too", space={"x": dhpt.float_range(-5.0, 5.0)}, objective="loss", max_trials=4,
+        client=client)
+    theirs, ours = second.ask(), first.ask()
+    assert theirs.number == ours.number == 0
+    # It completed this study's trial 0, of the same number, with the other's result, silently.
+    with pytest.raises(dhpt.InvalidArgument, match="'at-too'"):
+        first.tell(theirs, 1.0)
+    with pytest.raises(dhpt.InvalidArgument, match="its own study"):
+        first.tell(second.trials[0], 1.0)  # A FrozenTrial names its study too.
+    assert [t.state for t in first.trials] == [dhpt.TrialState.RUNNING]
+    assert second.tell(theirs, 2.0).value == 2.0
+    assert first.tell(ours, 3.0).value == 3.0
+
+
 def test_two_clients_racing_to_tell_one_wins(tmp_path):
     scheduler = Scheduler(tmp_path, ["--client_lease=1s"])
     try:
@@ -124,6 +141,49 @@ def test_a_killed_evaluator_restarted_with_its_id_gets_its_trial_back(scheduler,
     assert dhpt.load_study("at", client=client).ask().number != number
     second = children(code, env)
     assert int(second.line()) == number
+
+
+def test_evaluators_ride_out_a_graceful_scheduler_restart(tmp_path):
+    scheduler = Scheduler(tmp_path)
+    try:
+        dhpt.create_study("restarted", space={"x": dhpt.float_range(0.0, 1.0)}, objective="loss",
+                          max_trials=100000, parallel_trials=100,
+                          client=dhpt.Client(scheduler.address))
+        done, lock, told, refused = threading.Event(), threading.Lock(), {}, []
+
+        def evaluate(k):
+            study = dhpt.load_study("restarted", client=dhpt.Client(
+                scheduler.address, client_id=f"evaluator-{k}", retry_seconds=30))
+            while not done.is_set():
+                try:
+                    trial = study.ask()
+                    study.tell(trial, trial.number + 0.5)
+                    with lock:
+                        told[trial.number] = trial.number + 0.5
+                except dhpt.DhptError as e:  # A call the scheduler's stop cut: CANCELLED.
+                    with lock:
+                        refused.append(f"{type(e).__name__}: {e}")
+
+        threads = [threading.Thread(target=evaluate, args=(k,)) for k in range(4)]
+        for thread in threads:
+            thread.start()
+        for _ in range(3):
+            wait_until(lambda: len(told) > 50, "trials told before the stop")
+            scheduler.process.send_signal(signal.SIGTERM)  # Graceful: calls in flight end first.
+            scheduler.process.wait()
+            told_before = len(told)
+            scheduler.start()
+            wait_until(lambda: len(told) > told_before, "trials told after the restart")
+        done.set()
+        for thread in threads:
+            thread.join()
+        assert refused == []
+        stored = {t.number: t for t in dhpt.load_study(
+            "restarted", client=dhpt.Client(scheduler.address)).trials}
+        assert all(stored[n].state == dhpt.TrialState.COMPLETED and stored[n].value == v
+                   for n, v in told.items())
+    finally:
+        scheduler.kill()
 
 
 def test_report_renews_the_lease_and_should_prune_follows_the_studys_rule(client):

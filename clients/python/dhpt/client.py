@@ -35,12 +35,6 @@ MIN_TOKEN_CHARS = 16
 # As large as the scheduler may answer (a long study's ListTrials page; kMaxReplyBytes).
 MAX_REPLY_BYTES = 256 << 20
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9._\-@:]{1,128}$")
-# The reads. One answered CANCELLED (which this client never asks for on a unary call) was cut
-# by a stopping scheduler: gRPC's Shutdown cancels the calls that reach it between the start of
-# its Shutdown and the GOAWAY it then sends (docs/deployment.md). A read is asked again; a
-# write, even one safe to repeat, is not sent twice for it.
-_READS = frozenset({"GetStudy", "ListStudies", "ListTrials", "ListWorkers", "GetBestTrial",
-                    "GetParetoFront", "GetParamImportances"})
 
 
 def default_client_id():
@@ -127,14 +121,11 @@ class Client:
         self.close()
 
     def call(self, method, request, *, retry=True, timeout=None):
-        """StudyService.<method>(request). With `retry` (calls safe to repeat), UNAVAILABLE is
-        retried with backoff for retry_seconds, and so is CANCELLED on a read (_READS); any
-        refusal raises a dhpt.errors exception."""
+        """StudyService.<method>(request). With `retry` (calls safe to repeat), UNAVAILABLE and
+        CANCELLED are retried with backoff for retry_seconds; any refusal raises a dhpt.errors
+        exception."""
         deadline = time.monotonic() + self.retry_seconds
         backoff = 0.05
-        again = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-        if method in _READS:
-            again += (grpc.StatusCode.CANCELLED,)
         while True:
             left = deadline - time.monotonic()
             try:
@@ -144,11 +135,15 @@ class Client:
                     request, timeout=timeout or max(left, 1.0), wait_for_ready=retry)
             except grpc.RpcError as e:
                 code = e.code()
-                if retry and code in again and left > 0:
+                # CANCELLED too: this client never cancels a call, but a scheduler that stops
+                # (SIGTERM) cancels the calls that reached it as it shut down (the CLI's watch
+                # reads it the same way): as a restart, not a refusal.
+                if retry and code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED,
+                                      grpc.StatusCode.DEADLINE_EXCEEDED) and left > 0:
                     time.sleep(min(backoff, max(left, 0)) * (0.5 + random.random() / 2))
                     backoff = min(backoff * 2, 1.0)
                     continue
-                if retry and code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                if retry and code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
                     # wait_for_ready waited all this time for a connection that never came.
                     raise errors.Unavailable(
                         f"cannot reach the scheduler at {self.scheduler} within "

@@ -423,6 +423,15 @@ class Study:
         """The result of a trial from ask() (or its number): `value` (one objective), `values`
         (each objective's, in spec order), or state=FAILED (with a `reason`) or PRUNED (stopped
         early). `metrics` adds any other metrics to keep. Returns the stored FrozenTrial."""
+        if not isinstance(trial, int):
+            # A trial carries its study (a Study from ask(), a name in a FrozenTrial): another
+            # study's trial would otherwise complete this study's trial of the same number.
+            owner = getattr(trial, "study", None)
+            owner = getattr(owner, "name", owner)
+            if owner and owner != self.name:
+                raise errors.InvalidArgument(
+                    f"tell: trial {trial.number} is study {owner!r}'s, not {self.name!r}'s: "
+                    f"tell it through its own study")
         number = trial if isinstance(trial, int) else trial.number
         client_id = client_id or getattr(trial, "client_id", None) or self._client.client_id
         state = TrialState(state.value if isinstance(state, TrialState) else state) \
