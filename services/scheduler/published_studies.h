@@ -1,15 +1,19 @@
 #pragma once
 
-// Study summaries that GetStudy and GetBestTrial read without the scheduler core's lock (issue 34: user calls
+// Study summaries that GetStudy, GetBestTrial and ListStudies read without the scheduler core's lock (issue 34: user calls
 // never wait behind workers). During a saturating run the worker streams hold the core's lock
 // for most of every millisecond, and a GetStudy that took it waited tens of milliseconds for
 // 0.02 ms of work. The core publishes a read study's summary as it releases its lock after
 // changing it (SchedulerCore::CoreLock), so an answer from here is what the core held after the
 // last call that returned: as consistent as one built under the lock.
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
@@ -40,7 +44,11 @@ struct PublishedStudy {
   }
 };
 
-// The published summaries by study name. Its lock is held for a lookup or a pointer swap only.
+// Every study in creation order (ListStudies' pages): its order number and name.
+using PublishedOrder = std::vector<std::pair<uint64_t, std::string>>;
+
+// The published summaries by study name, and the studies' order once a user has listed them.
+// Its lock is held for lookups or a pointer swap only.
 class PublishedStudies {
  public:
   std::shared_ptr<const PublishedStudy> Find(absl::string_view name) const {
@@ -65,10 +73,39 @@ class PublishedStudies {
     old = std::exchange(slot, std::move(study));
   }
 
+  void PublishOrder(std::shared_ptr<const PublishedOrder> order) {
+    std::shared_ptr<const PublishedOrder> old;  // Freed after the lock is released.
+    absl::MutexLock lock(&mutex_);
+    old = std::exchange(order_, std::move(order));
+  }
+
+  // The first `count` studies after order number `after`, each with its order number and
+  // summary, and whether more follow them; nullopt when the order is not published or one of
+  // them is not (their page is built under the core's lock).
+  struct Listed {
+    std::vector<std::pair<uint64_t, std::shared_ptr<const PublishedStudy>>> studies;
+    bool more = false;
+  };
+  std::optional<Listed> After(uint64_t after, size_t count) const {
+    absl::MutexLock lock(&mutex_);
+    if (order_ == nullptr) return std::nullopt;
+    auto it = std::upper_bound(order_->begin(), order_->end(), after,
+                               [](uint64_t order, const auto& study) { return order < study.first; });
+    Listed listed;
+    for (; it != order_->end() && listed.studies.size() < count; ++it) {
+      auto found = studies_.find(it->second);
+      if (found == studies_.end()) return std::nullopt;
+      listed.studies.emplace_back(it->first, found->second);
+    }
+    listed.more = it != order_->end();
+    return listed;
+  }
+
  private:
   mutable absl::Mutex mutex_;
   absl::flat_hash_map<std::string, std::shared_ptr<const PublishedStudy>> studies_
       ABSL_GUARDED_BY(mutex_);
+  std::shared_ptr<const PublishedOrder> order_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace dhpt::scheduler

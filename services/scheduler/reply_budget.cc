@@ -34,6 +34,15 @@ ReplyBudget::Lease ReplyBudget::Take(size_t bytes) {
   return Lease(this, bytes);
 }
 
+absl::StatusOr<std::optional<ReplyBudget::Lease>> ReplyBudget::TakeIfFits(size_t bytes) {
+  absl::MutexLock lock(&mutex_);
+  const size_t left = max_bytes_ - std::min(in_use_, max_bytes_);
+  if (left < std::min(kMinReplyBytes, max_bytes_)) return Exhausted(in_use_);
+  if (bytes > left) return std::nullopt;
+  in_use_ += bytes;
+  return Lease(this, bytes);
+}
+
 absl::Status ReplyBudget::Grow(Lease& lease, size_t bytes) {
   absl::MutexLock lock(&mutex_);
   if (in_use_ + bytes > max_bytes_) return Exhausted(in_use_);

@@ -11,6 +11,7 @@
 // the scheduler's size falls back after a burst.
 
 #include <cstddef>
+#include <optional>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -62,6 +63,10 @@ class ReplyBudget {
   absl::StatusOr<size_t> Available() const;
   // Takes `bytes` (the page as built, at most what Available said, plus at most one item).
   Lease Take(size_t bytes);
+  // For a page built before its share was known (ListStudies off the core's lock): takes
+  // `bytes` if they fit in what is left; nullopt if not (the page is to be cut to the budget);
+  // RESOURCE_EXHAUSTED as Available. One step, so pages built at once cannot both take the rest.
+  absl::StatusOr<std::optional<Lease>> TakeIfFits(size_t bytes);
   // Takes `bytes` more only if they fit (an export's curves); RESOURCE_EXHAUSTED otherwise.
   absl::Status Grow(Lease& lease, size_t bytes);
 

@@ -170,6 +170,7 @@ absl::Status SchedulerCore::Recover() {
     // Counted, never refused: what was accepted before stays (a lower limit stops new ones).
     spec_bytes_total_ += static_cast<int64_t>(entry->spec.ByteSizeLong());
     study_order_.push_back(entry.get());
+    study_order_changed_ = true;
     if (!entry->terminal()) dispatchable_.push_back(entry.get());
     const std::string name = entry->spec.name();
     studies_[name] = std::move(entry);
@@ -323,6 +324,7 @@ absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spe
   spec_bytes_total_ += static_cast<int64_t>(entry->spec.ByteSizeLong());
   StudyEntry& created = *entry;
   study_order_.push_back(entry.get());
+  study_order_changed_ = true;
   dispatchable_.push_back(entry.get());
   studies_[created.spec.name()] = std::move(entry);
   if (!warm.empty()) {
@@ -439,6 +441,13 @@ void SchedulerCore::PublishSummariesLocked() {
     published_.Publish(study->spec.name(), PublishedLocked(*study));
   }
   summaries_changed_.clear();
+  if (study_order_changed_ && study_order_tracked_) {
+    auto order = std::make_shared<PublishedOrder>();
+    order->reserve(study_order_.size());
+    for (const StudyEntry* study : study_order_) order->emplace_back(study->order, study->spec.name());
+    published_.PublishOrder(std::move(order));
+  }
+  study_order_changed_ = false;
 }
 
 namespace {
@@ -513,7 +522,29 @@ absl::StatusOr<ListPage<v1::Study>> SchedulerCore::ListStudies(
     int page_size, absl::string_view page_token) const {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultStudyPageSize, kMaxStudyPageSize));
   ASSIGN_OR_RETURN(const uint64_t after, PagePosition(page_token, "studies", ""));
+  ASSIGN_OR_RETURN(std::optional<ListPage<v1::Study>> published, PublishedStudyPage(size, after));
+  if (published) return *std::move(published);
   CoreLock lock(this);
+  return StudyPageLocked(size, after, /*track=*/true);
+}
+
+absl::StatusOr<ListPage<v1::Study>> SchedulerCore::ListStudiesUnderLockForTest(
+    int page_size, absl::string_view page_token) const {
+  ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultStudyPageSize, kMaxStudyPageSize));
+  ASSIGN_OR_RETURN(const uint64_t after, PagePosition(page_token, "studies", ""));
+  CoreLock lock(this);
+  return StudyPageLocked(size, after, /*track=*/false);
+}
+
+absl::StatusOr<std::optional<ListPage<v1::Study>>> SchedulerCore::PublishedStudyPageForTest(
+    int page_size, absl::string_view page_token) const {
+  ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultStudyPageSize, kMaxStudyPageSize));
+  ASSIGN_OR_RETURN(const uint64_t after, PagePosition(page_token, "studies", ""));
+  return PublishedStudyPage(size, after);
+}
+
+absl::StatusOr<ListPage<v1::Study>> SchedulerCore::StudyPageLocked(int size, uint64_t after,
+                                                                   bool track) const {
   // Pages are built one at a time, under the lock, so what the budget has now is this page's.
   ASSIGN_OR_RETURN(const size_t available, reply_budget_.Available());
   const size_t max_bytes = std::min(kMaxPageBytes, available);
@@ -521,14 +552,46 @@ absl::StatusOr<ListPage<v1::Study>> SchedulerCore::ListStudies(
   auto it = std::upper_bound(study_order_.begin(), study_order_.end(), after,
                              [](uint64_t order, const StudyEntry* s) { return order < s->order; });
   size_t bytes = 0;
+  // The next page of these studies is read off the lock (published as the lock is released).
+  if (track && !study_order_tracked_) {
+    study_order_tracked_ = true;
+    study_order_changed_ = true;
+  }
   for (; it != study_order_.end(); ++it) {
     if (static_cast<int>(page.items.size()) >= size || bytes >= max_bytes) {
       page.next_page_token = PageToken("studies", "", page.items.empty() ? after : (*(it - 1))->order);
       break;
     }
+    if (track) TrackSummaryLocked(**it);
     bytes += page.items.emplace_back(BuildStudyLocked(**it)).ByteSizeLong();
   }
   page.lease = reply_budget_.Take(bytes);
+  return page;
+}
+
+absl::StatusOr<std::optional<ListPage<v1::Study>>> SchedulerCore::PublishedStudyPage(
+    int size, uint64_t after) const {
+  std::optional<PublishedStudies::Listed> listed =
+      published_.After(after, static_cast<size_t>(size));
+  if (!listed) return std::nullopt;
+  // As the page under the lock (ListStudies), cut at kMaxPageBytes here and at what the budget
+  // has left below.
+  ListPage<v1::Study> page;
+  size_t bytes = 0;
+  for (size_t i = 0; i < listed->studies.size(); ++i) {
+    if (bytes >= kMaxPageBytes) {
+      page.next_page_token = PageToken("studies", "", listed->studies[i - 1].first);
+      break;
+    }
+    bytes += page.items.emplace_back(listed->studies[i].second->Answer()).ByteSizeLong();
+  }
+  if (page.next_page_token.empty() && listed->more) {
+    page.next_page_token =
+        PageToken("studies", "", listed->studies.empty() ? after : listed->studies.back().first);
+  }
+  ASSIGN_OR_RETURN(std::optional<ReplyBudget::Lease> lease, reply_budget_.TakeIfFits(bytes));
+  if (!lease) return std::nullopt;  // Cut to the budget, under the lock.
+  page.lease = *std::move(lease);
   return page;
 }
 
@@ -568,6 +631,7 @@ absl::Status SchedulerCore::DeleteStudy(absl::string_view name, bool force) {
     ForgetCachedLocked(study);
     spec_bytes_total_ -= static_cast<int64_t>(study.spec.ByteSizeLong());
     study_order_.erase(std::find(study_order_.begin(), study_order_.end(), &study));
+    study_order_changed_ = true;
     stored = store_->DeleteStudy(study.spec.name());
     if (study.summary_changed) {
       summaries_changed_.erase(

@@ -4,8 +4,8 @@
 // their leases, and the assignment of trials to workers. No gRPC here: sessions and services
 // translate streams and RPCs into these calls.
 //
-// Threading: every public method takes the one mutex (GetStudy only when the study's summary
-// is not published: published_studies.h); callbacks into WorkerChannel and StudyWatcher run
+// Threading: every public method takes the one mutex (GetStudy, GetBestTrial and ListStudies
+// only when what they read is not published: published_studies.h); callbacks into WorkerChannel and StudyWatcher run
 // under it and must not block or call back into the core.
 
 #include <cstdint>
@@ -416,6 +416,12 @@ class SchedulerCore {
   absl::StatusOr<v1::Study> GetStudyUnderLockForTest(absl::string_view name) const;
   // GetBestTrial as built under the lock (an evicted study is read back for it).
   absl::StatusOr<v1::Trial> GetBestTrialUnderLockForTest(absl::string_view name);
+  // ListStudies' page as built under the lock (publishing nothing), and as read off the lock
+  // now (nullopt: it would be built under the lock).
+  absl::StatusOr<ListPage<v1::Study>> ListStudiesUnderLockForTest(int page_size,
+                                                                  absl::string_view page_token) const;
+  absl::StatusOr<std::optional<ListPage<v1::Study>>> PublishedStudyPageForTest(
+      int page_size, absl::string_view page_token) const;
   // The steps of trial `number`'s curve that the core holds in memory (for early stopping).
   absl::StatusOr<std::vector<int64_t>> CurveInMemoryForTest(absl::string_view study,
                                                             int64_t number) const;
@@ -793,6 +799,15 @@ class SchedulerCore {
   void TrackSummaryLocked(StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void MarkSummaryChangedLocked(StudyEntry& study) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void PublishSummariesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // ListStudies' page under the lock; with `track`, its studies and the order are published
+  // from then on.
+  absl::StatusOr<ListPage<v1::Study>> StudyPageLocked(int size, uint64_t after, bool track) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // ListStudies' page from the published order and summaries, without the core's lock (it
+  // equals the one built under the lock); nullopt when one of them is not published or the page
+  // must be cut to the reply budget: then it is built under the lock.
+  absl::StatusOr<std::optional<ListPage<v1::Study>>> PublishedStudyPage(int size,
+                                                                        uint64_t after) const;
   // Null when the summary reads the connected workers or the memory cap (a study waiting for a
   // worker says what is connected): those change without the study, so GetStudy builds it
   // under the lock.
@@ -915,6 +930,10 @@ class SchedulerCore {
   int64_t spec_bytes_total_ ABSL_GUARDED_BY(mutex_) = 0;
   // Tracked studies changed since the lock was taken: published as it is released.
   mutable std::vector<StudyEntry*> summaries_changed_ ABSL_GUARDED_BY(mutex_);
+  // ListStudies reads the studies' order off the lock once a user has listed them: from then on
+  // a study created, imported or deleted publishes the order as the lock is released.
+  mutable bool study_order_tracked_ ABSL_GUARDED_BY(mutex_) = false;
+  mutable bool study_order_changed_ ABSL_GUARDED_BY(mutex_) = false;
   PublishedStudies published_;  // Its own lock; GetStudy reads it without mutex_.
   mutable ReplyBudget reply_budget_;  // Its own lock; taken under mutex_ by the page builders.
   // Ended studies whose trials are in memory, most recently used first, and their estimated

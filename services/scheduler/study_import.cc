@@ -331,6 +331,7 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
       }
       spec_bytes_total_ += static_cast<int64_t>(study.spec.ByteSizeLong());
       study_order_.push_back(&study);
+      study_order_changed_ = true;
       if (!study.terminal()) dispatchable_.push_back(&study);
       studies_[spec.name()] = std::move(owned);
       // One write: a crash before its commit leaves nothing of the study, after it all of it.

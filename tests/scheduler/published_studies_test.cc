@@ -8,6 +8,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -69,6 +70,37 @@ class PublishedStudiesTest : public ::testing::Test {
     }
   }
 
+  // Every page of ListStudies (`page_size` studies a page) is the one built under the lock
+  // now; `published`: whether each was read off the lock.
+  void ExpectPagesAsUnderLock(int page_size, bool published, const std::string& step) {
+    SCOPED_TRACE(step);
+    std::string token;
+    google::protobuf::util::MessageDifferencer differ;
+    std::string differences;
+    differ.ReportDifferencesToString(&differences);
+    do {
+      absl::StatusOr<ListPage<v1::Study>> under_lock =
+          core_->ListStudiesUnderLockForTest(page_size, token);
+      ASSERT_TRUE(under_lock.ok()) << under_lock.status();
+      absl::StatusOr<std::optional<ListPage<v1::Study>>> off_lock =
+          core_->PublishedStudyPageForTest(page_size, token);
+      ASSERT_TRUE(off_lock.ok()) << off_lock.status();
+      EXPECT_EQ(off_lock->has_value(), published) << "page after \"" << token << "\"";
+      absl::StatusOr<ListPage<v1::Study>> answer = core_->ListStudies(page_size, token);
+      ASSERT_TRUE(answer.ok()) << answer.status();
+      for (const ListPage<v1::Study>* page :
+           {&*answer, off_lock->has_value() ? &**off_lock : &*answer}) {
+        EXPECT_EQ(page->next_page_token, under_lock->next_page_token);
+        ASSERT_EQ(page->items.size(), under_lock->items.size());
+        for (size_t i = 0; i < page->items.size(); ++i) {
+          differences.clear();
+          EXPECT_TRUE(differ.Compare(under_lock->items[i], page->items[i])) << differences;
+        }
+      }
+      token = under_lock->next_page_token;
+    } while (!token.empty());
+  }
+
   // Runs `call` on a thread while another thread holds the core's lock, as a stream thread
   // would; whether it answered within a bound generous for a loaded machine (a call that
   // waits for the lock never answers while it is held).
@@ -92,6 +124,12 @@ class PublishedStudiesTest : public ::testing::Test {
     holder.join();
     user.join();
     return in_time;
+  }
+
+  static v1::StudySpec TwoAtATime(const std::string& name) {
+    v1::StudySpec spec = FunctionStudy(name, 6);
+    spec.set_parallel_trials(2);
+    return spec;
   }
 
   std::deque<RecordingChannel> channels_;  // Declared first: destroyed after core_.
@@ -128,6 +166,53 @@ TEST_F(PublishedStudiesTest, GetBestTrialAnswersWhileAStreamThreadHoldsTheCoresL
   ASSERT_TRUE(best.ok()) << best.status();
   EXPECT_EQ(best->objective_value(), 1.0);  // The result accepted before the call.
   EXPECT_EQ(best->id(), channel.Assigns().at(1).trial_id());
+}
+
+TEST_F(PublishedStudiesTest, ListStudiesAnswersWhileAStreamThreadHoldsTheCoresLock) {
+  for (const char* name : {"a", "b", "c"}) ASSERT_TRUE(core_->CreateStudy(TwoAtATime(name)).ok());
+  RecordingChannel& channel = channels_.emplace_back();
+  const uint64_t session = Connect(channel, "w", 6);  // Two trials of each study run.
+  ASSERT_TRUE(core_->ListStudies(0, "").ok());  // A user lists them: from now on published.
+  const v1::Assign& first = channel.Assigns().at(0);
+  core_->HandleResult(session, Result(first, v1::Trial::COMPLETED, 3.0));
+
+  absl::StatusOr<ListPage<v1::Study>> page;
+  EXPECT_TRUE(AnswersWhileTheLockIsHeld([&] { page = core_->ListStudies(0, ""); }))
+      << "ListStudies waited for the core's lock";
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->items.size(), 3u);
+  int completed = 0;
+  for (const v1::Study& study : page->items) completed += study.trials_completed();
+  EXPECT_EQ(completed, 1);  // The result accepted before the call.
+  EXPECT_TRUE(page->next_page_token.empty());
+}
+
+TEST_F(PublishedStudiesTest, ThePublishedStudyPagesAreTheOnesBuiltUnderTheLockAtEveryStep) {
+  for (const char* name : {"a", "b"}) ASSERT_TRUE(core_->CreateStudy(TwoAtATime(name)).ok());
+  // Nothing listed yet; then studies waiting for a worker (their summaries read the workers).
+  ExpectPagesAsUnderLock(1, /*published=*/false, "never listed");
+  ExpectPagesAsUnderLock(1, false, "waiting for a worker");
+
+  RecordingChannel& channel = channels_.emplace_back();
+  const uint64_t session = Connect(channel, "w", 6);  // Two trials of each study run.
+  ExpectPagesAsUnderLock(1, true, "a worker came: pages of one");
+  ExpectPagesAsUnderLock(0, true, "one page");
+  core_->HandleResult(session, Result(channel.Assigns().at(0), v1::Trial::COMPLETED, 2.0));
+  ExpectPagesAsUnderLock(1, true, "a result");
+
+  // A new study is listed under the lock until it is read once (then published too).
+  ASSERT_TRUE(core_->CreateStudy(TwoAtATime("c")).ok());
+  ExpectPagesAsUnderLock(0, false, "a study created");
+  ExpectPagesAsUnderLock(0, true, "the new study listed");
+  ExpectPagesAsUnderLock(2, true, "pages of two");
+
+  ASSERT_TRUE(core_->StopStudy("a").ok());
+  ExpectPagesAsUnderLock(2, true, "a study stopped");
+  EXPECT_EQ(core_->ShedEndedStudies(), 1);
+  ExpectPagesAsUnderLock(2, true, "an ended study evicted");
+  ASSERT_TRUE(core_->DeleteStudy("b", /*force=*/true).ok());
+  ExpectPagesAsUnderLock(1, true, "a study deleted");
+  ExpectPagesAsUnderLock(0, true, "a study deleted, one page");
 }
 
 TEST_F(PublishedStudiesTest, ThePublishedSummaryIsTheOneBuiltUnderTheLockAtEveryStep) {
