@@ -1,6 +1,6 @@
 #pragma once
 
-// A TPE setting written into a quality bench's optimiser label as KEY=VALUE ("TPE gamma=0.2
+// A TPE setting written into a quality bench's optimiser label as KEY=VALUE ("TPE prior=2
 // startup=5"), so that a variant of the default TPE is measured without a study file or a new
 // contender in the source.
 
@@ -15,7 +15,7 @@
 namespace dhpt::bench {
 
 // Applies one: startup (n_startup_trials), candidates (n_ei_candidates), prior (prior_weight),
-// gamma, multivariate and branch_split (split_per_branch) (0 or 1). False: not one of those.
+// multivariate (0 or 1). False: not one of those.
 inline bool ApplyTpeSetting(absl::string_view word, optimizer::TpeOptions* tpe) {
   const std::vector<absl::string_view> kv = absl::StrSplit(word, absl::MaxSplits('=', 1));
   double value = 0;
@@ -26,12 +26,8 @@ inline bool ApplyTpeSetting(absl::string_view word, optimizer::TpeOptions* tpe) 
     tpe->n_ei_candidates = static_cast<int>(value);
   } else if (kv[0] == "prior") {
     tpe->prior_weight = value;
-  } else if (kv[0] == "gamma") {
-    tpe->gamma = value;
   } else if (kv[0] == "multivariate") {
     tpe->multivariate = value != 0;
-  } else if (kv[0] == "branch_split") {
-    tpe->split_per_branch = value != 0;
   } else {
     return false;
   }

@@ -69,11 +69,6 @@ struct TpeOptions {
   // parent took the value just chosen for this suggestion (not all trials where the child was
   // active), so a child shared by several parent values learns each branch apart.
   bool condition_on_parent = false;
-  // The share of finished trials that form "below": min(ceil(gamma * n), 25).
-  double gamma = 0.1;
-  // Conditional spaces: a child parameter's below and above are split among the trials where
-  // it was active (gamma of those), not taken from the split over all trials.
-  bool split_per_branch = false;
 };
 
 struct HillClimbingOptions {

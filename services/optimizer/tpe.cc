@@ -118,12 +118,10 @@ std::optional<TpeSearch::Split> TpeSearch::SplitTrials(const History& history) c
   std::iota(ranked.begin(), ranked.end(), 0);
   std::stable_sort(ranked.begin(), ranked.end(), [&](int a, int b) { return ranks[a] < ranks[b]; });
   const int n_below = std::min(
-      {static_cast<int>(std::ceil(options_.gamma * static_cast<double>(finished))), 25, finished});
+      {static_cast<int>(std::ceil(0.1 * static_cast<double>(finished))), 25, finished});
   Split split;
   for (int r = 0; r < static_cast<int>(ranked.size()); ++r) {
     (r < n_below ? split.below : split.above).push_back(observed[ranked[r]]);
-    split.ranked.push_back(observed[ranked[r]]);
-    split.finished.push_back(ranks[ranked[r]].tier < kInfiniteLoss);
   }
   std::sort(split.below.begin(), split.below.end());
   std::sort(split.above.begin(), split.above.end());
@@ -209,30 +207,13 @@ absl::StatusOr<std::optional<Point>> TpeSearch::Suggest(const History& history) 
     };
     std::vector<int> group_below, group_above;
     std::vector<double> group_below_weights;
-    if (options_.split_per_branch && parent >= 0 && !split->ranked.empty()) {
-      // The gamma split again, among the trials that kept this group.
-      std::vector<int> kept;
-      int finished = 0;
-      for (size_t r = 0; r < split->ranked.size(); ++r) {
-        if (!keep(split->ranked[r])) continue;
-        kept.push_back(split->ranked[r]);
-        if (split->finished[r]) ++finished;
-      }
-      const int n = std::min(
-          {static_cast<int>(std::ceil(options_.gamma * static_cast<double>(finished))), 25, finished});
-      group_below.assign(kept.begin(), kept.begin() + n);
-      group_above.assign(kept.begin() + n, kept.end());
-      std::sort(group_below.begin(), group_below.end());
-      std::sort(group_above.begin(), group_above.end());
-    } else {
-      for (size_t k = 0; k < below.size(); ++k) {
-        if (!keep(below[k])) continue;
-        group_below.push_back(below[k]);
-        group_below_weights.push_back(below_trial_weights[k]);
-      }
-      for (int t : above) {
-        if (keep(t)) group_above.push_back(t);
-      }
+    for (size_t k = 0; k < below.size(); ++k) {
+      if (!keep(below[k])) continue;
+      group_below.push_back(below[k]);
+      group_below_weights.push_back(below_trial_weights[k]);
+    }
+    for (int t : above) {
+      if (keep(t)) group_above.push_back(t);
     }
     const bool filtered = group_below.size() != below.size() || group_above.size() != above.size();
     std::optional<MixtureWeights> own_below, own_above;

@@ -54,10 +54,6 @@ class TpeSearch : public Optimizer {
     std::vector<int> below, above;
     // The weight of each of `below` (MOTPE); empty: TpeObservationWeights in trial order.
     std::vector<double> below_weights;
-    // Single objective: every trial of below and above, best first, and whether it finished
-    // (completed or pruned), for split_per_branch.
-    std::vector<int> ranked;
-    std::vector<bool> finished;
   };
   std::optional<Split> SplitTrials(const History& history) const;
 
