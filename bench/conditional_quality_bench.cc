@@ -10,6 +10,9 @@
 //       "TPE=TPESampler" "TPE=TPESampler(group)" "TPE conditioned=TPESampler"   (one line)
 //   /usr/bin/python3 bench/quality_significance.py /tmp/dhpt.tsv /tmp/dhpt.tsv "TPE=TPE flat"
 //
+// --tpe_variants="startup=5,prior=2 startup=5" adds TPE with those settings (bench/tpe_settings.h);
+// --first_seed checks a variant chosen on some seeds on others.
+//
 // Prints the median best loss (= regret) per optimiser and budget; --regrets_out writes every
 // seed's best at each budget as "conditional@BUDGET<TAB>label<TAB>v1,v2,...".
 
@@ -24,14 +27,20 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/bench_common.h"
+#include "bench/tpe_settings.h"
 #include "services/optimizer/conditional_benchmark.h"
 #include "services/optimizer/optimizer.h"
 
-ABSL_FLAG(int, seeds, 10, "Seeds per optimiser (0..seeds-1).");
+ABSL_FLAG(int, seeds, 10, "Seeds per optimiser (first_seed..first_seed+seeds-1).");
+ABSL_FLAG(int, first_seed, 0,
+          "the first seed: a variant chosen on seeds 0-29 is checked on seeds it was not chosen on");
 ABSL_FLAG(std::string, budgets, "50,100", "Trial counts at which the best loss is recorded.");
 ABSL_FLAG(std::string, regrets_out, "", "Write every seed's best loss per budget here.");
 ABSL_FLAG(std::vector<std::string>, only, {},
           "run only the optimisers with these labels (default: every one)");
+ABSL_FLAG(std::vector<std::string>, tpe_variants, {},
+          "also run TPE with these settings, each a space-separated list of KEY=VALUE "
+          "(bench/tpe_settings.h), labelled 'TPE SETTINGS'");
 
 namespace dhpt::optimizer {
 namespace {
@@ -87,6 +96,16 @@ int main(int argc, char** argv) {
   contenders[1].config.tpe.condition_on_parent = true;
   contenders[2].config.tpe.multivariate = true;
   contenders[6].config.bayesian.refit_growth = 0;  // The rule before FitPrefix.
+  for (const std::string& variant : absl::GetFlag(FLAGS_tpe_variants)) {
+    Contender c{"TPE " + variant, config(Algorithm::kTpe)};
+    for (absl::string_view word : absl::StrSplit(variant, ' ', absl::SkipEmpty())) {
+      if (!dhpt::bench::ApplyTpeSetting(word, &c.config.tpe)) {
+        std::fprintf(stderr, "--tpe_variants: unknown setting %s\n", std::string(word).c_str());
+        return 2;
+      }
+    }
+    contenders.push_back(std::move(c));
+  }
   std::ofstream out;
   if (!absl::GetFlag(FLAGS_regrets_out).empty()) out.open(absl::GetFlag(FLAGS_regrets_out));
   std::printf("| optimiser |");
@@ -98,7 +117,8 @@ int main(int argc, char** argv) {
   for (const Contender& c : contenders) {
     if (!only.empty() && std::find(only.begin(), only.end(), c.label) == only.end()) continue;
     std::vector<std::vector<double>> at(budgets.size());
-    for (int seed = 0; seed < absl::GetFlag(FLAGS_seeds); ++seed) {
+    const int first_seed = absl::GetFlag(FLAGS_first_seed);
+    for (int seed = first_seed; seed < first_seed + absl::GetFlag(FLAGS_seeds); ++seed) {
       const std::vector<double> best = Run(c, static_cast<uint64_t>(seed), max_budget);
       for (size_t k = 0; k < budgets.size(); ++k) {
         at[k].push_back(best[std::min<size_t>(best.size(), budgets[k]) - 1]);

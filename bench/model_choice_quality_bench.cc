@@ -47,6 +47,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/bench_common.h"
+#include "bench/tpe_settings.h"
 #include "services/cli/study_file.h"
 #include "services/common/param_values.h"
 #include "services/study/model_choice.h"
@@ -68,7 +69,7 @@ ABSL_FLAG(std::vector<std::string>, optimisers,
                                     "BAYESIAN flat", "RANDOM"}),
           "which to run: TPE, BAYESIAN or RANDOM with their defaults, each optionally followed "
           "by modifiers: 'flat' (no conditions), and for TPE 'multivariate', 'conditioned' "
-          "(condition_on_parent)");
+          "(condition_on_parent), and KEY=VALUE settings (bench/tpe_settings.h)");
 ABSL_FLAG(std::string, regrets_out, "", "Write every seed's best loss per budget here.");
 ABSL_FLAG(std::string, export_dir, "",
           "also write the study's train.csv and validation.csv here, for the Optuna peer");
@@ -249,8 +250,12 @@ int Main() {
     spec.mutable_algorithm()->Clear();
     spec.mutable_algorithm()->set_name(name);
     bool flat = false;
+    optimizer::TpeOptions tpe_settings;  // What KEY=VALUE words set; the rest from the spec.
+    std::vector<std::string> tpe_words;
     for (size_t w = 1; w < words.size(); ++w) {
-      if (words[w] == "flat") {
+      if (name == v1::Algorithm::TPE && ApplyTpeSetting(words[w], &tpe_settings)) {
+        tpe_words.push_back(words[w]);
+      } else if (words[w] == "flat") {
         flat = true;
       } else if (name == v1::Algorithm::TPE && words[w] == "multivariate") {
         spec.mutable_algorithm()->mutable_tpe()->set_multivariate(true);
@@ -274,6 +279,7 @@ int Main() {
     for (int seed = first_seed; seed < first_seed + absl::GetFlag(FLAGS_seeds); ++seed) {
       optimizer::OptimizerConfig config = study::ToOptimizerConfig(*normal);
       config.seed = static_cast<uint64_t>(seed);
+      for (const std::string& word : tpe_words) ApplyTpeSetting(word, &config.tpe);
       const RunTrace trace = Run(flat ? flat_space : space, config, evaluator, max_budget);
       const std::vector<double>& best = trace.best;
       if (curves.is_open()) {

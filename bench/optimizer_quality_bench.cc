@@ -15,11 +15,15 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "bench/quality_bench.h"
+#include "bench/tpe_settings.h"
 #include "services/optimizer/function_runs.h"
 
 ABSL_FLAG(int, seeds, 10, "seeds per algorithm and function");
 ABSL_FLAG(int, trials, 100, "trials per run");
 ABSL_FLAG(std::string, only, "", "run only the algorithms whose label contains this");
+ABSL_FLAG(std::vector<std::string>, tpe_variants, {},
+          "also run TPE with these settings, each a space-separated list of KEY=VALUE "
+          "(bench/tpe_settings.h), labelled 'dhpt TPE SETTINGS'");
 ABSL_FLAG(std::string, regrets_out, "",
           "also write every seed's regret at the last checkpoint to this file, one line per "
           "function and algorithm (function<TAB>algorithm<TAB>comma-separated regrets), for "
@@ -57,6 +61,16 @@ int main(int argc, char** argv) {
       // The fit redone on every suggestion (before FitPrefix), beside the default's every 10%.
       {"dhpt BAYESIAN refit every trial", {.algorithm = Algorithm::kBayesian, .bayesian = {.refit_growth = 0}}},
   };
+  for (const std::string& variant : absl::GetFlag(FLAGS_tpe_variants)) {
+    Contender c{"dhpt TPE " + variant, {.algorithm = Algorithm::kTpe}};
+    for (absl::string_view word : absl::StrSplit(variant, ' ', absl::SkipEmpty())) {
+      if (!dhpt::bench::ApplyTpeSetting(word, &c.config.tpe)) {
+        std::fprintf(stderr, "--tpe_variants: unknown setting %s\n", std::string(word).c_str());
+        return 2;
+      }
+    }
+    contenders.push_back(std::move(c));
+  }
   const std::vector<int> checkpoints = {25, 50, 100};
   FILE* regrets_out = nullptr;
   if (!absl::GetFlag(FLAGS_regrets_out).empty()) {

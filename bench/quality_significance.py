@@ -53,8 +53,13 @@ def main():
     ours, theirs = read(sys.argv[1]), read(sys.argv[2])
     print("| function | ours | peer | median ours | median peer | P(ours lower) | p (Mann-Whitney) |")
     print("|---|---|---|---|---|---|---|")
+    labels_ours, labels_theirs = {l for _, l in ours}, {l for _, l in theirs}
     for pair in sys.argv[3:]:
-        mine, peer = pair.split("=")
+        # A label may hold "=" itself ("TPE startup=5"): split where both sides name a run.
+        cuts = [i for i, c in enumerate(pair) if c == "="]
+        splits = [(pair[:i], pair[i + 1:]) for i in cuts]
+        known = [s for s in splits if s[0] in labels_ours and s[1] in labels_theirs]
+        mine, peer = known[0] if known else splits[0]
         for function in sorted({f for f, _ in ours}):
             if (function, mine) not in ours or (function, peer) not in theirs:
                 continue
