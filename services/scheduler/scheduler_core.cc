@@ -1436,9 +1436,10 @@ void SchedulerCore::OnStored(WriteSequence sequence) {
   }
   DispatchLocked();  // In case it paused while the store could not write.
   // Ended studies whose last writes waited for this commit may go now, but not the one used
-  // last: a study larger than the whole cache, read back for a paged reader (the dashboard
-  // reads 100,000 trials in ten pages), was evicted by the next commit (its own read back's
-  // eviction of another study is one) and read back again, under the lock, for each page.
+  // last: a study larger than the whole cache, read back for a paged reader (GetParetoFront;
+  // before ListTrials read an evicted study's rows, the dashboard's ten pages of 100,000
+  // trials), was evicted by the next commit (its own read back's eviction of another study is
+  // one) and read back again, under the lock, for each page.
   if (ended_cache_bytes_ > options_.ended_study_cache_bytes) {
     TrimEndedCacheLocked(options_.ended_study_cache_bytes,
                          ended_cache_.empty() ? nullptr : ended_cache_.front());
