@@ -10,6 +10,10 @@
 // trials (--plot_view=false, the path before it); --copies studies of each size, each opened
 // first by each dashboard in turn (alternating, so the machine's load and the scheduler's
 // first read of a study fall on both alike).
+// With --cold: each study has left the scheduler's memory before its first open (an ended study
+// not used lately, or any after a restart): the scheduler keeps no ended study but the one used
+// last (--ended_study_cache_bytes=1), and a one-trial study is imported after each, so the open
+// reads the study from the SQLite file.
 import {spawn, execFile} from 'node:child_process';
 import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs';
 import {tmpdir} from 'node:os';
@@ -26,6 +30,7 @@ const {values: options} = parseArgs({options: {
   // "lean": each trial with one metric (loss), as the tables were measured with; "worker": also
   // the measurements a worker reports with each result and where it ran (what real trials hold).
   trials: {type: 'string', default: 'lean'},
+  cold: {type: 'boolean', default: false},
 }});
 const sizes = options.sizes.split(',').map(Number);
 const repeats = Number(options.repeats);
@@ -90,7 +95,8 @@ function exportOf(name, n) {
 }
 
 const scheduler = await start('dhpt-scheduler', ['--listen=127.0.0.1:0', `--db=${join(dir, 'dhpt.db')}`,
-                                                 `--max_message_bytes=${512 << 20}`], /listening on 127\.0\.0\.1:(\d+)/);
+                                                 `--max_message_bytes=${512 << 20}`,
+                                                 ...(options.cold ? ['--ended_study_cache_bytes=1'] : [])], /listening on 127\.0\.0\.1:(\d+)/);
 const schedulerAddress = `127.0.0.1:${scheduler.match[1]}`;
 const dashboardStarted = await start('dhpt-dashboard', [`--scheduler=${schedulerAddress}`, '--listen=127.0.0.1:0'],
                                      /dashboard at (http:\/\/127\.0\.0\.1:\d+)\//);
@@ -160,6 +166,11 @@ try {
     await promisify(execFile)(join(options.bin, 'dhpt'), ['import', file, `--scheduler=${schedulerAddress}`],
                               {maxBuffer: 1 << 20});
     const importSeconds = (performance.now() - importStart) / 1000;
+    if (options.cold) {  // Now the ended study used last: `name` leaves memory.
+      const other = join(dir, `${name}-after.json`);
+      writeFileSync(other, JSON.stringify(exportOf(`${name}-after`, 1)));
+      await promisify(execFile)(join(options.bin, 'dhpt'), ['import', other, `--scheduler=${schedulerAddress}`]);
+    }
     const api = async (path) => {
       const begin = performance.now();
       const response = await fetch(`${dashboard}${path}`);

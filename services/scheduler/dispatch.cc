@@ -894,15 +894,11 @@ void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason, b
 void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
   StudyEntry& study = *trial.study;
   const v1::Trial& ended = trial.trial;
-  optimizer::TrialRecord& record = study.history[trial.trial.number()];
+  study::RecordEnded(study.spec, ended, study.history[trial.trial.number()]);
   if (ended.origin() == v1::Trial::ADDED) {
     // Learnt from like any other result, but it ran elsewhere: no count, no metric.
     ++study.added;
-    if (ended.state() != v1::Trial::COMPLETED) {
-      record.status = optimizer::TrialStatus::kFailed;
-      return;
-    }
-    study::RecordCompleted(ended, record);
+    if (ended.state() != v1::Trial::COMPLETED) return;
     study.front->Add(ended);
     if (!study.best || study::IsBetterTrial(study.spec, ended, trials_.at(*study.best).trial)) {
       study.best = ended.id();
@@ -921,7 +917,6 @@ void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
     case v1::Trial::COMPLETED: {
       ++study.completed;
       trial.curve.completed = true;
-      study::RecordCompleted(trial.trial, record);
       study.front->Add(trial.trial);
       if (!study.best || study::IsBetterTrial(study.spec, trial.trial, trials_.at(*study.best).trial)) {
         study.best = trial.trial.id();
@@ -930,27 +925,16 @@ void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
     }
     case v1::Trial::FAILED:
       ++study.failed;
-      record.status = optimizer::TrialStatus::kFailed;
       if (study.first_errors.size() < static_cast<size_t>(FailFastTrials(study.spec))) {
         study.first_errors.push_back({trial.trial.number(), trial.trial.error()});
       }
       break;
     case v1::Trial::CANCELLED:
       ++study.cancelled;
-      record.status = optimizer::TrialStatus::kFailed;
       break;
-    case v1::Trial::PRUNED: {
+    case v1::Trial::PRUNED:
       ++study.pruned;
-      record.status = optimizer::TrialStatus::kPruned;
-      const auto& metrics = trial.trial.metrics();
-      if (auto it = metrics.find(study.spec.objective().metric()); it != metrics.end()) {
-        record.value = it->second;
-      }
-      if (auto it = metrics.find(std::string(kMetricPrunedStep)); it != metrics.end()) {
-        record.last_step = static_cast<int64_t>(it->second);
-      }
       break;
-    }
     default:
       break;
   }

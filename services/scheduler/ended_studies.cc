@@ -1,19 +1,26 @@
 // Ended studies in memory: a study that has ended keeps its trials in memory while it is among
 // the most recently used (a cache bounded in bytes, SchedulerOptions::ended_study_cache_bytes);
-// past the bound it is evicted to its summary, and any call that needs its trials (ListTrials,
-// GetBestTrial, GetParetoFront, importances, exports, warm starts, extend) reads them back
-// from the store first. The SQLite store holds every trial durably, so the scheduler's memory
-// follows the work in progress, not the history. Reading back rebuilds the study exactly as a
-// restart does (RestoreTrialLocked), so every answer is the same before and after eviction.
+// past the bound it is evicted to its summary. ListTrials pages (so exports and the dashboard)
+// and importances are answered from the store's rows, a page at a time, each trial's view built
+// from its stored bytes as for a study in memory (issue 31: reading a 100,000-trial study back
+// cost a second of CPU); any other call that needs its trials (GetParetoFront, GetBestTrial
+// when no summary answers it, warm starts, extend) reads them back from the store first. The
+// SQLite store holds every trial durably, so the scheduler's memory follows the work in
+// progress, not the history. Reading back rebuilds the study exactly as a restart does
+// (RestoreTrialLocked), so every answer is the same before and after eviction.
 // Near the memory cap (--max_memory_bytes) this cache is shed first, then new work refused.
 
 #include <malloc.h>
+
+#include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "services/common/logging.h"
 #include "services/common/status_macros.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/scheduler_core_internal.h"
+#include "services/scheduler/trial_views.h"
 #include "services/study/spec_translation.h"
 
 namespace dhpt::scheduler {
@@ -23,6 +30,10 @@ namespace {
 // history record and key, about what `sizeof` and allocator overheads come to (an estimate:
 // the cache's bound is a budget, not an accounting).
 constexpr size_t kTrialOverheadBytes = 400;
+
+// A page of one state is read from the store at least this many rows at a time (a rare state
+// would otherwise take a query per few trials).
+constexpr int kStoredRowsAtLeast = 1'000;
 
 // Evictions free many small blocks that malloc keeps for reuse: once this much has gone, the
 // free pages go back to the system, so the scheduler's size falls with its cache.
@@ -89,6 +100,74 @@ absl::StatusOr<const SchedulerCore::StudyEntry*> SchedulerCore::FindStudyReading
     RETURN_IF_ERROR(RestoreReadLocked(*it->second, std::move(read)));
   }
   return FindStudyLocked(name);
+}
+
+const SchedulerCore::StudyEntry* SchedulerCore::StillEvictedLocked(const std::string& name,
+                                                                   uint64_t eviction) const {
+  auto it = studies_.find(name);
+  if (it == studies_.end() || !it->second->evicted || it->second->eviction != eviction) {
+    return nullptr;
+  }
+  return it->second.get();
+}
+
+absl::StatusOr<std::optional<ListPage<v1::Trial>>> SchedulerCore::ListStoredTrialsLocked(
+    absl::string_view name, v1::Trial::State only, int size, absl::string_view page_token,
+    TrialView view, CoreLock& lock) {
+  ASSIGN_OR_RETURN(const StudyEntry* study, FindSummaryLocked(name));
+  const std::string key = study->spec.name();
+  const uint64_t eviction = study->eviction;
+  const std::string filter = TrialPageFilter(name, only, study->order);
+  ASSIGN_OR_RETURN(const uint64_t start, PagePosition(page_token, "trials", filter));
+  // As for a study in memory: the page is built under the lock, so what the budget has now is
+  // this page's.
+  ASSIGN_OR_RETURN(const size_t available, reply_budget_.Available());
+  const size_t max_bytes = std::min(kMaxPageBytes, available);
+  ListPage<v1::Trial> page;
+  size_t bytes = 0;
+  uint64_t number = start;
+  while (true) {
+    // The page's rows and one more, which says whether a next page starts there; a page of
+    // one state may need several such reads.
+    const int wanted = std::max(size - static_cast<int>(page.items.size()) + 1, kStoredRowsAtLeast);
+    lock.Release();  // The disk is not waited for under the lock.
+    absl::StatusOr<std::vector<std::string>> rows =
+        store_->ReadTrialPage(key, static_cast<int64_t>(number), wanted);
+    lock.Reacquire();
+    if (!rows.ok()) {
+      return absl::UnavailableError(absl::StrCat("study \"", key, "\" has ended and its trials ",
+                                                 "are in the store, which cannot read them now (",
+                                                 rows.status().message(), "); try again"));
+    }
+    study = StillEvictedLocked(key, eviction);
+    if (study == nullptr) return std::nullopt;
+    for (const std::string& row : *rows) {
+      if (static_cast<int>(page.items.size()) >= size || bytes >= max_bytes) {
+        page.next_page_token = PageToken("trials", filter, number);
+        page.lease = reply_budget_.Take(bytes);
+        return page;
+      }
+      const v1::Trial head = HeadOf(row);
+      if (head.number() != static_cast<int64_t>(number)) {
+        return absl::DataLossError(absl::StrCat("a stored trial of study \"", key, "\" has number ",
+                                                head.number(), ", expected ", number,
+                                                "; restore a backup"));
+      }
+      if (only == v1::Trial::STATE_UNSPECIFIED || head.state() == only) {
+        v1::Trial trial;
+        switch (view) {
+          case TrialView::kValuesOnly: trial = ValuesOnlyOf(row); break;
+          case TrialView::kPlot: trial = PlotViewOf(row, head.state(), study->spec); break;
+          case TrialView::kFull: trial.ParseFromString(row); break;
+        }
+        bytes += page.items.emplace_back(std::move(trial)).ByteSizeLong();
+      }
+      ++number;
+    }
+    if (static_cast<int>(rows->size()) < wanted) break;  // The study's last trial.
+  }
+  page.lease = reply_budget_.Take(bytes);
+  return page;
 }
 
 absl::Status SchedulerCore::LoadEvictedLocked(StudyEntry& study) {

@@ -1,14 +1,86 @@
 // GetParamImportances: the study's trials, as the optimiser's history holds them, handed to the
-// analysis library (services/analysis/importance.h).
+// analysis library (services/analysis/importance.h). An ended study evicted from memory is read
+// from the store's rows instead (each trial's record built by the same rule, study::RecordEnded),
+// without reading the whole study back.
 
 #include <functional>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "services/analysis/importance.h"
 #include "services/common/status_macros.h"
 #include "services/scheduler/scheduler_core_internal.h"
+#include "services/scheduler/trial_views.h"
+#include "services/study/spec_translation.h"
+#include "services/study/trial_outcome.h"
 
 namespace dhpt::scheduler {
+namespace {
+
+// An evicted study's rows are read for its importances this many at a time.
+constexpr int kImportanceRowsPerRead = 10'000;
+
+}  // namespace
+
+absl::StatusOr<std::optional<SchedulerCore::ImportanceInput>>
+SchedulerCore::StoredImportanceInputLocked(const std::string& name,
+                                           absl::FunctionRef<bool(optimizer::TrialStatus)> eligible,
+                                           int limit, uint64_t seed, CoreLock& lock) {
+  ASSIGN_OR_RETURN(const StudyEntry* study, FindSummaryLocked(name));
+  const uint64_t eviction = study->eviction;
+  ImportanceInput input;
+  input.spec = study->spec;
+  const optimizer::SearchSpace space = study->space;
+  lock.Release();  // The disk is not waited for under the lock.
+  // Two passes over the rows, a page at a time, so that no more than the subsample is held:
+  // which trials count (their state), then the subsample's records.
+  const auto each_row = [&](auto&& take) -> absl::Status {
+    for (int64_t number = 0;; number += kImportanceRowsPerRead) {
+      absl::StatusOr<std::vector<std::string>> rows =
+          store_->ReadTrialPage(name, number, kImportanceRowsPerRead);
+      if (!rows.ok()) {
+        return absl::UnavailableError(absl::StrCat(
+            "study \"", name, "\" has ended and its trials are in the store, which cannot read "
+            "them now (", rows.status().message(), "); try again"));
+      }
+      for (const std::string& row : *rows) RETURN_IF_ERROR(take(row));
+      if (static_cast<int>(rows->size()) < kImportanceRowsPerRead) return absl::OkStatus();
+    }
+  };
+  absl::Status read = each_row([&](const std::string& row) {
+    const v1::Trial head = HeadOf(row);
+    optimizer::TrialRecord record;
+    study::RecordEnded(input.spec, head, record);
+    if (eligible(record.status)) input.numbers.push_back(head.number());
+    return absl::OkStatus();
+  });
+  input.considered = static_cast<int>(input.numbers.size());
+  analysis::KeepSeededSubsample(input.numbers, limit, seed, std::less<int64_t>());
+  size_t next = 0;
+  if (read.ok() && !input.numbers.empty()) {
+    input.records.reserve(input.numbers.size());
+    read = each_row([&](const std::string& row) -> absl::Status {
+      if (next >= input.numbers.size() || HeadOf(row).number() != input.numbers[next]) {
+        return absl::OkStatus();
+      }
+      const v1::Trial trial = RecordFieldsOf(row);
+      ASSIGN_OR_RETURN(optimizer::Point point, study::ToPoint(space, trial.params()));
+      optimizer::TrialRecord& record = input.records.emplace_back();
+      record.point = std::move(point);
+      study::RecordEnded(input.spec, trial, record);
+      ++next;
+      return absl::OkStatus();
+    });
+  }
+  lock.Reacquire();
+  RETURN_IF_ERROR(read);
+  if (StillEvictedLocked(name, eviction) == nullptr) return std::nullopt;  // Changed meanwhile.
+  if (input.records.size() != input.numbers.size()) {
+    return absl::DataLossError(absl::StrCat("the stored trials of study \"", name,
+                                            "\" changed while they were read"));
+  }
+  return input;
+}
 
 absl::StatusOr<v1::GetParamImportancesResponse> SchedulerCore::GetParamImportances(
     const v1::GetParamImportancesRequest& request, bool read_back) {
@@ -24,37 +96,47 @@ absl::StatusOr<v1::GetParamImportancesResponse> SchedulerCore::GetParamImportanc
   const int limit = options.evaluator == analysis::Evaluator::kFanova
                         ? analysis::kMaxFanovaTrials
                         : analysis::kMaxPedAnovaTrials;
-  v1::StudySpec spec;
-  std::vector<optimizer::TrialRecord> records;
-  std::vector<int64_t> numbers;
-  int considered = 0;
+  const auto eligible = [&options](optimizer::TrialStatus status) {
+    return status == optimizer::TrialStatus::kCompleted ||
+           (options.include_pruned && status == optimizer::TrialStatus::kPruned);
+  };
+  ImportanceInput input;
   {
     CoreLock lock(this);
-    ASSIGN_OR_RETURN(const StudyEntry* study, read_back
-                                                  ? FindStudyReadingBack(request.study(), lock)
-                                                  : FindSummaryLocked(request.study()));
+    ASSIGN_OR_RETURN(const StudyEntry* study, FindSummaryLocked(request.study()));
+    std::optional<ImportanceInput> stored;
     if (study->evicted) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "study \"", request.study(), "\" has ended and its trials are not in memory"));
-    }
-    spec = study->spec;
-    // Only the trials an evaluator reads, and of a large study a seeded subsample of them, so
-    // the copy made under the lock stays bounded (the library would subsample the same way).
-    std::vector<int64_t> eligible;
-    for (size_t number = 0; number < study->history.size(); ++number) {
-      const optimizer::TrialStatus status = study->history[number].status;
-      if (status == optimizer::TrialStatus::kCompleted ||
-          (options.include_pruned && status == optimizer::TrialStatus::kPruned)) {
-        eligible.push_back(static_cast<int64_t>(number));
+      if (!read_back) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "study \"", request.study(), "\" has ended and its trials are not in memory"));
       }
+      // From the store's rows, as ListTrials: not the whole study read back (issue 31).
+      ASSIGN_OR_RETURN(stored, StoredImportanceInputLocked(request.study(), eligible, limit,
+                                                           options.seed, lock));
     }
-    considered = static_cast<int>(eligible.size());
-    analysis::KeepSeededSubsample(eligible, limit, options.seed, std::less<int64_t>());
-    records.reserve(eligible.size());
-    for (int64_t number : eligible) records.push_back(study->history[number]);
-    numbers = std::move(eligible);
+    if (stored) {
+      input = *std::move(stored);
+    } else {
+      // The metrics' scrape (no read back) leaves the cache's order as it is.
+      if (read_back) {
+        ASSIGN_OR_RETURN(study, FindStudyReadingBack(request.study(), lock));
+      }
+      input.spec = study->spec;
+      // Only the trials an evaluator reads, and of a large study a seeded subsample of them,
+      // so the copy made under the lock stays bounded (the library would subsample the same
+      // way).
+      for (size_t number = 0; number < study->history.size(); ++number) {
+        if (eligible(study->history[number].status)) {
+          input.numbers.push_back(static_cast<int64_t>(number));
+        }
+      }
+      input.considered = static_cast<int>(input.numbers.size());
+      analysis::KeepSeededSubsample(input.numbers, limit, options.seed, std::less<int64_t>());
+      input.records.reserve(input.numbers.size());
+      for (int64_t number : input.numbers) input.records.push_back(study->history[number]);
+    }
   }
-  const analysis::StudyData data = analysis::StudyDataFromRecords(spec, records, numbers);
+  const analysis::StudyData data = analysis::StudyDataFromRecords(input.spec, input.records, input.numbers);
   ASSIGN_OR_RETURN(const analysis::ImportanceResult result,
                    analysis::ComputeImportances(data, options));
   v1::GetParamImportancesResponse response;
@@ -68,7 +150,7 @@ absl::StatusOr<v1::GetParamImportancesResponse> SchedulerCore::GetParamImportanc
                              ? v1::GetParamImportancesRequest::FANOVA
                              : v1::GetParamImportancesRequest::PED_ANOVA);
   response.set_objective_metric(result.objective);
-  response.set_trials_considered(considered);
+  response.set_trials_considered(input.considered);
   response.set_trials_used(result.trials_used);
   return response;
 }

@@ -10,9 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "google/protobuf/wire_format_lite.h"
 #include "google/protobuf/util/time_util.h"
 #include "services/common/enum_values.h"
 #include "services/common/labels.h"
@@ -22,6 +20,7 @@
 #include "services/scheduler/pareto_front.h"
 #include "services/scheduler/scheduler_core_internal.h"
 #include "services/scheduler/placement.h"
+#include "services/scheduler/trial_views.h"
 #include "services/study/spec_errors.h"
 #include "services/study/spec_translation.h"
 #include "services/study/spec_validation.h"
@@ -52,8 +51,19 @@ uint64_t RandomEpoch() {
   return epoch;
 }
 
-// Page tokens: "<kind>|<filter>|<position>", web-safe base64, so a client treats them as opaque
-// and a token from another request is recognised and refused.
+absl::StatusOr<int> PageSize(int requested, int default_size, int max_size) {
+  if (requested < 0) return absl::InvalidArgumentError("page_size: must not be negative");
+  if (requested == 0) return default_size;
+  return std::min(requested, max_size);
+}
+
+SchedulerObserver* NoObserver() {
+  static SchedulerObserver* const none = new SchedulerObserver();
+  return none;
+}
+
+}  // namespace
+
 std::string PageToken(absl::string_view kind, absl::string_view filter, uint64_t position) {
   return absl::WebSafeBase64Escape(absl::StrCat(kind, "|", filter, "|", position));
 }
@@ -74,41 +84,6 @@ absl::StatusOr<uint64_t> PagePosition(absl::string_view token, absl::string_view
   return position;
 }
 
-absl::StatusOr<int> PageSize(int requested, int default_size, int max_size) {
-  if (requested < 0) return absl::InvalidArgumentError("page_size: must not be negative");
-  if (requested == 0) return default_size;
-  return std::min(requested, max_size);
-}
-
-// The fields of serialised message `bytes` whose numbers are in `fields` (or are `also`, when
-// not 0), as bytes of the same message: the others are skipped over, neither parsed nor copied,
-// and the kept ones copied as they are.
-template <size_t N>
-std::string KeepFields(const std::string& bytes, const int (&fields)[N], int also) {
-  using google::protobuf::internal::WireFormatLite;
-  std::string kept;
-  kept.reserve(bytes.size());
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                            static_cast<int>(bytes.size()));
-  while (true) {
-    const int start = in.CurrentPosition();
-    const uint32_t tag = in.ReadTag();
-    if (tag == 0) break;
-    if (!WireFormatLite::SkipField(&in, tag)) break;  // Bytes this process wrote: not expected.
-    const int field = WireFormatLite::GetTagFieldNumber(tag);
-    if (field == also || std::find(std::begin(fields), std::end(fields), field) != std::end(fields)) {
-      kept.append(bytes, static_cast<size_t>(start), static_cast<size_t>(in.CurrentPosition() - start));
-    }
-  }
-  return kept;
-}
-
-SchedulerObserver* NoObserver() {
-  static SchedulerObserver* const none = new SchedulerObserver();
-  return none;
-}
-
-}  // namespace
 
 SchedulerCore::SchedulerCore(StudyStore* store, SchedulerOptions options)
     : store_(store),
@@ -657,10 +632,16 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
     TrialView view) {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultTrialPageSize, kMaxTrialPageSize));
   CoreLock lock(this);
+  ASSIGN_OR_RETURN(const StudyEntry* found, FindSummaryLocked(name));
+  if (found->evicted) {
+    // A page of an ended study out of memory comes from the store's rows: reading the whole
+    // study back for it cost a 100,000-trial study a second of CPU (issue 31).
+    ASSIGN_OR_RETURN(std::optional<ListPage<v1::Trial>> stored,
+                     ListStoredTrialsLocked(name, only, size, page_token, view, lock));
+    if (stored) return *std::move(stored);
+  }
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyReadingBack(name, lock));
-  // The study's creation order too: a token of a deleted study is no good for a new one of
-  // the same name.
-  const std::string filter = absl::StrCat(name, "|", only, "|", study->order);
+  const std::string filter = TrialPageFilter(name, only, study->order);
   ASSIGN_OR_RETURN(const uint64_t start, PagePosition(page_token, "trials", filter));
   // Pages are built one at a time, under the lock, so what the budget has now is this page's:
   // many callers cannot each hold a large page (a short page's token goes on from its end).
@@ -1452,62 +1433,40 @@ void SchedulerCore::CompactCurveLocked(TrialEntry& entry) {
 }
 
 v1::Trial SchedulerCore::ValuesOnlyLocked(const TrialEntry& entry) const {
-  // What CompactLocked keeps in memory serves a single objective without parsing the rest; a
-  // finished trial of several objectives has its values only in the stored bytes.
-  const bool parse = !entry.finished.empty() && !entry.trial.has_objective_value() &&
-                     entry.trial.state() == v1::Trial::COMPLETED;
-  const v1::Trial full = parse ? FullTrialLocked(entry) : v1::Trial();
-  const v1::Trial& from = parse ? full : entry.trial;
+  // What CompactLocked keeps in memory serves a single objective without reading the stored
+  // bytes; a finished trial of several objectives has its values only there.
+  if (!entry.finished.empty() && !entry.trial.has_objective_value() &&
+      entry.trial.state() == v1::Trial::COMPLETED) {
+    return ValuesOnlyOf(entry.finished);
+  }
   v1::Trial values;
-  values.set_number(from.number());
-  values.set_state(from.state());
-  if (from.has_objective_value()) values.set_objective_value(from.objective_value());
-  *values.mutable_objective_values() = from.objective_values();
+  values.set_number(entry.trial.number());
+  values.set_state(entry.trial.state());
+  if (entry.trial.has_objective_value()) values.set_objective_value(entry.trial.objective_value());
+  *values.mutable_objective_values() = entry.trial.objective_values();
   return values;
 }
 
 v1::Trial SchedulerCore::PlotViewLocked(const TrialEntry& entry) const {
-  // A pruned trial of one objective is drawn at its objective metric's value when stopped.
-  const bool pruned_value = entry.trial.state() == v1::Trial::PRUNED &&
-                            entry.study->spec.objectives_size() == 0;
+  const v1::StudySpec& spec = entry.study->spec;
+  if (!entry.finished.empty()) return PlotViewOf(entry.finished, entry.trial.state(), spec);
+  // Not finished: the whole message is at hand, and small.
+  const v1::Trial& from = entry.trial;
   v1::Trial view;
-  if (entry.finished.empty()) {  // Not finished: the whole message is at hand, and small.
-    const v1::Trial& from = entry.trial;
-    view.set_id(from.id());
-    view.set_number(from.number());
-    view.set_state(from.state());
-    *view.mutable_params() = from.params();
-    if (from.has_objective_value()) view.set_objective_value(from.objective_value());
-    *view.mutable_objective_values() = from.objective_values();
-    view.set_infeasible(from.infeasible());
-    if (from.has_create_time()) *view.mutable_create_time() = from.create_time();
-    if (from.has_start_time()) *view.mutable_start_time() = from.start_time();
-    if (from.has_end_time()) *view.mutable_end_time() = from.end_time();
-    view.set_worker_id(from.worker_id());
-    view.set_client_id(from.client_id());
-    if (pruned_value) *view.mutable_metrics() = from.metrics();
-  } else {
-    // Parsing the whole message (every metric, the error, the attempts) is most of a full
-    // page's cost: only the wanted fields' bytes are copied and parsed.
-    static constexpr int kPlotFields[] = {
-        v1::Trial::kIdFieldNumber,          v1::Trial::kNumberFieldNumber,
-        v1::Trial::kStateFieldNumber,       v1::Trial::kParamsFieldNumber,
-        v1::Trial::kWorkerIdFieldNumber,    v1::Trial::kCreateTimeFieldNumber,
-        v1::Trial::kStartTimeFieldNumber,   v1::Trial::kEndTimeFieldNumber,
-        v1::Trial::kObjectiveValueFieldNumber, v1::Trial::kObjectiveValuesFieldNumber,
-        v1::Trial::kInfeasibleFieldNumber,  v1::Trial::kClientIdFieldNumber};
-    const std::string kept = KeepFields(entry.finished, kPlotFields,
-                                        pruned_value ? v1::Trial::kMetricsFieldNumber : 0);
-    view.ParseFromString(kept);  // Bytes this process wrote, filtered.
-  }
-  if (pruned_value) {  // Only the objective's metric.
-    const std::string& metric = entry.study->spec.objective().metric();
-    const auto it = view.metrics().find(metric);
-    const std::optional<double> value =
-        it == view.metrics().end() ? std::nullopt : std::optional<double>(it->second);
-    view.clear_metrics();
-    if (value) (*view.mutable_metrics())[metric] = *value;
-  }
+  view.set_id(from.id());
+  view.set_number(from.number());
+  view.set_state(from.state());
+  *view.mutable_params() = from.params();
+  if (from.has_objective_value()) view.set_objective_value(from.objective_value());
+  *view.mutable_objective_values() = from.objective_values();
+  view.set_infeasible(from.infeasible());
+  if (from.has_create_time()) *view.mutable_create_time() = from.create_time();
+  if (from.has_start_time()) *view.mutable_start_time() = from.start_time();
+  if (from.has_end_time()) *view.mutable_end_time() = from.end_time();
+  view.set_worker_id(from.worker_id());
+  view.set_client_id(from.client_id());
+  *view.mutable_metrics() = from.metrics();
+  KeepPlottedMetric(spec, view);
   return view;
 }
 
@@ -1547,9 +1506,10 @@ void SchedulerCore::OnStored(WriteSequence sequence) {
   }
   DispatchLocked();  // In case it paused while the store could not write.
   // Ended studies whose last writes waited for this commit may go now, but not the one used
-  // last: a study larger than the whole cache, read back for a paged reader (the dashboard
-  // reads 100,000 trials in ten pages), was evicted by the next commit (its own read back's
-  // eviction of another study is one) and read back again, under the lock, for each page.
+  // last: a study larger than the whole cache, read back for a paged reader (GetParetoFront;
+  // before ListTrials read an evicted study's rows, the dashboard's ten pages of 100,000
+  // trials), was evicted by the next commit (its own read back's eviction of another study is
+  // one) and read back again, under the lock, for each page.
   if (ended_cache_bytes_ > options_.ended_study_cache_bytes) {
     TrimEndedCacheLocked(options_.ended_study_cache_bytes,
                          ended_cache_.empty() ? nullptr : ended_cache_.front());

@@ -285,7 +285,8 @@ class SchedulerCore {
   // (values_only); or what plots draw (plot_view, PlotViewLocked).
   enum class TrialView { kFull, kValuesOnly, kPlot };
   // One page of the study's trials in number order; `only` filters by state unless unset.
-  // These read an ended study's trials back from the store when they were evicted.
+  // An ended study evicted from memory is answered from the store's rows of the page, without
+  // reading it back (the same answer). The calls below read such a study back first.
   absl::StatusOr<ListPage<v1::Trial>> ListTrials(absl::string_view study, v1::Trial::State only,
                                                  int page_size, absl::string_view page_token,
                                                  TrialView view = TrialView::kFull);
@@ -877,6 +878,30 @@ class SchedulerCore {
   // read under `lock` before this call holds after it.
   absl::StatusOr<const StudyEntry*> FindStudyReadingBack(absl::string_view name, CoreLock& lock)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // ListTrials of an evicted study, from the store's rows of the page (read with `lock`
+  // released, a chunk at a time), each trial's view built from its stored bytes as for a study
+  // in memory; nullopt when the study changed meanwhile (read back, reopened, deleted), and
+  // the caller goes on as for a study in memory.
+  absl::StatusOr<std::optional<ListPage<v1::Trial>>> ListStoredTrialsLocked(
+      absl::string_view name, v1::Trial::State only, int size, absl::string_view page_token,
+      TrialView view, CoreLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether `name` is still the evicted study `eviction` numbered: its stored rows have not
+  // changed since (nothing writes an ended study that is not in memory).
+  const StudyEntry* StillEvictedLocked(const std::string& name, uint64_t eviction) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // What GetParamImportances evaluates: the study's spec, the records of the trials it reads
+  // (a seeded subsample past the evaluator's limit) and their numbers, and how many counted.
+  struct ImportanceInput {
+    v1::StudySpec spec;
+    std::vector<optimizer::TrialRecord> records;
+    std::vector<int64_t> numbers;
+    int considered = 0;
+  };
+  // The same of an evicted study, from the store's rows (read with `lock` released); nullopt
+  // when the study changed meanwhile (param_importances.cc).
+  absl::StatusOr<std::optional<ImportanceInput>> StoredImportanceInputLocked(
+      const std::string& name, absl::FunctionRef<bool(optimizer::TrialStatus)> eligible,
+      int limit, uint64_t seed, CoreLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void CacheEndedLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ForgetCachedLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Evicts from the least recently used end until the cache holds at most `bound` bytes or

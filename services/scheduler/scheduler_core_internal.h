@@ -23,6 +23,18 @@
 
 namespace dhpt::scheduler {
 
+// Page tokens: "<kind>|<filter>|<position>", web-safe base64, so a client treats them as opaque
+// and a token from another request is recognised and refused (scheduler_core.cc).
+std::string PageToken(absl::string_view kind, absl::string_view filter, uint64_t position);
+absl::StatusOr<uint64_t> PagePosition(absl::string_view token, absl::string_view kind,
+                                      absl::string_view filter);
+// What a ListTrials token is good for: the study, by name and creation order (a token of a
+// deleted study is no good for a new one of the same name), and the state listed.
+inline std::string TrialPageFilter(absl::string_view study, v1::Trial::State only,
+                                   uint64_t order) {
+  return absl::StrCat(study, "|", only, "|", order);
+}
+
 // A SuggestTrials call waiting for a model-based suggestion.
 struct SchedulerCore::SuggestWaiter {
   std::string client_id;

@@ -647,6 +647,30 @@ absl::StatusOr<std::vector<v1::Trial>> SqliteStudyStore::ReadStudyTrials(
   return trials;
 }
 
+absl::StatusOr<std::vector<std::string>> SqliteStudyStore::ReadTrialPage(
+    const std::string& study, int64_t from_number, int limit) const {
+  if (!reads_back()) return absl::UnimplementedError("an in-memory store cannot read a study back");
+  ASSIGN_OR_RETURN(Reader owned, OpenReader(options_.path));
+  sqlite3* reader = owned.get();
+  // trials_by_study (study, number) finds the page's first row: no scan of the rows before it.
+  Statement statement(reader,
+                      "SELECT trial FROM trials WHERE study = ?1 AND number >= ?2 "
+                      "ORDER BY number LIMIT ?3");
+  if (!statement.ok()) {
+    return StoreError(reader, sqlite3_extended_errcode(reader), "cannot read", options_.path, true);
+  }
+  statement.Bind(1, study).Bind(2, from_number).Bind(3, int64_t{limit});
+  std::vector<std::string> trials;
+  int code;
+  while ((code = sqlite3_step(statement.get())) == SQLITE_ROW) {
+    trials.emplace_back(static_cast<const char*>(sqlite3_column_blob(statement.get(), 0)),
+                        static_cast<size_t>(sqlite3_column_bytes(statement.get(), 0)));
+  }
+  if (code != SQLITE_DONE) return StoreError(reader, code, "cannot read", options_.path, true);
+  if (options_.after_read_back) options_.after_read_back(study);
+  return trials;
+}
+
 absl::StatusOr<std::vector<StoredIntermediateValue>> SqliteStudyStore::ReadIntermediateValues(
     const std::vector<uint64_t>& trial_ids) const {
   // Only the writer's connection sees an in-memory database: a scheduler without a file

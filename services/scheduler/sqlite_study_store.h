@@ -42,8 +42,8 @@ struct SqliteStoreOptions {
   absl::Duration retry_delay = absl::Milliseconds(50);
   absl::Duration max_retry_delay = absl::Seconds(1);
   // A fault for tests: called with the study's name, on the calling thread, once
-  // ReadStudyTrials has read its rows and before it returns them (a slow disk; what it
-  // returns is then older than the store). Unset outside tests.
+  // ReadStudyTrials or ReadTrialPage has read its rows and before it returns them (a slow
+  // disk; what it returns is then older than the store). Unset outside tests.
   std::function<void(const std::string& study)> after_read_back;
 };
 
@@ -74,6 +74,9 @@ class SqliteStudyStore : public StudyStore {
       const std::vector<uint64_t>& trial_ids) const override;
   bool reads_back() const override { return options_.path != ":memory:"; }
   absl::StatusOr<std::vector<v1::Trial>> ReadStudyTrials(const std::string& study) const override;
+  absl::StatusOr<std::vector<std::string>> ReadTrialPage(const std::string& study,
+                                                         int64_t from_number,
+                                                         int limit) const override;
   WriteSequence DeleteStudy(const std::string& study) override;
   WriteSequence last_sequence() const override;
   absl::Status Sync(WriteSequence sequence) override;

@@ -73,6 +73,14 @@ class StudyStore {
   virtual absl::StatusOr<std::vector<v1::Trial>> ReadStudyTrials(const std::string& study) const {
     return absl::UnimplementedError("this store cannot read a study back");
   }
+  // Up to `limit` of the study's committed trials, numbered `from_number` on, in number order,
+  // as they are stored (serialised v1::Trial): a page of an ended study answered without
+  // reading the study back (SchedulerCore::ListTrials). Any thread, while writes go on.
+  virtual absl::StatusOr<std::vector<std::string>> ReadTrialPage(const std::string& study,
+                                                                 int64_t from_number,
+                                                                 int limit) const {
+    return absl::UnimplementedError("this store cannot read a study back");
+  }
   // The study, its trials and their intermediate values.
   virtual WriteSequence DeleteStudy(const std::string& study) = 0;
   // The latest sequence handed out.

@@ -83,6 +83,35 @@ void RecordCompleted(const v1::Trial& trial, optimizer::TrialRecord& record) {
   record.violation = trial.constraint_violation();
 }
 
+void RecordEnded(const v1::StudySpec& spec, const v1::Trial& trial, optimizer::TrialRecord& record) {
+  if (trial.origin() == v1::Trial::ADDED && trial.state() != v1::Trial::COMPLETED) {
+    record.status = optimizer::TrialStatus::kFailed;  // Ran elsewhere and failed.
+    return;
+  }
+  switch (trial.state()) {
+    case v1::Trial::COMPLETED:
+      RecordCompleted(trial, record);
+      break;
+    case v1::Trial::FAILED:
+    case v1::Trial::CANCELLED:
+      record.status = optimizer::TrialStatus::kFailed;
+      break;
+    case v1::Trial::PRUNED: {
+      record.status = optimizer::TrialStatus::kPruned;
+      const auto& metrics = trial.metrics();
+      if (auto it = metrics.find(spec.objective().metric()); it != metrics.end()) {
+        record.value = it->second;
+      }
+      if (auto it = metrics.find(std::string(kMetricPrunedStep)); it != metrics.end()) {
+        record.last_step = static_cast<int64_t>(it->second);
+      }
+      break;
+    }
+    default:
+      break;
+  }
+}
+
 void RecordPruned(const v1::StudySpec& spec, int64_t step, double value, v1::Trial& trial) {
   trial.set_state(v1::Trial::PRUNED);
   trial.set_error(absl::StrCat("pruned at step ", step, " by the study's early_stopping"));

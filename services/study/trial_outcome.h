@@ -30,6 +30,11 @@ double ConstraintViolation(const v1::StudySpec& spec,
 // What the optimiser learns from a COMPLETED trial: its objective value or values and its
 // constraint violation.
 void RecordCompleted(const v1::Trial& trial, optimizer::TrialRecord& record);
+// What the optimiser learns from any ended trial (COMPLETED as RecordCompleted; PRUNED with the
+// objective metric's value and the step it was stopped at; FAILED, CANCELLED and a failed
+// added trial as failed): the one rule for a trial that ends now, one read back from the
+// store, and one an ended study's importances read straight from the store.
+void RecordEnded(const v1::StudySpec& spec, const v1::Trial& trial, optimizer::TrialRecord& record);
 
 // Settles a trial its study's early-stopping rule stopped after reporting `value` at `step`:
 // PRUNED, with the step (kMetricPrunedStep), the value under the objective metric's name, and

@@ -498,10 +498,10 @@ TEST_F(EndedStudiesTest, UnderHalfTheCapAReadingIsKeptForTheInterval) {
   EXPECT_TRUE(core_->CreateStudy(SingleObjective("second", 5)).ok());
 }
 
-// Reading an evicted study back happens off the core's lock: while one user's ListTrials of an
-// old study waits on the disk (a fault holds the read), a worker's result is taken and the
-// worker given its next trial; then the page answers as before. Held under the lock, the
-// result waited for the whole read.
+// Reading an evicted study's page from the store happens off the core's lock: while one user's
+// ListTrials of an old study waits on the disk (a fault holds the read), a worker's result is
+// taken and the worker given its next trial; then the page answers as before. Held under the
+// lock, the result waited for the whole read.
 TEST_F(EndedStudiesTest, AReadBackDoesNotHoldUpAWorkersResult) {
   absl::Notification reading;
   absl::Notification release;
@@ -551,7 +551,8 @@ TEST_F(EndedStudiesTest, AReadBackDoesNotHoldUpAWorkersResult) {
   user.join();
   EXPECT_TRUE(in_time) << "the worker's result waited for the read back";
   EXPECT_EQ(assigns, 2u) << "the worker was not given its next trial during the read back";
-  EXPECT_EQ(core_->ended_studies_in_memory().studies, 1);  // "so" read back and kept.
+  // The page came from the store's rows: "so" was not read back.
+  EXPECT_EQ(core_->ended_studies_in_memory().studies, 0);
 }
 
 // A study deleted while its read back is under way is not brought back by it.
@@ -620,45 +621,171 @@ TEST_F(EndedStudiesTest, AReadBackOvertakenByAnotherEvictionIsDropped) {
 }
 
 // A study larger than the whole ended-study cache, read back for a reader that pages through
-// it (the dashboard reads a study of 100,000 trials in ten pages), stays for its next page when
-// a commit comes between (here another study's result; in the dashboard, the eviction that
-// made room for it): it was evicted at that commit and read back again, under the lock, for
-// every page, which at 100,000 trials on a loaded machine kept a page from opening for a minute.
+// it (GetParetoFront; before issue 31's store pages, the dashboard's ListTrials of a study of
+// 100,000 trials in ten pages), stays for its next page when a commit comes between (here
+// another study's result): it was evicted at that commit and read back again, under the lock,
+// for every page, which at 100,000 trials on a loaded machine kept a page from opening for a
+// minute.
 TEST_F(EndedStudiesTest, AStudyLargerThanTheCacheIsReadBackOnceForAPagedReader) {
   std::atomic<int> read_backs = 0;
   db_.options().after_read_back = [&](const std::string& study) {
-    if (study == "so") ++read_backs;
+    if (study == "mo") ++read_backs;
   };
   ended_study_cache_bytes_ = 1;  // Every ended study is larger than the cache.
   Restart();
   RunStudies();
   Committed();
-  core_->ShedEndedStudies();  // The commits kept the one used last ("mo") only.
+  core_->ShedEndedStudies();
   ASSERT_EQ(core_->ended_studies_in_memory().studies, 0);
-  absl::StatusOr<ListPage<v1::Trial>> first = core_->ListTrials("so", v1::Trial::STATE_UNSPECIFIED, 5, "");
+  absl::StatusOr<v1::GetParetoFrontResponse> first = core_->GetParetoFront("mo", 1, "");
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_EQ(read_backs, 1);
-  ASSERT_FALSE(first->next_page_token.empty());
-  std::vector<int64_t> numbers;
-  for (const v1::Trial& trial : first->items) numbers.push_back(trial.number());
-  std::string token = first->next_page_token;
+  ASSERT_FALSE(first->next_page_token().empty());
+  int pages = 1;
+  std::string token = first->next_page_token();
   while (!token.empty()) {
     // A write of another study, committed, between two pages.
     const std::vector<int64_t> asked = Ask("active", 1);
     ASSERT_EQ(asked.size(), 1u);
     Tell("active", asked[0], {{"loss", 2.0}});
     Committed();
-    absl::StatusOr<ListPage<v1::Trial>> page = core_->ListTrials("so", v1::Trial::STATE_UNSPECIFIED, 5, token);
+    absl::StatusOr<v1::GetParetoFrontResponse> page = core_->GetParetoFront("mo", 1, token);
     ASSERT_TRUE(page.ok()) << page.status();
-    for (const v1::Trial& trial : page->items) numbers.push_back(trial.number());
-    token = page->next_page_token;
+    ++pages;
+    token = page->next_page_token();
   }
   EXPECT_EQ(read_backs, 1) << "the study was read back again between its pages";
-  EXPECT_EQ(numbers.size(), 12u);
+  EXPECT_EQ(pages, 4);  // (1, 4), (2, 3), (3, 2) and (4, 1).
   // Still bounded: once another ended study is used, the first goes.
-  ASSERT_TRUE(core_->ListTrials("mo", v1::Trial::STATE_UNSPECIFIED, 5, "").ok());
+  ASSERT_TRUE(core_->GetParetoFront("so", 1, "").ok());
   Committed();
   EXPECT_EQ(core_->ended_studies_in_memory().studies, 1);
+}
+
+// What an evicted study's ListTrials (every view, every state, pages of 3 and of 1,000) and
+// GetParamImportances (both evaluators, pruned trials or not) answer from the store's rows,
+// with nothing read back: the same as with the study in memory, and after a restart.
+std::string StoredAnswers(SchedulerCore& core, const std::string& name) {
+  using View = SchedulerCore::TrialView;
+  std::string out;
+  for (View view : {View::kFull, View::kValuesOnly, View::kPlot}) {
+    for (v1::Trial::State only : {v1::Trial::STATE_UNSPECIFIED, v1::Trial::COMPLETED,
+                                  v1::Trial::PRUNED, v1::Trial::FAILED}) {
+      for (int size : {3, 1000}) {
+        std::string token;
+        do {
+          absl::StatusOr<ListPage<v1::Trial>> page = core.ListTrials(name, only, size, token, view);
+          if (!page.ok()) {
+            absl::StrAppend(&out, "ListTrials: ", page.status().ToString(), "\n");
+            break;
+          }
+          for (const v1::Trial& trial : page->items) {
+            absl::StrAppend(&out, static_cast<int>(view), " ", only, ": ", trial.DebugString());
+          }
+          token = page->next_page_token;
+          absl::StrAppend(&out, "token: ", token, "\n");
+        } while (!token.empty());
+      }
+    }
+  }
+  for (auto evaluator : {v1::GetParamImportancesRequest::PED_ANOVA,
+                         v1::GetParamImportancesRequest::FANOVA}) {
+    for (bool pruned : {false, true}) {
+      v1::GetParamImportancesRequest request;
+      request.set_study(name);
+      request.set_evaluator(evaluator);
+      request.set_include_pruned(pruned);
+      absl::StatusOr<v1::GetParamImportancesResponse> importances =
+          core.GetParamImportances(request);
+      absl::StrAppend(&out, "importances: ",
+                      importances.ok() ? importances->DebugString() : importances.status().ToString(),
+                      "\n");
+    }
+  }
+  return out;
+}
+
+TEST_F(EndedStudiesTest, AnEvictedStudysPagesAndImportancesComeFromTheStoreAsBefore) {
+  std::atomic<int> reads = 0;
+  db_.options().after_read_back = [&](const std::string&) { ++reads; };
+  Restart();
+  RunStudies();
+  Committed();
+  const std::string so = StoredAnswers(*core_, "so");
+  const std::string mo = StoredAnswers(*core_, "mo");
+  // The comparison covers what it should: each view and state, several pages, importances.
+  EXPECT_NE(so.find("PRUNED"), std::string::npos);
+  EXPECT_NE(so.find("token: dHJp"), std::string::npos);  // "trials|..." in web-safe base64.
+  EXPECT_NE(so.find("objective_value"), std::string::npos);
+  EXPECT_NE(mo.find("objective_values"), std::string::npos);
+  EXPECT_NE(so.find("importance: "), std::string::npos);
+  ASSERT_EQ(core_->ShedEndedStudies(), 2);
+  ASSERT_EQ(reads, 0);
+
+  EXPECT_EQ(StoredAnswers(*core_, "so"), so);
+  EXPECT_EQ(StoredAnswers(*core_, "mo"), mo);
+  EXPECT_EQ(core_->ended_studies_in_memory().studies, 0) << "a study was read back";
+  EXPECT_GT(reads, 0);  // From the store.
+
+  Committed();
+  Restart();
+  EXPECT_EQ(StoredAnswers(*core_, "so"), so);
+  EXPECT_EQ(StoredAnswers(*core_, "mo"), mo);
+  EXPECT_EQ(core_->ended_studies_in_memory().studies, 0);
+}
+
+// Past an evaluator's limit (fANOVA: 2,000 trials) the importances of an evicted study are
+// computed on the same seeded subsample as in memory: 2,600 imported trials, some pruned and
+// failed.
+TEST_F(EndedStudiesTest, AnEvictedStudysImportancesSubsampleAsInMemory) {
+  v1::StudyExport exported;
+  *exported.mutable_study()->mutable_spec() = SingleObjective("big", 2'600);
+  exported.mutable_study()->set_state(v1::Study::COMPLETED);
+  const char* kinds[] = {"relu", "tanh"};
+  for (int n = 0; n < 2'600; ++n) {
+    v1::Trial* trial = exported.add_trials();
+    trial->set_number(n);
+    const double lr = 0.001 + (n * 37 % 1000) * 0.000099;
+    (*trial->mutable_params())["lr"].set_double_value(lr);
+    (*trial->mutable_params())["layers"].set_int_value(1 + n % 4);
+    (*trial->mutable_params())["act"].set_string_value(kinds[n % 2]);
+    const double loss = 100 * lr + (n % 4) + (n % 2) * 0.5;
+    if (n % 13 == 0) {
+      trial->set_state(v1::Trial::FAILED);
+      trial->set_error("diverged");
+    } else if (n % 7 == 0) {
+      trial->set_state(v1::Trial::PRUNED);
+      (*trial->mutable_metrics())["loss"] = loss + 1;
+      (*trial->mutable_metrics())["pruned_step"] = 3;
+    } else {
+      trial->set_state(v1::Trial::COMPLETED);
+      (*trial->mutable_metrics())["loss"] = loss;
+    }
+  }
+  ASSERT_TRUE(core_->ImportStudy(exported).ok());
+  Committed();
+  std::vector<std::string> before;
+  for (auto evaluator : {v1::GetParamImportancesRequest::PED_ANOVA,
+                         v1::GetParamImportancesRequest::FANOVA}) {
+    v1::GetParamImportancesRequest request;
+    request.set_study("big");
+    request.set_evaluator(evaluator);
+    request.set_include_pruned(evaluator == v1::GetParamImportancesRequest::FANOVA);
+    request.set_seed(11);
+    absl::StatusOr<v1::GetParamImportancesResponse> in_memory = core_->GetParamImportances(request);
+    ASSERT_TRUE(in_memory.ok()) << in_memory.status();
+    ASSERT_EQ(core_->ShedEndedStudies(), 1);
+    absl::StatusOr<v1::GetParamImportancesResponse> stored = core_->GetParamImportances(request);
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    EXPECT_EQ(core_->ended_studies_in_memory().studies, 0);
+    EXPECT_EQ(stored->DebugString(), in_memory->DebugString());
+    before.push_back(in_memory->DebugString());
+    // Read back for the next round's in-memory answer.
+    ASSERT_TRUE(core_->GetParetoFront("big").ok());
+  }
+  EXPECT_NE(before[1].find("trials_used: 2000"), std::string::npos) << before[1];
+  EXPECT_NE(before[1].find("trials_considered: 2400"), std::string::npos) << before[1];  // 2,600 less 200 failed.
+  EXPECT_NE(before[0].find("trials_considered: 2057"), std::string::npos) << before[0];  // And 343 pruned.
 }
 
 }  // namespace
