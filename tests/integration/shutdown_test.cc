@@ -143,6 +143,20 @@ int Reap(pid_t pid, absl::Duration limit = absl::Seconds(60)) {
   return ExitCode(status);
 }
 
+// The address a scheduler started with --listen=127.0.0.1:0 logs it listens on; "" if it does
+// not say within WaitFor's bound.
+std::string ListeningAddress(const std::string& log) {
+  std::string address;
+  WaitFor([&] {
+    const std::string text = ReadFile(log);
+    const size_t at = text.find("listening on 127.0.0.1:");
+    if (at == std::string::npos || text.find('\n', at) == std::string::npos) return false;
+    address = text.substr(at + 13, text.find('\n', at) - at - 13);
+    return true;
+  });
+  return address;
+}
+
 enum class Moment { kIdle, kRunningTrial, kReconnecting };
 
 // One scheduler and one worker process, stopped together at `moment` by `signal`; "" when both
@@ -156,14 +170,7 @@ std::string StopTogether(const std::string& worker_binary, const std::vector<std
       Spawn({DHPT_BIN_DIR "/dhpt-scheduler", "--listen=127.0.0.1:0",
              "--db=" + directory.path() + "/scheduler.db", "--heartbeat_interval=200ms"},
             scheduler_log);
-  std::string address;
-  WaitFor([&] {
-    const std::string log = ReadFile(scheduler_log);
-    const size_t at = log.find("listening on 127.0.0.1:");
-    if (at == std::string::npos || log.find('\n', at) == std::string::npos) return false;
-    address = log.substr(at + 13, log.find('\n', at) - at - 13);
-    return true;
-  });
+  const std::string address = ListeningAddress(scheduler_log);
   const std::string id = absl::StrCat("stopped-", try_index);
   std::vector<std::string> argv = {absl::StrCat(DHPT_BIN_DIR "/", worker_binary),
                                    "--scheduler=" + address, "--worker_id=" + id,
@@ -387,14 +394,8 @@ TEST(SchedulerShutdownTest, ASecondSignalForcesTheStop) {
   const pid_t scheduler = Spawn({DHPT_BIN_DIR "/dhpt-scheduler", "--listen=127.0.0.1:0",
                                  "--db=" + dir.path() + "/forced.db", "--shutdown_grace=60s"},
                                 log);
-  std::string address;
-  ASSERT_TRUE(WaitFor([&] {
-    const std::string text = ReadFile(log);
-    const size_t at = text.find("listening on 127.0.0.1:");
-    if (at == std::string::npos || text.find('\n', at) == std::string::npos) return false;
-    address = text.substr(at + 13, text.find('\n', at) - at - 13);
-    return true;
-  })) << ReadFile(log);
+  const std::string address = ListeningAddress(log);
+  ASSERT_FALSE(address.empty()) << ReadFile(log);
   OutputReader output;
   std::unique_ptr<cli::ChildProcess> watcher;
   ASSERT_NO_FATAL_FAILURE(StartFrozenWatcher(address, output, watcher));
@@ -421,14 +422,8 @@ TEST(SchedulerShutdownTest, TheStopLogSaysTheSchedulerEndedAFrozenWorkersStream)
   const pid_t scheduler = Spawn({DHPT_BIN_DIR "/dhpt-scheduler", "--listen=127.0.0.1:0",
                                  "--db=" + dir.path() + "/frozen.db", "--shutdown_grace=1s"},
                                 log);
-  std::string address;
-  ASSERT_TRUE(WaitFor([&] {
-    const std::string text = ReadFile(log);
-    const size_t at = text.find("listening on 127.0.0.1:");
-    if (at == std::string::npos || text.find('\n', at) == std::string::npos) return false;
-    address = text.substr(at + 13, text.find('\n', at) - at - 13);
-    return true;
-  })) << ReadFile(log);
+  const std::string address = ListeningAddress(log);
+  ASSERT_FALSE(address.empty()) << ReadFile(log);
   std::vector<std::unique_ptr<cli::ChildProcess>> workers;
   OutputReader output;
   for (const char* id : {"frozen", "answering"}) {
