@@ -34,16 +34,16 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 }
 
 // Runs on gRPC's thread before any handler: a call without a known token never reaches one.
-// Which token it was is recorded for the services (CheckRole).
+// The header is left to the call (not consumed): CheckRole reads which token it carries.
 class BearerTokenProcessor : public grpc::AuthMetadataProcessor {
  public:
-  BearerTokenProcessor(std::string user_token, std::string worker_token)
-      : user_("Bearer " + std::move(user_token)), worker_("Bearer " + std::move(worker_token)) {}
+  explicit BearerTokenProcessor(std::shared_ptr<const BearerTokens> tokens)
+      : tokens_(std::move(tokens)) {}
 
   bool IsBlocking() const override { return false; }
 
-  grpc::Status Process(const InputMetadata& metadata, grpc::AuthContext* context,
-                       OutputMetadata* consumed, OutputMetadata* /*response*/) override {
+  grpc::Status Process(const InputMetadata& metadata, grpc::AuthContext* /*context*/,
+                       OutputMetadata* /*consumed*/, OutputMetadata* /*response*/) override {
     if (const size_t headers = metadata.count("authorization"); headers > 1) {
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                           absl::StrCat("give one authorization header, not ", headers));
@@ -54,22 +54,15 @@ class BearerTokenProcessor : public grpc::AuthMetadataProcessor {
                           "this scheduler requires a bearer token: give the client "
                           "--auth_token_file (grpcurl: -H 'authorization: Bearer TOKEN')");
     }
-    const absl::string_view given(it->second.data(), it->second.size());
-    // Both comparisons always run, so timing tells nothing of which one matched.
-    const bool user = ConstantTimeEquals(given, user_);
-    const bool worker = ConstantTimeEquals(given, worker_);
-    if (!user && !worker) {
+    if (tokens_->RoleOf(absl::string_view(it->second.data(), it->second.size())).empty()) {
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                           "the bearer token is not this scheduler's");
     }
-    context->AddProperty(kRoleProperty, user ? kUserRole : kWorkerRole);
-    consumed->insert({std::string(it->first.data(), it->first.size()), std::string(given)});
     return grpc::Status::OK;
   }
 
  private:
-  const std::string user_;
-  const std::string worker_;
+  const std::shared_ptr<const BearerTokens> tokens_;
 };
 
 }  // namespace
@@ -89,8 +82,16 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   return token;
 }
 
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
-    const ServerSecurityOptions& options) {
+BearerTokens::BearerTokens(std::string user_token, std::string worker_token)
+    : user_("Bearer " + std::move(user_token)), worker_("Bearer " + std::move(worker_token)) {}
+
+absl::string_view BearerTokens::RoleOf(absl::string_view authorization) const {
+  const bool user = ConstantTimeEquals(authorization, user_);
+  const bool worker = ConstantTimeEquals(authorization, worker_);
+  return user ? kUserRole : worker ? kWorkerRole : "";
+}
+
+absl::StatusOr<ServerSecurity> MakeServerSecurity(const ServerSecurityOptions& options) {
   const bool tls = !options.tls_cert_file.empty() || !options.tls_key_file.empty();
   if (tls && (options.tls_cert_file.empty() || options.tls_key_file.empty())) {
     return absl::InvalidArgumentError("--tls_cert and --tls_key go together: give both");
@@ -108,7 +109,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
         "--auth_token_file (users) and --worker_token_file (workers) go together: users and "
         "workers hold different tokens, so that neither can act as the other");
   }
-  if (!tls) return grpc::InsecureServerCredentials();
+  if (!tls) return ServerSecurity{.credentials = grpc::InsecureServerCredentials()};
 
   grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
@@ -119,7 +120,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadFile(options.tls_client_ca_file, "tls_client_ca"));
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
   }
-  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::SslServerCredentials(ssl);
+  ServerSecurity security{.credentials = grpc::SslServerCredentials(ssl)};
   if (!options.token_file.empty()) {
     ASSIGN_OR_RETURN(std::string user_token, ReadTokenFile(options.token_file));
     ASSIGN_OR_RETURN(std::string worker_token, ReadTokenFile(options.worker_token_file));
@@ -128,19 +129,25 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
           "--auth_token_file and --worker_token_file hold the same token; give workers their "
           "own (e.g. openssl rand -hex 32 > worker.token)");
     }
-    credentials->SetAuthMetadataProcessor(
-        std::make_shared<BearerTokenProcessor>(std::move(user_token), std::move(worker_token)));
+    security.tokens =
+        std::make_shared<const BearerTokens>(std::move(user_token), std::move(worker_token));
+    security.credentials->SetAuthMetadataProcessor(
+        std::make_shared<BearerTokenProcessor>(security.tokens));
   }
-  return credentials;
+  return security;
 }
 
-absl::Status CheckRole(const grpc::AuthContext* context, absl::string_view role) {
-  if (context == nullptr) return absl::OkStatus();
-  const std::vector<grpc::string_ref> roles = context->FindPropertyValues(kRoleProperty);
-  if (roles.empty()) return absl::OkStatus();  // No tokens in use.
-  if (absl::string_view(roles.front().data(), roles.front().size()) == role) {
-    return absl::OkStatus();
-  }
+absl::Status CheckRole(const BearerTokens* tokens, const grpc::ServerContextBase& context,
+                       absl::string_view role) {
+  if (tokens == nullptr) return absl::OkStatus();
+  // The processor let the call in with exactly one known token; a missing header here would
+  // be a call it never saw, refused all the same.
+  const auto header = context.client_metadata().find("authorization");
+  const absl::string_view given =
+      header == context.client_metadata().end()
+          ? ""
+          : tokens->RoleOf(absl::string_view(header->second.data(), header->second.size()));
+  if (given == role) return absl::OkStatus();
   return absl::PermissionDeniedError(
       role == kWorkerRole
           ? "only workers may connect here: this is a user's token; start the worker with the "

@@ -4,10 +4,10 @@
 // (and, for mutual TLS, asks clients for one signed by a CA it trusts); workers and the CLI
 // verify it against a CA and may present their own. A bearer token, when set, is required on
 // every call (gRPC's AuthMetadataProcessor answers UNAUTHENTICATED before any handler runs)
-// and is sent by clients as call credentials. Users and workers hold different tokens: the
-// processor records which one a call carried (kRoleProperty) and each service admits only its
-// own role, so a user's token cannot connect as a worker and a worker's cannot create studies. Tokens need TLS: over plaintext anyone on the
-// path could read and replay them, and gRPC itself refuses to send call credentials there.
+// and is sent by clients as call credentials. Users and workers hold different tokens, and each
+// service admits only its own role (CheckRole), so a user's token cannot connect as a worker and
+// a worker's cannot create studies. Tokens need TLS: over plaintext anyone on the path could read
+// and replay them, and gRPC itself refuses to send call credentials there.
 // Without any of it, connections are plaintext, as on a trusted cluster network.
 
 #include <memory>
@@ -15,6 +15,7 @@
 
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_context.h>
 #include <grpcpp/support/channel_arguments.h>
 
 #include "absl/status/statusor.h"
@@ -31,14 +32,36 @@ struct ServerSecurityOptions {
   std::string worker_token_file;   // Workers' calls carry this one; required with token_file.
 };
 
-// The AuthContext property naming the role whose token a call carried.
-inline constexpr char kRoleProperty[] = "dhpt_role";
 inline constexpr char kUserRole[] = "user";
 inline constexpr char kWorkerRole[] = "worker";
 
-// OK when the call may act as `role`: no tokens are in use (kRoleProperty unset), or it
-// carried that role's token; PERMISSION_DENIED naming the right token otherwise.
-absl::Status CheckRole(const grpc::AuthContext* context, absl::string_view role);
+// A scheduler's two bearer tokens and the role each grants.
+class BearerTokens {
+ public:
+  BearerTokens(std::string user_token, std::string worker_token);
+  // kUserRole or kWorkerRole for an "authorization" value that carries that role's token, ""
+  // for any other. Both comparisons always run, in constant time, so timing tells nothing.
+  absl::string_view RoleOf(absl::string_view authorization) const;
+
+ private:
+  const std::string user_;    // "Bearer <token>", as the header carries it.
+  const std::string worker_;
+};
+
+// OK when the call may act as `role`: `tokens` is null (none in use), or the call's own
+// authorization header carries that role's token; PERMISSION_DENIED naming the right token
+// otherwise. Read from the call's metadata, never from its AuthContext: gRPC gives every call of
+// a connection the connection's one AuthContext, so a role recorded there for one call was read
+// by every later call on it (a worker's token passed as a user's after one user call).
+absl::Status CheckRole(const BearerTokens* tokens, const grpc::ServerContextBase& context,
+                       absl::string_view role);
+
+// What a scheduler serves with: the credentials, and the tokens its services check (null when
+// none are in use).
+struct ServerSecurity {
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  std::shared_ptr<const BearerTokens> tokens;
+};
 
 struct ClientSecurityOptions {
   std::string tls_ca_file;      // Turns TLS on: the scheduler's certificate must chain to it.
@@ -50,8 +73,7 @@ struct ClientSecurityOptions {
 
 // INVALID_ARGUMENT naming the flag for unreadable files, half-given pairs and a token
 // without TLS.
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
-    const ServerSecurityOptions& options);
+absl::StatusOr<ServerSecurity> MakeServerSecurity(const ServerSecurityOptions& options);
 
 struct ChannelSecurity {
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();

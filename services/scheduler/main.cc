@@ -295,17 +295,18 @@ int main(int argc, char** argv) {
   options.keepalive.min_ping_interval_ms =
       absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_min_ping_interval));
 
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      dhpt::MakeServerCredentials({.tls_cert_file = absl::GetFlag(FLAGS_tls_cert),
-                                   .tls_key_file = absl::GetFlag(FLAGS_tls_key),
-                                   .tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca),
-                                   .token_file = absl::GetFlag(FLAGS_auth_token_file),
-                                   .worker_token_file = absl::GetFlag(FLAGS_worker_token_file)});
-  if (!credentials.ok()) {
-    std::fprintf(stderr, "dhpt-scheduler: %s\n", std::string(credentials.status().message()).c_str());
+  absl::StatusOr<dhpt::ServerSecurity> security =
+      dhpt::MakeServerSecurity({.tls_cert_file = absl::GetFlag(FLAGS_tls_cert),
+                                .tls_key_file = absl::GetFlag(FLAGS_tls_key),
+                                .tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca),
+                                .token_file = absl::GetFlag(FLAGS_auth_token_file),
+                                .worker_token_file = absl::GetFlag(FLAGS_worker_token_file)});
+  if (!security.ok()) {
+    std::fprintf(stderr, "dhpt-scheduler: %s\n", std::string(security.status().message()).c_str());
     return 2;
   }
-  options.credentials = *credentials;
+  options.credentials = security->credentials;
+  options.tokens = security->tokens;
 
   const std::string db = absl::GetFlag(FLAGS_db);
   if (db == DefaultDatabasePath()) {

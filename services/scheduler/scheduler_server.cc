@@ -15,9 +15,10 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
   server->core_ = std::make_unique<SchedulerCore>(store, options.core);
   RETURN_IF_ERROR(server->core_->Recover());
   server->study_service_ =
-      std::make_unique<StudyServiceImpl>(server->core_.get());
+      std::make_unique<StudyServiceImpl>(server->core_.get(), options.tokens);
   server->worker_service_ =
-      std::make_unique<WorkerServiceImpl>(server->core_.get(), options.worker_outbox);
+      std::make_unique<WorkerServiceImpl>(server->core_.get(), options.worker_outbox,
+                                          options.tokens);
 
   grpc::EnableDefaultHealthCheckService(true);
   // gRPC serves health from upb, which tells protobuf nothing; reflection finds

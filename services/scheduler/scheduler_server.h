@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "services/common/channel_options.h"
+#include "services/common/transport_security.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/study_service.h"
 #include "services/scheduler/worker_session.h"
@@ -25,6 +26,8 @@ struct SchedulerServerOptions {
   KeepaliveOptions keepalive;
   // TLS and token checks (MakeServerCredentials); plaintext when unset.
   std::shared_ptr<grpc::ServerCredentials> credentials;
+  // The bearer tokens each service checks the caller's role against; null when none are in use.
+  std::shared_ptr<const BearerTokens> tokens;
   // The largest request the server reads; bigger ones are refused (RESOURCE_EXHAUSTED) before
   // any handler runs. Replies may be larger (ListTrials of a long study).
   int max_receive_message_bytes = 4 << 20;

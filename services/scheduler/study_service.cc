@@ -93,8 +93,8 @@ template <typename Request, typename Response, typename Compute>
 void Serve(StudyServiceImpl* service, grpc::ServerCompletionQueue* queue,
            typename UnaryCall<Request, Response>::RequestMethod method, Compute compute) {
   UnaryCall<Request, Response>::Listen(
-      service, queue, method, [compute](UnaryCall<Request, Response>& call) {
-        const absl::Status allowed = CheckRole(call.context().auth_context().get(), kUserRole);
+      service, queue, method, [service, compute](UnaryCall<Request, Response>& call) {
+        const absl::Status allowed = service->CheckUser(call.context());
         call.Finish(allowed.ok() ? absl::StatusOr<Response>(compute(call.request()))
                                  : absl::StatusOr<Response>(allowed));
       });
@@ -106,8 +106,8 @@ template <typename Request, typename Response, typename Compute>
 void ServePage(StudyServiceImpl* service, grpc::ServerCompletionQueue* queue,
                typename UnaryCall<Request, Response>::RequestMethod method, Compute compute) {
   UnaryCall<Request, Response>::Listen(
-      service, queue, method, [compute](UnaryCall<Request, Response>& call) {
-        const absl::Status allowed = CheckRole(call.context().auth_context().get(), kUserRole);
+      service, queue, method, [service, compute](UnaryCall<Request, Response>& call) {
+        const absl::Status allowed = service->CheckUser(call.context());
         if (!allowed.ok()) return call.Finish(allowed);
         ReplyBudget::Lease lease;
         absl::StatusOr<Response> result = compute(call.request(), lease);
@@ -316,9 +316,8 @@ void StudyServiceImpl::ListenForEveryMethod() {
   // Answered when the trials are there: a model-based suggestion may take a while, and no
   // thread waits for it.
   using Suggest = UnaryCall<v1::SuggestTrialsRequest, v1::SuggestTrialsResponse>;
-  Suggest::Listen(this, q, &AsyncStudyService::RequestSuggestTrials, [core](Suggest& call) {
-    if (absl::Status allowed = CheckRole(call.context().auth_context().get(), kUserRole);
-        !allowed.ok()) {
+  Suggest::Listen(this, q, &AsyncStudyService::RequestSuggestTrials, [this, core](Suggest& call) {
+    if (absl::Status allowed = CheckUser(call.context()); !allowed.ok()) {
       return call.Finish(allowed);
     }
     const v1::SuggestTrialsRequest& r = call.request();
@@ -346,7 +345,7 @@ void StudyServiceImpl::ListenForEveryMethod() {
 grpc::ServerWriteReactor<grpc::ByteBuffer>* StudyServiceImpl::WatchStudy(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   return new WatchStudyReactor(core_, &watch_timers_, *request,
-                               CheckRole(context->auth_context().get(), kUserRole));
+                               CheckUser(*context));
 }
 
 }  // namespace dhpt::scheduler

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "dhpt/v1/study_service.grpc.pb.h"
 #include "services/common/timer_queue.h"
+#include "services/common/transport_security.h"
 #include "services/scheduler/scheduler_core.h"
 
 namespace dhpt::scheduler {
@@ -37,7 +38,9 @@ inline constexpr absl::Duration kShutdownQuiet = absl::Milliseconds(100);
 class StudyServiceImpl
     : public v1::StudyService::WithRawCallbackMethod_WatchStudy<v1::StudyService::AsyncService> {
  public:
-  explicit StudyServiceImpl(SchedulerCore* core) : core_(core) {}
+  // `tokens`: null when none are in use (every caller is a user).
+  StudyServiceImpl(SchedulerCore* core, std::shared_ptr<const BearerTokens> tokens)
+      : core_(core), tokens_(std::move(tokens)) {}
   ~StudyServiceImpl() override;
 
   // Serves the unary methods from `queue` (the builder's, added before BuildAndStart) on
@@ -57,6 +60,10 @@ class StudyServiceImpl
   // admitted calls Release when gRPC is done with its answer.
   bool Admit();
   void Release();
+  // OK when the call carries the users' token (or none are in use); every method checks it.
+  absl::Status CheckUser(const grpc::ServerContextBase& context) const {
+    return CheckRole(tokens_.get(), context, kUserRole);
+  }
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchStudy(grpc::CallbackServerContext* context,
                                                          const grpc::ByteBuffer* request) override;
@@ -74,6 +81,7 @@ class StudyServiceImpl
   bool QueueFlushed(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mutex_);
 
   SchedulerCore* const core_;
+  const std::shared_ptr<const BearerTokens> tokens_;
   // Paces the WatchStudy streams' batches.
   TimerQueue watch_timers_;
   std::unique_ptr<grpc::ServerCompletionQueue> queue_;

@@ -189,7 +189,7 @@ class RefusedStream : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Sche
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::SchedulerMessage>* WorkerServiceImpl::Connect(
     grpc::CallbackServerContext* context) {
-  if (absl::Status allowed = CheckRole(context->auth_context().get(), kWorkerRole); !allowed.ok()) {
+  if (absl::Status allowed = CheckRole(tokens_.get(), *context, kWorkerRole); !allowed.ok()) {
     return new RefusedStream(allowed);
   }
   // Under mutual TLS the worker's certificate names who it may claim to be.

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "dhpt/v1/worker_service.grpc.pb.h"
 #include "services/rpc/stream_outbox.h"
+#include "services/common/transport_security.h"
 #include "services/scheduler/scheduler_core.h"
 
 namespace dhpt::scheduler {
@@ -92,8 +93,10 @@ class WorkerSession : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Sche
 // WorkerService: each Connect gets a WorkerSession.
 class WorkerServiceImpl : public v1::WorkerService::CallbackService {
  public:
-  WorkerServiceImpl(SchedulerCore* core, rpc::OutboxLimits limits)
-      : core_(core), limits_(limits) {}
+  // `tokens`: null when none are in use.
+  WorkerServiceImpl(SchedulerCore* core, rpc::OutboxLimits limits,
+                    std::shared_ptr<const BearerTokens> tokens)
+      : core_(core), limits_(limits), tokens_(std::move(tokens)) {}
   grpc::ServerBidiReactor<v1::WorkerMessage, v1::SchedulerMessage>* Connect(
       grpc::CallbackServerContext* context) override;
 
@@ -105,6 +108,7 @@ class WorkerServiceImpl : public v1::WorkerService::CallbackService {
  private:
   SchedulerCore* const core_;
   const rpc::OutboxLimits limits_;
+  const std::shared_ptr<const BearerTokens> tokens_;
   UnintroducedStreams unintroduced_;
 };
 

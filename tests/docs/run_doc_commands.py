@@ -20,8 +20,8 @@ each line is treated by what it runs:
   loop      a block with `while`/`for`: run whole, as one script (the ask-and-tell loop), and
             must exit 0 with its study COMPLETED.
   parsed    what cannot run here (helm, kubectl, k3s, grpcurl, sudo, package installs, image
-            builds, cmake, the benchmarks, scripts/demo.sh and scripts/test.sh, which build
-            and run everything): only `bash -n`.
+            builds, cmake, git checkout, the benchmarks, scripts/demo.sh and scripts/test.sh,
+            which build and run everything): only `bash -n`.
 
 Substituted, because they cannot exist here (the table SUBSTITUTIONS below): HOST:50051 and
 localhost:50051 become the test's scheduler on 127.0.0.1; --listen=0.0.0.0:50051 becomes
@@ -59,7 +59,7 @@ PARSE_ONLY = ("kubectl", "helm", "k3s", "sudo", "grpcurl", "apt-get", "podman", 
               "docs/", "build-asan/", "export ", "build/bin/importance_bench",
               "build/bin/conditional_quality_bench", "build/bin/model_choice_quality_bench",
               "nice ", "rm -f /tmp/", "bench/", "bash tests/browser/run.sh",
-              "DHPT_BIN_DIR=", "cat /tmp/")
+              "DHPT_BIN_DIR=", "cat /tmp/", "git checkout ")
 PYTHON = re.compile(r"^(python3|\.venv/bin/\w+) ")
 SERVICES = ("dhpt-scheduler", "dhpt-cpu-worker", "dhpt-gpu-worker", "dhpt-dashboard")
 FENCE = re.compile(r"^```(\w*)\s*$")

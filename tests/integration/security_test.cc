@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "dhpt/v1/study_service.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "services/cli/child_process.h"
 #include "services/cli/study_client.h"
@@ -210,6 +211,45 @@ TEST_F(SecurityTest, TlsAndATokenGuardEveryCall) {
   EXPECT_EQ(denied_code, 1);
   EXPECT_THAT(denied, HasSubstr("UNAUTHENTICATED"));
   EXPECT_THAT(denied, HasSubstr("--auth_token_file"));
+}
+
+// The role is each call's own: on one connection (a shared channel, an HTTP/2 proxy that
+// multiplexes several clients), a worker's token after a user's call is still a worker's, and a
+// user's after a worker's still a user's. gRPC gives every call of a connection the
+// connection's one AuthContext, and the role used to be recorded there: the first token used
+// on a connection decided every later call's role (a worker's token created and deleted
+// studies).
+TEST_F(SecurityTest, EachCallOnOneConnectionHasItsOwnTokensRole) {
+  const std::string address = StartScheduler(
+      {"--tls_cert=" + File("server.crt"), "--tls_key=" + File("server.key"),
+       "--auth_token_file=" + File("token"), "--worker_token_file=" + File("worker-token")});
+  const std::string user = "Bearer s3cret-user-token-0001";
+  const std::string worker = "Bearer s3cret-worker-token-002";
+  for (const bool user_first : {true, false}) {
+    SCOPED_TRACE(user_first ? "the user's token first" : "the worker's token first");
+    // One channel, so one connection; each call carries its own header.
+    std::unique_ptr<v1::StudyService::Stub> stub = v1::StudyService::NewStub(grpc::CreateChannel(
+        address, Security({.tls_ca_file = File("ca.crt")}).credentials));
+    auto list = [&](const std::string& authorization) {
+      grpc::ClientContext context;
+      context.AddMetadata("authorization", authorization);
+      v1::ListStudiesResponse response;
+      return stub->ListStudies(&context, v1::ListStudiesRequest(), &response).error_code();
+    };
+    if (!user_first) EXPECT_EQ(list(worker), grpc::StatusCode::PERMISSION_DENIED);
+    for (int round = 0; round < 3; ++round) {
+      EXPECT_EQ(list(user), grpc::StatusCode::OK) << round;
+      EXPECT_EQ(list(worker), grpc::StatusCode::PERMISSION_DENIED) << round;
+    }
+    // Nor a write: the worker's token creates nothing after a user's call on the connection.
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", worker);
+    v1::StudySpec spec;
+    spec.set_name("made-with-a-workers-token");
+    v1::Study study;
+    EXPECT_EQ(stub->CreateStudy(&context, spec, &study).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
 }
 
 TEST_F(SecurityTest, MutualTlsWantsAClientCertificateFromTheCa) {
