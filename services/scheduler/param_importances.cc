@@ -133,6 +133,10 @@ absl::StatusOr<v1::GetParamImportancesResponse> SchedulerCore::GetParamImportanc
   };
   v1::GetParamImportancesRequest question = request;
   question.clear_study();
+  // Unset asks for PED-ANOVA (the dashboard) as `dhpt importance` does by name: one answer.
+  question.set_evaluator(options.evaluator == analysis::Evaluator::kFanova
+                             ? v1::GetParamImportancesRequest::FANOVA
+                             : v1::GetParamImportancesRequest::PED_ANOVA);
   std::string asked = question.SerializeAsString();
   ImportanceInput input;
   // The study the input is of: its creation order and changes, and whether it had ended.

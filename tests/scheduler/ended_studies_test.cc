@@ -811,6 +811,9 @@ TEST_F(EndedStudiesTest, AnEndedStudyKeepsItsImportancesUntilItChanges) {
   ASSERT_EQ(core_->ShedEndedStudies(), 2);
   EXPECT_EQ(importances(), in_memory);
   EXPECT_EQ(reads, 0) << "the kept answer was not used";
+  request.set_evaluator(v1::GetParamImportancesRequest::PED_ANOVA);  // What unset means.
+  EXPECT_EQ(importances(), in_memory);
+  EXPECT_EQ(reads, 0) << "PED_ANOVA by name is another question than unset";
   // Another question is not answered with it.
   request.set_evaluator(v1::GetParamImportancesRequest::FANOVA);
   const std::string fanova = importances();
