@@ -2,8 +2,9 @@
 # Where a dashboard's first open of a 100,000-trial study goes (docs/benchmarks.md, "Web
 # dashboard", fifth round): each API call a study page makes, alone (curl, no browser), with
 # the CPU seconds the scheduler and the dashboard used for it, on two imported copies of a study
-# of worker-like trials. --ask: a client asks for a trial of another study every 0.3 s
-# meanwhile (a store commit each, as a cluster's results make).
+# of worker-like trials; then `dhpt importance` asked twice of each (seventh round). --ask: a
+# client asks for a trial of another study every 0.3 s meanwhile (a store commit each, as a
+# cluster's results make).
 #   bash bench/dashboard_first_open.sh build/bin [--ask] [--trials=100000]
 set -euo pipefail
 bin=${1:?the directory of dhpt, dhpt-scheduler and dhpt-dashboard}; shift
@@ -63,5 +64,19 @@ for copy in 1 2; do
     printf '| %s | /api/%s | %.2f | %.2f, %.2f | %s | %s |\n' "$name" "${call%%\?*}" "$(echo "$t1 - $t0" | bc)" \
       "$(echo "$(cpu "$scheduler_pid") - $s0" | bc)" "$(echo "$(cpu "$dashboard_pid") - $d0" | bc)" \
       "$(stat -c%s "$dir/answer")" "$(cut -d' ' -f1 /proc/loadavg)"
+  done
+done
+# An ended study's importances asked again (`dhpt importance`, after the dashboard's plots asked
+# the same question): read from the rows each time, or kept with the study.
+echo
+echo "| study | dhpt importance | wall (s) | CPU: scheduler (s) | load (1 min) |"
+echo "|---|---|---:|---:|---:|"
+for copy in 1 2; do
+  for ask in first second; do
+    s0=$(cpu "$scheduler_pid"); t0=$(date +%s.%N)
+    "$bin/dhpt" importance "first-open-$copy" --scheduler="$scheduler" > /dev/null
+    t1=$(date +%s.%N)
+    printf '| first-open-%s | %s | %.2f | %.2f | %s |\n' "$copy" "$ask" "$(echo "$t1 - $t0" | bc)" \
+      "$(echo "$(cpu "$scheduler_pid") - $s0" | bc)" "$(cut -d' ' -f1 /proc/loadavg)"
   done
 done

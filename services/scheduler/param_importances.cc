@@ -1,10 +1,15 @@
 // GetParamImportances: the study's trials, as the optimiser's history holds them, handed to the
 // analysis library (services/analysis/importance.h). An ended study evicted from memory is read
 // from the store's rows instead (each trial's record built by the same rule, study::RecordEnded),
-// without reading the whole study back.
+// without reading the whole study back. An ended study keeps its latest answers (a few numbers
+// each) through its eviction, until it changes (reopened, extended, deleted): a dashboard's
+// plots of an ended study out of memory then cost no read of its rows (issue 31).
 
 #include <functional>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "services/analysis/importance.h"
@@ -20,7 +25,33 @@ namespace {
 // An evicted study's rows are read for its importances this many at a time.
 constexpr int kImportanceRowsPerRead = 10'000;
 
+// Answers an ended study keeps (different evaluators, objectives, parameters or seeds asked).
+constexpr size_t kKeptImportanceAnswers = 4;
+
 }  // namespace
+
+const v1::GetParamImportancesResponse* SchedulerCore::KeptImportancesLocked(
+    const StudyEntry& study, const std::string& asked) const {
+  for (const StudyEntry::KeptImportances& kept : study.importances) {
+    if (kept.request == asked && kept.changes == study.changes) return &kept.response;
+  }
+  return nullptr;
+}
+
+void SchedulerCore::KeepImportancesLocked(const std::string& name, uint64_t order,
+                                          uint64_t changes, std::string asked,
+                                          const v1::GetParamImportancesResponse& response) {
+  auto it = studies_.find(name);
+  if (it == studies_.end()) return;  // Deleted meanwhile.
+  StudyEntry& study = *it->second;
+  if (study.order != order || study.changes != changes || !study.terminal()) return;
+  // Answers of an earlier state of the study go; then the latest first, within the bound.
+  std::erase_if(study.importances, [&](const StudyEntry::KeptImportances& kept) {
+    return kept.changes != changes || kept.request == asked;
+  });
+  study.importances.insert(study.importances.begin(), {std::move(asked), changes, response});
+  if (study.importances.size() > kKeptImportanceAnswers) study.importances.pop_back();
+}
 
 absl::StatusOr<std::optional<SchedulerCore::ImportanceInput>>
 SchedulerCore::StoredImportanceInputLocked(const std::string& name,
@@ -100,10 +131,26 @@ absl::StatusOr<v1::GetParamImportancesResponse> SchedulerCore::GetParamImportanc
     return status == optimizer::TrialStatus::kCompleted ||
            (options.include_pruned && status == optimizer::TrialStatus::kPruned);
   };
+  v1::GetParamImportancesRequest question = request;
+  question.clear_study();
+  // Unset asks for PED-ANOVA (the dashboard) as `dhpt importance` does by name: one answer.
+  question.set_evaluator(options.evaluator == analysis::Evaluator::kFanova
+                             ? v1::GetParamImportancesRequest::FANOVA
+                             : v1::GetParamImportancesRequest::PED_ANOVA);
+  std::string asked = question.SerializeAsString();
   ImportanceInput input;
+  // The study the input is of: its creation order and changes, and whether it had ended.
+  uint64_t order = 0, changes = 0;
+  bool ended = false;
   {
     CoreLock lock(this);
     ASSIGN_OR_RETURN(const StudyEntry* study, FindSummaryLocked(request.study()));
+    // (The metrics' scrape computes a study in memory only, kept answer or not.)
+    if (read_back) {
+      if (const v1::GetParamImportancesResponse* kept = KeptImportancesLocked(*study, asked)) {
+        return *kept;
+      }
+    }
     std::optional<ImportanceInput> stored;
     if (study->evicted) {
       if (!read_back) {
@@ -135,6 +182,12 @@ absl::StatusOr<v1::GetParamImportancesResponse> SchedulerCore::GetParamImportanc
       input.records.reserve(input.numbers.size());
       for (int64_t number : input.numbers) input.records.push_back(study->history[number]);
     }
+    // Found again: the read of the rows released the lock (an evicted study that changed
+    // meanwhile was read back above instead).
+    ASSIGN_OR_RETURN(study, FindSummaryLocked(request.study()));
+    order = study->order;
+    changes = study->changes;
+    ended = study->terminal();
   }
   const analysis::StudyData data = analysis::StudyDataFromRecords(input.spec, input.records, input.numbers);
   ASSIGN_OR_RETURN(const analysis::ImportanceResult result,
@@ -152,6 +205,10 @@ absl::StatusOr<v1::GetParamImportancesResponse> SchedulerCore::GetParamImportanc
   response.set_objective_metric(result.objective);
   response.set_trials_considered(input.considered);
   response.set_trials_used(result.trials_used);
+  if (ended) {
+    CoreLock lock(this);
+    KeepImportancesLocked(request.study(), order, changes, std::move(asked), response);
+  }
   return response;
 }
 

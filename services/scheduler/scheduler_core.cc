@@ -1079,6 +1079,7 @@ void SchedulerCore::RecordProgressLocked(TrialEntry& trial, int64_t step, double
     trial.study->progress_reported = true;
     MarkSummaryChangedLocked(*trial.study);  // Its early-stopping notice goes.
   }
+  ++trial.study->changes;
   trial.study->last_write = store_->PutIntermediateValue(
       trial.study->spec.name(), trial.trial.id(), trial.trial.attempt(), step, value);
   if (!std::holds_alternative<std::monostate>(trial.study->early_stopping)) {
@@ -1403,6 +1404,7 @@ int SchedulerCore::connected_workers() const {
 // Records and events
 
 WriteSequence SchedulerCore::SaveTrialLocked(TrialEntry& trial) {
+  ++trial.study->changes;
   const WriteSequence sequence = trial.study->last_write = store_->PutTrial(trial.trial);
   if (TrialTerminal(trial.trial.state())) CompactLocked(trial);
   return sequence;
@@ -1478,6 +1480,7 @@ v1::Trial SchedulerCore::FullTrialLocked(const TrialEntry& entry) const {
 }
 
 WriteSequence SchedulerCore::SaveStudyLocked(StudyEntry& study) {
+  ++study.changes;
   return study.last_write = store_->PutStudy(BuildStudyLocked(study));
 }
 

@@ -902,6 +902,17 @@ class SchedulerCore {
   absl::StatusOr<std::optional<ImportanceInput>> StoredImportanceInputLocked(
       const std::string& name, absl::FunctionRef<bool(optimizer::TrialStatus)> eligible,
       int limit, uint64_t seed, CoreLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The kept answer of ended study `name` to `asked` (a GetParamImportancesRequest without the
+  // study's name, serialised) if it still answers it: the study has not changed since; nullptr
+  // otherwise (param_importances.cc).
+  const v1::GetParamImportancesResponse* KeptImportancesLocked(const StudyEntry& study,
+                                                               const std::string& asked) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Keeps `response`, computed from the study created `order`-th as of its `changes`, if that
+  // is still the study, unchanged and ended.
+  void KeepImportancesLocked(const std::string& name, uint64_t order, uint64_t changes,
+                             std::string asked, const v1::GetParamImportancesResponse& response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void CacheEndedLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ForgetCachedLocked(StudyEntry& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Evicts from the least recently used end until the cache holds at most `bound` bytes or

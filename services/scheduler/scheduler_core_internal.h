@@ -133,6 +133,18 @@ struct SchedulerCore::StudyEntry {
   // The latest write of it or its trials: it may be evicted only once that is committed, so a
   // read back sees everything it had.
   WriteSequence last_write = 0;
+  // Its changes written to the store in this process (of it or its trials; an eviction's
+  // summary is none): what was computed from the study holds while this stays the same.
+  uint64_t changes = 0;
+  // GetParamImportances' answers of the study once ended, the latest first, at most
+  // kKeptImportanceAnswers (a few numbers each): kept through its eviction, so an ended study
+  // out of memory is not read from the store again for the same question (issue 31).
+  struct KeptImportances {
+    std::string request;  // The request without the study's name, serialised.
+    uint64_t changes = 0;  // As of this count of changes.
+    v1::GetParamImportancesResponse response;
+  };
+  std::vector<KeptImportances> importances;
   // Its place in the core's cache of ended studies in memory, and the bytes counted for it.
   std::optional<std::list<StudyEntry*>::iterator> cached;
   size_t cached_bytes = 0;

@@ -774,7 +774,9 @@ TEST_F(EndedStudiesTest, AnEvictedStudysImportancesSubsampleAsInMemory) {
     request.set_seed(11);
     absl::StatusOr<v1::GetParamImportancesResponse> in_memory = core_->GetParamImportances(request);
     ASSERT_TRUE(in_memory.ok()) << in_memory.status();
-    ASSERT_EQ(core_->ShedEndedStudies(), 1);
+    // A new process: the answer kept with the study is gone, so this one is read from rows.
+    Committed();
+    Restart();
     absl::StatusOr<v1::GetParamImportancesResponse> stored = core_->GetParamImportances(request);
     ASSERT_TRUE(stored.ok()) << stored.status();
     EXPECT_EQ(core_->ended_studies_in_memory().studies, 0);
@@ -786,6 +788,75 @@ TEST_F(EndedStudiesTest, AnEvictedStudysImportancesSubsampleAsInMemory) {
   EXPECT_NE(before[1].find("trials_used: 2000"), std::string::npos) << before[1];
   EXPECT_NE(before[1].find("trials_considered: 2400"), std::string::npos) << before[1];  // 2,600 less 200 failed.
   EXPECT_NE(before[0].find("trials_considered: 2057"), std::string::npos) << before[0];  // And 343 pruned.
+}
+
+// An ended study keeps its importances' answer through its eviction: asked again out of memory
+// it reads no rows; after a restart it is computed from the rows once and kept again. An extend
+// (new trials) makes it stale: the answer then is the one a new process computes.
+TEST_F(EndedStudiesTest, AnEndedStudyKeepsItsImportancesUntilItChanges) {
+  std::atomic<int> reads = 0;
+  db_.options().after_read_back = [&](const std::string&) { ++reads; };
+  Restart();
+  RunStudies();
+  Committed();
+  v1::GetParamImportancesRequest request;
+  request.set_study("so");
+  const auto importances = [&] {
+    absl::StatusOr<v1::GetParamImportancesResponse> answer = core_->GetParamImportances(request);
+    EXPECT_TRUE(answer.ok()) << answer.status();
+    return answer.ok() ? answer->DebugString() : answer.status().ToString();
+  };
+  const std::string in_memory = importances();
+  ASSERT_NE(in_memory.find("importance: "), std::string::npos) << in_memory;
+  ASSERT_EQ(core_->ShedEndedStudies(), 2);
+  EXPECT_EQ(importances(), in_memory);
+  EXPECT_EQ(reads, 0) << "the kept answer was not used";
+  request.set_evaluator(v1::GetParamImportancesRequest::PED_ANOVA);  // What unset means.
+  EXPECT_EQ(importances(), in_memory);
+  EXPECT_EQ(reads, 0) << "PED_ANOVA by name is another question than unset";
+  // Another question is not answered with it.
+  request.set_evaluator(v1::GetParamImportancesRequest::FANOVA);
+  const std::string fanova = importances();
+  EXPECT_NE(fanova, in_memory);
+  EXPECT_GT(reads, 0);
+  request.set_evaluator(v1::GetParamImportancesRequest::PED_ANOVA);
+
+  Restart();
+  reads = 0;
+  EXPECT_EQ(importances(), in_memory);
+  const int read_once = reads;
+  EXPECT_GT(read_once, 0) << "nothing is kept across a restart";
+  EXPECT_EQ(importances(), in_memory);
+  EXPECT_EQ(reads, read_once);
+
+  // Extended by two trials, one a new best: the kept answer is not given again.
+  v1::UpdateStudyRequest update;
+  update.set_name("so");
+  update.mutable_spec()->set_max_trials(14);
+  update.mutable_update_mask()->add_paths("max_trials");
+  ASSERT_TRUE(core_->UpdateStudy(update).ok());
+  EXPECT_EQ(Ask("so", 2), (std::vector<int64_t>{12, 13}));
+  Tell("so", 12, {{"loss", 0.5}});
+  Tell("so", 13, {{"loss", 9}});
+  ASSERT_EQ(core_->GetStudy("so")->state(), v1::Study::COMPLETED);
+  const std::string extended = importances();
+  EXPECT_NE(extended, in_memory);
+  Committed();
+  ASSERT_GE(core_->ShedEndedStudies(), 1);
+  EXPECT_EQ(importances(), extended);
+  Restart();
+  EXPECT_EQ(importances(), extended) << "not what a new process computes from the rows";
+
+  // Deleted and made again under the same name: nothing of the old study answers.
+  ASSERT_TRUE(core_->DeleteStudy("so", false).ok());
+  ASSERT_TRUE(core_->CreateStudy(SingleObjective("so", 2)).ok());
+  for (int64_t n : Ask("so", 2)) Tell("so", n, {{"loss", 1.0 + n}});
+  ASSERT_EQ(core_->GetStudy("so")->state(), v1::Study::COMPLETED);
+  const std::string again = importances();
+  EXPECT_NE(again, extended);
+  Committed();
+  Restart();
+  EXPECT_EQ(importances(), again);
 }
 
 }  // namespace
