@@ -313,16 +313,18 @@ class SchedulerCore {
   absl::StatusOr<WatchRead> ReadWatch(uint64_t watch_id, size_t max_bytes);
 
   // --- Ask and tell (EXTERNAL studies) ---
-  // Up to `count` trials leased to `client_id`: those it holds or held before a restart first,
+  // Up to `count` trials leased to `client_id`: those it holds or held before a restart first
+  // (with a `request_id`, only those an ask with that id was given: a retry of a lost answer),
   // then pending and new ones. `done` is called once, under the core's lock (it must not call
   // back into the core): at once, or when a model-based suggestion it waits for arrives, the
   // study ends or the scheduler shuts down.
   using SuggestDone = std::function<void(absl::StatusOr<v1::SuggestTrialsResponse>)>;
   void SuggestTrials(absl::string_view study, int count, absl::string_view client_id,
-                     SuggestDone done);
+                     absl::string_view request_id, SuggestDone done);
   // The same, waiting for the answer (tests).
   absl::StatusOr<v1::SuggestTrialsResponse> SuggestTrials(absl::string_view study, int count,
-                                                          absl::string_view client_id);
+                                                          absl::string_view client_id,
+                                                          absl::string_view request_id = {});
   // Renews the client's lease of trial `number` and records an intermediate value if given.
   absl::StatusOr<v1::ReportProgressResponse> ReportClientProgress(
       const v1::ReportProgressRequest& request);
@@ -696,8 +698,10 @@ class SchedulerCore {
   void LeaseLocked(TrialEntry& trial, const std::string& client_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // A pending trial whose current attempt was the client's (a lease a restart ended) goes back
-  // to it under the same attempt; false if the study's cap forbids it now.
-  bool ReclaimForClientLocked(TrialEntry& trial, const std::string& client_id)
+  // to it under the same attempt; false if the study's cap forbids it now. With a
+  // `request_id`, only if that attempt was given to an ask with this id.
+  bool ReclaimForClientLocked(TrialEntry& trial, const std::string& client_id,
+                              absl::string_view request_id = {})
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Records an ask-and-tell client's result on a trial that has not ended; returns its write.
   WriteSequence SettleClientTrialLocked(TrialEntry& trial, const v1::TrialResult& result,

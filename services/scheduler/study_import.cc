@@ -95,6 +95,7 @@ absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
     const std::string field = absl::StrCat(at, ".attempts[", i, "]");
     RETURN_IF_ERROR(CheckText(attempt.worker_id(), kMaxWorkerIdBytes, field + ".worker_id"));
     RETURN_IF_ERROR(CheckText(attempt.client_id(), kMaxClientIdBytes, field + ".client_id"));
+    RETURN_IF_ERROR(CheckText(attempt.request_id(), kMaxClientIdBytes, field + ".request_id"));
   }
   t.set_attempt(in.attempt());
   t.set_lost_attempts(in.lost_attempts());
