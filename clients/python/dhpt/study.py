@@ -15,7 +15,7 @@ from google.protobuf import json_format
 
 from . import errors
 from .client import Client, check_client_id, common_pb, pb
-from .trial import FrozenTrial, Trial, TrialState, parameter_value
+from .trial import FrozenTrial, Trial, TrialState, finite_number, parameter_value
 
 _ENDED = ("COMPLETED", "STOPPED", "FAILED")
 # ask() when every trial is leased to others: first wait, and the longest between two asks.
@@ -508,13 +508,7 @@ class Study:
 
     @staticmethod
     def _numbers(what, given):
-        out = {}
-        for name, v in given.items():
-            try:
-                out[name] = float(v)
-            except (TypeError, ValueError, OverflowError):
-                raise errors.InvalidArgument(f"tell: {what} {name}={v!r} is not a number") from None
-        return out
+        return {name: finite_number(f"tell: {what} {name}", v) for name, v in given.items()}
 
     # --- Warm starts ---
     def enqueue_trial(self, params):
@@ -522,7 +516,7 @@ class Study:
         request = pb.EnqueueTrialRequest(study=self.name)
         for name, value in params.items():
             if value is not None:  # None: an inactive (conditional) parameter, absent.
-                request.params[name].CopyFrom(parameter_value(value))
+                request.params[name].CopyFrom(parameter_value(value, name))
         return self._client.call("EnqueueTrial", request, retry=False).number
 
     def add_trial(self, trial):
@@ -539,14 +533,14 @@ class Study:
             added = request.trials.add()
             for name, value in t["params"].items():
                 if value is not None:  # An inactive (conditional) parameter, absent.
-                    added.params[name].CopyFrom(parameter_value(value))
+                    added.params[name].CopyFrom(parameter_value(value, name))
             state = TrialState(getattr(t.get("state"), "value", t.get("state") or "COMPLETED"))
             added.state = common_pb.Trial.State.Value(state.value)
             if state == TrialState.COMPLETED:
                 given = dict(t.get("metrics") or {})
                 given.update(self._metrics(t.get("value"), t.get("values")))
                 for name, value in given.items():
-                    added.metrics[name] = float(value)
+                    added.metrics[name] = finite_number(f"add_trials: metric {name}", value)
         answer = self._client.call("AddTrials", request)
         return answer.added, answer.skipped
 
