@@ -32,6 +32,7 @@
 #include "dhpt/v1/worker_service.pb.h"
 #include "services/common/log_limiter.h"
 #include "services/common/work_queue.h"
+#include "services/common/worker_limits.h"
 #include "services/optimizer/optimizer.h"
 #include "services/study/early_stopping.h"
 #include "services/scheduler/memory_limit.h"
@@ -205,7 +206,7 @@ inline constexpr int kMaxAddedTrialsPerStudy = 20'000;
 inline constexpr size_t kMaxSuggestWaiters = 1'000;
 
 // What one worker may send: longer text is cut, extra metrics dropped (the objective kept).
-inline constexpr size_t kMaxWorkerIdBytes = 128;
+// The longest worker id, kMaxWorkerIdBytes, is in services/common/worker_limits.h.
 inline constexpr size_t kMaxWorkerTextBytes = 256;  // Node, device and version names.
 inline constexpr size_t kMaxWorkerErrorBytes = 2048;
 inline constexpr int kMaxWorkerCommands = 256;
