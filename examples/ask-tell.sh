@@ -19,7 +19,7 @@ while :; do
     4) sleep 1; continue ;;
     *) exit "$status" ;;
   esac
-  set -- $line          # "NUMBER --x=... --y=..."
+  eval "set -- $line"   # "NUMBER --x=... --y=...", a value with spaces quoted
   trial=$1
   shift
   loss=$("$here/commands/quadratic.sh" "$@" | sed -n 's/.*loss=//p' | tail -n 1)

@@ -1,12 +1,15 @@
 #include "services/cli/ask_tell.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "services/cli/terminal_text.h"
 #include "services/common/param_values.h"
@@ -27,14 +30,26 @@ absl::StatusOr<std::pair<std::string, std::string>> SplitWord(const std::string&
 
 }  // namespace
 
+std::string ShellWord(absl::string_view word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return absl::ascii_isalnum(c) || absl::string_view("_-.,:/@%+=").find(c) !=
+                                         absl::string_view::npos;
+  });
+  if (plain) return std::string(word);
+  return absl::StrCat("'", absl::StrReplaceAll(word, {{"'", "'\\''"}}), "'");
+}
+
 std::string AskLine(const v1::Trial& trial) {
   std::string line = absl::StrCat(trial.number());
   const std::map<std::string, v1::ParameterValue> sorted(trial.params().begin(),
                                                          trial.params().end());
   for (const auto& [name, value] : sorted) {
     // One line per trial whatever a value holds (the spec refuses control characters; a study
-    // stored before that rule is shown escaped).
-    absl::StrAppend(&line, " --", name, "=", TerminalText(FormatParameterValueExact(value)));
+    // stored before that rule is shown escaped), and one shell word per parameter: a value
+    // with a space, a quote or a `$` is quoted, so `eval "set -- $line"` reads it back whole.
+    absl::StrAppend(&line, " ",
+                    ShellWord(absl::StrCat("--", name, "=",
+                                           TerminalText(FormatParameterValueExact(value)))));
   }
   return line;
 }

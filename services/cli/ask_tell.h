@@ -45,8 +45,13 @@ std::optional<std::string> OversizedTellReason(const absl::Status& status,
 std::string OversizedTellFailure(absl::string_view oversized,
                                  const v1::CompleteTrialRequest& request);
 
-// "3 --eta=0.012345678901234568 --max_depth=6": the trial's number, then its parameters as the
-// arguments a COMMAND gets, exact and sorted by name.
+// `word` as a POSIX shell reads it back, one word: as it is when it holds only letters, digits
+// and _-.,:/@%+=, else in single quotes (a quote inside as '\'').
+std::string ShellWord(absl::string_view word);
+
+// "3 --eta=0.012345678901234568 --max_depth=6 '--kind=two words'": the trial's number, then
+// its parameters as the arguments a COMMAND gets, exact and sorted by name, each a ShellWord:
+// `eval "set -- $line"` gives the number and the arguments.
 std::string AskLine(const v1::Trial& trial);
 
 // `name=value` words: metrics (numbers) for `dhpt tell`.

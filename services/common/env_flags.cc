@@ -6,6 +6,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <vector>
 
 // ParseCommandLineImpl and HandleUsageFlags: absl::ParseCommandLine's two halves, to answer
 // --help with status 0 (absl::ParseCommandLine exits 1).
@@ -37,6 +38,14 @@ void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names) {
       std::exit(2);
     }
   }
+}
+
+void ApplyEnvironmentToFlagsDefinedIn(absl::string_view file) {
+  std::vector<absl::string_view> names;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::EndsWith(flag->Filename(), file)) names.push_back(name);
+  }
+  ApplyEnvironmentToFlags(names);
 }
 
 namespace {

@@ -13,6 +13,9 @@ namespace dhpt {
 // dashes as underscores), sets the flag from it. Call before absl::ParseCommandLine so that
 // the command line still wins. Exits with a message when a variable does not parse.
 void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names);
+// The same for every flag defined in the source file whose path ends with `file` (a binary's
+// own main.cc): a flag added there is read from its DHPT_<FLAG> too, with no list to forget it.
+void ApplyEnvironmentToFlagsDefinedIn(absl::string_view file);
 
 // absl::ParseCommandLine that also takes flag names spelled with dashes (--require-gpu for
 // --require_gpu), as Kubernetes manifests and the issue tracker write them. Arguments after a

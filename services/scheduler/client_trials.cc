@@ -19,19 +19,31 @@
 namespace dhpt::scheduler {
 namespace {
 
+// A client_id or request_id: up to kMaxClientIdBytes of letters, digits, . _ - @ :.
+bool IsIdWord(absl::string_view id) {
+  return id.size() <= kMaxClientIdBytes && std::all_of(id.begin(), id.end(), [](char c) {
+           return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-' || c == '@' ||
+                  c == ':';
+         });
+}
+
 absl::Status ValidateClientId(absl::string_view client_id) {
   if (client_id.empty()) {
     return absl::InvalidArgumentError(
         "client_id: is required: a name for this evaluator, the same after it restarts");
   }
-  const bool valid = client_id.size() <= kMaxClientIdBytes &&
-                     std::all_of(client_id.begin(), client_id.end(), [](char c) {
-                       return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-' ||
-                              c == '@' || c == ':';
-                     });
-  if (!valid) {
+  if (!IsIdWord(client_id)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "client_id: 1-", kMaxClientIdBytes, " letters, digits, '.', '_', '-', '@' or ':'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRequestId(absl::string_view request_id) {
+  if (!IsIdWord(request_id)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request_id: up to ", kMaxClientIdBytes,
+        " letters, digits, '.', '_', '-', '@' or ':' (one per ask, repeated by its retries)"));
   }
   return absl::OkStatus();
 }
@@ -71,9 +83,14 @@ absl::Status AlreadySettledError(const v1::StudySpec& spec, const v1::Trial& set
       holds.empty() ? "" : absl::StrCat(" (", holds, ")"), "; this result is not recorded"));
 }
 
-bool CurrentAttemptIsClients(const v1::Trial& trial, absl::string_view client_id) {
-  return trial.attempt() >= 1 && trial.attempt() <= trial.attempts_size() &&
-         trial.attempts(trial.attempt() - 1).client_id() == client_id;
+// Whether the trial's current attempt is the client's and, with a `request_id`, was given to
+// an ask with that id (a retry of it gets it back; another ask of the same client does not).
+bool CurrentAttemptIsClients(const v1::Trial& trial, absl::string_view client_id,
+                             absl::string_view request_id = {}) {
+  if (trial.attempt() < 1 || trial.attempt() > trial.attempts_size()) return false;
+  const v1::Trial::Attempt& current = trial.attempts(trial.attempt() - 1);
+  return current.client_id() == client_id &&
+         (request_id.empty() || current.request_id() == request_id);
 }
 
 }  // namespace
@@ -113,10 +130,11 @@ void SchedulerCore::LeaseLocked(TrialEntry& trial, const std::string& client_id)
   leased_.insert(trial.trial.id());
 }
 
-bool SchedulerCore::ReclaimForClientLocked(TrialEntry& trial, const std::string& client_id) {
+bool SchedulerCore::ReclaimForClientLocked(TrialEntry& trial, const std::string& client_id,
+                                           absl::string_view request_id) {
   StudyEntry& study = *trial.study;
   v1::Trial& t = trial.trial;
-  if (t.state() != v1::Trial::PENDING || !CurrentAttemptIsClients(t, client_id) ||
+  if (t.state() != v1::Trial::PENDING || !CurrentAttemptIsClients(t, client_id, request_id) ||
       study.terminal() ||
       (study.spec.parallel_trials() > 0 && study.running >= study.spec.parallel_trials())) {
     return false;
@@ -138,20 +156,23 @@ bool SchedulerCore::ReclaimForClientLocked(TrialEntry& trial, const std::string&
 }
 
 absl::StatusOr<v1::SuggestTrialsResponse> SchedulerCore::SuggestTrials(
-    absl::string_view name, int count, absl::string_view client_id) {
+    absl::string_view name, int count, absl::string_view client_id,
+    absl::string_view request_id) {
   absl::Notification done;
   absl::StatusOr<v1::SuggestTrialsResponse> answer;
-  SuggestTrials(name, count, client_id, [&](absl::StatusOr<v1::SuggestTrialsResponse> result) {
-    answer = std::move(result);
-    done.Notify();
-  });
+  SuggestTrials(name, count, client_id, request_id,
+                [&](absl::StatusOr<v1::SuggestTrialsResponse> result) {
+                  answer = std::move(result);
+                  done.Notify();
+                });
   done.WaitForNotification();
   return answer;
 }
 
 void SchedulerCore::SuggestTrials(absl::string_view name, int count, absl::string_view client_id,
-                                  SuggestDone done) {
+                                  absl::string_view request_id, SuggestDone done) {
   absl::Status valid = ValidateClientId(client_id);
+  if (valid.ok()) valid = ValidateRequestId(request_id);
   if (valid.ok() && (count < 0 || count > kMaxSuggestCount)) {
     valid = absl::InvalidArgumentError(
         absl::StrCat("count: must be between 1 and ", kMaxSuggestCount));
@@ -162,6 +183,7 @@ void SchedulerCore::SuggestTrials(absl::string_view name, int count, absl::strin
   }
   auto waiter = std::make_unique<SuggestWaiter>();
   waiter->client_id = std::string(client_id);
+  waiter->request_id = std::string(request_id);
   waiter->count = std::max(count, 1);
   waiter->done = std::move(done);
   CoreLock lock(this);
@@ -170,18 +192,35 @@ void SchedulerCore::SuggestTrials(absl::string_view name, int count, absl::strin
     waiter->done(study.status());
     return;
   }
-  if ((*study)->suggest_waiters.size() >= kMaxSuggestWaiters) {
+  auto& waiters = (*study)->suggest_waiters;
+  if (!waiter->request_id.empty()) {
+    // A retry of an ask that still waits for a suggestion (its caller stopped waiting): the
+    // retry takes its place, so the one ask is given its trials once. What the first was
+    // given so far is leased under the request id, so the loops below give it to the retry.
+    auto earlier = std::find_if(waiters.begin(), waiters.end(), [&](const auto& w) {
+      return w->client_id == waiter->client_id && w->request_id == waiter->request_id;
+    });
+    if (earlier != waiters.end()) {
+      (*earlier)->done(absl::AbortedError(absl::StrCat(
+          "a retry of this ask (request_id \"", waiter->request_id, "\") took its place")));
+      waiters.erase(earlier);
+    }
+  }
+  if (waiters.size() >= kMaxSuggestWaiters) {
     waiter->done(absl::ResourceExhaustedError(absl::StrCat(
         kMaxSuggestWaiters, " SuggestTrials calls already wait for this study's next "
         "suggestion; ask again shortly")));
     return;
   }
   // Its own first, in number order: held now, then held before a restart (pending under its
-  // attempt).
+  // attempt). With a request id, only this ask's own (a retry after its answer was lost).
   std::vector<std::pair<int64_t, uint64_t>> held;
   for (uint64_t id : (*study)->leased) {
     const TrialEntry& trial = trials_.at(id);
-    if (trial.client == waiter->client_id) held.emplace_back(trial.trial.number(), id);
+    if (trial.client == waiter->client_id &&
+        CurrentAttemptIsClients(trial.trial, waiter->client_id, waiter->request_id)) {
+      held.emplace_back(trial.trial.number(), id);
+    }
   }
   std::sort(held.begin(), held.end());
   for (const auto& [number, id] : held) {
@@ -214,14 +253,14 @@ void SchedulerCore::SuggestTrials(absl::string_view name, int count, absl::strin
   std::deque<uint64_t>& pending = (*study)->pending;
   for (size_t i = 0; i < pending.size() && static_cast<int>(waiter->given.size()) < waiter->count;) {
     TrialEntry& trial = trials_.at(pending[i]);
-    if (ReclaimForClientLocked(trial, waiter->client_id)) {
+    if (ReclaimForClientLocked(trial, waiter->client_id, waiter->request_id)) {
       waiter->started_leases = true;
       waiter->given.push_back(trial.trial.id());  // Erased from pending: index i is the next.
     } else {
       ++i;
     }
   }
-  (*study)->suggest_waiters.push_back(std::move(waiter));
+  waiters.push_back(std::move(waiter));
   ServeSuggestWaitersLocked(**study);
 }
 
@@ -241,6 +280,7 @@ void SchedulerCore::ServeSuggestWaitersLocked(StudyEntry& study) {
       if (!id) break;
       TrialEntry& trial = trials_.at(*id);
       BeginAttemptLocked(trial, "", waiter.client_id, "client");
+      trial.trial.mutable_attempts()->rbegin()->set_request_id(waiter.request_id);
       LeaseLocked(trial, waiter.client_id);
       waiter.started_leases = true;
       SaveTrialLocked(trial);

@@ -209,19 +209,8 @@ int main(int argc, char** argv) {
   usage.contains_helpshort_flags = [](absl::string_view file) { return absl::StrContains(file, "services/"); };
   usage.contains_help_flags = usage.contains_helpshort_flags;
   absl::SetFlagsUsageConfig(usage);
-  dhpt::ApplyEnvironmentToFlags({"listen", "metrics_port", "metrics_listen", "db",
-                                 "max_db_bytes", "db_sync",
-                                 "heartbeat_interval", "missed_heartbeats", "client_lease",
-                                 "duplicate_margin", "speed_placement", "early_duplicates",
-                                 "keepalive_time", "keepalive_timeout",
-                                 "keepalive_min_ping_interval",
-                                 "suggestion_threads",
-                                 "tls_cert", "tls_key",
-                                 "tls_client_ca", "auth_token_file", "worker_token_file",
-                                 "max_studies", "max_parameters", "max_dataset_bytes",
-                                 "max_message_bytes", "max_spec_bytes_total",
-                                 "max_reply_bytes_in_flight", "watch_journal_events",
-                                 "shutdown_grace"});
+  // Every flag of this file, DHPT_<FLAG> (the command line wins).
+  dhpt::ApplyEnvironmentToFlagsDefinedIn("services/scheduler/main.cc");
   dhpt::ParseFlagsOnly("dhpt-scheduler", argc, argv, SchedulerFlagRanges());
   dhpt::BlockTerminationSignals();
   RaiseDescriptorLimit();

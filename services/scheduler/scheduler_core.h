@@ -32,6 +32,7 @@
 #include "dhpt/v1/worker_service.pb.h"
 #include "services/common/log_limiter.h"
 #include "services/common/work_queue.h"
+#include "services/common/worker_limits.h"
 #include "services/optimizer/optimizer.h"
 #include "services/study/early_stopping.h"
 #include "services/scheduler/memory_limit.h"
@@ -205,7 +206,7 @@ inline constexpr int kMaxAddedTrialsPerStudy = 20'000;
 inline constexpr size_t kMaxSuggestWaiters = 1'000;
 
 // What one worker may send: longer text is cut, extra metrics dropped (the objective kept).
-inline constexpr size_t kMaxWorkerIdBytes = 128;
+// The longest worker id, kMaxWorkerIdBytes, is in services/common/worker_limits.h.
 inline constexpr size_t kMaxWorkerTextBytes = 256;  // Node, device and version names.
 inline constexpr size_t kMaxWorkerErrorBytes = 2048;
 inline constexpr int kMaxWorkerCommands = 256;
@@ -313,16 +314,18 @@ class SchedulerCore {
   absl::StatusOr<WatchRead> ReadWatch(uint64_t watch_id, size_t max_bytes);
 
   // --- Ask and tell (EXTERNAL studies) ---
-  // Up to `count` trials leased to `client_id`: those it holds or held before a restart first,
+  // Up to `count` trials leased to `client_id`: those it holds or held before a restart first
+  // (with a `request_id`, only those an ask with that id was given: a retry of a lost answer),
   // then pending and new ones. `done` is called once, under the core's lock (it must not call
   // back into the core): at once, or when a model-based suggestion it waits for arrives, the
   // study ends or the scheduler shuts down.
   using SuggestDone = std::function<void(absl::StatusOr<v1::SuggestTrialsResponse>)>;
   void SuggestTrials(absl::string_view study, int count, absl::string_view client_id,
-                     SuggestDone done);
+                     absl::string_view request_id, SuggestDone done);
   // The same, waiting for the answer (tests).
   absl::StatusOr<v1::SuggestTrialsResponse> SuggestTrials(absl::string_view study, int count,
-                                                          absl::string_view client_id);
+                                                          absl::string_view client_id,
+                                                          absl::string_view request_id = {});
   // Renews the client's lease of trial `number` and records an intermediate value if given.
   absl::StatusOr<v1::ReportProgressResponse> ReportClientProgress(
       const v1::ReportProgressRequest& request);
@@ -696,8 +699,10 @@ class SchedulerCore {
   void LeaseLocked(TrialEntry& trial, const std::string& client_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // A pending trial whose current attempt was the client's (a lease a restart ended) goes back
-  // to it under the same attempt; false if the study's cap forbids it now.
-  bool ReclaimForClientLocked(TrialEntry& trial, const std::string& client_id)
+  // to it under the same attempt; false if the study's cap forbids it now. With a
+  // `request_id`, only if that attempt was given to an ask with this id.
+  bool ReclaimForClientLocked(TrialEntry& trial, const std::string& client_id,
+                              absl::string_view request_id = {})
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Records an ask-and-tell client's result on a trial that has not ended; returns its write.
   WriteSequence SettleClientTrialLocked(TrialEntry& trial, const v1::TrialResult& result,

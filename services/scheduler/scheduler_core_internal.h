@@ -38,6 +38,7 @@ inline std::string TrialPageFilter(absl::string_view study, v1::Trial::State onl
 // A SuggestTrials call waiting for a model-based suggestion.
 struct SchedulerCore::SuggestWaiter {
   std::string client_id;
+  std::string request_id;  // SuggestTrialsRequest.request_id; empty when the client gave none.
   int count = 1;
   std::vector<uint64_t> given;  // Trial ids leased to it so far, each once.
   // Whether it started a lease (a new trial, or one taken back after a restart): then it is

@@ -53,6 +53,11 @@ absl::Status CheckTime(const google::protobuf::Timestamp& time, const std::strin
   return absl::OkStatus();
 }
 
+// Whether `a` is earlier than `b` (both valid times: CheckTime).
+bool Before(const google::protobuf::Timestamp& a, const google::protobuf::Timestamp& b) {
+  return a.seconds() < b.seconds() || (a.seconds() == b.seconds() && a.nanos() < b.nanos());
+}
+
 // One trial of the export as it will stand here, with its point; its id is given later.
 struct ImportedTrial {
   v1::Trial trial;
@@ -95,6 +100,7 @@ absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
     const std::string field = absl::StrCat(at, ".attempts[", i, "]");
     RETURN_IF_ERROR(CheckText(attempt.worker_id(), kMaxWorkerIdBytes, field + ".worker_id"));
     RETURN_IF_ERROR(CheckText(attempt.client_id(), kMaxClientIdBytes, field + ".client_id"));
+    RETURN_IF_ERROR(CheckText(attempt.request_id(), kMaxClientIdBytes, field + ".request_id"));
   }
   t.set_attempt(in.attempt());
   t.set_lost_attempts(in.lost_attempts());
@@ -115,6 +121,12 @@ absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
        {TimeField{&in.create_time(), ".create_time"}, TimeField{&in.start_time(), ".start_time"},
         TimeField{&in.end_time(), ".end_time"}}) {
     RETURN_IF_ERROR(CheckTime(*time, at + name));
+  }
+  // A forged or hand-edited export: its duration would be negative in every report.
+  if (in.has_start_time() && in.has_end_time() && Before(in.end_time(), in.start_time())) {
+    return Invalid(at + ".end_time",
+                   absl::StrCat("trial ", in.number(), " ends (", TimeUtil::ToString(in.end_time()),
+                                ") before it starts (", TimeUtil::ToString(in.start_time()), ")"));
   }
   if (in.has_create_time()) *t.mutable_create_time() = in.create_time();
   if (in.has_start_time()) *t.mutable_start_time() = in.start_time();
@@ -219,6 +231,12 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
   RETURN_IF_ERROR(CheckText(in.state_reason(), kMaxStateReasonBytes, "study.state_reason"));
   RETURN_IF_ERROR(CheckTime(in.create_time(), "study.create_time"));
   RETURN_IF_ERROR(CheckTime(in.end_time(), "study.end_time"));
+  if (in.has_end_time() && Before(in.end_time(), in.create_time())) {
+    return Invalid("study.end_time",
+                   absl::StrCat("the study ends (", TimeUtil::ToString(in.end_time()),
+                                ") before it was created (", TimeUtil::ToString(in.create_time()),
+                                ")"));
+  }
 
   // Trials in number order, each number once: 0, 1, 2, ... as the study created them.
   const optimizer::SearchSpace space = study::ToSearchSpace(spec);

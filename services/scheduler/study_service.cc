@@ -321,7 +321,7 @@ void StudyServiceImpl::ListenForEveryMethod() {
       return call.Finish(allowed);
     }
     const v1::SuggestTrialsRequest& r = call.request();
-    core->SuggestTrials(r.study(), r.count(), r.client_id(),
+    core->SuggestTrials(r.study(), r.count(), r.client_id(), r.request_id(),
                         [&call](absl::StatusOr<v1::SuggestTrialsResponse> result) {
                           call.Finish(std::move(result));
                         });

@@ -32,6 +32,7 @@
 #include "services/common/logging.h"
 #include "services/common/metrics_endpoint.h"
 #include "services/common/signals.h"
+#include "services/common/worker_limits.h"
 #include "services/worker/command_flags.h"
 #include "services/worker/openmp_spin.h"
 #include "services/worker/sequential_study.h"
@@ -92,10 +93,6 @@ ABSL_FLAG(int, metrics_port, -1,
 
 namespace dhpt::worker {
 namespace {
-
-// The longest hello.worker_id the scheduler takes (its kMaxWorkerIdBytes): it refuses a longer
-// one at every connect, and the worker would only retry, never taking a trial.
-constexpr size_t kMaxWorkerIdBytes = 128;
 
 std::string Hostname() {
   char name[256] = {};

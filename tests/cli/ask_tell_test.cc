@@ -3,6 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 
 namespace dhpt::cli {
@@ -24,7 +29,36 @@ TEST(AskTellTest, AnAskLineIsOneLineWhateverAValueHolds) {
   v1::Trial trial;
   trial.set_number(2);
   (*trial.mutable_params())["kind"].set_string_value("a\nb\x1b[31m");
-  EXPECT_EQ(AskLine(trial), "2 --kind=a\\x0ab\\x1b[31m");
+  EXPECT_EQ(AskLine(trial), "2 '--kind=a\\x0ab\\x1b[31m'");
+}
+
+// Found by a hostile review: "4 --kind=two words --x=1" could not be told from a parameter
+// "kind" of "two" and a stray word. A value a shell would split or expand is quoted, and a
+// real shell reads every parameter back as one word, exactly.
+TEST(AskTellTest, AnAskLineIsReadBackWordForWordByAShell) {
+  v1::Trial trial;
+  trial.set_number(4);
+  const std::vector<std::string> values = {"two words", "a=b", "it's", "$(echo hi)`echo x`",
+                                           "*", "", "'", "plain-1.5e+3"};
+  for (size_t i = 0; i < values.size(); ++i) {
+    (*trial.mutable_params())[absl::StrCat("p", i)].set_string_value(values[i]);
+  }
+  const std::string line = AskLine(trial);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  EXPECT_THAT(line, HasSubstr(" '--p0=two words' --p1=a=b '--p2=it'\\''s' "));
+  EXPECT_THAT(line, HasSubstr(" --p7=plain-1.5e+3"));
+  ASSERT_EQ(setenv("ASK_LINE", line.c_str(), 1), 0);
+  FILE* shell = popen("sh -c 'eval \"set -- $ASK_LINE\"; printf \"%s\\n\" \"$@\"' </dev/null", "r");
+  ASSERT_NE(shell, nullptr);
+  std::string output;
+  char buffer[256];
+  while (fgets(buffer, sizeof(buffer), shell) != nullptr) output += buffer;
+  EXPECT_EQ(pclose(shell), 0);
+  std::string expected = "4\n";
+  for (size_t i = 0; i < values.size(); ++i) {
+    absl::StrAppend(&expected, "--p", i, "=", values[i], "\n");
+  }
+  EXPECT_EQ(output, expected);
 }
 
 TEST(AskTellTest, MetricWordsAreDecimalNumbersGivenOnce) {

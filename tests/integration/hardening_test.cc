@@ -32,6 +32,7 @@
 #include "dhpt/v1/worker_service.grpc.pb.h"
 #include "google/protobuf/util/time_util.h"
 #include "services/cli/study_file.h"
+#include "services/common/worker_limits.h"
 #include "tests/integration/test_cluster.h"
 
 namespace dhpt::testing {
@@ -268,15 +269,27 @@ TEST(HardeningTest, AStudyNameOfAnyLengthIsRefusedWithItsOwnStatusAndAShortQuote
   ASSERT_TRUE(scheduler.alive());
 }
 
+// The worker checks its id against the scheduler's own limit (one constant, worker_limits.h):
+// the longest id the worker starts with is one the scheduler takes, and one byte more stops
+// the worker at start.
 TEST(HardeningTest, AWorkerIdTheSchedulerWouldRefuseStopsTheWorkerAtStart) {
   SchedulerProcess scheduler;
-  // It connected, was refused (hello.worker_id: longer than 128 bytes) and retried for ever,
+  // It connected, was refused (hello.worker_id: longer than the limit) and retried for ever,
   // never taking a trial: `timeout` ended it (124).
   auto [code, output] = RunCommandLine(
       absl::StrCat("timeout 30 " DHPT_BIN_DIR "/dhpt-cpu-worker --scheduler=", scheduler.address(),
-                   " --worker_id=", std::string(129, 'w'), " </dev/null"));
+                   " --worker_id=", std::string(kMaxWorkerIdBytes + 1, 'w'), " </dev/null"));
   EXPECT_EQ(code, 2) << output;
-  EXPECT_THAT(output, HasSubstr("--worker_id: 129 bytes, more than the 128 a scheduler takes"));
+  EXPECT_THAT(output, HasSubstr(absl::StrCat("--worker_id: ", kMaxWorkerIdBytes + 1,
+                                             " bytes, more than the ", kMaxWorkerIdBytes,
+                                             " a scheduler takes")));
+  const std::string longest(kMaxWorkerIdBytes, 'w');
+  std::unique_ptr<cli::ChildProcess> worker = StartWorkerProcess(scheduler.address(), longest);
+  cli::StudyClient client(scheduler.address());
+  EXPECT_TRUE(WaitFor([&] {
+    absl::StatusOr<std::vector<v1::Worker>> workers = client.ListWorkers();
+    return workers.ok() && workers->size() == 1 && (*workers)[0].worker_id() == longest;
+  })) << "a worker with the longest id the worker takes never connected";
 }
 
 TEST(HardeningTest, ForgedResultsImpostorsAndFloodsAreRefused) {

@@ -1,10 +1,13 @@
 """Ask and tell in Optuna's words: suggest_*, report/should_prune, tell, leases held by client
 ids (a restarted evaluator gets its trial back), racing results, and bad input."""
 
+import collections
 import math
 import signal
 import threading
+from concurrent import futures
 
+import grpc
 import pytest
 
 import dhpt
@@ -50,16 +53,26 @@ def test_nan_and_wrong_results_are_refused_and_change_nothing(client):
         study.tell(trial, "high")
     with pytest.raises(dhpt.InvalidArgument, match="finite"):
         trial.report(math.inf, 1)
-    with pytest.raises(dhpt.InvalidArgument, match="not a number"):
+    with pytest.raises(dhpt.InvalidArgument, match=r"objective \w+=1000000.*\.\.\. is too large"):
         study.tell(trial, 10**400)  # Too large for a float.
+    with pytest.raises(dhpt.InvalidArgument, match="metric cost=inf is not a finite number"):
+        study.tell(trial, 0.5, metrics={"cost": math.inf})
+    # Found by a hostile review: enqueue and add_trials let Python's OverflowError out.
+    with pytest.raises(dhpt.InvalidArgument, match="parameter depth=1000.* is too large"):
+        study.enqueue_trial({"lr": 0.01, "depth": 10**400, "booster": "dart"})
+    with pytest.raises(dhpt.InvalidArgument, match="parameter lr=nan is not a finite number"):
+        study.add_trials([{"params": {"lr": math.nan, "depth": 3, "booster": "dart"}, "value": 1}])
+    with pytest.raises(dhpt.InvalidArgument, match="metric cost=1000.* is too large"):
+        study.add_trials([{"params": {"lr": 0.01, "depth": 3, "booster": "dart"}, "value": 1,
+                           "metrics": {"cost": 10**400}}])
     with pytest.raises(dhpt.InvalidArgument, match="not a number"):
         study.tell(trial, 0.5, metrics={"cost": "cheap"})
     with pytest.raises(dhpt.InvalidArgument, match="integer from 0 to 2\\^63-1"):
         trial.report(1.0, 2**70)
     with pytest.raises(dhpt.InvalidArgument, match="FAILED trial takes a reason, not a value"):
         study.tell(trial, 1.0, state=dhpt.TrialState.FAILED)
-    assert study.trials[0].state == dhpt.TrialState.RUNNING
-    assert study.tell(trial, 0.25).value == 0.25
+    assert [t.state for t in study.trials] == [dhpt.TrialState.RUNNING]  # Nothing added.
+    assert study.tell(trial, 10**30).value == 1e30  # An int a double holds.
     with pytest.raises(dhpt.NotFound):
         dhpt.load_study("absent", client=client).ask()
 
@@ -126,6 +139,63 @@ def test_two_clients_racing_to_tell_one_wins(tmp_path):
         assert study_a.trials[0].value == winners[0]
     finally:
         scheduler.kill()
+
+
+class LosesAnswers(grpc.GenericRpcHandler):
+    """A fault between the client and a real scheduler: forwards every unary call, and answers
+    CANCELLED after the scheduler has answered, `cut[method]` times (an answer lost on the way
+    back, as when the scheduler stops): the client's retry then reaches the scheduler again."""
+
+    def __init__(self, target):
+        self.channel = grpc.insecure_channel(target)
+        self.cut = collections.Counter()
+        self.calls = collections.Counter()
+
+    def service(self, details):
+        method = details.method
+        forward = self.channel.unary_unary(method)  # Bytes in, bytes out.
+
+        def handle(request, context):
+            name = method.rsplit("/", 1)[1]
+            self.calls[name] += 1
+            try:
+                answer = forward(request, timeout=30)
+            except grpc.RpcError as e:
+                context.abort(e.code(), e.details())
+            if self.cut[name] > 0:
+                self.cut[name] -= 1
+                context.abort(grpc.StatusCode.CANCELLED, "the answer was lost")
+            return answer
+        return grpc.unary_unary_rpc_method_handler(handle)
+
+
+@pytest.fixture
+def lossy(scheduler):
+    handler = LosesAnswers(scheduler.address)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), handlers=[handler])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield handler, f"127.0.0.1:{port}"
+    server.stop(None)
+    handler.channel.close()
+
+
+def test_each_ask_is_a_new_trial_and_a_retried_ask_gets_its_own(lossy):
+    handler, address = lossy
+    client = dhpt.Client(address, client_id="parallel-asks", retry_seconds=30)
+    study = make(client, "asks", max_trials=10)
+    first = study.ask()
+    handler.cut["SuggestTrials"] = 1
+    second = study.ask()  # Given a trial, answered CANCELLED, asked again: the same trial.
+    third = study.ask()
+    assert handler.calls["SuggestTrials"] == 4
+    assert len({first.number, second.number, third.number}) == 3  # Three to evaluate at once.
+    # No trial was leaked to the lost answer: the study has these three, each running.
+    assert sorted((t.number, t.state) for t in study.trials) == sorted(
+        (t.number, dhpt.TrialState.RUNNING) for t in (first, second, third))
+    for trial in (third, first, second):  # Told in any order.
+        study.tell(trial, float(trial.number))
+    assert [t.state for t in study.trials] == [dhpt.TrialState.COMPLETED] * 3
 
 
 def test_a_killed_evaluator_restarted_with_its_id_gets_its_trial_back(scheduler, client,

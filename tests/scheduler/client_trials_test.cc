@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/synchronization/notification.h"
 #include "google/protobuf/text_format.h"
 #include "services/scheduler/scheduler_core.h"
 #include "tests/scheduler/core_test_util.h"
@@ -51,9 +52,10 @@ class ClientTrialsTest : public ::testing::Test {
     db_.Reopen();
     Start();
   }
-  std::vector<int64_t> Ask(const std::string& study, int count, const std::string& client) {
+  std::vector<int64_t> Ask(const std::string& study, int count, const std::string& client,
+                           const std::string& request_id = "") {
     absl::StatusOr<v1::SuggestTrialsResponse> response =
-        core_->SuggestTrials(study, count, client);
+        core_->SuggestTrials(study, count, client, request_id);
     EXPECT_TRUE(response.ok()) << response.status();
     std::vector<int64_t> numbers;
     if (response.ok()) {
@@ -306,6 +308,61 @@ TEST_F(ClientTrialsTest, ReportedValuesDriveEarlyStopping) {
   // Asked again, it stays stopped; its lease is gone.
   EXPECT_TRUE(Report("ext", 1, "a")->should_stop());
   EXPECT_EQ(core_->GetStudy("ext")->trials_running(), 0);
+}
+
+// Found by a hostile review: one process asking twice before telling (Optuna's ask(), trials
+// evaluated in parallel) got the same trial twice. Each request id gets trials of its own, and
+// a retry of it (its answer lost) the same ones, after a restart too; without a request id
+// the client's held trials come first, as before.
+TEST_F(ClientTrialsTest, EachRequestIdGetsItsOwnTrialsAndItsRetryTheSame) {
+  ASSERT_TRUE(core_->CreateStudy(ExternalStudy("ext", 20, 0)).ok());
+  EXPECT_THAT(Ask("ext", 1, "a", "ask-1"), ElementsAre(0));
+  EXPECT_THAT(Ask("ext", 1, "a", "ask-2"), ElementsAre(1));
+  EXPECT_THAT(Ask("ext", 1, "a", "ask-1"), ElementsAre(0));  // A retry: not a third trial.
+  EXPECT_THAT(Ask("ext", 2, "a", "ask-3"), ElementsAre(2, 3));
+  EXPECT_THAT(Ask("ext", 2, "a", "ask-3"), ElementsAre(2, 3));
+  EXPECT_THAT(Ask("ext", 1, "b", "ask-1"), ElementsAre(4));  // Ids are per client.
+  EXPECT_THAT(Ask("ext", 5, "a"), ElementsAre(0, 1, 2, 3, 5));
+  EXPECT_EQ(core_->GetStudy("ext")->trials_running(), 6);
+  Restart();
+  EXPECT_THAT(Ask("ext", 1, "a", "ask-2"), ElementsAre(1));
+  EXPECT_THAT(Ask("ext", 1, "a", "ask-4"), ElementsAre(6));
+  ASSERT_TRUE(Tell("ext", 1, "a", 0.5).ok());
+  EXPECT_THAT(Ask("ext", 1, "a", "ask-2"), ElementsAre(7));  // Told: a retry gets a new one.
+  for (const std::string& bad :
+       std::vector<std::string>{"two words", std::string(kMaxClientIdBytes + 1, 'r')}) {
+    absl::StatusOr<v1::SuggestTrialsResponse> refused = core_->SuggestTrials("ext", 1, "a", bad);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(refused.status().message(), HasSubstr("request_id"));
+  }
+}
+
+// A retry that arrives while its first try still waits for a model-based suggestion takes the
+// first's place: the one ask is given one trial, whichever call answers.
+TEST_F(ClientTrialsTest, ARetryOfAWaitingAskIsGivenItsTrialOnce) {
+  v1::StudySpec bayes = ExternalStudy("bo", 8, 0);
+  bayes.mutable_algorithm()->set_name(v1::Algorithm::BAYESIAN);
+  bayes.mutable_algorithm()->mutable_bayesian()->set_n_startup_trials(2);
+  ASSERT_TRUE(core_->CreateStudy(bayes).ok());
+  ASSERT_THAT(Ask("bo", 2, "a", "first"), ElementsAre(0, 1));
+  ASSERT_TRUE(Tell("bo", 0, "a", 0.5).ok());
+  ASSERT_TRUE(Tell("bo", 1, "a", 0.25).ok());
+  absl::Notification first_done;
+  absl::StatusOr<v1::SuggestTrialsResponse> first;
+  core_->SuggestTrials("bo", 1, "a", "second", [&](absl::StatusOr<v1::SuggestTrialsResponse> r) {
+    first = std::move(r);
+    first_done.Notify();
+  });
+  const std::vector<int64_t> retried = Ask("bo", 1, "a", "second");
+  first_done.WaitForNotification();
+  ASSERT_EQ(retried.size(), 1u);
+  if (first.ok()) {  // Answered before the retry came.
+    ASSERT_EQ(first->trials_size(), 1);
+    EXPECT_EQ(first->trials(0).number(), retried[0]);
+  } else {
+    EXPECT_EQ(first.status().code(), absl::StatusCode::kAborted) << first.status();
+  }
+  EXPECT_EQ(core_->GetStudy("bo")->trials_running(), 1);
 }
 
 TEST_F(ClientTrialsTest, LeasesOutliveARestartForTheSameClient) {

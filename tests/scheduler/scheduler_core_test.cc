@@ -963,7 +963,7 @@ TEST(SchedulerCoreDurabilityTest, AskAndTellLeasesAreAnsweredOnlyOnceStored) {
   store.Hold();
   absl::Notification answered;
   absl::StatusOr<v1::SuggestTrialsResponse> answer;
-  core.SuggestTrials("ext", 1, "a", [&](absl::StatusOr<v1::SuggestTrialsResponse> response) {
+  core.SuggestTrials("ext", 1, "a", "", [&](absl::StatusOr<v1::SuggestTrialsResponse> response) {
     answer = std::move(response);
     answered.Notify();
   });
@@ -984,7 +984,7 @@ TEST(SchedulerCoreDurabilityTest, AskAndTellLeasesAreAnsweredOnlyOnceStored) {
   store.Hold();
   absl::Notification refused;
   absl::StatusOr<v1::SuggestTrialsResponse> unstored;
-  core.SuggestTrials("ext", 1, "b", [&](absl::StatusOr<v1::SuggestTrialsResponse> response) {
+  core.SuggestTrials("ext", 1, "b", "", [&](absl::StatusOr<v1::SuggestTrialsResponse> response) {
     unstored = std::move(response);
     refused.Notify();
   });

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
+#include "google/protobuf/util/time_util.h"
 #include "services/scheduler/scheduler_core.h"
 #include "tests/scheduler/core_test_util.h"
 #include "tests/scheduler/temp_database.h"
@@ -15,6 +16,7 @@ namespace dhpt::scheduler {
 namespace {
 
 using ::testing::HasSubstr;
+using google::protobuf::util::TimeUtil;
 
 v1::StudySpec External(const std::string& name, int max_trials) {
   v1::StudySpec spec;
@@ -134,6 +136,18 @@ TEST(StudyImportTest, ForgedExportsAreRefusedWhole) {
       {[](v1::StudyExport& e) { e.mutable_trials(0)->set_worker_id("a\nforged log line"); },
        "control characters"},
       {[](v1::StudyExport& e) { e.mutable_trials(0)->set_attempt(5); }, "trials[0].attempt"},
+      // Found by a hostile review: an end before the start was imported as it stood.
+      {[](v1::StudyExport& e) {
+         v1::Trial& t = *e.mutable_trials(1);
+         *t.mutable_end_time() = TimeUtil::SecondsToTimestamp(t.start_time().seconds() - 60);
+       },
+       "trials[1].end_time: trial 1 ends ("},
+      {[](v1::StudyExport& e) {
+         v1::Study& study = *e.mutable_study();
+         *study.mutable_end_time() = TimeUtil::SecondsToTimestamp(1'000);
+         *study.mutable_create_time() = TimeUtil::SecondsToTimestamp(2'000);
+       },
+       "study.end_time: the study ends (1970-01-01T00:16:40Z) before it was created"},
       {[](v1::StudyExport& e) {
          v1::TrialCurve& curve = *e.add_curves();
          curve.set_number(1);

@@ -7,18 +7,36 @@ peers); a dict or a YAML/JSON file may hold any study the CLI accepts (docs/pyth
 import json
 import math
 import re
+import threading
 import time
+import uuid
 
 from google.protobuf import json_format
 
 from . import errors
 from .client import Client, check_client_id, common_pb, pb
-from .trial import FrozenTrial, Trial, TrialState, parameter_value
+from .trial import FrozenTrial, Trial, TrialState, finite_number, parameter_value
 
 _ENDED = ("COMPLETED", "STOPPED", "FAILED")
 # ask() when every trial is leased to others: first wait, and the longest between two asks.
 _ASK_FIRST_WAIT = 0.02
 _ASK_MAX_WAIT = 1.0
+# The (scheduler, study, client id) this process has asked for a trial: the first ask of each
+# resumes what that id holds (an evaluator restarted with its id gets its trial back); every
+# later one is a new ask, with its own request id.
+_ASKED = set()
+_ASKED_LOCK = threading.Lock()
+
+
+def _ask_request_id(scheduler, study, client_id):
+    """'' for the first ask of `study` as `client_id` in this process (the scheduler answers
+    the trials the id holds first), else an id of its own that the ask's retries repeat."""
+    key = (scheduler, study, client_id)
+    with _ASKED_LOCK:
+        if key not in _ASKED:
+            _ASKED.add(key)
+            return ""
+    return uuid.uuid4().hex
 
 # The most metrics the scheduler keeps of one result (kMaxResultMetrics in
 # services/scheduler/scheduler_core.h): named when a result is refused for its size.
@@ -376,17 +394,22 @@ class Study:
 
     # --- Ask and tell ---
     def ask(self, timeout=None, client_id=None):
-        """A trial leased to this client (its unfinished ones first). While every trial is
-        leased to others it waits, up to `timeout` seconds (None: until one is free; then
-        dhpt.DeadlineExceeded); dhpt.StudyEnded once the study has ended."""
+        """A new trial leased to this client, as Optuna's ask(): asking twice without a tell
+        gives two trials to evaluate. The first ask of a client id in a process gives the
+        trial that id holds unfinished, if any (an evaluator restarted with its id resumes).
+        While every trial is leased to others it waits, up to `timeout` seconds (None: until
+        one is free; then dhpt.DeadlineExceeded); dhpt.StudyEnded once the study has ended."""
         client_id = client_id or self._client.client_id
         check_client_id(client_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         wait = _ASK_FIRST_WAIT
+        # Repeated by every retry of this ask (a lost answer): the scheduler gives it the trial
+        # it gave this ask, not another.
+        request_id = _ask_request_id(self._client.scheduler, self.name, client_id)
         while True:
             try:
                 answer = self._client.call("SuggestTrials", pb.SuggestTrialsRequest(
-                    study=self.name, count=1, client_id=client_id))
+                    study=self.name, count=1, client_id=client_id, request_id=request_id))
             except errors.ResourceExhausted:
                 answer = None  # Many asks wait on this study's next suggestion: ask again.
             if answer is not None and answer.trials:
@@ -485,13 +508,7 @@ class Study:
 
     @staticmethod
     def _numbers(what, given):
-        out = {}
-        for name, v in given.items():
-            try:
-                out[name] = float(v)
-            except (TypeError, ValueError, OverflowError):
-                raise errors.InvalidArgument(f"tell: {what} {name}={v!r} is not a number") from None
-        return out
+        return {name: finite_number(f"tell: {what} {name}", v) for name, v in given.items()}
 
     # --- Warm starts ---
     def enqueue_trial(self, params):
@@ -499,7 +516,7 @@ class Study:
         request = pb.EnqueueTrialRequest(study=self.name)
         for name, value in params.items():
             if value is not None:  # None: an inactive (conditional) parameter, absent.
-                request.params[name].CopyFrom(parameter_value(value))
+                request.params[name].CopyFrom(parameter_value(value, name))
         return self._client.call("EnqueueTrial", request, retry=False).number
 
     def add_trial(self, trial):
@@ -516,14 +533,14 @@ class Study:
             added = request.trials.add()
             for name, value in t["params"].items():
                 if value is not None:  # An inactive (conditional) parameter, absent.
-                    added.params[name].CopyFrom(parameter_value(value))
+                    added.params[name].CopyFrom(parameter_value(value, name))
             state = TrialState(getattr(t.get("state"), "value", t.get("state") or "COMPLETED"))
             added.state = common_pb.Trial.State.Value(state.value)
             if state == TrialState.COMPLETED:
                 given = dict(t.get("metrics") or {})
                 given.update(self._metrics(t.get("value"), t.get("values")))
                 for name, value in given.items():
-                    added.metrics[name] = float(value)
+                    added.metrics[name] = finite_number(f"add_trials: metric {name}", value)
         answer = self._client.call("AddTrials", request)
         return answer.added, answer.skipped
 

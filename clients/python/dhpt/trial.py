@@ -36,17 +36,36 @@ def plain_value(value):
     return getattr(value, kind) if kind else None
 
 
-def parameter_value(value):
+def finite_number(what, value):
+    """float(value) for a number the scheduler takes as a double: dhpt.InvalidArgument naming
+    `what` and the value for one that is not a number, is NaN or infinite, or is an int too
+    large for a double (past about 1.8e308), rather than Python's ValueError or OverflowError."""
+    shown = repr(value)
+    if len(shown) > 40:
+        shown = shown[:37] + "..."
+    try:
+        number = float(value)
+    except OverflowError:
+        raise errors.InvalidArgument(
+            f"{what}={shown} is too large for a double (at most about 1.8e308)") from None
+    except (TypeError, ValueError):
+        raise errors.InvalidArgument(f"{what}={shown} is not a number") from None
+    if not math.isfinite(number):
+        raise errors.InvalidArgument(f"{what}={shown} is not a finite number")
+    return number
+
+
+def parameter_value(value, name="value"):
     """A Python int, float or str as a google.protobuf.Value (EnqueueTrial, AddTrials)."""
     from google.protobuf import struct_pb2
     out = struct_pb2.Value()
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise errors.InvalidArgument(
-            f"parameter value {value!r}: give an int, a float or a str")
+            f"parameter {name}={value!r}: give an int, a float or a str")
     if isinstance(value, str):
         out.string_value = value
     else:
-        out.number_value = float(value)
+        out.number_value = finite_number(f"parameter {name}", value)
     return out
 
 
