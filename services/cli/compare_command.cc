@@ -89,7 +89,7 @@ std::string CellName(const v1::StudySpec& spec, v1::Algorithm::Name algorithm) {
 }  // namespace
 
 absl::StatusOr<v1::CompareMatrix> ReadMatrixFile(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  ASSIGN_OR_RETURN(std::string text, ReadTextFile(path, kMaxStudyFileBytes));
   v1::CompareMatrix matrix;
   if (absl::Status parsed = ParseYamlMessage(text, "compare matrix", matrix); !parsed.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", parsed.message()));
@@ -524,7 +524,7 @@ absl::StatusOr<v1::MatrixReport> Comparison::RunMatrix(const v1::CompareMatrix& 
     Progress(absl::StrFormat("cell %d/%d: %s", i + 1, cells.size(), cell.name), true);
     // A finished cell of the same spec is kept: the matrix resumes where it stopped.
     v1::CompareReport kept;
-    absl::StatusOr<std::string> text = ReadTextFile((cell_dir / "report.json").string());
+    absl::StatusOr<std::string> text = ReadTextFile((cell_dir / "report.json").string(), kMaxExportFileBytes);
     if (text.ok() && google::protobuf::util::JsonStringToMessage(*text, &kept).ok() &&
         google::protobuf::util::MessageDifferencer::Equals(kept.spec(), cell.spec)) {
       Progress("  kept from an earlier run", true);

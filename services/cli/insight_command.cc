@@ -351,7 +351,7 @@ absl::StatusOr<std::string> WriteStudyReport(StudyClient& client, const std::str
     for (const std::string& file : *drawn) {
       if (!file.ends_with(".svg")) continue;
       ASSIGN_OR_RETURN(const std::string svg,
-                       ReadTextFile((std::filesystem::path(options.out) / file).string()));
+                       ReadTextFile((std::filesystem::path(options.out) / file).string(), kMaxExportFileBytes));
       absl::StrAppend(&html, InlineSvg(svg, absl::StrCat("p", n++, "_")), "\n");
     }
     absl::StrAppend(&html, "</section>\n");

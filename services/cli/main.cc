@@ -41,6 +41,7 @@
 #include "services/common/client_security_flags.h"
 #include "services/common/env_flags.h"
 #include "services/common/flag_ranges.h"
+#include "services/common/input_file.h"
 #include "services/common/status_macros.h"
 #include "services/scheduler/scheduler_core.h"
 
@@ -462,6 +463,7 @@ absl::StatusOr<v1::StudySpec> StudyFromFlags() {
 
 int RunLocal() {
   absl::StatusOr<v1::StudySpec> spec = StudyFromFlags();
+  if (IsUnusableInputFile(spec.status())) return FailUsage("local", spec.status().message());
   if (!spec.ok()) return Fail(spec.status());
   absl::StatusOr<LocalClusterOptions> resolved = ResolveLocalCluster(*spec, LocalClusterFlags());
   if (!resolved.ok()) return Fail(resolved.status());
@@ -760,6 +762,7 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
   const std::string& arg = args[0];
   if (name == "submit") {
     absl::StatusOr<v1::StudySpec> spec = ReadStudyFile(arg);
+    if (IsUnusableInputFile(spec.status())) return FailUsage(name, spec.status().message());
     if (!spec.ok()) return Fail(spec.status());
     // The scheduler adds the earlier study's completed trials before the first suggestion.
     const std::string from = absl::GetFlag(FLAGS_warm_start);
@@ -894,7 +897,8 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     return 0;
   }
   if (name == "import") {
-    absl::StatusOr<std::string> text = ReadTextFile(arg);
+    absl::StatusOr<std::string> text = ReadTextFile(arg, kMaxExportFileBytes);
+    if (IsUnusableInputFile(text.status())) return FailUsage(name, text.status().message());
     if (!text.ok()) return Fail(text.status());
     v1::StudyExport exported;
     google::protobuf::util::JsonParseOptions options;

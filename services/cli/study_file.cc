@@ -17,6 +17,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/type_resolver.h"
 #include "google/protobuf/util/type_resolver_util.h"
+#include "services/common/input_file.h"
 #include "services/common/status_macros.h"
 
 namespace dhpt::cli {
@@ -188,12 +189,11 @@ absl::StatusOr<v1::StudySpec> ParseStudySpec(const std::string& text) {
   return spec;
 }
 
-absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+absl::StatusOr<std::string> ReadTextFile(const std::string& path, int64_t max_bytes) {
+  return ReadRegularFile(path, max_bytes,
+                         max_bytes == kMaxStudyFileBytes
+                             ? "4 MiB, the scheduler's default --max_message_bytes"
+                             : "the limit of dhpt import and the CLI's own files");
 }
 
 absl::Status WriteTextFile(const std::string& path, const std::string& text) {
@@ -256,7 +256,7 @@ absl::Status OverrideEarlyStopping(absl::string_view rule, v1::StudySpec& spec) 
 }
 
 absl::StatusOr<v1::StudySpec> ReadStudyFile(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  ASSIGN_OR_RETURN(std::string text, ReadTextFile(path, kMaxStudyFileBytes));
   absl::StatusOr<v1::StudySpec> spec = ParseStudySpec(text);
   if (!spec.ok()) return absl::Status(spec.status().code(), absl::StrCat(path, ": ", spec.status().message()));
   return spec;

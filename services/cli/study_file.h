@@ -17,7 +17,15 @@ absl::StatusOr<v1::StudySpec> ParseStudySpec(const std::string& text);
 // ("not a WHAT: ...").
 absl::Status ParseYamlMessage(const std::string& text, absl::string_view what,
                               google::protobuf::Message& message);
-absl::StatusOr<std::string> ReadTextFile(const std::string& path);
+// Files the CLI reads are regular files up to a limit, checked before they are read
+// (services/common/input_file.h): a study spec or a compare matrix must fit in one message at
+// the scheduler's default --max_message_bytes; an export (dhpt import) or a file the CLI wrote
+// itself (a report, a plot) may be larger, up to kMaxExportFileBytes.
+inline constexpr int64_t kMaxStudyFileBytes = 4 << 20;
+inline constexpr int64_t kMaxExportFileBytes = int64_t{256} << 20;
+// The file's text; InvalidArgument when it is not a regular file or is over `max_bytes`
+// (kMaxStudyFileBytes or kMaxExportFileBytes, named in the message).
+absl::StatusOr<std::string> ReadTextFile(const std::string& path, int64_t max_bytes);
 // Writes `text` aside and renames it into place, so that an interrupted write never leaves a
 // half file that a later run (a resumed matrix) would trust.
 absl::Status WriteTextFile(const std::string& path, const std::string& text);

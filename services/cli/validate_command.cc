@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "services/cli/study_file.h"
 #include "services/cli/terminal_text.h"
+#include "services/common/input_file.h"
 #include "services/study/spec_validation.h"
 
 namespace dhpt::cli {
@@ -34,6 +35,11 @@ std::vector<absl::Status> StudyFileErrors(const std::string& path) {
 int RunValidate(const std::string& path, std::ostream& out, std::ostream& err) {
   std::vector<absl::Status> errors;
   absl::StatusOr<v1::StudySpec> spec = NormalizedStudyFile(path, errors);
+  // Not a study file at all (a FIFO, a device, too large): a usage error, as for a bad flag.
+  if (!spec.ok() && IsUnusableInputFile(spec.status())) {
+    PrintRefusal(err, spec.status());
+    return 2;
+  }
   if (errors.empty()) {
     out << path << ": valid: study " << spec->name() << ", "
         << v1::Model::Kind_Name(spec->model().kind()) << ", "

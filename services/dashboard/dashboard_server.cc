@@ -254,7 +254,15 @@ void DashboardServer::State::Routes() {
        {"Cache-Control", "no-store"}});
   // A query the scheduler could not read (a name that is not UTF-8 fails protobuf's parse, and
   // logs an error there per request) is answered here, before it costs the scheduler anything.
-  server.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+  server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // Before anything is read or changed: a page whose name was re-pointed here must not
+    // read studies or stop them (allowed_hosts.h).
+    const std::string host = req.get_header_value("Host");
+    if (!options.allowed_hosts.Allows(host)) {
+      res.status = 421;
+      res.set_content(RefusedHostMessage(host), "text/plain; charset=utf-8");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     for (const auto& [key, value] : req.params) {
       if (!google::protobuf::internal::IsStructurallyValidUTF8(value) ||
           !google::protobuf::internal::IsStructurallyValidUTF8(key)) {

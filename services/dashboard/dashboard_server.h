@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "services/common/transport_security.h"
+#include "services/dashboard/allowed_hosts.h"
 
 namespace dhpt::dashboard {
 
@@ -64,6 +65,8 @@ struct DashboardOptions {
   // Off by default: the dashboard only reads. On, a study page offers a Stop button (asking
   // first); the scheduler still checks the token the dashboard holds.
   bool allow_stop = false;
+  // Host headers answered; others get 421 (allowed_hosts.h: DNS rebinding).
+  AllowedHosts allowed_hosts;
   // The plots read each trial in ListTrials' plot view (what plots draw only); off, whole
   // trials, as before the view existed: for comparing the two (bench/dashboard_bench.mjs).
   bool plot_view = true;

@@ -26,6 +26,11 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:8080",
           "from other machines");
 ABSL_FLAG(bool, allow_stop, false,
           "offer a Stop button on study pages (asks first); off, the dashboard only reads");
+ABSL_FLAG(std::vector<std::string>, allowed_hosts, {},
+          "names besides IP addresses and localhost that browsers may reach the dashboard by, "
+          "NAME or NAME:PORT, comma-separated (a proxy's, an Ingress' or a Service's name); "
+          "requests naming another Host are answered 421, so a web page cannot re-point its "
+          "own name here (DNS rebinding) and read or stop studies");
 ABSL_FLAG(bool, plot_view, true,
           "read the trials for the plots in ListTrials' plot view (only what plots draw); false "
           "reads whole trials, as before the view existed (to compare the two)");
@@ -60,7 +65,7 @@ int main(int argc, char** argv) {
   };
   usage.contains_help_flags = usage.contains_helpshort_flags;
   absl::SetFlagsUsageConfig(usage);
-  dhpt::ApplyEnvironmentToFlags({"scheduler", "listen", "allow_stop", "max_event_streams", "max_connections",
+  dhpt::ApplyEnvironmentToFlags({"scheduler", "listen", "allow_stop", "allowed_hosts", "max_event_streams", "max_connections",
                                 "per_address_share"});
   dhpt::ApplyEnvironmentToFlags(dhpt::ClientSecurityFlagNames());
   dhpt::ParseFlagsOnly("dhpt-dashboard", argc, argv, DashboardFlagRanges());
@@ -82,6 +87,13 @@ int main(int argc, char** argv) {
   options.scheduler = absl::GetFlag(FLAGS_scheduler);
   options.allow_stop = absl::GetFlag(FLAGS_allow_stop);
   options.plot_view = absl::GetFlag(FLAGS_plot_view);
+  absl::StatusOr<dhpt::dashboard::AllowedHosts> allowed =
+      dhpt::dashboard::AllowedHosts::Parse(absl::GetFlag(FLAGS_allowed_hosts));
+  if (!allowed.ok()) {
+    std::fprintf(stderr, "dhpt-dashboard: %s\n", std::string(allowed.status().message()).c_str());
+    return 2;
+  }
+  options.allowed_hosts = *std::move(allowed);
   // In range: DashboardFlagRanges.
   options.max_event_streams = absl::GetFlag(FLAGS_max_event_streams);
   options.connections.max_connections = absl::GetFlag(FLAGS_max_connections);

@@ -466,4 +466,12 @@ test("the web dashboard is off by default; on, it reaches the scheduler with the
     "webDashboard.perAddressShare=0.25"]), "Deployment", "-dashboard"));
   assert.ok(shared.args.includes("--per-address-share=0.25"), shared.args.join(" "));
   assert.match(renderFails(["--set", "webDashboard.perAddressShare=0"]), /perAddressShare/);
+  // The dashboard answers its Service's names (and addresses, localhost); an Ingress' name is added.
+  assert.ok(c.args.includes("--allowed-hosts=t-dhpt-dashboard,t-dhpt-dashboard.default," +
+    "t-dhpt-dashboard.default.svc,t-dhpt-dashboard.default.svc.cluster.local"), c.args.join(" "));
+  const ingress = container(find(render(["--set", "webDashboard.enabled=true", "--set",
+    "webDashboard.allowedHosts={dash.lab.local}"]), "Deployment", "-dashboard"));
+  assert.ok(ingress.args.some((a) => a.startsWith("--allowed-hosts=") && a.endsWith(",dash.lab.local")),
+    ingress.args.join(" "));
+  assert.match(renderFails(["--set", "webDashboard.allowedHosts={http://x}"]), /allowedHosts/);
 });

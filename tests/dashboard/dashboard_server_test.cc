@@ -88,7 +88,7 @@ TEST(DashboardServerTest, ClientsTricklingHeadersNeitherHoldTheServerNorBlockOth
   const absl::Time asked = absl::Now();
   const int fd = Connect("127.0.0.1", port);
   ASSERT_GE(fd, 0);
-  const std::string request = "GET /assets/app.css HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  const std::string request = "GET /assets/app.css HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
   bool timed_out = false;
   const std::string answer = ReadToClose(fd, asked + absl::Seconds(2), timed_out);
@@ -124,24 +124,24 @@ TEST(DashboardServerTest, RequestsWithAnAmbiguousLengthAreRefusedAndTheirConnect
   options.scheduler = "127.0.0.1:1";  // Nothing here asks the scheduler.
   auto server = DashboardServer::Start(options, "127.0.0.1", 0);
   ASSERT_TRUE(server.ok()) << server.status();
-  const std::string smuggled = "GET /assets/app.css HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string smuggled = "GET /assets/app.css HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+      {"POST /api/stop?study=s HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
        "Content-Length: 5\r\n\r\n0\r\n\r\n",
        "both Transfer-Encoding and Content-Length"},
-      {"GET /api/studies HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+      {"GET /api/studies HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n"
        "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
        "both Transfer-Encoding and Content-Length"},
-      {"POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+      {"POST /api/stop?study=s HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
        "0\r\n\r\n",
        "only chunked"},
-      {"POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 2\r\n\r\n"
+      {"POST /api/stop?study=s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nContent-Length: 2\r\n\r\n"
        "ab",
        "one Content-Length only"},
-      {"POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n"
+      {"POST /api/stop?study=s HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding : chunked\r\n\r\n"
        "0\r\n\r\n",
        "may not hold whitespace"},
-      {"POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\nContent-Length: +2\r\n\r\nab",
+      {"POST /api/stop?study=s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: +2\r\n\r\nab",
        "digits only"},
   };
   for (const auto& [request, why] : cases) {
@@ -163,7 +163,7 @@ TEST(DashboardServerTest, RequestsWithAnAmbiguousLengthAreRefusedAndTheirConnect
   const int fd = Connect("127.0.0.1", (*server)->port());
   ASSERT_GE(fd, 0);
   const std::string normal =
-      "POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\nab";
+      "POST /api/stop?study=s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\nConnection: close\r\n\r\nab";
   ASSERT_EQ(send(fd, normal.data(), normal.size(), MSG_NOSIGNAL), static_cast<ssize_t>(normal.size()));
   bool timed_out = false;
   const std::string answer = ReadToClose(fd, absl::Now() + absl::Seconds(3), timed_out);
@@ -181,24 +181,24 @@ TEST(DashboardServerTest, ErrorsThatLeaveTheRequestStreamInDoubtCloseTheConnecti
   options.scheduler = "127.0.0.1:1";  // Nothing here asks the scheduler.
   auto server = DashboardServer::Start(options, "127.0.0.1", 0);
   ASSERT_TRUE(server.ok()) << server.status();
-  const std::string next = "GET /assets/app.css HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string next = "GET /assets/app.css HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   const struct {
     std::string request;
     std::string status;
   } cases[] = {
-      {"GET /api/studies\r\nHost: x\r\n\r\n", "400"},
-      {"GET /api/studies HTTP/1.1 extra\r\nHost: x\r\n\r\n", "400"},
-      {"BREW /api/studies HTTP/1.1\r\nHost: x\r\n\r\n", "400"},
-      {"GET /" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n", "414"},
-      {"POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+      {"GET /api/studies\r\nHost: 127.0.0.1\r\n\r\n", "400"},
+      {"GET /api/studies HTTP/1.1 extra\r\nHost: 127.0.0.1\r\n\r\n", "400"},
+      {"BREW /api/studies HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "400"},
+      {"GET /" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "414"},
+      {"POST /api/stop?study=s HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
        "zz\r\n",
        "400"},
       // Without a length cpp-httplib read the body until the client closed (here until the
       // request's 10 s deadline); a long one it read whole to drop it.
-      {"POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\n\r\n", "411"},
-      {"POST /api/stop?study=s HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n", "413"},
+      {"POST /api/stop?study=s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "411"},
+      {"POST /api/stop?study=s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000000\r\n\r\n", "413"},
       // cpp-httplib reads no GET body: this one was served as the next request.
-      {"GET /assets/app.js HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+      {"GET /assets/app.js HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
            std::to_string(next.size()) + "\r\n\r\n",
        "400"},
   };
@@ -220,8 +220,8 @@ TEST(DashboardServerTest, ErrorsThatLeaveTheRequestStreamInDoubtCloseTheConnecti
   // An error to a whole request without a body keeps the connection: both are answered.
   const int fd = Connect("127.0.0.1", (*server)->port());
   ASSERT_GE(fd, 0);
-  const std::string sent = "GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n"
-                           "GET /assets/app.css HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  const std::string sent = "GET /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                           "GET /assets/app.css HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   ASSERT_EQ(send(fd, sent.data(), sent.size(), MSG_NOSIGNAL), static_cast<ssize_t>(sent.size()));
   bool timed_out = false;
   const std::string answer = ReadToClose(fd, absl::Now() + absl::Seconds(5), timed_out);
@@ -229,6 +229,47 @@ TEST(DashboardServerTest, ErrorsThatLeaveTheRequestStreamInDoubtCloseTheConnecti
   EXPECT_FALSE(timed_out);
   EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 404")) << answer.substr(0, 200);
   EXPECT_NE(answer.find("HTTP/1.1 200", 1), std::string::npos) << answer.substr(0, 400);
+}
+
+// A web page that re-points its own name at the dashboard (DNS rebinding) sends that name as
+// Host: it is refused before anything is read or stopped; the names the dashboard answers to
+// (an address, localhost, --allowed_hosts) are served.
+TEST(DashboardServerTest, RequestsNamingAnotherHostAreRefusedWith421) {
+  DashboardOptions options;
+  options.scheduler = "127.0.0.1:1";  // Nothing here reaches the scheduler.
+  options.allow_stop = true;
+  auto allowed = AllowedHosts::Parse({"dash.lab.local"});
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  options.allowed_hosts = *allowed;
+  auto server = DashboardServer::Start(options, "127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string port = std::to_string((*server)->port());
+  auto ask = [&](const std::string& request) {
+    const int fd = Connect("127.0.0.1", (*server)->port());
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(request.size()));
+    bool timed_out = false;
+    const std::string answer = ReadToClose(fd, absl::Now() + absl::Seconds(5), timed_out);
+    close(fd);
+    EXPECT_FALSE(timed_out);
+    return answer;
+  };
+  for (const std::string& request :
+       {"GET /api/studies HTTP/1.1\r\nHost: evil.example:" + port + "\r\nConnection: close\r\n\r\n",
+        "POST /api/stop?study=s HTTP/1.1\r\nHost: evil.example:" + port +
+            "\r\nX-DHPT-Confirm: stop\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"}) {
+    SCOPED_TRACE(request);
+    const std::string answer = ask(request);
+    EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 421")) << answer.substr(0, 200);
+    EXPECT_TRUE(absl::StrContains(answer, "--allowed_hosts=evil.example:" + port)) << answer;
+  }
+  for (const std::string& host : {"127.0.0.1:" + port, "localhost:" + port, std::string("dash.lab.local")}) {
+    SCOPED_TRACE(host);
+    const std::string answer =
+        ask("GET /assets/app.css HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n");
+    EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 200")) << answer.substr(0, 200);
+  }
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -291,6 +293,43 @@ TEST(CommandLineTest, TheEdgeValuesStillStart) {
     output.Started();
     EXPECT_TRUE(output.WaitForText(row.said)) << output.text();
   }
+}
+
+// A study file that is a device or a FIFO, or larger than a spec (an export) can be, is refused
+// before it is read, exit 2: /dev/zero was read until the kernel's OOM killer fired, a FIFO
+// waited for a writer for ever. The address space is capped (ulimit -v) so that a regression
+// fails here instead of exhausting the machine; `timeout` ends one that waits.
+TEST(CommandLineTest, StudyFilesThatAreNotRegularOrTooLargeExit2BeforeBeingRead) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/study_files_", getpid());
+  std::filesystem::create_directories(dir);
+  const std::string fifo = dir + "/fifo", big = dir + "/big.yaml", huge = dir + "/huge.json";
+  ASSERT_EQ(RunCommandLine(absl::StrCat("mkfifo ", fifo, " && truncate -s 4194305 ", big,
+                                        " && truncate -s 268435457 ", huge)).first, 0);
+  const struct {
+    std::string args;
+    std::string said;
+  } rows[] = {
+      {"validate /dev/zero", "/dev/zero is a character device, not a regular file"},
+      {"submit /dev/zero", "/dev/zero is a character device, not a regular file"},
+      {"import /dev/urandom", "/dev/urandom is a character device"},
+      {"validate " + fifo, fifo + " is a FIFO, not a regular file"},
+      {"submit " + fifo, fifo + " is a FIFO"},
+      {"import " + fifo, fifo + " is a FIFO"},
+      {"local --study=" + fifo, fifo + " is a FIFO"},
+      {"validate " + dir, dir + " is a directory"},
+      {"submit " + big, big + " has 4194305 bytes, more than the 4194304 a file here may hold "
+                        "(4 MiB, the scheduler's default --max_message_bytes)"},
+      {"import " + huge, "more than the 268435456"},
+  };
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.args);
+    const auto [status, output] = RunCommandLine(absl::StrCat(
+        "ulimit -v 2000000; timeout 20 " DHPT_BIN_DIR "/dhpt ", row.args,
+        " --scheduler=127.0.0.1:1 </dev/null"));
+    EXPECT_EQ(status, 2) << output;
+    EXPECT_THAT(output, HasSubstr(row.said));
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string ReadFile(const std::filesystem::path& path) {
-  return cli::ReadTextFile(path.string()).value_or("");
+  return cli::ReadTextFile(path.string(), cli::kMaxExportFileBytes).value_or("");
 }
 
 // report.json must be a CompareReport exactly: unknown or mistyped fields fail the parse.

@@ -169,7 +169,7 @@ class InsightTest : public ::testing::Test {
     return result;
   }
   static std::string Read(const std::string& path) {
-    absl::StatusOr<std::string> text = cli::ReadTextFile(path);
+    absl::StatusOr<std::string> text = cli::ReadTextFile(path, cli::kMaxExportFileBytes);
     EXPECT_TRUE(text.ok()) << text.status();
     return text.ok() ? *text : "";
   }
