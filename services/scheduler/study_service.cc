@@ -7,6 +7,7 @@
 #include <grpcpp/alarm.h>
 
 #include "absl/strings/str_cat.h"
+#include "services/common/enum_values.h"
 #include "services/common/grpc_status.h"
 #include "services/common/status_macros.h"
 #include "services/common/transport_security.h"
@@ -87,6 +88,15 @@ class UnaryCall final : public StudyServiceImpl::Call {
   bool admitted_ = false;
 };
 
+// A call is computed only for a user's token (when tokens are in use) and a request whose enums
+// are all defined: protobuf keeps an unknown number (ListTrials state 99, an evaluator 99), which
+// would otherwise read as "no trials" or as the default.
+template <typename Request, typename Response>
+absl::Status Admissible(UnaryCall<Request, Response>& call) {
+  RETURN_IF_ERROR(CheckRole(call.context().auth_context().get(), kUserRole));
+  return CheckEnumValues(call.request(), "");
+}
+
 // Every StudyService call runs only for a user's token (when tokens are in use); `compute`
 // runs after the check, so a worker's token reads nothing.
 template <typename Request, typename Response, typename Compute>
@@ -94,7 +104,7 @@ void Serve(StudyServiceImpl* service, grpc::ServerCompletionQueue* queue,
            typename UnaryCall<Request, Response>::RequestMethod method, Compute compute) {
   UnaryCall<Request, Response>::Listen(
       service, queue, method, [compute](UnaryCall<Request, Response>& call) {
-        const absl::Status allowed = CheckRole(call.context().auth_context().get(), kUserRole);
+        const absl::Status allowed = Admissible(call);
         call.Finish(allowed.ok() ? absl::StatusOr<Response>(compute(call.request()))
                                  : absl::StatusOr<Response>(allowed));
       });
@@ -107,7 +117,7 @@ void ServePage(StudyServiceImpl* service, grpc::ServerCompletionQueue* queue,
                typename UnaryCall<Request, Response>::RequestMethod method, Compute compute) {
   UnaryCall<Request, Response>::Listen(
       service, queue, method, [compute](UnaryCall<Request, Response>& call) {
-        const absl::Status allowed = CheckRole(call.context().auth_context().get(), kUserRole);
+        const absl::Status allowed = Admissible(call);
         if (!allowed.ok()) return call.Finish(allowed);
         ReplyBudget::Lease lease;
         absl::StatusOr<Response> result = compute(call.request(), lease);
@@ -317,10 +327,7 @@ void StudyServiceImpl::ListenForEveryMethod() {
   // thread waits for it.
   using Suggest = UnaryCall<v1::SuggestTrialsRequest, v1::SuggestTrialsResponse>;
   Suggest::Listen(this, q, &AsyncStudyService::RequestSuggestTrials, [core](Suggest& call) {
-    if (absl::Status allowed = CheckRole(call.context().auth_context().get(), kUserRole);
-        !allowed.ok()) {
-      return call.Finish(allowed);
-    }
+    if (absl::Status allowed = Admissible(call); !allowed.ok()) return call.Finish(allowed);
     const v1::SuggestTrialsRequest& r = call.request();
     core->SuggestTrials(r.study(), r.count(), r.client_id(),
                         [&call](absl::StatusOr<v1::SuggestTrialsResponse> result) {
