@@ -18,6 +18,9 @@ namespace {
 
 using AsyncStudyService = v1::StudyService::AsyncService;
 
+// The trailing metadata key on every error this service answers (clients/python reads it).
+constexpr char kRefusedByKey[] = "dhpt-refused-by";
+
 // One unary call of one method on the user calls' queue: it waits for the call, then (on a
 // user call thread) starts waiting for the next one of its method, runs the handler and
 // answers; it deletes itself when gRPC is done with the answer. The reply budget's lease (for a
@@ -61,6 +64,9 @@ class UnaryCall final : public StudyServiceImpl::Call {
   void Finish(absl::StatusOr<Response> result, ReplyBudget::Lease lease = {}) {
     lease_ = std::move(lease);
     if (result.ok()) response_ = *std::move(result);
+    // A refusal the scheduler itself made: a client can tell "the scheduler said UNAVAILABLE
+    // (the database refuses writes)" from "no scheduler answered", which gRPC codes alike.
+    if (!result.ok()) context_.AddTrailingMetadata(kRefusedByKey, "scheduler");
     responder_.Finish(response_, ToGrpcStatus(result.status()), this);
   }
 
