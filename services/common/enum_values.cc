@@ -17,8 +17,8 @@ using google::protobuf::Reflection;
 absl::Status Undefined(const std::string& field, const EnumDescriptor& type, int number) {
   std::vector<std::string> names;
   for (int i = 0; i < type.value_count(); ++i) names.push_back(type.value(i)->name());
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", number, " is not a ", type.name(),
-                                                 "; one of ", absl::StrJoin(names, ", ")));
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": ", number, " is no value of ", type.name(), "; one of ", absl::StrJoin(names, ", ")));
 }
 
 absl::Status CheckField(const Message& message, const Reflection& reflection,

@@ -79,25 +79,29 @@ class PublishedStudies {
     old = std::exchange(order_, std::move(order));
   }
 
-  // The first `count` studies after order number `after`, each with its order number and
-  // summary, and whether more follow them; nullopt when the order is not published or one of
-  // them is not (their page is built under the core's lock).
+  // The first `count` studies after order number `after` and before `before` (capped at the
+  // first order number not yet given: a listing's horizon, StudyListing), each with its order
+  // number and summary, whether more follow them, and the capped `before`; nullopt when the
+  // order is not published or one of them is not (their page is built under the core's lock).
   struct Listed {
     std::vector<std::pair<uint64_t, std::shared_ptr<const PublishedStudy>>> studies;
     bool more = false;
+    uint64_t before = 0;
   };
-  std::optional<Listed> After(uint64_t after, size_t count) const {
+  std::optional<Listed> After(uint64_t after, uint64_t before, size_t count) const {
     absl::MutexLock lock(&mutex_);
     if (order_ == nullptr) return std::nullopt;
     auto it = std::upper_bound(order_->begin(), order_->end(), after,
                                [](uint64_t order, const auto& study) { return order < study.first; });
     Listed listed;
-    for (; it != order_->end() && listed.studies.size() < count; ++it) {
+    listed.before = std::min(before, order_->empty() ? 0 : order_->back().first + 1);
+    for (; it != order_->end() && it->first < listed.before && listed.studies.size() < count;
+         ++it) {
       auto found = studies_.find(it->second);
       if (found == studies_.end()) return std::nullopt;
       listed.studies.emplace_back(it->first, found->second);
     }
-    listed.more = it != order_->end();
+    listed.more = it != order_->end() && it->first < listed.before;
     return listed;
   }
 

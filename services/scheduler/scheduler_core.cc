@@ -68,13 +68,39 @@ std::string PageToken(absl::string_view kind, absl::string_view filter, uint64_t
   return absl::WebSafeBase64Escape(absl::StrCat(kind, "|", filter, "|", position));
 }
 
+namespace {
+
+absl::Status InvalidPageToken() {
+  return absl::InvalidArgumentError(
+      "page_token: not a token this request returned; list again from the start without one");
+}
+
+// A ListStudies token's filter is the listing's `before`.
+std::string StudyPageToken(uint64_t after, uint64_t before) {
+  return PageToken("studies", absl::StrCat(before), after);
+}
+
+absl::StatusOr<StudyListing> ParseStudyPageToken(absl::string_view token) {
+  StudyListing listing;
+  if (token.empty()) return listing;
+  std::string decoded;
+  if (!absl::WebSafeBase64Unescape(token, &decoded)) return InvalidPageToken();
+  const std::vector<absl::string_view> parts = absl::StrSplit(decoded, '|');
+  if (parts.size() != 3 || !absl::SimpleAtoi(parts[1], &listing.before)) {
+    return InvalidPageToken();
+  }
+  ASSIGN_OR_RETURN(listing.after, PagePosition(token, "studies", parts[1]));
+  return listing;
+}
+
+}  // namespace
+
 absl::StatusOr<uint64_t> PagePosition(absl::string_view token, absl::string_view kind,
                                       absl::string_view filter) {
   if (token.empty()) return 0;
   std::string decoded;
   uint64_t position = 0;
-  const absl::Status invalid = absl::InvalidArgumentError(
-      "page_token: not a token this request returned; list again from the start without one");
+  const absl::Status invalid = InvalidPageToken();
   if (!absl::WebSafeBase64Unescape(token, &decoded)) return invalid;
   const size_t last = decoded.rfind('|');
   if (last == std::string::npos || decoded.substr(0, last) != absl::StrCat(kind, "|", filter) ||
@@ -496,45 +522,49 @@ std::vector<SpeedModel::Estimate> SchedulerCore::SpeedEstimates() const {
 absl::StatusOr<ListPage<v1::Study>> SchedulerCore::ListStudies(
     int page_size, absl::string_view page_token) const {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultStudyPageSize, kMaxStudyPageSize));
-  ASSIGN_OR_RETURN(const uint64_t after, PagePosition(page_token, "studies", ""));
-  ASSIGN_OR_RETURN(std::optional<ListPage<v1::Study>> published, PublishedStudyPage(size, after));
+  ASSIGN_OR_RETURN(const StudyListing listing, ParseStudyPageToken(page_token));
+  ASSIGN_OR_RETURN(std::optional<ListPage<v1::Study>> published, PublishedStudyPage(size, listing));
   if (published) return *std::move(published);
   CoreLock lock(this);
-  return StudyPageLocked(size, after, /*track=*/true);
+  return StudyPageLocked(size, listing, /*track=*/true);
 }
 
 absl::StatusOr<ListPage<v1::Study>> SchedulerCore::ListStudiesUnderLockForTest(
     int page_size, absl::string_view page_token) const {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultStudyPageSize, kMaxStudyPageSize));
-  ASSIGN_OR_RETURN(const uint64_t after, PagePosition(page_token, "studies", ""));
+  ASSIGN_OR_RETURN(const StudyListing listing, ParseStudyPageToken(page_token));
   CoreLock lock(this);
-  return StudyPageLocked(size, after, /*track=*/false);
+  return StudyPageLocked(size, listing, /*track=*/false);
 }
 
 absl::StatusOr<std::optional<ListPage<v1::Study>>> SchedulerCore::PublishedStudyPageForTest(
     int page_size, absl::string_view page_token) const {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultStudyPageSize, kMaxStudyPageSize));
-  ASSIGN_OR_RETURN(const uint64_t after, PagePosition(page_token, "studies", ""));
-  return PublishedStudyPage(size, after);
+  ASSIGN_OR_RETURN(const StudyListing listing, ParseStudyPageToken(page_token));
+  return PublishedStudyPage(size, listing);
 }
 
-absl::StatusOr<ListPage<v1::Study>> SchedulerCore::StudyPageLocked(int size, uint64_t after,
+absl::StatusOr<ListPage<v1::Study>> SchedulerCore::StudyPageLocked(int size, StudyListing listing,
                                                                    bool track) const {
   // Pages are built one at a time, under the lock, so what the budget has now is this page's.
   ASSIGN_OR_RETURN(const size_t available, reply_budget_.Available());
   const size_t max_bytes = std::min(kMaxPageBytes, available);
   ListPage<v1::Study> page;
-  auto it = std::upper_bound(study_order_.begin(), study_order_.end(), after,
+  auto it = std::upper_bound(study_order_.begin(), study_order_.end(), listing.after,
                              [](uint64_t order, const StudyEntry* s) { return order < s->order; });
+  // The first page fixes which studies the listing shows: those that exist now.
+  const uint64_t before = std::min(
+      listing.before, study_order_.empty() ? 0 : study_order_.back()->order + 1);
   size_t bytes = 0;
   // The next page of these studies is read off the lock (published as the lock is released).
   if (track && !study_order_tracked_) {
     study_order_tracked_ = true;
     study_order_changed_ = true;
   }
-  for (; it != study_order_.end(); ++it) {
+  for (; it != study_order_.end() && (*it)->order < before; ++it) {
     if (static_cast<int>(page.items.size()) >= size || bytes >= max_bytes) {
-      page.next_page_token = PageToken("studies", "", page.items.empty() ? after : (*(it - 1))->order);
+      page.next_page_token = StudyPageToken(
+          page.items.empty() ? listing.after : (*(it - 1))->order, before);
       break;
     }
     if (track) TrackSummaryLocked(**it);
@@ -545,9 +575,9 @@ absl::StatusOr<ListPage<v1::Study>> SchedulerCore::StudyPageLocked(int size, uin
 }
 
 absl::StatusOr<std::optional<ListPage<v1::Study>>> SchedulerCore::PublishedStudyPage(
-    int size, uint64_t after) const {
+    int size, StudyListing listing) const {
   std::optional<PublishedStudies::Listed> listed =
-      published_.After(after, static_cast<size_t>(size));
+      published_.After(listing.after, listing.before, static_cast<size_t>(size));
   if (!listed) return std::nullopt;
   // As the page under the lock (ListStudies), cut at kMaxPageBytes here and at what the budget
   // has left below.
@@ -555,14 +585,14 @@ absl::StatusOr<std::optional<ListPage<v1::Study>>> SchedulerCore::PublishedStudy
   size_t bytes = 0;
   for (size_t i = 0; i < listed->studies.size(); ++i) {
     if (bytes >= kMaxPageBytes) {
-      page.next_page_token = PageToken("studies", "", listed->studies[i - 1].first);
+      page.next_page_token = StudyPageToken(listed->studies[i - 1].first, listed->before);
       break;
     }
     bytes += page.items.emplace_back(listed->studies[i].second->Answer()).ByteSizeLong();
   }
   if (page.next_page_token.empty() && listed->more) {
-    page.next_page_token =
-        PageToken("studies", "", listed->studies.empty() ? after : listed->studies.back().first);
+    page.next_page_token = StudyPageToken(
+        listed->studies.empty() ? listing.after : listed->studies.back().first, listed->before);
   }
   ASSIGN_OR_RETURN(std::optional<ReplyBudget::Lease> lease, reply_budget_.TakeIfFits(bytes));
   if (!lease) return std::nullopt;  // Cut to the budget, under the lock.

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <list>
 #include <map>
 #include <memory>
@@ -239,6 +240,15 @@ inline constexpr int kMaxCurvePageSize = 100;
 
 // ImportStudy: what one export may hold, beyond the request's size (--max_message_bytes).
 inline constexpr int kMaxImportedAttemptsPerTrial = 1'000;
+
+// Where a listing of the studies is: after `after` in creation order, and only studies created
+// before `before`, the first study not yet created when its first page was read. A study created
+// during the listing (one deleted and created again included) is left for the next listing, so
+// no listing shows a name twice, and each study that exists all through it is shown once.
+struct StudyListing {
+  uint64_t after = 0;
+  uint64_t before = std::numeric_limits<uint64_t>::max();  // The first page's: none yet.
+};
 
 template <typename Item>
 struct ListPage {
@@ -807,13 +817,14 @@ class SchedulerCore {
   void PublishSummariesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // ListStudies' page under the lock; with `track`, its studies and the order are published
   // from then on.
-  absl::StatusOr<ListPage<v1::Study>> StudyPageLocked(int size, uint64_t after, bool track) const
+  absl::StatusOr<ListPage<v1::Study>> StudyPageLocked(int size, StudyListing listing,
+                                                      bool track) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // ListStudies' page from the published order and summaries, without the core's lock (it
   // equals the one built under the lock); nullopt when one of them is not published or the page
   // must be cut to the reply budget: then it is built under the lock.
-  absl::StatusOr<std::optional<ListPage<v1::Study>>> PublishedStudyPage(int size,
-                                                                        uint64_t after) const;
+  absl::StatusOr<std::optional<ListPage<v1::Study>>> PublishedStudyPage(
+      int size, StudyListing listing) const;
   // Null when the summary reads the connected workers or the memory cap (a study waiting for a
   // worker says what is connected): those change without the study, so GetStudy builds it
   // under the lock.

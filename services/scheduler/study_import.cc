@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <map>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -29,6 +30,23 @@ using google::protobuf::util::TimeUtil;
 
 // A study's own reason for its state (a terminal one: "all 20 trials finished").
 constexpr size_t kMaxStateReasonBytes = 4096;
+
+// An imported ended study's reason, true for its imported trials: a completed study's as the
+// scheduler words it when the budget is spent ("all 3 trials finished"), or the count and the
+// exporter's words marked as theirs.
+// `finished` counts completed, failed and pruned trials; `cancelled` ones used budget too.
+std::string ImportedEndReason(const v1::Study& exported, int max_trials, int finished,
+                              int cancelled) {
+  if (exported.state() == v1::Study::COMPLETED && finished + cancelled >= max_trials) {
+    return absl::StrCat("all ", finished, " trials finished");
+  }
+  std::string reason = absl::StrCat("imported as ", v1::Study::State_Name(exported.state()),
+                                    " with ", finished, " trials finished");
+  if (!exported.state_reason().empty()) {
+    absl::StrAppend(&reason, "; before the export: ", exported.state_reason());
+  }
+  return reason;
+}
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
@@ -299,8 +317,6 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
       study.state = ended ? in.state()
                           : (in.state() == v1::Study::RUNNING ? v1::Study::RUNNING
                                                               : v1::Study::PENDING);
-      // A study not ended has no reason of its own: the exporter's was what it waited for.
-      if (ended) study.state_reason = in.state_reason();
       study.create_time = in.has_create_time() ? in.create_time() : ToTimestamp(options_.clock());
       if (ended) study.end_time = in.end_time();
       study.order = next_study_order_++;
@@ -346,6 +362,14 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
           entry.queued_or_reported = options_.clock();
           study.pending.push_back(id);
         }
+      }
+      // A study not ended has no reason of its own: the exporter's was what it waited for. An
+      // ended one's reason is said again for the trials imported, which an edited export may
+      // have cut ("all 6 trials finished" over 3 trials would be false).
+      if (ended) {
+        study.state_reason = ImportedEndReason(
+            in, spec.max_trials(), study.completed + study.failed + study.pruned,
+            study.cancelled);
       }
       spec_bytes_total_ += static_cast<int64_t>(study.spec.ByteSizeLong());
       study_order_.push_back(&study);

@@ -7,6 +7,7 @@
 #include <grpcpp/alarm.h>
 
 #include "absl/strings/str_cat.h"
+#include "services/common/enum_values.h"
 #include "services/common/grpc_status.h"
 #include "services/common/status_macros.h"
 #include "services/common/transport_security.h"
@@ -16,6 +17,9 @@ namespace dhpt::scheduler {
 namespace {
 
 using AsyncStudyService = v1::StudyService::AsyncService;
+
+// The trailing metadata key on every error this service answers (clients/python reads it).
+constexpr char kRefusedByKey[] = "dhpt-refused-by";
 
 // One unary call of one method on the user calls' queue: it waits for the call, then (on a
 // user call thread) starts waiting for the next one of its method, runs the handler and
@@ -60,6 +64,9 @@ class UnaryCall final : public StudyServiceImpl::Call {
   void Finish(absl::StatusOr<Response> result, ReplyBudget::Lease lease = {}) {
     lease_ = std::move(lease);
     if (result.ok()) response_ = *std::move(result);
+    // A refusal the scheduler itself made: a client can tell "the scheduler said UNAVAILABLE
+    // (the database refuses writes)" from "no scheduler answered", which gRPC codes alike.
+    if (!result.ok()) context_.AddTrailingMetadata(kRefusedByKey, "scheduler");
     responder_.Finish(response_, ToGrpcStatus(result.status()), this);
   }
 
@@ -87,6 +94,15 @@ class UnaryCall final : public StudyServiceImpl::Call {
   bool admitted_ = false;
 };
 
+// A call is computed only for a user's token (when tokens are in use) and a request whose enums
+// are all defined: protobuf keeps an unknown number (ListTrials state 99, an evaluator 99), which
+// would otherwise read as "no trials" or as the default.
+template <typename Request, typename Response>
+absl::Status Admissible(const StudyServiceImpl& service, UnaryCall<Request, Response>& call) {
+  RETURN_IF_ERROR(service.CheckUser(call.context()));
+  return CheckEnumValues(call.request(), "");
+}
+
 // Every StudyService call runs only for a user's token (when tokens are in use); `compute`
 // runs after the check, so a worker's token reads nothing.
 template <typename Request, typename Response, typename Compute>
@@ -94,7 +110,7 @@ void Serve(StudyServiceImpl* service, grpc::ServerCompletionQueue* queue,
            typename UnaryCall<Request, Response>::RequestMethod method, Compute compute) {
   UnaryCall<Request, Response>::Listen(
       service, queue, method, [service, compute](UnaryCall<Request, Response>& call) {
-        const absl::Status allowed = service->CheckUser(call.context());
+        const absl::Status allowed = Admissible(*service, call);
         call.Finish(allowed.ok() ? absl::StatusOr<Response>(compute(call.request()))
                                  : absl::StatusOr<Response>(allowed));
       });
@@ -107,7 +123,7 @@ void ServePage(StudyServiceImpl* service, grpc::ServerCompletionQueue* queue,
                typename UnaryCall<Request, Response>::RequestMethod method, Compute compute) {
   UnaryCall<Request, Response>::Listen(
       service, queue, method, [service, compute](UnaryCall<Request, Response>& call) {
-        const absl::Status allowed = service->CheckUser(call.context());
+        const absl::Status allowed = Admissible(*service, call);
         if (!allowed.ok()) return call.Finish(allowed);
         ReplyBudget::Lease lease;
         absl::StatusOr<Response> result = compute(call.request(), lease);
@@ -317,9 +333,7 @@ void StudyServiceImpl::ListenForEveryMethod() {
   // thread waits for it.
   using Suggest = UnaryCall<v1::SuggestTrialsRequest, v1::SuggestTrialsResponse>;
   Suggest::Listen(this, q, &AsyncStudyService::RequestSuggestTrials, [this, core](Suggest& call) {
-    if (absl::Status allowed = CheckUser(call.context()); !allowed.ok()) {
-      return call.Finish(allowed);
-    }
+    if (absl::Status allowed = Admissible(*this, call); !allowed.ok()) return call.Finish(allowed);
     const v1::SuggestTrialsRequest& r = call.request();
     core->SuggestTrials(r.study(), r.count(), r.client_id(), r.request_id(),
                         [&call](absl::StatusOr<v1::SuggestTrialsResponse> result) {

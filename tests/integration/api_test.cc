@@ -47,6 +47,35 @@ TEST(ApiTest, BadSpecsAreRejectedWithTheField) {
   EXPECT_EQ(cluster.client().StopStudy("nope").status().code(), absl::StatusCode::kNotFound);
 }
 
+// An enum number no version of the API defines is refused with the field and its values, not
+// read as the default (evaluator 99 as PED-ANOVA) or as a filter nothing matches (state 99).
+TEST(ApiTest, UndefinedEnumNumbersInRequestsAreRefusedWithTheField) {
+  TestCluster cluster(0);
+  absl::StatusOr<v1::StudySpec> spec = cli::ParseStudySpec(
+      "name: e\nmodel: {kind: EXTERNAL}\nobjective: {metric: value, goal: MINIMIZE}\n"
+      "max_trials: 3\nparameters:\n  - {name: x, double_range: {min: 0, max: 1}}");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(cluster.client().CreateStudy(*spec).ok());
+
+  v1::GetParamImportancesRequest importances;
+  importances.set_study("e");
+  importances.set_evaluator(static_cast<v1::GetParamImportancesRequest::Evaluator>(99));
+  absl::Status refused = cluster.client().GetParamImportances(importances).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("evaluator: 99 is no value of Evaluator; one of"));
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("PED_ANOVA"));
+
+  v1::ListTrialsRequest trials;
+  trials.set_study("e");
+  trials.set_state(static_cast<v1::Trial::State>(99));
+  refused = cluster.client().EachTrialPage(trials, [](v1::ListTrialsResponse&) { return true; });
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("state: 99 is no value of State; one of"));
+
+  trials.set_state(v1::Trial::STATE_UNSPECIFIED);  // The same request with a defined state: OK.
+  EXPECT_TRUE(cluster.client().EachTrialPage(trials, [](v1::ListTrialsResponse&) { return true; }).ok());
+}
+
 TEST(ApiTest, BestTrialIsNotFoundUntilOneCompletes) {
   TestCluster cluster(0);
   absl::StatusOr<v1::StudySpec> spec = cli::ParseStudySpec(

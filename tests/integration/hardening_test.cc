@@ -364,9 +364,9 @@ TEST(HardeningTest, AHelloWithUndefinedKindsOrTooManyLabelsIsRefused) {
       {[](v1::Hello& h) {
          h.mutable_capabilities()->set_device_kind(static_cast<v1::WorkerCapabilities::DeviceKind>(99));
        },
-       "hello.capabilities.device_kind: 99 is not a DeviceKind"},
+       "hello.capabilities.device_kind: 99 is no value of DeviceKind"},
       {[](v1::Hello& h) { h.mutable_capabilities()->add_models(static_cast<v1::Model::Kind>(77)); },
-       "hello.capabilities.models[1]: 77 is not a Kind"},
+       "hello.capabilities.models[1]: 77 is no value of Kind"},
       {[](v1::Hello& h) {
          for (int i = 0; i < 5000; ++i) {
            (*h.mutable_capabilities()->mutable_labels())[absl::StrCat("l", i)] = "x";

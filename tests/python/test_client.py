@@ -44,6 +44,26 @@ def test_unreachable_scheduler_is_a_clear_error(scheduler):
         dhpt.get_all_studies(client=client)
 
 
+def test_a_refusing_scheduler_is_quoted_not_called_unreachable(tmp_path):
+    # The database's cap reached: the scheduler answers UNAVAILABLE with its reason on every
+    # try; the client says what it said, not that it could not reach it.
+    full = Scheduler(tmp_path, flags=["--max_db_bytes=150000"])
+    try:
+        client = dhpt.Client(full.address, retry_seconds=0.5)
+        study = dhpt.create_study("full", client=client, space={"x": dhpt.float_range(0, 1)},
+                                  objective="value", max_trials=100000)
+        with pytest.raises(dhpt.Unavailable) as refused:
+            for _ in range(100000):
+                trial = study.ask()
+                study.tell(trial, trial.params["x"])
+        message = str(refused.value)
+        assert "cannot reach" not in message, message
+        assert f"the scheduler at {full.address} kept refusing for 0.5 s: " in message, message
+        assert "--max_db_bytes" in message, message
+    finally:
+        full.kill()
+
+
 def test_settings_the_cli_refuses_are_refused(certs):
     with pytest.raises(dhpt.InvalidArgument, match="needs TLS"):
         dhpt.Client("127.0.0.1:1", auth_token_file=certs("token"))

@@ -187,6 +187,57 @@ TEST_F(PublishedStudiesTest, ListStudiesAnswersWhileAStreamThreadHoldsTheCoresLo
   EXPECT_TRUE(page->next_page_token.empty());
 }
 
+// One listing, a page at a time, while studies are deleted and created again between its pages
+// (hostile 05): a name shows once, and every study that exists all through it is shown. A study
+// created during the listing, under an old name too, is left for the next listing. Off the lock
+// (after a first listing, with a worker) and under it, as each page is built either way.
+TEST_F(PublishedStudiesTest, AListingShowsANameOnceWhenItsStudyIsCreatedAgainMidListing) {
+  for (bool published : {false, true}) {
+    SCOPED_TRACE(published ? "off the lock" : "under the lock");
+    for (const char* name : {"a", "b", "c", "d"}) {
+      ASSERT_TRUE(core_->CreateStudy(TwoAtATime(name)).ok());
+    }
+    if (published) {
+      RecordingChannel& channel = channels_.emplace_back();
+      Connect(channel, "w", 8);  // Summaries that do not read the workers: published.
+      ASSERT_TRUE(core_->ListStudies(0, "").ok());
+    }
+    auto page_after = [&](const std::string& token) {
+      absl::StatusOr<ListPage<v1::Study>> page = core_->ListStudies(1, token);
+      EXPECT_TRUE(page.ok()) << page.status();
+      if (published) {
+        absl::StatusOr<std::optional<ListPage<v1::Study>>> off_lock =
+            core_->PublishedStudyPageForTest(1, token);
+        EXPECT_TRUE(off_lock.ok() && off_lock->has_value()) << "page after \"" << token << "\"";
+      }
+      return page.ok() ? *std::move(page) : ListPage<v1::Study>{};
+    };
+    std::vector<std::string> listed;
+    ListPage<v1::Study> page = page_after("");
+    for (const v1::Study& study : page.items) listed.push_back(study.spec().name());
+    // "a" listed, then created again: a new study, after "d" in creation order. "c", not
+    // listed yet, likewise; "e" is new.
+    ASSERT_TRUE(core_->DeleteStudy("a", /*force=*/true).ok());
+    ASSERT_TRUE(core_->CreateStudy(TwoAtATime("a")).ok());
+    ASSERT_TRUE(core_->DeleteStudy("c", /*force=*/true).ok());
+    ASSERT_TRUE(core_->CreateStudy(TwoAtATime("c")).ok());
+    ASSERT_TRUE(core_->CreateStudy(TwoAtATime("e")).ok());
+    if (published) ASSERT_TRUE(core_->ListStudies(0, "").ok());  // The new ones published too.
+    while (!page.next_page_token.empty()) {
+      page = page_after(page.next_page_token);
+      for (const v1::Study& study : page.items) listed.push_back(study.spec().name());
+    }
+    EXPECT_THAT(listed, ::testing::ElementsAre("a", "b", "d"));
+    // The next listing shows them all, the ones created again at their new place.
+    absl::StatusOr<ListPage<v1::Study>> fresh = core_->ListStudies(0, "");
+    ASSERT_TRUE(fresh.ok()) << fresh.status();
+    std::vector<std::string> all;
+    for (const v1::Study& study : fresh->items) all.push_back(study.spec().name());
+    EXPECT_THAT(all, ::testing::ElementsAre("b", "d", "a", "c", "e"));
+    for (const std::string& name : all) ASSERT_TRUE(core_->DeleteStudy(name, true).ok());
+  }
+}
+
 TEST_F(PublishedStudiesTest, ThePublishedStudyPagesAreTheOnesBuiltUnderTheLockAtEveryStep) {
   for (const char* name : {"a", "b"}) ASSERT_TRUE(core_->CreateStudy(TwoAtATime(name)).ok());
   // Nothing listed yet; then studies waiting for a worker (their summaries read the workers).

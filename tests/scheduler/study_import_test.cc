@@ -112,6 +112,51 @@ TEST(StudyImportTest, AnImportedRunningStudyGoesOnAsTheResumedStudyWould) {
   EXPECT_EQ(imported.GetStudy("s")->trials_running(), 5);
 }
 
+// An ended study's reason is said for the trials imported, not copied from an export that was
+// cut: "all 6 trials finished" over 3 trials would be false, and stays so after a restart.
+TEST(StudyImportTest, AnImportedEndedStudysReasonIsTrueForItsTrials) {
+  testing::TempDatabase source;
+  SchedulerCore core(source.get(), SchedulerOptions());
+  ASSERT_TRUE(core.Recover().ok());
+  ASSERT_TRUE(core.CreateStudy(External("s", 6)).ok());
+  for (const v1::Trial& trial : Ask(core, "s", 6)) Tell(core, "s", trial.number(), 1);
+  const v1::StudyExport whole = ExportOf(core, "s");
+  ASSERT_EQ(whole.study().state(), v1::Study::COMPLETED);
+  ASSERT_EQ(whole.study().state_reason(), "all 6 trials finished");
+
+  v1::StudyExport cut = whole;  // Three trials, and a budget of three.
+  cut.mutable_study()->mutable_spec()->set_name("cut");
+  cut.mutable_study()->mutable_spec()->set_max_trials(3);
+  cut.mutable_trials()->DeleteSubrange(3, 3);
+  for (v1::Trial& trial : *cut.mutable_trials()) trial.set_study("cut");
+  v1::StudyExport short_of_budget = cut;  // Three trials of six.
+  short_of_budget.mutable_study()->mutable_spec()->set_name("short");
+  short_of_budget.mutable_study()->mutable_spec()->set_max_trials(6);
+  for (v1::Trial& trial : *short_of_budget.mutable_trials()) trial.set_study("short");
+
+  testing::TempDatabase target;
+  {
+    SchedulerCore imported(target.get(), SchedulerOptions());
+    ASSERT_TRUE(imported.Recover().ok());
+    absl::StatusOr<v1::Study> study = imported.ImportStudy(cut);
+    ASSERT_TRUE(study.ok()) << study.status();
+    EXPECT_EQ(study->state(), v1::Study::COMPLETED);
+    EXPECT_EQ(study->state_reason(), "all 3 trials finished");
+    study = imported.ImportStudy(short_of_budget);
+    ASSERT_TRUE(study.ok()) << study.status();
+    EXPECT_EQ(study->state(), v1::Study::COMPLETED);
+    EXPECT_EQ(study->state_reason(),
+              "imported as COMPLETED with 3 trials finished; before the export: all 6 trials "
+              "finished");
+  }
+  target.Reopen();
+  SchedulerCore restarted(target.get(), SchedulerOptions());
+  ASSERT_TRUE(restarted.Recover().ok());
+  EXPECT_EQ(restarted.GetStudy("cut")->state_reason(), "all 3 trials finished");
+  EXPECT_THAT(restarted.GetStudy("short")->state_reason(),
+              HasSubstr("imported as COMPLETED with 3 trials finished"));
+}
+
 TEST(StudyImportTest, ForgedExportsAreRefusedWhole) {
   testing::TempDatabase db;
   SchedulerCore core(db.get(), SchedulerOptions());

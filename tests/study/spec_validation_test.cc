@@ -464,11 +464,11 @@ namespace {
 // What the hostile review of issue 26 found accepted: each is refused, naming its field.
 TEST(SpecValidationTest, RefusesWhatAHostileSpecSlippedPast) {
   ExpectRejected([](v1::StudySpec& s) { s.mutable_objective()->set_goal(static_cast<v1::Objective::Goal>(99)); },
-                 "objective.goal", "99 is not a Goal; one of GOAL_UNSPECIFIED, MINIMIZE, MAXIMIZE");
+                 "objective.goal", "99 is no value of Goal; one of GOAL_UNSPECIFIED, MINIMIZE, MAXIMIZE");
   ExpectRejected([](v1::StudySpec& s) { s.mutable_model()->set_kind(static_cast<v1::Model::Kind>(42)); },
-                 "model.kind", "42 is not a Kind");
+                 "model.kind", "42 is no value of Kind");
   ExpectRejected([](v1::StudySpec& s) { s.add_objectives()->set_goal(static_cast<v1::Objective::Goal>(7)); },
-                 "objectives[0].goal", "7 is not a Goal");
+                 "objectives[0].goal", "7 is no value of Goal");
   ExpectRejected([](v1::StudySpec& s) {
     s.mutable_trial_timeout()->set_seconds(10);
     s.mutable_trial_timeout()->set_nanos(1'500'000'000);

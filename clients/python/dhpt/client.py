@@ -143,6 +143,12 @@ class Client:
                     time.sleep(min(backoff, max(left, 0)) * (0.5 + random.random() / 2))
                     backoff = min(backoff * 2, 1.0)
                     continue
+                if retry and code == grpc.StatusCode.UNAVAILABLE and _answered(e):
+                    # The scheduler is there and keeps saying why it cannot serve (its database
+                    # refuses writes, it is shutting down): its words, not "cannot reach".
+                    raise errors.Unavailable(
+                        f"the scheduler at {self.scheduler} kept refusing for "
+                        f"{self.retry_seconds:g} s: {e.details()}") from None
                 if retry and code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
                     # wait_for_ready waited all this time for a connection that never came.
                     raise errors.Unavailable(
@@ -159,13 +165,22 @@ class Client:
         code = rpc_error.code()
         reason = rpc_error.details() or code.name
         if code == grpc.StatusCode.UNAVAILABLE:
-            reason = f"cannot reach the scheduler at {self.scheduler}: {reason}"
+            reason = (f"the scheduler at {self.scheduler} refused: {reason}"
+                      if _answered(rpc_error) else
+                      f"cannot reach the scheduler at {self.scheduler}: {reason}")
         return errors.error_for(code.name, reason)
 
     def is_unavailable(self, exc):
         return isinstance(exc, grpc.RpcError) and exc.code() in (
             grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
             grpc.StatusCode.INTERNAL)
+
+
+def _answered(rpc_error):
+    """Whether the scheduler itself gave this error: it marks each one in the trailing metadata
+    (gRPC gives UNAVAILABLE both for its refusals and for no connection)."""
+    metadata = rpc_error.trailing_metadata() or ()
+    return any(key == "dhpt-refused-by" for key, _ in metadata)
 
 
 def check_client_id(client_id):
