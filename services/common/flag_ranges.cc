@@ -1,8 +1,12 @@
 #include "services/common/flag_ranges.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "absl/flags/reflection.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace dhpt {
@@ -23,6 +27,23 @@ std::optional<int64_t> IntegerValue(const absl::CommandLineFlag& flag) {
   return std::nullopt;
 }
 
+// HOST:PORT with a HOST and a PORT of digits from `min_port` to 65535.
+bool IsAddress(absl::string_view address, int min_port) {
+  const size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) return false;
+  const absl::string_view host = address.substr(0, colon);
+  const absl::string_view digits = address.substr(colon + 1);
+  // An IPv6 host is written in brackets; its own colons are inside them.
+  if (host.find(':') != absl::string_view::npos && (host.front() != '[' || host.back() != ']')) {
+    return false;
+  }
+  if (!std::all_of(host.begin(), host.end(), absl::ascii_isgraph)) return false;
+  int port = 0;
+  return !digits.empty() && digits.size() <= 5 &&
+         std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit) &&
+         absl::SimpleAtoi(digits, &port) && port >= min_port && port <= 65535;
+}
+
 }  // namespace
 
 FlagRange FlagRange::Integer(absl::string_view flag, int64_t min, int64_t max,
@@ -40,6 +61,10 @@ FlagRange FlagRange::Duration(absl::string_view flag, absl::Duration min, absl::
   return FlagRange(flag, DurationBounds{min, max}, meaning);
 }
 
+FlagRange FlagRange::Address(absl::string_view flag, int min_port, absl::string_view meaning) {
+  return FlagRange(flag, AddressBounds{min_port}, meaning);
+}
+
 std::string FlagRange::Accepted() const {
   std::string accepted;
   if (const auto* integer = std::get_if<IntegerBounds>(&bounds_)) {
@@ -49,9 +74,11 @@ std::string FlagRange::Accepted() const {
   } else if (const auto* real = std::get_if<RealBounds>(&bounds_)) {
     accepted = real->min_included ? absl::StrCat("between ", real->min, " and ", real->max)
                                   : absl::StrCat("above ", real->min, " and at most ", real->max);
+  } else if (const auto* duration = std::get_if<DurationBounds>(&bounds_)) {
+    accepted = absl::StrCat("between ", Written(duration->min), " and ", Written(duration->max));
   } else {
-    const auto& duration = std::get<DurationBounds>(bounds_);
-    accepted = absl::StrCat("between ", Written(duration.min), " and ", Written(duration.max));
+    accepted = absl::StrCat("HOST:PORT with PORT between ",
+                            std::get<AddressBounds>(bounds_).min_port, " and 65535");
   }
   if (!meaning_.empty()) absl::StrAppend(&accepted, " (", meaning_, ")");
   return accepted;
@@ -73,12 +100,16 @@ absl::Status FlagRange::Check() const {
     // Written so that NaN is out of every range.
     in_range = (real->min_included ? *value >= real->min : *value > real->min) && *value <= real->max;
     got = absl::StrCat(*value);
-  } else {
-    const auto& bounds = std::get<DurationBounds>(bounds_);
+  } else if (const auto* duration = std::get_if<DurationBounds>(&bounds_)) {
     const auto value = flag->TryGet<absl::Duration>();
     if (!value) return absl::InternalError(absl::StrCat("--", flag_, " is not a duration flag"));
-    in_range = *value >= bounds.min && *value <= bounds.max;
+    in_range = *value >= duration->min && *value <= duration->max;
     got = Written(*value);
+  } else {
+    const auto value = flag->TryGet<std::string>();
+    if (!value) return absl::InternalError(absl::StrCat("--", flag_, " is not a string flag"));
+    in_range = IsAddress(*value, std::get<AddressBounds>(bounds_).min_port);
+    got = absl::StrCat("'", absl::CHexEscape(value->substr(0, 256)), "'");
   }
   if (in_range) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("--", flag_, " must be ", Accepted(), "; got ", got));

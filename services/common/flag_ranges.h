@@ -32,6 +32,10 @@ class FlagRange {
   // An absl::Duration flag: from `min` to `max`, both included.
   static FlagRange Duration(absl::string_view flag, absl::Duration min, absl::Duration max,
                             absl::string_view meaning = "");
+  // A string flag naming an address, HOST:PORT (HOST may be [IPv6]), with PORT a number from
+  // `min_port` to 65535: gRPC took 99999 as 34463 (16 bits) and "" or "garbage" failed later
+  // with its own log lines, or a worker retried it for ever.
+  static FlagRange Address(absl::string_view flag, int min_port, absl::string_view meaning = "");
 
   absl::string_view flag() const { return flag_; }
   // "between 1 and 1024", "at least 1", "above 0 and at most 1", "between 1s and 24h", then
@@ -53,12 +57,15 @@ class FlagRange {
   struct DurationBounds {
     absl::Duration min, max;
   };
-  FlagRange(absl::string_view flag, std::variant<IntegerBounds, RealBounds, DurationBounds> bounds,
-            absl::string_view meaning)
+  struct AddressBounds {
+    int min_port;
+  };
+  using Bounds = std::variant<IntegerBounds, RealBounds, DurationBounds, AddressBounds>;
+  FlagRange(absl::string_view flag, Bounds bounds, absl::string_view meaning)
       : flag_(flag), bounds_(bounds), meaning_(meaning) {}
 
   std::string flag_;
-  std::variant<IntegerBounds, RealBounds, DurationBounds> bounds_;
+  Bounds bounds_;
   std::string meaning_;
 };
 

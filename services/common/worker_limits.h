@@ -9,5 +9,7 @@
 namespace dhpt {
 
 inline constexpr size_t kMaxWorkerIdBytes = 128;  // hello.worker_id
+// hello.capabilities' node, device and version names.
+inline constexpr size_t kMaxWorkerTextBytes = 256;
 
 }  // namespace dhpt

@@ -48,7 +48,9 @@ ABSL_FLAG(double, per_address_share, dhpt::dashboard::kDefaultPerAddressShare,
 // connections beside --max_event_streams, checked below.
 std::vector<dhpt::FlagRange> DashboardFlagRanges() {
   using dhpt::FlagRange;
-  return {FlagRange::Integer("max_event_streams", 1, 1024),
+  return {FlagRange::Address("scheduler", 1),
+          FlagRange::Address("listen", 0, "0: any free port"),
+          FlagRange::Integer("max_event_streams", 1, 1024),
           FlagRange::Integer("max_connections", 9, 4096),
           FlagRange::Real("per_address_share", 0, false, 1)};
 }
@@ -74,13 +76,10 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   const std::string listen = absl::GetFlag(FLAGS_listen);
+  // HOST:PORT, as DashboardFlagRanges checked.
   const size_t colon = listen.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
-    std::fprintf(stderr, "dhpt-dashboard: --listen must be HOST:PORT (port 0 picks a free one)\n");
-    return 2;
-  }
+  int port = 0;
+  if (!absl::SimpleAtoi(listen.substr(colon + 1), &port)) return 2;
   std::string host = listen.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   dhpt::dashboard::DashboardOptions options;

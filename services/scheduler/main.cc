@@ -167,6 +167,7 @@ constexpr absl::Duration kMaxShutdownGrace = absl::Minutes(10);
 std::vector<dhpt::FlagRange> SchedulerFlagRanges() {
   using dhpt::FlagRange;
   return {
+      FlagRange::Address("listen", 0, "0: any free port"),
       FlagRange::Integer("metrics_port", -1, 65535, "-1: off, 0: any free port"),
       FlagRange::Integer("max_db_bytes", 0, FlagRange::kNoMax, "0: no cap"),
       // `inf` is refused too: a deadline that far overflowed to none.

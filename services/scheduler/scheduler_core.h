@@ -207,8 +207,8 @@ inline constexpr int kMaxAddedTrialsPerStudy = 20'000;
 inline constexpr size_t kMaxSuggestWaiters = 1'000;
 
 // What one worker may send: longer text is cut, extra metrics dropped (the objective kept).
-// The longest worker id, kMaxWorkerIdBytes, is in services/common/worker_limits.h.
-inline constexpr size_t kMaxWorkerTextBytes = 256;  // Node, device and version names.
+// The longest worker id and node name (kMaxWorkerIdBytes, kMaxWorkerTextBytes) are in
+// services/common/worker_limits.h.
 inline constexpr size_t kMaxWorkerErrorBytes = 2048;
 inline constexpr int kMaxWorkerCommands = 256;
 inline constexpr int kMaxResultMetrics = 64;

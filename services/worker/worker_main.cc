@@ -177,6 +177,7 @@ using StopWith = std::optional<int>;
 // The values the numeric flags take (docs/deployment.md, "Flag ranges").
 std::vector<FlagRange> WorkerFlagRanges() {
   std::vector<FlagRange> ranges = {
+      FlagRange::Address("scheduler", 1),
       FlagRange::Integer("slots", 1, 1024),
       FlagRange::Integer("threads_per_trial", 0, 1024, "0: the machine's cores divided by --slots"),
       FlagRange::Integer("metrics_port", -1, 65535, "-1: off, 0: any free port"),
@@ -257,6 +258,13 @@ StopWith CheckFlags(int argc, char** argv, const WorkerKind& kind, WorkerIdentit
     identity.node = std::getenv("NODE_NAME");
   }
   if (identity.node.empty()) identity.node = Hostname();
+  if (identity.node.size() > kMaxWorkerTextBytes) {
+    std::fprintf(stderr,
+                 "%s: --node_name (or $NODE_NAME): %zu bytes, more than the %zu a scheduler "
+                 "takes\n",
+                 kind.binary, identity.node.size(), kMaxWorkerTextBytes);
+    return 2;
+  }
   utsname machine{};
   uname(&machine);
   identity.arch = machine.machine;

@@ -64,6 +64,34 @@ TEST(FlagRangeTest, EdgesAreInsideAndOneStepBeyondIsRefusedNamingTheFlagAndValue
   absl::SetFlag(&FLAGS_range_test_grace, absl::Seconds(5));
 }
 
+TEST(FlagRangeTest, AnAddressIsHostColonPortWithThePortInRange) {
+  const FlagRange listen = FlagRange::Address("range_test_name", 0, "0: any free port");
+  EXPECT_EQ(listen.Accepted(), "HOST:PORT with PORT between 0 and 65535 (0: any free port)");
+  for (const char* good : {"127.0.0.1:0", "0.0.0.0:50051", "[::]:65535", "[::1]:8080",
+                           "scheduler.dhpt.svc.cluster.local:50051", "localhost:1"}) {
+    absl::SetFlag(&FLAGS_range_test_name, good);
+    EXPECT_TRUE(listen.Check().ok()) << good << ": " << listen.Check();
+  }
+  for (const char* bad : {"", "garbage", ":50051", "127.0.0.1:", "127.0.0.1:65536",
+                          "127.0.0.1:99999", "127.0.0.1:-1", "127.0.0.1:+80", "127.0.0.1:0x50",
+                          "::1:50051", "127.0.0.1:000000080", "host:80 "}) {
+    absl::SetFlag(&FLAGS_range_test_name, bad);
+    EXPECT_EQ(listen.Check().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  absl::SetFlag(&FLAGS_range_test_name, "127.0.0.1:99999");
+  EXPECT_EQ(listen.Check().message(),
+            "--range_test_name must be HOST:PORT with PORT between 0 and 65535 (0: any free "
+            "port); got '127.0.0.1:99999'");
+  // A worker's scheduler has no port 0.
+  absl::SetFlag(&FLAGS_range_test_name, "127.0.0.1:0");
+  EXPECT_EQ(FlagRange::Address("range_test_name", 1).Check().code(),
+            absl::StatusCode::kInvalidArgument);
+  // A control byte is shown escaped, never written raw to a terminal.
+  absl::SetFlag(&FLAGS_range_test_name, "a\x1b[2J:1");
+  EXPECT_THAT(std::string(FlagRange::Address("range_test_name", 1).Check().message()),
+              HasSubstr("got 'a\\x1b[2J:1'"));
+}
+
 TEST(FlagRangeTest, ATableNamingNoSuchFlagOrTheWrongTypeIsAnInternalError) {
   EXPECT_EQ(FlagRange::Integer("range_test_missing", 0, 1).Check().code(),
             absl::StatusCode::kInternal);

@@ -124,6 +124,22 @@ TEST(CommandLineTest, EachNumericFlagRefusesAValueOutsideItsRangeSayingTheRange)
       {"dhpt-cpu-worker", "--command_grace_seconds=nan", 2, "got nan"},
       {"dhpt-cpu-worker", "--command_max_output_bytes=-1", 2,
        "--command_max_output_bytes must be at least 0; got -1"},
+      // Addresses: gRPC took port 99999 as 34463; an empty or unparsable one failed later in
+      // gRPC's own log lines, or a worker retried it for ever.
+      {"dhpt-scheduler", "--listen=127.0.0.1:99999", 2,
+       "--listen must be HOST:PORT with PORT between 0 and 65535 (0: any free port); got "
+       "'127.0.0.1:99999'"},
+      {"dhpt-scheduler", "--listen=garbage", 2, "got 'garbage'"},
+      {"dhpt-scheduler", "--listen=", 2, "got ''"},
+      {"dhpt-scheduler", "--listen=127.0.0.1:-1", 2, "got '127.0.0.1:-1'"},
+      {"dhpt-scheduler", "--listen=::1:50051", 2, "got '::1:50051'"},
+      {"dhpt-cpu-worker", "--scheduler=127.0.0.1:99999", 2,
+       "--scheduler must be HOST:PORT with PORT between 1 and 65535; got '127.0.0.1:99999'"},
+      {"dhpt-cpu-worker", "--scheduler=", 2, "got ''"},
+      {"dhpt-cpu-worker", "--scheduler=127.0.0.1:0", 2, "got '127.0.0.1:0'"},
+      {"dhpt-dashboard", "--scheduler=", 2, "--scheduler must be HOST:PORT with PORT between 1"},
+      {"dhpt-dashboard", "--listen=127.0.0.1:99999", 2,
+       "--listen must be HOST:PORT with PORT between 0 and 65535"},
       // The scheduler.
       {"dhpt-scheduler", "--metrics_port=65536", 2, "--metrics_port must be between -1 and 65535"},
       {"dhpt-scheduler", "--max_db_bytes=-1", 2, "--max_db_bytes must be at least 0 (0: no cap); got -1"},

@@ -10,17 +10,17 @@
 #include <unistd.h>
 
 #include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
-#include <functional>
 #include <grpcpp/generic/generic_stub.h>
+#include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -283,6 +283,18 @@ TEST(HardeningTest, AWorkerIdTheSchedulerWouldRefuseStopsTheWorkerAtStart) {
   EXPECT_THAT(output, HasSubstr(absl::StrCat("--worker_id: ", kMaxWorkerIdBytes + 1,
                                              " bytes, more than the ", kMaxWorkerIdBytes,
                                              " a scheduler takes")));
+  // Likewise a node name (the flag, or $NODE_NAME as the chart sets it) over the limit.
+  const std::string long_node(kMaxWorkerTextBytes + 1, 'n');
+  const std::string start_worker = absl::StrCat(
+      "timeout 30 " DHPT_BIN_DIR "/dhpt-cpu-worker --scheduler=", scheduler.address());
+  for (const std::string& command : {absl::StrCat(start_worker, " --node_name=", long_node),
+                                     absl::StrCat("NODE_NAME=", long_node, " ", start_worker)}) {
+    std::tie(code, output) = RunCommandLine(command + " </dev/null");
+    EXPECT_EQ(code, 2) << output;
+    EXPECT_THAT(output, HasSubstr(absl::StrCat("--node_name (or $NODE_NAME): ",
+                                               kMaxWorkerTextBytes + 1, " bytes, more than the ",
+                                               kMaxWorkerTextBytes, " a scheduler takes")));
+  }
   const std::string longest(kMaxWorkerIdBytes, 'w');
   std::unique_ptr<cli::ChildProcess> worker = StartWorkerProcess(scheduler.address(), longest);
   cli::StudyClient client(scheduler.address());
