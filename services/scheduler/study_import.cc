@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
@@ -31,12 +32,25 @@ using google::protobuf::util::TimeUtil;
 // A study's own reason for its state (a terminal one: "all 20 trials finished").
 constexpr size_t kMaxStateReasonBytes = 4096;
 
-// An imported ended study's reason, true for its imported trials: a completed study's as the
-// scheduler words it when the budget is spent ("all 3 trials finished"), or the count and the
-// exporter's words marked as theirs.
-// `finished` counts completed, failed and pruned trials; `cancelled` ones used budget too.
+// Whether an ended study's reason, as the scheduler words it, names the trials imported: the
+// counts in "all 6 trials finished", "search space exhausted after 6 trials" and "2 trials
+// failed, more than max_failed_trials (1)" are checked; a user's stop names none.
+bool ReasonHoldsForImportedTrials(const v1::Study& exported, int finished, int failed) {
+  const std::string& reason = exported.state_reason();
+  if (exported.state() == v1::Study::STOPPED) return true;
+  return absl::StrContains(reason, absl::StrCat("all ", finished, " trials finished")) ||
+         absl::StrContains(reason, absl::StrCat("after ", finished, " trials")) ||
+         absl::StartsWith(reason, absl::StrCat(failed, " trials failed, more than"));
+}
+
+// An imported ended study's reason, true for its imported trials: the exporter's when its
+// counts hold (a backup restores it as it was), a completed study's as the scheduler words it
+// when the budget is spent ("all 3 trials finished"), else the count and the exporter's words
+// marked as theirs. `finished` counts completed, failed and pruned trials; `cancelled` ones
+// used budget too.
 std::string ImportedEndReason(const v1::Study& exported, int max_trials, int finished,
-                              int cancelled) {
+                              int failed, int cancelled) {
+  if (ReasonHoldsForImportedTrials(exported, finished, failed)) return exported.state_reason();
   if (exported.state() == v1::Study::COMPLETED && finished + cancelled >= max_trials) {
     return absl::StrCat("all ", finished, " trials finished");
   }
@@ -368,7 +382,7 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
       // have cut ("all 6 trials finished" over 3 trials would be false).
       if (ended) {
         study.state_reason = ImportedEndReason(
-            in, spec.max_trials(), study.completed + study.failed + study.pruned,
+            in, spec.max_trials(), study.completed + study.failed + study.pruned, study.failed,
             study.cancelled);
       }
       spec_bytes_total_ += static_cast<int64_t>(study.spec.ByteSizeLong());

@@ -113,7 +113,8 @@ TEST(StudyImportTest, AnImportedRunningStudyGoesOnAsTheResumedStudyWould) {
 }
 
 // An ended study's reason is said for the trials imported, not copied from an export that was
-// cut: "all 6 trials finished" over 3 trials would be false, and stays so after a restart.
+// cut: "all 6 trials finished" over 3 trials would be false, and stays so after a restart. A
+// whole export, or a user's stop, keeps its reason as exported.
 TEST(StudyImportTest, AnImportedEndedStudysReasonIsTrueForItsTrials) {
   testing::TempDatabase source;
   SchedulerCore core(source.get(), SchedulerOptions());
@@ -133,6 +134,11 @@ TEST(StudyImportTest, AnImportedEndedStudysReasonIsTrueForItsTrials) {
   short_of_budget.mutable_study()->mutable_spec()->set_name("short");
   short_of_budget.mutable_study()->mutable_spec()->set_max_trials(6);
   for (v1::Trial& trial : *short_of_budget.mutable_trials()) trial.set_study("short");
+  v1::StudyExport stopped = short_of_budget;
+  stopped.mutable_study()->mutable_spec()->set_name("stopped");
+  stopped.mutable_study()->set_state(v1::Study::STOPPED);
+  stopped.mutable_study()->set_state_reason("stopped by a user");
+  for (v1::Trial& trial : *stopped.mutable_trials()) trial.set_study("stopped");
 
   testing::TempDatabase target;
   {
@@ -148,6 +154,15 @@ TEST(StudyImportTest, AnImportedEndedStudysReasonIsTrueForItsTrials) {
     EXPECT_EQ(study->state_reason(),
               "imported as COMPLETED with 3 trials finished; before the export: all 6 trials "
               "finished");
+    study = imported.ImportStudy(stopped);
+    ASSERT_TRUE(study.ok()) << study.status();
+    EXPECT_EQ(study->state_reason(), "stopped by a user");
+    v1::StudyExport whole_again = whole;
+    whole_again.mutable_study()->mutable_spec()->set_name("whole");
+    for (v1::Trial& trial : *whole_again.mutable_trials()) trial.set_study("whole");
+    study = imported.ImportStudy(whole_again);
+    ASSERT_TRUE(study.ok()) << study.status();
+    EXPECT_EQ(study->state_reason(), "all 6 trials finished");
   }
   target.Reopen();
   SchedulerCore restarted(target.get(), SchedulerOptions());
