@@ -1,8 +1,11 @@
 #include "services/common/env_flags.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -16,6 +19,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -23,6 +27,20 @@
 #include "absl/time/time.h"
 
 namespace dhpt {
+namespace {
+
+// What a value of `flag`'s type looks like, for a value that does not parse.
+std::string ExpectedValue(const absl::CommandLineFlag& flag) {
+  if (flag.IsOfType<int>() || flag.IsOfType<int64_t>() || flag.IsOfType<std::optional<int>>()) {
+    return "a whole number";
+  }
+  if (flag.IsOfType<double>()) return "a number";
+  if (flag.IsOfType<bool>()) return "true or false";
+  if (flag.IsOfType<absl::Duration>()) return "a duration such as 500ms, 30s, 5m or 1h30m";
+  return "a value it takes";
+}
+
+}  // namespace
 
 void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names) {
   for (absl::string_view name : flag_names) {
@@ -34,7 +52,9 @@ void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names) {
     if (flag == nullptr) continue;
     std::string error;
     if (!flag->ParseFrom(value, &error)) {
-      std::fprintf(stderr, "invalid %s=%s: %s\n", variable.c_str(), value, error.c_str());
+      std::fprintf(stderr, "invalid %s=%s: it sets --%s, which takes %s%s\n", variable.c_str(),
+                   value, std::string(name).c_str(), ExpectedValue(*flag).c_str(),
+                   *value == '\0' ? " (unset the variable for the default)" : "");
       std::exit(2);
     }
   }
@@ -54,17 +74,6 @@ namespace {
 bool IsUsageFlag(absl::string_view name) {
   return name == "help" || name == "helpfull" || name == "helpshort" || name == "helppackage" ||
          name == "helpon" || name == "helpmatch" || name == "version" || name == "only_check_args";
-}
-
-// What a value of `flag`'s type looks like, for a value that does not parse.
-std::string Expected(const absl::CommandLineFlag& flag) {
-  if (flag.IsOfType<int>() || flag.IsOfType<int64_t>() || flag.IsOfType<std::optional<int>>()) {
-    return "a whole number";
-  }
-  if (flag.IsOfType<double>()) return "a number";
-  if (flag.IsOfType<bool>()) return "true or false";
-  if (flag.IsOfType<absl::Duration>()) return "a duration such as 500ms, 30s, 5m or 1h30m";
-  return "a value it takes";
 }
 
 size_t EditDistance(absl::string_view a, absl::string_view b) {
@@ -115,8 +124,21 @@ std::string ArgumentError(const std::vector<std::string>& arguments, size_t& at,
   const absl::string_view name = body.substr(0, equals);
   if (IsUsageFlag(name)) return "";
   if (name == "flagfile" || name == "fromenv" || name == "tryfromenv" || name == "undefok") {
-    if (equals == absl::string_view::npos) ++at;  // Its value, read by absl alone.
-    return "";
+    // Their values are read by absl alone, which ends the process with status 1 on a flag file
+    // it cannot open ("ERROR: Can't open flagfile").
+    std::string value;
+    if (equals != absl::string_view::npos) {
+      value = std::string(body.substr(equals + 1));
+    } else if (at + 1 < arguments.size()) {
+      value = arguments[++at];
+    }
+    if (name != "flagfile") return "";
+    for (absl::string_view file : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+      if (std::ifstream(std::string(file)).good()) continue;
+      return absl::StrCat("--flagfile=", value, ": cannot read ", file, " (",
+                          std::strerror(errno), ")");
+    }
+    return value.empty() ? "--flagfile needs a value: --flagfile=FILE[,FILE]" : "";
   }
   absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
   if (flag == nullptr) {
@@ -125,6 +147,11 @@ std::string ArgumentError(const std::vector<std::string>& arguments, size_t& at,
         absl::StartsWith(name, "no") ? absl::FindCommandLineFlag(name.substr(2)) : nullptr;
     if (negated != nullptr && negated->IsOfType<bool>() && equals == absl::string_view::npos) {
       return "";
+    }
+    double number;
+    if (absl::SimpleAtod(argument, &number)) {
+      return absl::StrCat("\"", argument, "\" is read as a flag; an argument that starts with "
+                          "'-' goes after --");
     }
     const std::string nearest = NearestFlag(name);
     return absl::StrCat("unknown flag --", name,
@@ -145,7 +172,7 @@ std::string ArgumentError(const std::vector<std::string>& arguments, size_t& at,
   // the one absl::ParseCommandLine sets again.
   if (flag->ParseFrom(value, &error)) return "";
   const FlagRange* range = FindFlagRange(ranges, name);
-  return absl::StrCat("--", name, "=", value, " is not ", Expected(*flag),
+  return absl::StrCat("--", name, "=", value, " is not ", ExpectedValue(*flag),
                       range != nullptr ? absl::StrCat("; it must be ", range->Accepted()) : "");
 }
 
@@ -159,6 +186,7 @@ std::vector<char*> ParseCommandLineWithDashes(absl::string_view program, int arg
   for (size_t i = 1; i < rewritten->size(); ++i) {
     std::string& argument = (*rewritten)[i];
     if (argument == "--") flags_ended = true;
+    if (!flags_ended && argument == "-h") argument = "--help";  // As most tools take it.
     if (flags_ended || argument.size() < 3 || argument[0] != '-') continue;
     const size_t name_start = argument[1] == '-' ? 2 : 1;
     const size_t name_end = std::min(argument.find('='), argument.size());

@@ -29,6 +29,15 @@ TEST(EnvFlagsTest, UnparsableValueExits) {
   unsetenv("DHPT_TEST_SLOT_COUNT");
 }
 
+// An empty value read "Illegal value '' specified for flag": it now says what the flag takes.
+TEST(EnvFlagsTest, AnEmptyValueSaysWhatTheFlagTakesAndHowToGetTheDefault) {
+  setenv("DHPT_TEST_SLOT_COUNT", "", 1);
+  EXPECT_EXIT(ApplyEnvironmentToFlags({"test_slot_count"}), testing::ExitedWithCode(2),
+              "invalid DHPT_TEST_SLOT_COUNT=: it sets --test_slot_count, which takes a whole "
+              "number .unset the variable for the default.");
+  unsetenv("DHPT_TEST_SLOT_COUNT");
+}
+
 TEST(EnvFlagsTest, StrayArgumentAfterAFlagValueShowsThatValueQuoted) {
   const char* args[] = {"dhpt-cpu-worker", "--command=gbr=/usr/bin/python3", "/opt/gbr.py",
                         "--slots=2"};

@@ -64,6 +64,7 @@ TEST(CommandLineTest, UsageErrorsExit2NamingTheFlagAndHelpExits0InEveryBinary) {
                                  " --help lists its flags")});
     rows.push_back({binary, "--max_event_stream=1", 2, "unknown flag --max_event_stream"});
     rows.push_back({binary, "--help", 0, listed});
+    rows.push_back({binary, "-h", 0, listed});
     rows.push_back({binary, "--helpfull", 0, "--flagfile"});
     rows.push_back({binary, "--version", 0, absl::StrCat(binary, " 0.")});
   }
@@ -88,6 +89,14 @@ TEST(CommandLineTest, UsageErrorsExit2NamingTheFlagAndHelpExits0InEveryBinary) {
   rows.push_back({"dhpt", "ask", 2, "expected a study"});
   rows.push_back({"dhpt", "trials --helpfull", 0, "--scheduler"});
   rows.push_back({"dhpt", "--help", 0, "dhpt local"});
+  // absl read these alone and exited 1 ("ERROR: Can't open flagfile"; "unknown flag --1").
+  rows.push_back({"dhpt-cpu-worker", "--flagfile=/nonexistent/flags", 2,
+                  "dhpt-cpu-worker: --flagfile=/nonexistent/flags: cannot read "
+                  "/nonexistent/flags (No such file or directory)"});
+  rows.push_back({"dhpt-scheduler", "--flagfile", 2, "--flagfile needs a value"});
+  rows.push_back({"dhpt", "trial s -1", 2,
+                  "dhpt trial: \"-1\" is read as a flag; an argument that starts with '-' goes "
+                  "after --"});
   ExpectEach(rows);
 }
 
