@@ -7,6 +7,7 @@
 #include <atomic>
 #include <optional>
 #include <deque>
+#include <future>
 #include <list>
 #include <map>
 #include <set>
@@ -73,9 +74,10 @@ void Fail(httplib::Response& res, const absl::Status& status) {
   res.set_content(ErrorJson(status.message()), kJson);
 }
 
-// A plots answer (PlotsJson's object) with "read": the trials read from the scheduler for it,
-// the rest coming from what the dashboard kept, and "read_bytes", the size of those trials'
-// messages (the plot view's: see ReadPlots); what bounds a large study's reads.
+// A plots answer (PlotsJson's object) with "read": the trials read from the scheduler for it
+// (of a large study, its sample's), the rest coming from what the dashboard kept, and
+// "read_bytes", the size of those trials' messages (the plot view's: see ReadPlots); what
+// bounds a large study's reads.
 std::string WithRead(absl::string_view answer, int64_t read, int64_t read_bytes) {
   return absl::StrCat("{\"read\":", read, ",\"read_bytes\":", read_bytes, ",", answer.substr(1));
 }
@@ -187,7 +189,8 @@ struct DashboardServer::State {
   // The plots' JSON, from the kept sample and answer where they still hold (see ReadPlots).
   absl::StatusOr<std::string> PlotsOf(const std::string& study);
   absl::StatusOr<std::string> ReadPlots(const std::string& study);
-  std::string PlotsJson(const std::string& study, const PlotSample& sample, bool curves);
+  std::string PlotsJson(const PlotSample& sample, bool curves,
+                        const absl::StatusOr<v1::GetParamImportancesResponse>& importances);
   // Reads the newest studies' histories once at start, so their pages open at once.
   void WarmUp();
   void Trials(const httplib::Request& req, httplib::Response& res);
@@ -435,6 +438,8 @@ absl::StatusOr<std::string> DashboardServer::State::ReadPlots(const std::string&
   // Each trial with only what the plots draw (no other metrics, error or attempts): a fraction
   // of a full page to build, send and parse.
   request.set_plot_view(options.plot_view);
+  // The scheduler samples a large study (PlotSample) rather than building every trial for it.
+  request.set_sample_stride(static_cast<int32_t>(sample.stride()));
   {
     absl::MutexLock lock(&plot_mutex);
     auto it = plot_cache.find(study);
@@ -447,8 +452,15 @@ absl::StatusOr<std::string> DashboardServer::State::ReadPlots(const std::string&
       }
     }
   }
-  const int64_t seen_before = sample.seen();
-  int64_t read_bytes = 0;
+  // The importances are the scheduler's own pass over the study: asked for beside the sample's
+  // pages rather than after them, so that on a cluster's two or more cores the two overlap.
+  std::future<absl::StatusOr<v1::GetParamImportancesResponse>> importances =
+      std::async(std::launch::async, [this, &study] {
+        v1::GetParamImportancesRequest request;
+        request.set_study(study);
+        return client.GetParamImportances(request);
+      });
+  int64_t read = 0, read_bytes = 0;
   // Where the next read resumes: the first page that held an unfinished trial, or else the
   // last page (a trial added to a finished study lands there or after).
   std::optional<PlotSample::Mark> unfinished_mark, last_page_mark;
@@ -465,8 +477,9 @@ absl::StatusOr<std::string> DashboardServer::State::ReadPlots(const std::string&
       last_page_mark = sample.mark();
       last_page_token = page_token;
     }
+    read += page.trials_size();
     for (const v1::Trial& trial : page.trials()) read_bytes += trial.ByteSizeLong();
-    sample.AddPage(page.trials(), page.curves());
+    sample.AddPage(page.trials(), page.curves(), page.trials_covered());
     page_token = page.next_page_token();
     return true;
   });
@@ -482,7 +495,7 @@ absl::StatusOr<std::string> DashboardServer::State::ReadPlots(const std::string&
   const std::string resume_token = unfinished_mark ? unfinished_token
                                    : last_page_mark ? last_page_token
                                                     : page_token;
-  std::string answer = PlotsJson(study, sample, curves);
+  std::string answer = PlotsJson(sample, curves, importances.get());
   absl::MutexLock lock(&plot_mutex);
   plot_cache.insert_or_assign(
       study, CachedPlots{key, std::move(prefix), resume_token, curves, counts,
@@ -495,18 +508,15 @@ absl::StatusOr<std::string> DashboardServer::State::ReadPlots(const std::string&
     }
     plot_cache.erase(oldest);
   }
-  return WithRead(answer, sample.seen() - seen_before, read_bytes);
+  return WithRead(answer, read, read_bytes);
 }
 
-std::string DashboardServer::State::PlotsJson(const std::string& study, const PlotSample& sample,
-                                              bool curves) {
+std::string DashboardServer::State::PlotsJson(
+    const PlotSample& sample, bool curves,
+    const absl::StatusOr<v1::GetParamImportancesResponse>& importances) {
   const analysis::StudyData& data = sample.data();
   std::optional<analysis::ImportanceResult> importance;
   std::string importance_error;
-  v1::GetParamImportancesRequest importance_request;
-  importance_request.set_study(study);
-  absl::StatusOr<v1::GetParamImportancesResponse> importances =
-      client.GetParamImportances(importance_request);
   if (importances.ok()) {
     importance.emplace();
     importance->objective = importances->objective_metric();

@@ -228,43 +228,30 @@ PlotSample::PlotSample(const v1::StudySpec& spec, int64_t trials)
 
 int64_t PlotSample::StrideFor(int64_t trials) {
   int64_t stride = 1;
-  while (trials > stride * kMaxPlotTrials) stride *= 2;
+  while (trials > stride * kMaxPlotTrials && stride < kMaxSampleStride) stride *= 2;
   return stride;
 }
 
 PlotSample PlotSample::Before(const Mark& mark) const {
   PlotSample prefix(spec_, 0);
   prefix.stride_ = stride_;
-  prefix.best_ = mark.best;
   prefix.seen_ = mark.seen;
   if (mark.anchored) prefix.anchor_ = anchor_;
   prefix.data_.trials.assign(data_.trials.begin(), data_.trials.begin() + static_cast<ptrdiff_t>(mark.kept));
   return prefix;
 }
 
-bool PlotSample::Keep(const v1::Trial& trial) {
-  bool improves = false;
-  if (spec_.objectives_size() == 0 && trial.state() == v1::Trial::COMPLETED && trial.has_objective_value()) {
-    const double value = trial.objective_value();
-    improves = !best_ || (Maximize(spec_) ? value > *best_ : value < *best_);
-    if (improves) best_ = value;
-  }
-  // Every trial counts in seen_ (an improving one too: the count is what the page shows).
-  const bool sampled = seen_++ % stride_ == 0;
-  return improves || sampled;
-}
-
 void PlotSample::AddPage(const google::protobuf::RepeatedPtrField<v1::Trial>& trials,
-                         const google::protobuf::RepeatedPtrField<v1::TrialCurve>& curves) {
+                         const google::protobuf::RepeatedPtrField<v1::TrialCurve>& curves,
+                         int64_t covered) {
+  seen_ += covered;
   if (trials.empty()) return;
   const bool first = !anchor_;
   if (first) anchor_ = trials[0];
   std::vector<v1::Trial> page;
   page.reserve(trials.size() + 1);
   if (!first) page.push_back(*anchor_);
-  for (const v1::Trial& trial : trials) {
-    if (Keep(trial)) page.push_back(trial);
-  }
+  page.insert(page.end(), trials.begin(), trials.end());
   analysis::StudyData part = analysis::StudyDataFromProto(
       spec_, page, std::vector<v1::TrialCurve>(curves.begin(), curves.end()));
   if (first) {

@@ -81,44 +81,46 @@ class HistorySeries {
 // on the best so far comes too); each plot shows at most 2,000 points of them
 // (analysis::kMaxPointsPerSeries).
 inline constexpr int64_t kMaxPlotTrials = 20000;
+// The largest stride the scheduler samples with (ListTrialsRequest.sample_stride): a study of
+// more than 20,000 x 1,024 trials is drawn from more than kMaxPlotTrials.
+inline constexpr int64_t kMaxSampleStride = 1024;
 
 // The study-insight plots' trials in the analyses' compact form (analysis::StudyData: a few
 // numbers per trial, not the Trial messages), gathered while a study's pages stream past in
 // number order. A study of more than kMaxPlotTrials trials is drawn from every stride-th trial
-// and every trial that improved on the best so far (single objective). A copy taken between
-// pages resumes where it stopped: the dashboard keeps one up to where the study still changes
-// and reads only the rest the next time.
+// and every trial that improved on the best so far (single objective): the scheduler's sample
+// (ListTrialsRequest.sample_stride), which passes over the other trials without building them.
+// A copy taken between pages resumes where it stopped: the dashboard keeps one up to where the
+// study still changes and reads only the rest the next time.
 class PlotSample {
  public:
   // `trials`: how many the study has now (its summary's counts), which sets the stride.
   PlotSample(const v1::StudySpec& spec, int64_t trials);
-  // The smallest power of two that keeps a study of `trials` within kMaxPlotTrials: a power of
-  // two so that it changes only when the study has doubled, not with every trial past the limit.
+  // The smallest power of two that keeps a study of `trials` within kMaxPlotTrials (up to
+  // kMaxSampleStride): a power of two so that it changes only when the study has doubled, not
+  // with every trial past the limit.
   static int64_t StrideFor(int64_t trials);
-  // One page of trials in number order, with their curves when they were asked for.
+  // One page of the sample in number order, with their curves when they were asked for;
+  // `covered`: how many of the study's trials the page went through.
   void AddPage(const google::protobuf::RepeatedPtrField<v1::Trial>& trials,
-               const google::protobuf::RepeatedPtrField<v1::TrialCurve>& curves);
+               const google::protobuf::RepeatedPtrField<v1::TrialCurve>& curves, int64_t covered);
   const analysis::StudyData& data() const { return data_; }
   // Where the sample stands between two pages, and a copy of it as it was there: what a later
   // read resumes from, copied once rather than at every page.
   struct Mark {
     int64_t seen = 0;
     size_t kept = 0;
-    std::optional<double> best;
     bool anchored = false;
   };
-  Mark mark() const { return {seen_, data_.trials.size(), best_, anchor_.has_value()}; }
+  Mark mark() const { return {seen_, data_.trials.size(), anchor_.has_value()}; }
   PlotSample Before(const Mark& mark) const;
   int64_t stride() const { return stride_; }
-  int64_t seen() const { return seen_; }  // Every trial of the pages added.
+  int64_t seen() const { return seen_; }  // Every trial the pages added went through.
   int64_t kept() const { return static_cast<int64_t>(data_.trials.size()); }
 
  private:
-  bool Keep(const v1::Trial& trial);
-
   v1::StudySpec spec_;
   int64_t stride_;
-  std::optional<double> best_;
   int64_t seen_ = 0;
   // Times are seconds since the earliest trial's creation: this first trial is put before each
   // later page so that every page has the same origin.

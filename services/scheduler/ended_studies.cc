@@ -20,6 +20,7 @@
 #include "services/common/status_macros.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/scheduler_core_internal.h"
+#include "services/scheduler/trial_sample.h"
 #include "services/scheduler/trial_views.h"
 #include "services/study/spec_translation.h"
 
@@ -38,6 +39,76 @@ constexpr int kStoredRowsAtLeast = 1'000;
 // Evictions free many small blocks that malloc keeps for reuse: once this much has gone, the
 // free pages go back to the system, so the scheduler's size falls with its cache.
 constexpr size_t kReleaseMemoryAfterBytes = size_t{8} << 20;
+
+// One page of an evicted study's ListTrials, built from its stored rows with no lock held.
+struct StoredPageRead {
+  const StudyStore* store;
+  v1::StudySpec spec;
+  v1::Trial::State only;
+  int size;
+  size_t max_bytes;
+  SchedulerCore::TrialView view;
+  std::string filter;
+  TrialSample sample;
+  uint64_t start;
+};
+
+// A read of more rows than the largest page and the one after holds too much at once: a sparse
+// sample's page takes several.
+constexpr int kStoredRowsAtMost = kMaxTrialPageSize + 1;
+
+absl::StatusOr<ListPage<v1::Trial>> ReadStoredPage(StoredPageRead& read) {
+  using View = SchedulerCore::TrialView;
+  const std::string& key = read.spec.name();
+  ListPage<v1::Trial> page;
+  size_t bytes = 0;
+  uint64_t number = read.start;
+  while (true) {
+    // The page's rows and one more, which says whether a next page starts there; a page of
+    // one state or of a sample may need several such reads.
+    const int64_t left = read.size - static_cast<int64_t>(page.items.size());
+    const int wanted = static_cast<int>(std::clamp<int64_t>(
+        left * read.sample.stride() + 1, kStoredRowsAtLeast, kStoredRowsAtMost));
+    absl::StatusOr<std::vector<std::string>> rows =
+        read.store->ReadTrialPage(key, static_cast<int64_t>(number), wanted);
+    if (!rows.ok()) {
+      return absl::UnavailableError(absl::StrCat("study \"", key, "\" has ended and its trials ",
+                                                 "are in the store, which cannot read them now (",
+                                                 rows.status().message(), "); try again"));
+    }
+    for (const std::string& row : *rows) {
+      if (static_cast<int>(page.items.size()) >= read.size || bytes >= read.max_bytes) {
+        page.next_page_token = TrialPageToken(read.filter, read.sample, number);
+        return page;
+      }
+      // Number, state and value: what says whether the trial is listed, without parsing it.
+      const v1::Trial head = ValuesOnlyOf(row);
+      if (head.number() != static_cast<int64_t>(number)) {
+        return absl::DataLossError(absl::StrCat("a stored trial of study \"", key, "\" has number ",
+                                                head.number(), ", expected ", number,
+                                                "; restore a backup"));
+      }
+      ++number;
+      ++page.covered;
+      if (read.only != v1::Trial::STATE_UNSPECIFIED && head.state() != read.only) continue;
+      if (!read.sample.Keep(head.number(), head.state(),
+                            head.has_objective_value()
+                                ? std::optional<double>(head.objective_value())
+                                : std::nullopt)) {
+        continue;
+      }
+      v1::Trial trial;
+      switch (read.view) {
+        case View::kValuesOnly: trial = head; break;
+        case View::kPlot: trial = PlotViewOf(row, head.state(), read.spec); break;
+        case View::kFull: trial.ParseFromString(row); break;
+      }
+      bytes += page.items.emplace_back(std::move(trial)).ByteSizeLong();
+    }
+    if (static_cast<int>(rows->size()) < wanted) break;  // The study's last trial.
+  }
+  return page;
+}
 
 }  // namespace
 
@@ -113,61 +184,34 @@ const SchedulerCore::StudyEntry* SchedulerCore::StillEvictedLocked(const std::st
 
 absl::StatusOr<std::optional<ListPage<v1::Trial>>> SchedulerCore::ListStoredTrialsLocked(
     absl::string_view name, v1::Trial::State only, int size, absl::string_view page_token,
-    TrialView view, CoreLock& lock) {
+    TrialView view, int sample_stride, CoreLock& lock) {
   ASSIGN_OR_RETURN(const StudyEntry* study, FindSummaryLocked(name));
-  const std::string key = study->spec.name();
-  const uint64_t eviction = study->eviction;
   const std::string filter = TrialPageFilter(name, only, study->order);
-  ASSIGN_OR_RETURN(const uint64_t start, PagePosition(page_token, "trials", filter));
-  // As for a study in memory: the page is built under the lock, so what the budget has now is
-  // this page's.
+  TrialSample sample(study->spec, sample_stride, std::nullopt);
+  ASSIGN_OR_RETURN(const uint64_t start, TrialPageStart(page_token, filter, sample));
+  // As for a study in memory, what the budget has now is this page's.
   ASSIGN_OR_RETURN(const size_t available, reply_budget_.Available());
-  const size_t max_bytes = std::min(kMaxPageBytes, available);
-  ListPage<v1::Trial> page;
+  StoredPageRead read{.store = store_,
+                      .spec = study->spec,
+                      .only = only,
+                      .size = size,
+                      .max_bytes = std::min(kMaxPageBytes, available),
+                      .view = view,
+                      .filter = filter,
+                      .sample = sample,
+                      .start = start};
+  const uint64_t eviction = study->eviction;
+  // Neither the disk nor building the page is waited for under the lock: the rows of an
+  // evicted study do not change, which the check after says.
+  lock.Release();
+  absl::StatusOr<ListPage<v1::Trial>> page = ReadStoredPage(read);
+  lock.Reacquire();
+  if (StillEvictedLocked(read.spec.name(), eviction) == nullptr) return std::nullopt;
+  if (!page.ok()) return page.status();
   size_t bytes = 0;
-  uint64_t number = start;
-  while (true) {
-    // The page's rows and one more, which says whether a next page starts there; a page of
-    // one state may need several such reads.
-    const int wanted = std::max(size - static_cast<int>(page.items.size()) + 1, kStoredRowsAtLeast);
-    lock.Release();  // The disk is not waited for under the lock.
-    absl::StatusOr<std::vector<std::string>> rows =
-        store_->ReadTrialPage(key, static_cast<int64_t>(number), wanted);
-    lock.Reacquire();
-    if (!rows.ok()) {
-      return absl::UnavailableError(absl::StrCat("study \"", key, "\" has ended and its trials ",
-                                                 "are in the store, which cannot read them now (",
-                                                 rows.status().message(), "); try again"));
-    }
-    study = StillEvictedLocked(key, eviction);
-    if (study == nullptr) return std::nullopt;
-    for (const std::string& row : *rows) {
-      if (static_cast<int>(page.items.size()) >= size || bytes >= max_bytes) {
-        page.next_page_token = PageToken("trials", filter, number);
-        page.lease = reply_budget_.Take(bytes);
-        return page;
-      }
-      const v1::Trial head = HeadOf(row);
-      if (head.number() != static_cast<int64_t>(number)) {
-        return absl::DataLossError(absl::StrCat("a stored trial of study \"", key, "\" has number ",
-                                                head.number(), ", expected ", number,
-                                                "; restore a backup"));
-      }
-      if (only == v1::Trial::STATE_UNSPECIFIED || head.state() == only) {
-        v1::Trial trial;
-        switch (view) {
-          case TrialView::kValuesOnly: trial = ValuesOnlyOf(row); break;
-          case TrialView::kPlot: trial = PlotViewOf(row, head.state(), study->spec); break;
-          case TrialView::kFull: trial.ParseFromString(row); break;
-        }
-        bytes += page.items.emplace_back(std::move(trial)).ByteSizeLong();
-      }
-      ++number;
-    }
-    if (static_cast<int>(rows->size()) < wanted) break;  // The study's last trial.
-  }
-  page.lease = reply_budget_.Take(bytes);
-  return page;
+  for (const v1::Trial& trial : page->items) bytes += trial.ByteSizeLong();
+  page->lease = reply_budget_.Take(bytes);
+  return *std::move(page);
 }
 
 absl::Status SchedulerCore::LoadEvictedLocked(StudyEntry& study) {

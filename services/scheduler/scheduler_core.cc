@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "absl/base/casts.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -108,6 +109,44 @@ absl::StatusOr<uint64_t> PagePosition(absl::string_view token, absl::string_view
     return invalid;
   }
   return position;
+}
+
+namespace {
+
+constexpr absl::string_view kNoBest = "-";
+
+std::string SampleFilter(absl::string_view filter, int stride, absl::string_view best) {
+  return absl::StrCat(filter, "|", stride, "|", best);
+}
+
+}  // namespace
+
+std::string TrialPageToken(absl::string_view filter, const TrialSample& sample, uint64_t number) {
+  if (sample.all()) return PageToken("trials", filter, number);
+  const std::optional<double> best = sample.best();
+  return PageToken("sample", SampleFilter(filter, sample.stride(),
+                                          best ? absl::StrCat(absl::bit_cast<uint64_t>(*best))
+                                               : std::string(kNoBest)),
+                   number);
+}
+
+absl::StatusOr<uint64_t> TrialPageStart(absl::string_view token, absl::string_view filter,
+                                        TrialSample& sample) {
+  if (sample.all()) return PagePosition(token, "trials", filter);
+  if (token.empty()) return 0;
+  // "sample|<filter>|<stride>|<best>|<number>": the best is read from the end, then the whole
+  // token checked as any other.
+  std::string decoded;
+  if (!absl::WebSafeBase64Unescape(token, &decoded)) return InvalidPageToken();
+  const std::vector<absl::string_view> parts = absl::StrSplit(decoded, '|');
+  if (parts.size() < 3) return InvalidPageToken();
+  const absl::string_view best = parts[parts.size() - 2];
+  uint64_t bits = 0;
+  if (best != kNoBest && !absl::SimpleAtoi(best, &bits)) return InvalidPageToken();
+  ASSIGN_OR_RETURN(const uint64_t number,
+                   PagePosition(token, "sample", SampleFilter(filter, sample.stride(), best)));
+  if (best != kNoBest) sample.set_best(absl::bit_cast<double>(bits));
+  return number;
 }
 
 
@@ -659,20 +698,27 @@ absl::Status SchedulerCore::DeleteStudy(absl::string_view name, bool force) {
 
 absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
     absl::string_view name, v1::Trial::State only, int page_size, absl::string_view page_token,
-    TrialView view) {
+    TrialView view, int sample_stride) {
   ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultTrialPageSize, kMaxTrialPageSize));
+  if (sample_stride < 0 || sample_stride > kMaxSampleStride) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sample_stride: ", sample_stride, " is not 0 to ", kMaxSampleStride,
+        " (0 or 1 lists every trial; N lists every N-th and each that improved on the best)"));
+  }
   CoreLock lock(this);
   ASSIGN_OR_RETURN(const StudyEntry* found, FindSummaryLocked(name));
   if (found->evicted) {
     // A page of an ended study out of memory comes from the store's rows: reading the whole
     // study back for it cost a 100,000-trial study a second of CPU (issue 31).
-    ASSIGN_OR_RETURN(std::optional<ListPage<v1::Trial>> stored,
-                     ListStoredTrialsLocked(name, only, size, page_token, view, lock));
+    ASSIGN_OR_RETURN(
+        std::optional<ListPage<v1::Trial>> stored,
+        ListStoredTrialsLocked(name, only, size, page_token, view, sample_stride, lock));
     if (stored) return *std::move(stored);
   }
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyReadingBack(name, lock));
   const std::string filter = TrialPageFilter(name, only, study->order);
-  ASSIGN_OR_RETURN(const uint64_t start, PagePosition(page_token, "trials", filter));
+  TrialSample sample(study->spec, sample_stride, std::nullopt);
+  ASSIGN_OR_RETURN(const uint64_t start, TrialPageStart(page_token, filter, sample));
   // Pages are built one at a time, under the lock, so what the budget has now is this page's:
   // many callers cannot each hold a large page (a short page's token goes on from its end).
   ASSIGN_OR_RETURN(const size_t available, reply_budget_.Available());
@@ -681,17 +727,23 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
   size_t bytes = 0;
   for (size_t number = start; number < study->trial_ids.size(); ++number) {
     if (static_cast<int>(page.items.size()) >= size || bytes >= max_bytes) {
-      page.next_page_token = PageToken("trials", filter, number);
+      page.next_page_token = TrialPageToken(filter, sample, number);
       break;
     }
     const TrialEntry& trial = trials_.at(study->trial_ids[number]);
-    if (only == v1::Trial::STATE_UNSPECIFIED || trial.trial.state() == only) {
-      bytes += page.items
-                   .emplace_back(view == TrialView::kValuesOnly ? ValuesOnlyLocked(trial)
-                                 : view == TrialView::kPlot     ? PlotViewLocked(trial)
-                                                                : FullTrialLocked(trial))
-                   .ByteSizeLong();
+    ++page.covered;
+    if (only != v1::Trial::STATE_UNSPECIFIED && trial.trial.state() != only) continue;
+    if (!sample.Keep(static_cast<int64_t>(number), trial.trial.state(),
+                     trial.trial.has_objective_value()
+                         ? std::optional<double>(trial.trial.objective_value())
+                         : std::nullopt)) {
+      continue;
     }
+    bytes += page.items
+                 .emplace_back(view == TrialView::kValuesOnly ? ValuesOnlyLocked(trial)
+                               : view == TrialView::kPlot     ? PlotViewLocked(trial)
+                                                              : FullTrialLocked(trial))
+                 .ByteSizeLong();
   }
   page.lease = reply_budget_.Take(bytes);
   return page;

@@ -256,6 +256,8 @@ struct ListPage {
   std::string next_page_token;  // Empty on the last page.
   // The page's share of the reply budget: hold it until the reply is written.
   ReplyBudget::Lease lease;
+  // ListTrials: how many trials the page went through, listed or not (a sample's are fewer).
+  int64_t covered = 0;
 };
 
 // One connected worker, for metrics and status.
@@ -298,9 +300,12 @@ class SchedulerCore {
   // One page of the study's trials in number order; `only` filters by state unless unset.
   // An ended study evicted from memory is answered from the store's rows of the page, without
   // reading it back (the same answer). The calls below read such a study back first.
+  // `sample_stride` over 1 lists a sample for plots (ListTrialsRequest.sample_stride,
+  // trial_sample.h), at most kMaxSampleStride.
   absl::StatusOr<ListPage<v1::Trial>> ListTrials(absl::string_view study, v1::Trial::State only,
                                                  int page_size, absl::string_view page_token,
-                                                 TrialView view = TrialView::kFull);
+                                                 TrialView view = TrialView::kFull,
+                                                 int sample_stride = 1);
   absl::StatusOr<v1::Trial> GetBestTrial(absl::string_view study);
   // One page of the non-dominated feasible completed trials in number order, with the whole
   // front's hypervolume (one objective: the best trial, if feasible).
@@ -894,13 +899,13 @@ class SchedulerCore {
   // read under `lock` before this call holds after it.
   absl::StatusOr<const StudyEntry*> FindStudyReadingBack(absl::string_view name, CoreLock& lock)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // ListTrials of an evicted study, from the store's rows of the page (read with `lock`
-  // released, a chunk at a time), each trial's view built from its stored bytes as for a study
-  // in memory; nullopt when the study changed meanwhile (read back, reopened, deleted), and
+  // ListTrials of an evicted study, from the store's rows of the page (read and built with
+  // `lock` released, a chunk at a time), each trial's view built from its stored bytes as for a
+  // study in memory; nullopt when the study changed meanwhile (read back, reopened, deleted), and
   // the caller goes on as for a study in memory.
   absl::StatusOr<std::optional<ListPage<v1::Trial>>> ListStoredTrialsLocked(
       absl::string_view name, v1::Trial::State only, int size, absl::string_view page_token,
-      TrialView view, CoreLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+      TrialView view, int sample_stride, CoreLock& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Whether `name` is still the evicted study `eviction` numbered: its stored rows have not
   // changed since (nothing writes an ended study that is not in memory).
   const StudyEntry* StillEvictedLocked(const std::string& name, uint64_t eviction) const

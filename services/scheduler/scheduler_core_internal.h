@@ -19,6 +19,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "services/scheduler/pareto_front.h"
 #include "services/scheduler/scheduler_core.h"
+#include "services/scheduler/trial_sample.h"
 #include "services/study/spec_validation.h"
 
 namespace dhpt::scheduler {
@@ -34,6 +35,12 @@ inline std::string TrialPageFilter(absl::string_view study, v1::Trial::State onl
                                    uint64_t order) {
   return absl::StrCat(study, "|", only, "|", order);
 }
+// A ListTrials page's token and where it resumes. A sampled listing's token also carries its
+// stride and the best value kept so far (its bits: exact), which `sample` takes back; a token of
+// another stride, or of no sample, is refused as any other token.
+std::string TrialPageToken(absl::string_view filter, const TrialSample& sample, uint64_t number);
+absl::StatusOr<uint64_t> TrialPageStart(absl::string_view token, absl::string_view filter,
+                                        TrialSample& sample);
 
 // A SuggestTrials call waiting for a model-based suggestion.
 struct SchedulerCore::SuggestWaiter {

@@ -305,12 +305,17 @@ void StudyServiceImpl::ListenForEveryMethod() {
           return absl::InvalidArgumentError(
               "values_only and plot_view are two views of a trial; ask for one");
         }
+        if (r.values_only() && r.sample_stride() > 1) {
+          return absl::InvalidArgumentError(
+              "values_only lists every trial's values; a sample_stride is for the plots' views");
+        }
         using View = SchedulerCore::TrialView;
         const View view = r.values_only() ? View::kValuesOnly
                           : r.plot_view() ? View::kPlot
                                           : View::kFull;
         ASSIGN_OR_RETURN(ListPage<v1::Trial> page,
-                         core->ListTrials(r.study(), r.state(), page_size, r.page_token(), view));
+                         core->ListTrials(r.study(), r.state(), page_size, r.page_token(), view,
+                                          r.sample_stride()));
         lease = std::move(page.lease);
         v1::ListTrialsResponse out;
         if (r.intermediate_values() && !page.items.empty()) {
@@ -320,6 +325,7 @@ void StudyServiceImpl::ListenForEveryMethod() {
         }
         for (v1::Trial& trial : page.items) *out.add_trials() = std::move(trial);
         out.set_next_page_token(std::move(page.next_page_token));
+        out.set_trials_covered(page.covered);
         return out;
       });
   Serve<v1::GetBestTrialRequest, v1::Trial>(

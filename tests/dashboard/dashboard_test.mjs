@@ -348,6 +348,62 @@ test('the plots read a study once, then only from where it still moves, then not
   assert.deepEqual({...(await plots(dashboard)), read: 0, read_bytes: 0}, {...told, read: 0, read_bytes: 0});
 });
 
+test('a study of over 20,000 trials is drawn from the scheduler\'s sample, which keeps what may still change', async () => {
+  // 25,000 trials: every second one, each that improved on the best before it and the pending
+  // trial 21,001 come to the dashboard; the rest are neither built nor sent.
+  const name = 'sampled-plots', pending = 21001;
+  const lossOf = (i) => 50 + (i * 37) % 101 - i / 500;
+  const trials = [];
+  for (let i = 0; i < 25000; ++i) {
+    const trial = {study: name, number: String(i), state: i === pending ? 'PENDING' : 'COMPLETED',
+                   params: {x: {doubleValue: (i % 97) / 10}}};
+    if (i !== pending) Object.assign(trial, {metrics: {loss: lossOf(i)}, objectiveValue: lossOf(i),
+                                             attempt: 1, attempts: [{clientId: 'test'}], clientId: 'test'});
+    trials.push(trial);
+  }
+  writeFileSync(join(dir, 'sampled-plots.json'), JSON.stringify({
+    study: {spec: {name, model: {kind: 'EXTERNAL'}, objective: {metric: 'loss', goal: 'MINIMIZE'},
+                   algorithm: {name: 'RANDOM', seed: 1}, maxTrials: 25000,
+                   parameters: [{name: 'x', doubleRange: {min: 0, max: 10}}]}, state: 'RUNNING'},
+    trials}));
+  await dhpt('import', join(dir, 'sampled-plots.json'));
+  const sampleSize = (loss) => {
+    let best = Infinity, kept = 0;
+    for (let i = 0; i < 25000; ++i) {
+      const value = loss(i);
+      const improves = value !== null && value < best;
+      if (improves) best = value;
+      if (improves || value === null || i % 2 === 0) ++kept;
+    }
+    return kept;
+  };
+  const plots = async (base) => {
+    const response = await fetch(`${base}/api/plots?study=${name}`);
+    assert.equal(response.status, 200);
+    return response.json();
+  };
+  const before = sampleSize((i) => (i === pending ? null : lossOf(i)));
+  assert.ok(before > 12500 + 50, `${before}: the improving trials show in the sample`);
+  const first = await plots(dashboard);
+  assert.deepEqual([first.trials, first.drawn_from, first.read], [25000, before, before]);
+  // The pending trial completes with the best value: those after it no longer improve.
+  assert.equal((await dhpt('ask', name, '--client=test')).stdout.split(' ')[0], String(pending));
+  await dhpt('tell', name, String(pending), 'loss=-60', '--client=test');
+  const after = sampleSize((i) => (i === pending ? -60 : lossOf(i)));
+  assert.ok(after < before, `${after} against ${before}`);
+  const told = await plots(dashboard);  // Read again from the page that held trial 21,001.
+  assert.equal(told.drawn_from, after);
+  assert.ok(told.read < 10000, `${told.read} trials read again`);
+  const fresh = await plots(stoppable);  // Never read this study before: its whole sample.
+  assert.equal(fresh.read, after);
+  assert.deepEqual({...told, read: 0, read_bytes: 0}, {...fresh, read: 0, read_bytes: 0});
+  const page = await open(`/study?name=${name}`);
+  await page.waitForSelector('#plots[data-ready]', {timeout: 20000});
+  assert.equal(await page.$eval('#plots-sampled', (p) => p.textContent),
+               `Drawn from ${after} of the 25000 trials: evenly spread, and every one that improved on the best.`);
+  await page.close();
+});
+
 test('stopping a study: refused by a read-only dashboard, asked first on one that may', async () => {
   const refused = await fetch(`${dashboard}/api/stop?study=branin-on-board`, {method: 'POST', headers: {'X-DHPT-Confirm': 'stop'}});
   assert.equal(refused.status, 403);

@@ -14,6 +14,7 @@
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "services/scheduler/scheduler_core.h"
+#include "services/scheduler/trial_sample.h"
 #include "tests/scheduler/core_test_util.h"
 #include "tests/scheduler/temp_database.h"
 
@@ -672,19 +673,24 @@ std::string StoredAnswers(SchedulerCore& core, const std::string& name) {
     for (v1::Trial::State only : {v1::Trial::STATE_UNSPECIFIED, v1::Trial::COMPLETED,
                                   v1::Trial::PRUNED, v1::Trial::FAILED}) {
       for (int size : {3, 1000}) {
-        std::string token;
-        do {
-          absl::StatusOr<ListPage<v1::Trial>> page = core.ListTrials(name, only, size, token, view);
-          if (!page.ok()) {
-            absl::StrAppend(&out, "ListTrials: ", page.status().ToString(), "\n");
-            break;
-          }
-          for (const v1::Trial& trial : page->items) {
-            absl::StrAppend(&out, static_cast<int>(view), " ", only, ": ", trial.DebugString());
-          }
-          token = page->next_page_token;
-          absl::StrAppend(&out, "token: ", token, "\n");
-        } while (!token.empty());
+        // Every trial, and the plots' sample of every third and each that improved.
+        for (int stride : {1, 3}) {
+          std::string token;
+          do {
+            absl::StatusOr<ListPage<v1::Trial>> page =
+                core.ListTrials(name, only, size, token, view, stride);
+            if (!page.ok()) {
+              absl::StrAppend(&out, "ListTrials: ", page.status().ToString(), "\n");
+              break;
+            }
+            for (const v1::Trial& trial : page->items) {
+              absl::StrAppend(&out, static_cast<int>(view), " ", only, " ", stride, ": ",
+                              trial.DebugString());
+            }
+            token = page->next_page_token;
+            absl::StrAppend(&out, "covered ", page->covered, ", token: ", token, "\n");
+          } while (!token.empty());
+        }
       }
     }
   }
@@ -716,6 +722,7 @@ TEST_F(EndedStudiesTest, AnEvictedStudysPagesAndImportancesComeFromTheStoreAsBef
   // The comparison covers what it should: each view and state, several pages, importances.
   EXPECT_NE(so.find("PRUNED"), std::string::npos);
   EXPECT_NE(so.find("token: dHJp"), std::string::npos);  // "trials|..." in web-safe base64.
+  EXPECT_NE(so.find("token: c2Ft"), std::string::npos);  // "sample|...".
   EXPECT_NE(so.find("objective_value"), std::string::npos);
   EXPECT_NE(mo.find("objective_values"), std::string::npos);
   EXPECT_NE(so.find("importance: "), std::string::npos);
@@ -732,6 +739,80 @@ TEST_F(EndedStudiesTest, AnEvictedStudysPagesAndImportancesComeFromTheStoreAsBef
   EXPECT_EQ(StoredAnswers(*core_, "so"), so);
   EXPECT_EQ(StoredAnswers(*core_, "mo"), mo);
   EXPECT_EQ(core_->ended_studies_in_memory().studies, 0);
+}
+
+// The plots' sample of a study (ListTrialsRequest.sample_stride), a trial a page so that the
+// best so far goes from token to token: every stride-th trial by number and each completed one
+// better than all before it, in memory and from the store's rows alike; a two-objective study's
+// sample is the stride's alone. Tokens are good for the listing that made them only.
+TEST_F(EndedStudiesTest, ASampleIsEveryStrideThTrialAndEachThatImprovedPageAfterPage) {
+  RunStudies();
+  Committed();
+  const auto sampled = [&](const std::string& name, int stride, int size) {
+    std::vector<int64_t> numbers;
+    int64_t covered = 0;
+    std::string token;
+    do {
+      absl::StatusOr<ListPage<v1::Trial>> page = core_->ListTrials(
+          name, v1::Trial::STATE_UNSPECIFIED, size, token, SchedulerCore::TrialView::kPlot, stride);
+      EXPECT_TRUE(page.ok()) << page.status();
+      if (!page.ok()) break;
+      for (const v1::Trial& trial : page->items) numbers.push_back(trial.number());
+      covered += page->covered;
+      token = page->next_page_token;
+    } while (!token.empty());
+    EXPECT_EQ(covered, static_cast<int64_t>(AllTrials(*core_, name).size())) << name;
+    return numbers;
+  };
+  // What the rule keeps, from the whole listing.
+  const auto expected = [&](const std::string& name, int stride, bool improving) {
+    std::vector<int64_t> numbers;
+    std::optional<double> best;
+    for (const v1::Trial& trial : AllTrials(*core_, name)) {
+      bool improves = false;
+      if (improving && trial.state() == v1::Trial::COMPLETED && trial.has_objective_value()) {
+        improves = !best || trial.objective_value() < *best;
+        if (improves) best = trial.objective_value();
+      }
+      if (improves || trial.number() % stride == 0) numbers.push_back(trial.number());
+    }
+    return numbers;
+  };
+  const std::vector<int64_t> so = expected("so", 4, true), mo = expected("mo", 3, false);
+  // Some kept for improving alone, or the test shows nothing of the best's carrying.
+  ASSERT_GT(so.size(), (12 + 3) / 4);
+  for (bool evicted : {false, true}) {
+    SCOPED_TRACE(evicted ? "evicted" : "in memory");
+    if (evicted) ASSERT_EQ(core_->ShedEndedStudies(), 2);
+    for (int size : {1, 2, 1000}) {
+      EXPECT_EQ(sampled("so", 4, size), so) << size;
+      EXPECT_EQ(sampled("mo", 3, size), mo) << size;
+    }
+  }
+  // Trials not finished are listed too: a reader knows where its sample may still change.
+  const std::vector<int64_t> running = Ask("active", 2);
+  ASSERT_EQ(running.size(), 2u);
+  std::vector<int64_t> active = expected("active", 1000, true);
+  active.insert(active.end(), running.begin(), running.end());
+  EXPECT_EQ(sampled("active", 1000, 1), active);
+
+  const std::string token = core_->ListTrials("so", {}, 1, "", SchedulerCore::TrialView::kPlot, 4)
+                                ->next_page_token;
+  ASSERT_FALSE(token.empty());
+  for (int other : {1, 2}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(
+        core_->ListTrials("so", {}, 1, token, SchedulerCore::TrialView::kPlot, other).status()))
+        << other;
+  }
+  const std::string plain = core_->ListTrials("so", {}, 1, "")->next_page_token;
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      core_->ListTrials("so", {}, 1, plain, SchedulerCore::TrialView::kPlot, 4).status()));
+  for (int stride : {-1, kMaxSampleStride + 1}) {
+    const absl::Status status =
+        core_->ListTrials("so", {}, 1, "", SchedulerCore::TrialView::kPlot, stride).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << stride;
+    EXPECT_NE(status.message().find("sample_stride"), std::string::npos) << status;
+  }
 }
 
 // Past an evaluator's limit (fANOVA: 2,000 trials) the importances of an evicted study are

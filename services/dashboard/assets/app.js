@@ -331,15 +331,15 @@ async function studyPage(name) {
                        el('h2', {text: 'Spec'}), spec);
   let history = null;
   const redrawHistory = () => { if (history) plotPanel.replaceChildren(historyPlot(history)); };
-  // The table and the plot load at once; each shows as soon as it comes.
+  // The table, the history and the other plots load at once; each shows as soon as it comes.
+  // The plots are read again when trials finish (see plotRefresher): a large study's from the
+  // scheduler's sample of it, a part of its trials, so they need not wait for the page.
   const historyLoad = getJson(`/api/history?${new URLSearchParams({study: name})}`)
     .then((h) => { history = h; redrawHistory(); })
     .catch((error) => showError(plotPanel, error));
+  const refreshPlots = plotRefresher(name, plots);
   await Promise.all([table.load(), historyLoad]);
   main.dataset.ready = 'true';
-  // The other plots read the whole study: after the page is usable, then again when trials
-  // finish (see refreshPlots).
-  const refreshPlots = plotRefresher(name, plots);
 
   // Live: the scheduler's WatchStudy, relayed as server-sent events. The browser reconnects
   // by itself after a drop, sending the last event id, and the dashboard resumes from there.
