@@ -4,13 +4,20 @@
 # the CPU seconds the scheduler and the dashboard used for it, on two imported copies of a study
 # of worker-like trials; then `dhpt importance` asked twice of each (seventh round). --ask: a
 # client asks for a trial of another study every 0.3 s meanwhile (a store commit each, as a
-# cluster's results make).
-#   bash bench/dashboard_first_open.sh build/bin [--ask] [--trials=100000]
+# cluster's results make). --importances_first: each study's importances are asked (`dhpt
+# importance`, timed) before the page's calls, so that the plots' call is the sample's pages alone
+# (eighth round); the scheduler then keeps no ended study in memory but the one used last.
+#   bash bench/dashboard_first_open.sh build/bin [--ask] [--importances_first] [--trials=100000]
 set -euo pipefail
 bin=${1:?the directory of dhpt, dhpt-scheduler and dhpt-dashboard}; shift
-ask=false; trials=100000
+ask=false; importances_first=false; trials=100000
 for arg in "$@"; do
-  case $arg in --ask) ask=true ;; --trials=*) trials=${arg#--trials=} ;; *) echo "unknown $arg" >&2; exit 2 ;; esac
+  case $arg in
+    --ask) ask=true ;;
+    --importances_first) importances_first=true ;;
+    --trials=*) trials=${arg#--trials=} ;;
+    *) echo "unknown $arg" >&2; exit 2 ;;
+  esac
 done
 dir=$(mktemp -d); pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
@@ -38,7 +45,8 @@ fs.writeFileSync(file, JSON.stringify({study: {spec: {name, model: {kind: 'EXTER
                {name: 'kind', categorical: {values: ['a', 'b', 'c']}}]}, state: 'COMPLETED'}, trials}));
 JS
 done
-"$bin/dhpt-scheduler" --listen=127.0.0.1:0 --db="$dir/dhpt.db" --max_message_bytes=536870912 > "$dir/scheduler.log" 2>&1 &
+cache=(); if $importances_first; then cache=(--ended_study_cache_bytes=1); fi
+"$bin/dhpt-scheduler" --listen=127.0.0.1:0 --db="$dir/dhpt.db" --max_message_bytes=536870912 "${cache[@]}" > "$dir/scheduler.log" 2>&1 &
 scheduler_pid=$!; pids+=("$scheduler_pid")
 wait_for "$dir/scheduler.log" "listening on 127.0.0.1:"
 scheduler=127.0.0.1:$(grep -o "listening on 127.0.0.1:[0-9]*" "$dir/scheduler.log" | head -1 | cut -d: -f2)
@@ -57,6 +65,13 @@ echo "| study | call | wall (s) | CPU: scheduler, dashboard (s) | answer (bytes)
 echo "|---|---|---:|---:|---:|---:|"
 for copy in 1 2; do
   name=first-open-$copy
+  if $importances_first; then
+    s0=$(cpu "$scheduler_pid"); t0=$(date +%s.%N)
+    "$bin/dhpt" importance "$name" --scheduler="$scheduler" > /dev/null
+    t1=$(date +%s.%N)
+    printf '| %s | dhpt importance | %.2f | %.2f, - | - | %s |\n' "$name" "$(echo "$t1 - $t0" | bc)" \
+      "$(echo "$(cpu "$scheduler_pid") - $s0" | bc)" "$(cut -d' ' -f1 /proc/loadavg)"
+  fi
   for call in "study?name=$name" "history?study=$name" "trials?study=$name&size=50" "plots?study=$name"; do
     s0=$(cpu "$scheduler_pid"); d0=$(cpu "$dashboard_pid"); t0=$(date +%s.%N)
     curl -s -m 120 -o "$dir/answer" "$dashboard/api/$call" || true
