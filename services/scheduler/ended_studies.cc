@@ -46,29 +46,40 @@ struct StoredPageRead {
   v1::StudySpec spec;
   v1::Trial::State only;
   int size;
-  size_t max_bytes;
+  size_t max_bytes = 0;  // What the reply budget had left when the page was begun.
   SchedulerCore::TrialView view;
   std::string filter;
   TrialSample sample;
   uint64_t start;
 };
 
+// How often a stored page is built again because other pages took the reply budget meanwhile.
+constexpr int kStoredPageBuilds = 3;
+
 // A read of more rows than the largest page and the one after holds too much at once: a sparse
 // sample's page takes several.
 constexpr int kStoredRowsAtMost = kMaxTrialPageSize + 1;
 
-absl::StatusOr<ListPage<v1::Trial>> ReadStoredPage(StoredPageRead& read) {
-  using View = SchedulerCore::TrialView;
-  const std::string& key = read.spec.name();
+// A page built off the lock, and its size, which it takes of the reply budget once built.
+struct StoredPage {
   ListPage<v1::Trial> page;
   size_t bytes = 0;
+};
+
+absl::StatusOr<StoredPage> ReadStoredPage(const StoredPageRead& read) {
+  using View = SchedulerCore::TrialView;
+  const std::string& key = read.spec.name();
+  TrialSample sample = read.sample;  // From where the page starts, each time it is built.
+  StoredPage built;
+  ListPage<v1::Trial>& page = built.page;
+  size_t& bytes = built.bytes;
   uint64_t number = read.start;
   while (true) {
     // The page's rows and one more, which says whether a next page starts there; a page of
     // one state or of a sample may need several such reads.
     const int64_t left = read.size - static_cast<int64_t>(page.items.size());
     const int wanted = static_cast<int>(std::clamp<int64_t>(
-        left * read.sample.stride() + 1, kStoredRowsAtLeast, kStoredRowsAtMost));
+        left * sample.stride() + 1, kStoredRowsAtLeast, kStoredRowsAtMost));
     absl::StatusOr<std::vector<std::string>> rows =
         read.store->ReadTrialPage(key, static_cast<int64_t>(number), wanted);
     if (!rows.ok()) {
@@ -77,9 +88,9 @@ absl::StatusOr<ListPage<v1::Trial>> ReadStoredPage(StoredPageRead& read) {
                                                  rows.status().message(), "); try again"));
     }
     for (const std::string& row : *rows) {
-      if (static_cast<int>(page.items.size()) >= read.size || bytes >= read.max_bytes) {
-        page.next_page_token = TrialPageToken(read.filter, read.sample, number);
-        return page;
+      if (static_cast<int>(page.items.size()) >= read.size) {
+        page.next_page_token = TrialPageToken(read.filter, sample, number);
+        return built;
       }
       // Number, state and value: what says whether the trial is listed, without parsing it.
       const v1::Trial head = ValuesOnlyOf(row);
@@ -88,26 +99,35 @@ absl::StatusOr<ListPage<v1::Trial>> ReadStoredPage(StoredPageRead& read) {
                                                 head.number(), ", expected ", number,
                                                 "; restore a backup"));
       }
+      const TrialSample before = sample;  // Where the next page starts if this trial does not fit.
+      const bool listed =
+          (read.only == v1::Trial::STATE_UNSPECIFIED || head.state() == read.only) &&
+          sample.Keep(head.number(), head.state(),
+                      head.has_objective_value() ? std::optional<double>(head.objective_value())
+                                                 : std::nullopt);
+      if (listed) {
+        v1::Trial trial;
+        switch (read.view) {
+          case View::kValuesOnly: trial = head; break;
+          case View::kPlot: trial = PlotViewOf(row, head.state(), read.spec); break;
+          case View::kFull: trial.ParseFromString(row); break;
+        }
+        // The page stays within what the budget had (TakeIfFits takes it whole or not at all);
+        // only a first trial may be larger.
+        const size_t trial_bytes = trial.ByteSizeLong();
+        if (!page.items.empty() && bytes + trial_bytes > read.max_bytes) {
+          page.next_page_token = TrialPageToken(read.filter, before, number);
+          return built;
+        }
+        bytes += trial_bytes;
+        page.items.push_back(std::move(trial));
+      }
       ++number;
       ++page.covered;
-      if (read.only != v1::Trial::STATE_UNSPECIFIED && head.state() != read.only) continue;
-      if (!read.sample.Keep(head.number(), head.state(),
-                            head.has_objective_value()
-                                ? std::optional<double>(head.objective_value())
-                                : std::nullopt)) {
-        continue;
-      }
-      v1::Trial trial;
-      switch (read.view) {
-        case View::kValuesOnly: trial = head; break;
-        case View::kPlot: trial = PlotViewOf(row, head.state(), read.spec); break;
-        case View::kFull: trial.ParseFromString(row); break;
-      }
-      bytes += page.items.emplace_back(std::move(trial)).ByteSizeLong();
     }
     if (static_cast<int>(rows->size()) < wanted) break;  // The study's last trial.
   }
-  return page;
+  return built;
 }
 
 }  // namespace
@@ -189,29 +209,36 @@ absl::StatusOr<std::optional<ListPage<v1::Trial>>> SchedulerCore::ListStoredTria
   const std::string filter = TrialPageFilter(name, only, study->order);
   TrialSample sample(study->spec, sample_stride, std::nullopt);
   ASSIGN_OR_RETURN(const uint64_t start, TrialPageStart(page_token, filter, sample));
-  // As for a study in memory, what the budget has now is this page's.
-  ASSIGN_OR_RETURN(const size_t available, reply_budget_.Available());
   StoredPageRead read{.store = store_,
                       .spec = study->spec,
                       .only = only,
                       .size = size,
-                      .max_bytes = std::min(kMaxPageBytes, available),
                       .view = view,
                       .filter = filter,
                       .sample = sample,
                       .start = start};
   const uint64_t eviction = study->eviction;
   // Neither the disk nor building the page is waited for under the lock: the rows of an
-  // evicted study do not change, which the check after says.
-  lock.Release();
-  absl::StatusOr<ListPage<v1::Trial>> page = ReadStoredPage(read);
-  lock.Reacquire();
-  if (StillEvictedLocked(read.spec.name(), eviction) == nullptr) return std::nullopt;
-  if (!page.ok()) return page.status();
-  size_t bytes = 0;
-  for (const v1::Trial& trial : page->items) bytes += trial.ByteSizeLong();
-  page->lease = reply_budget_.Take(bytes);
-  return *std::move(page);
+  // evicted study do not change, which the check after says. Other pages may take the reply
+  // budget meanwhile: one that no longer fits is built again to what is left (as ListStudies'
+  // pages built off the lock), and when too little is left the caller is told to come back.
+  for (int built = 0; built < kStoredPageBuilds; ++built) {
+    ASSIGN_OR_RETURN(const size_t available, reply_budget_.Available());
+    read.max_bytes = std::min(kMaxPageBytes, available);
+    lock.Release();
+    absl::StatusOr<StoredPage> page = ReadStoredPage(read);
+    lock.Reacquire();
+    if (StillEvictedLocked(read.spec.name(), eviction) == nullptr) return std::nullopt;
+    if (!page.ok()) return page.status();
+    ASSIGN_OR_RETURN(std::optional<ReplyBudget::Lease> lease, reply_budget_.TakeIfFits(page->bytes));
+    if (lease) {
+      page->page.lease = *std::move(lease);
+      return std::move(page->page);
+    }
+  }
+  return absl::ResourceExhaustedError(
+      "the scheduler is sending many large pages to other callers now; ask for this page again "
+      "shortly");
 }
 
 absl::Status SchedulerCore::LoadEvictedLocked(StudyEntry& study) {

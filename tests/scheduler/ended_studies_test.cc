@@ -57,6 +57,7 @@ class EndedStudiesTest : public ::testing::Test {
     SchedulerOptions options;
     options.clock = [] { return absl::FromUnixSeconds(1'800'000'000); };
     options.ended_study_cache_bytes = ended_study_cache_bytes_;
+    options.max_reply_bytes_in_flight = max_reply_bytes_;
     if (max_memory_bytes_ > 0) {
       options.max_memory_bytes = max_memory_bytes_;
       options.resident_bytes = [this] { return Resident(); };
@@ -209,6 +210,7 @@ class EndedStudiesTest : public ::testing::Test {
   }
   int64_t max_memory_bytes_ = 0;
   size_t ended_study_cache_bytes_ = kDefaultEndedStudyCacheBytes;
+  size_t max_reply_bytes_ = kDefaultMaxReplyBytesInFlight;
   absl::Duration memory_check_interval_ = absl::ZeroDuration();  // Every call reads it.
   absl::Mutex memory_mutex_;
   int64_t resident_ ABSL_GUARDED_BY(memory_mutex_) = 0;
@@ -813,6 +815,63 @@ TEST_F(EndedStudiesTest, ASampleIsEveryStrideThTrialAndEachThatImprovedPageAfter
     EXPECT_TRUE(absl::IsInvalidArgument(status)) << stride;
     EXPECT_NE(status.message().find("sample_stride"), std::string::npos) << status;
   }
+}
+
+// An evicted study's pages are built off the core's lock, so they must fit the reply budget
+// whole (other pages may take it meanwhile): with a budget of 128 KiB, a 2,000-trial study of
+// trials about 300 bytes long comes in pages each within it, and a sample cut by the budget goes
+// on from the trial that did not fit as the whole listing does. Every trial here improves on
+// the one before, so the sample is every trial, and the trial that did not fit is listed on the
+// next page only if the best it starts from is the one before that trial.
+TEST_F(EndedStudiesTest, AnEvictedStudysPagesFitTheReplyBudgetAndASampleGoesOnWhereOneWasCut) {
+  max_reply_bytes_ = 128 << 10;
+  Restart();
+  v1::StudyExport exported;
+  *exported.mutable_study()->mutable_spec() = SingleObjective("wide", 2'000);
+  exported.mutable_study()->set_state(v1::Study::COMPLETED);
+  for (int n = 0; n < 2'000; ++n) {
+    v1::Trial* trial = exported.add_trials();
+    trial->set_number(n);
+    trial->set_state(v1::Trial::COMPLETED);
+    (*trial->mutable_params())["lr"].set_double_value(0.001 + n * 0.00001);
+    (*trial->mutable_params())["layers"].set_int_value(1 + n % 4);
+    (*trial->mutable_params())["act"].set_string_value("relu");
+    (*trial->mutable_metrics())["loss"] = 1000.0 - n;
+    for (int m = 0; m < 12; ++m) (*trial->mutable_metrics())[absl::StrCat("measure_", m)] = n + m;
+  }
+  ASSERT_TRUE(core_->ImportStudy(exported).ok());
+  Committed();
+  // In memory a page is built under the lock and may pass the budget by its last trial.
+  bool evicted = false;
+  const auto listing = [&](int stride) {
+    std::vector<int64_t> numbers;
+    std::string token;
+    int pages = 0;
+    do {
+      absl::StatusOr<ListPage<v1::Trial>> page =
+          core_->ListTrials("wide", {}, 10'000, token, SchedulerCore::TrialView::kFull, stride);
+      EXPECT_TRUE(page.ok()) << page.status();
+      if (!page.ok()) break;
+      size_t bytes = 0;
+      for (const v1::Trial& trial : page->items) {
+        bytes += trial.ByteSizeLong();
+        numbers.push_back(trial.number());
+      }
+      if (evicted) EXPECT_LE(bytes, max_reply_bytes_) << "page " << pages;
+      EXPECT_EQ(page->lease.bytes(), bytes);
+      token = page->next_page_token;
+      ++pages;
+    } while (!token.empty());
+    EXPECT_GE(pages, 4) << "the budget cut too few pages";
+    return numbers;
+  };
+  const std::vector<int64_t> all = listing(1);
+  ASSERT_EQ(all.size(), 2'000u);
+  EXPECT_EQ(listing(kMaxSampleStride), all);
+  ASSERT_EQ(core_->ShedEndedStudies(), 1);
+  evicted = true;
+  EXPECT_EQ(listing(1), all);
+  EXPECT_EQ(listing(kMaxSampleStride), all);
 }
 
 // Past an evaluator's limit (fANOVA: 2,000 trials) the importances of an evicted study are
