@@ -272,24 +272,30 @@ test('a page whose dashboard restarts gets the events it missed, without reloadi
   await page.close();
 });
 
+// Imports a running study `name` of `n` trials of one parameter x, each completed with
+// lossOf(i) but `pending`, which waits for `dhpt ask`.
+async function importWithOnePending(name, n, pending, lossOf) {
+  const trials = [];
+  for (let i = 0; i < n; ++i) {
+    const trial = {study: name, number: String(i), state: i === pending ? 'PENDING' : 'COMPLETED',
+                   params: {x: {doubleValue: (i % 97) / 10}}};
+    if (i !== pending) Object.assign(trial, {metrics: {loss: lossOf(i)}, objectiveValue: lossOf(i),
+                                             attempt: 1, attempts: [{clientId: 'test'}], clientId: 'test'});
+    trials.push(trial);
+  }
+  writeFileSync(join(dir, `${name}.json`), JSON.stringify({
+    study: {spec: {name, model: {kind: 'EXTERNAL'}, objective: {metric: 'loss', goal: 'MINIMIZE'},
+                   algorithm: {name: 'RANDOM', seed: 1}, maxTrials: n,
+                   parameters: [{name: 'x', doubleRange: {min: 0, max: 10}}]}, state: 'RUNNING'},
+    trials}));
+  await dhpt('import', join(dir, `${name}.json`));
+}
+
 test('a history read again from where the study still moves equals one read whole', async () => {
   // 2,500 trials (pages of 1,000 for the history), trial 1,500 still pending: a first read keeps
   // the first page and reads from the second on the next time.
   const name = 'resumed-history';
-  const trials = [];
-  for (let i = 0; i < 2500; ++i) {
-    const trial = {study: name, number: String(i), state: i === 1500 ? 'PENDING' : 'COMPLETED',
-                   params: {x: {doubleValue: (i % 97) / 10}}};
-    if (i !== 1500) Object.assign(trial, {metrics: {loss: 50 + (i * 37) % 101}, objectiveValue: 50 + (i * 37) % 101,
-                                         attempt: 1, attempts: [{clientId: 'test'}], clientId: 'test'});
-    trials.push(trial);
-  }
-  writeFileSync(join(dir, 'resumed.json'), JSON.stringify({
-    study: {spec: {name, model: {kind: 'EXTERNAL'}, objective: {metric: 'loss', goal: 'MINIMIZE'},
-                   algorithm: {name: 'RANDOM', seed: 1}, maxTrials: 2500,
-                   parameters: [{name: 'x', doubleRange: {min: 0, max: 10}}]}, state: 'RUNNING'},
-    trials}));
-  await dhpt('import', join(dir, 'resumed.json'));
+  await importWithOnePending(name, 2500, 1500, (i) => 50 + (i * 37) % 101);
   const history = async (base) => (await fetch(`${base}/api/history?study=${name}`)).json();
   const before = await history(dashboard);
   assert.equal(before.points.reduce((sum, p) => sum + p[5], 0), 2499);
@@ -307,20 +313,7 @@ test('the plots read a study once, then only from where it still moves, then not
   // 12,000 trials (the plots read pages of 10,000), trial 11,000 still pending. The work of each
   // answer is bounded, not timed: `read` is how many trials it read from the scheduler.
   const name = 'resumed-plots';
-  const trials = [];
-  for (let i = 0; i < 12000; ++i) {
-    const trial = {study: name, number: String(i), state: i === 11000 ? 'PENDING' : 'COMPLETED',
-                   params: {x: {doubleValue: (i % 97) / 10}}};
-    if (i !== 11000) Object.assign(trial, {metrics: {loss: 50 + (i * 37) % 101}, objectiveValue: 50 + (i * 37) % 101,
-                                          attempt: 1, attempts: [{clientId: 'test'}], clientId: 'test'});
-    trials.push(trial);
-  }
-  writeFileSync(join(dir, 'resumed-plots.json'), JSON.stringify({
-    study: {spec: {name, model: {kind: 'EXTERNAL'}, objective: {metric: 'loss', goal: 'MINIMIZE'},
-                   algorithm: {name: 'RANDOM', seed: 1}, maxTrials: 12000,
-                   parameters: [{name: 'x', doubleRange: {min: 0, max: 10}}]}, state: 'RUNNING'},
-    trials}));
-  await dhpt('import', join(dir, 'resumed-plots.json'));
+  await importWithOnePending(name, 12000, 11000, (i) => 50 + (i * 37) % 101);
   const plots = async (base) => {
     const response = await fetch(`${base}/api/plots?study=${name}`);
     assert.equal(response.status, 200);
@@ -353,20 +346,7 @@ test('a study of over 20,000 trials is drawn from the scheduler\'s sample, which
   // trial 21,001 come to the dashboard; the rest are neither built nor sent.
   const name = 'sampled-plots', pending = 21001;
   const lossOf = (i) => 50 + (i * 37) % 101 - i / 500;
-  const trials = [];
-  for (let i = 0; i < 25000; ++i) {
-    const trial = {study: name, number: String(i), state: i === pending ? 'PENDING' : 'COMPLETED',
-                   params: {x: {doubleValue: (i % 97) / 10}}};
-    if (i !== pending) Object.assign(trial, {metrics: {loss: lossOf(i)}, objectiveValue: lossOf(i),
-                                             attempt: 1, attempts: [{clientId: 'test'}], clientId: 'test'});
-    trials.push(trial);
-  }
-  writeFileSync(join(dir, 'sampled-plots.json'), JSON.stringify({
-    study: {spec: {name, model: {kind: 'EXTERNAL'}, objective: {metric: 'loss', goal: 'MINIMIZE'},
-                   algorithm: {name: 'RANDOM', seed: 1}, maxTrials: 25000,
-                   parameters: [{name: 'x', doubleRange: {min: 0, max: 10}}]}, state: 'RUNNING'},
-    trials}));
-  await dhpt('import', join(dir, 'sampled-plots.json'));
+  await importWithOnePending(name, 25000, pending, lossOf);
   const sampleSize = (loss) => {
     let best = Infinity, kept = 0;
     for (let i = 0; i < 25000; ++i) {
