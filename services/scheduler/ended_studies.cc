@@ -13,6 +13,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -71,6 +72,8 @@ absl::StatusOr<StoredPage> ReadStoredPage(const StoredPageRead& read) {
   const std::string& key = read.spec.name();
   TrialSample sample = read.sample;  // From where the page starts, each time it is built.
   StoredPage built;
+  // A position past any trial number (a token a client made): an empty page, as in memory.
+  if (read.start > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return built;
   ListPage<v1::Trial>& page = built.page;
   size_t& bytes = built.bytes;
   uint64_t number = read.start;

@@ -142,7 +142,10 @@ absl::StatusOr<uint64_t> TrialPageStart(absl::string_view token, absl::string_vi
   if (parts.size() < 3) return InvalidPageToken();
   const absl::string_view best = parts[parts.size() - 2];
   uint64_t bits = 0;
-  if (best != kNoBest && !absl::SimpleAtoi(best, &bits)) return InvalidPageToken();
+  if (best != kNoBest && (!absl::SimpleAtoi(best, &bits) ||
+                          !std::isfinite(absl::bit_cast<double>(bits)))) {
+    return InvalidPageToken();  // Not one this scheduler made: its best values are finite.
+  }
   ASSIGN_OR_RETURN(const uint64_t number,
                    PagePosition(token, "sample", SampleFilter(filter, sample.stride(), best)));
   if (best != kNoBest) sample.set_best(absl::bit_cast<double>(bits));

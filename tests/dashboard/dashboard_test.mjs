@@ -272,9 +272,9 @@ test('a page whose dashboard restarts gets the events it missed, without reloadi
   await page.close();
 });
 
-// Imports a running study `name` of `n` trials of one parameter x, each completed with
-// lossOf(i) but `pending`, which waits for `dhpt ask`.
-async function importWithOnePending(name, n, pending, lossOf) {
+// Imports a running study `name` of `n` trials (of `maxTrials`) of one parameter x, each
+// completed with lossOf(i) but `pending`, which waits for `dhpt ask`.
+async function importWithOnePending(name, n, pending, lossOf, maxTrials = n) {
   const trials = [];
   for (let i = 0; i < n; ++i) {
     const trial = {study: name, number: String(i), state: i === pending ? 'PENDING' : 'COMPLETED',
@@ -285,7 +285,7 @@ async function importWithOnePending(name, n, pending, lossOf) {
   }
   writeFileSync(join(dir, `${name}.json`), JSON.stringify({
     study: {spec: {name, model: {kind: 'EXTERNAL'}, objective: {metric: 'loss', goal: 'MINIMIZE'},
-                   algorithm: {name: 'RANDOM', seed: 1}, maxTrials: n,
+                   algorithm: {name: 'RANDOM', seed: 1}, maxTrials,
                    parameters: [{name: 'x', doubleRange: {min: 0, max: 10}}]}, state: 'RUNNING'},
     trials}));
   await dhpt('import', join(dir, `${name}.json`));
@@ -382,6 +382,16 @@ test('a study of over 20,000 trials is drawn from the scheduler\'s sample, which
   assert.equal(await page.$eval('#plots-sampled', (p) => p.textContent),
                `Drawn from ${after} of the 25000 trials: evenly spread, and every one that improved on the best.`);
   await page.close();
+});
+
+test('a running study with a large budget is drawn from all the trials it has, not sampled by its budget', async () => {
+  // 300 trials run of 1,000,000 allowed: the budget not yet begun counts as pending in the
+  // study's summary, and the plots sampled every 64th trial of the 300 for it.
+  const name = 'large-budget';
+  await importWithOnePending(name, 300, 299, (i) => 50 + (i * 37) % 101, 1000000);
+  const answer = await (await fetch(`${dashboard}/api/plots?study=${name}`)).json();
+  assert.deepEqual([answer.trials, answer.drawn_from, answer.read], [300, 300, 300]);
+  assert.doesNotMatch(answer.plots.find((p) => p.kind === 'intermediate').empty_reason, /studies of up to/);
 });
 
 test('stopping a study: refused by a read-only dashboard, asked first on one that may', async () => {

@@ -5,11 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/casts.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -814,6 +819,31 @@ TEST_F(EndedStudiesTest, ASampleIsEveryStrideThTrialAndEachThatImprovedPageAfter
         core_->ListTrials("so", {}, 1, "", SchedulerCore::TrialView::kPlot, stride).status();
     EXPECT_TRUE(absl::IsInvalidArgument(status)) << stride;
     EXPECT_NE(status.message().find("sample_stride"), std::string::npos) << status;
+  }
+  // Tokens a client made: "<kind>|<filter>|<stride>|<best>|<number>", its parts replaced.
+  const auto forged = [](const std::string& token, int from_end, const std::string& part) {
+    std::string decoded;
+    EXPECT_TRUE(absl::WebSafeBase64Unescape(token, &decoded));
+    std::vector<std::string> parts = absl::StrSplit(decoded, '|');
+    parts[parts.size() - from_end] = part;
+    return absl::WebSafeBase64Escape(absl::StrJoin(parts, "|"));
+  };
+  const std::string nan = absl::StrCat(absl::bit_cast<uint64_t>(std::nan("")));
+  EXPECT_TRUE(absl::IsInvalidArgument(core_->ListTrials("so", {}, 1, forged(token, 2, nan),
+                                                        SchedulerCore::TrialView::kPlot, 4)
+                                          .status()));
+  // A position past every trial number is an empty last page, in memory and from the rows
+  // alike (from the rows it was read as number 0 and said the store was damaged).
+  for (bool evicted : {false, true}) {
+    if (evicted) core_->ShedEndedStudies();
+    for (const auto& [far, stride] : {std::pair(forged(token, 1, "9223372036854775808"), 4),
+                                      std::pair(forged(plain, 1, "18446744073709551615"), 1)}) {
+      absl::StatusOr<ListPage<v1::Trial>> page =
+          core_->ListTrials("so", {}, 1, far, SchedulerCore::TrialView::kPlot, stride);
+      ASSERT_TRUE(page.ok()) << evicted << " " << page.status();
+      EXPECT_TRUE(page->items.empty());
+      EXPECT_TRUE(page->next_page_token.empty());
+    }
   }
 }
 
