@@ -83,48 +83,59 @@ bool SpeedModel::AdmitClass(const std::string& node_class) const {
 void SpeedModel::Record(const std::string& node_class, v1::Model::Kind kind, double units,
                         absl::Duration took) {
   if (!(units > 0) || took <= absl::ZeroDuration()) return;
+  const double log_seconds_per_unit = std::log(absl::ToDoubleSeconds(took) / units);
+  if (!std::isfinite(log_seconds_per_unit)) return;
   const auto key = std::make_pair(node_class, static_cast<int>(kind));
   auto it = series_.find(key);
   if (it == series_.end()) {
     if (!AdmitClass(node_class)) return;
     ++classes_[node_class];
     it = series_.emplace(key, Series{}).first;
+  } else {
+    Withdraw(key.second, it->second);
   }
   Series& series = it->second;
-  series.log_seconds_per_unit.push_back(std::log(absl::ToDoubleSeconds(took) / units));
+  series.log_seconds_per_unit.push_back(log_seconds_per_unit);
   if (series.log_seconds_per_unit.size() > static_cast<size_t>(kSpeedWindow)) {
     series.log_seconds_per_unit.pop_front();
   }
   series.median = Median({series.log_seconds_per_unit.begin(), series.log_seconds_per_unit.end()});
-  Summarize(static_cast<int>(kind));
+  Enter(key.second, node_class, series);
 }
 
 void SpeedModel::SetPrior(const std::string& node_class, double trial_cpu_cores) {
-  if (!(trial_cpu_cores > 0) || !AdmitClass(node_class)) return;
+  if (!(trial_cpu_cores > 0) || !std::isfinite(trial_cpu_cores) || !AdmitClass(node_class)) {
+    return;
+  }
   auto [it, fresh] = priors_.try_emplace(node_class, trial_cpu_cores);
-  if (!fresh && it->second == trial_cpu_cores) return;
-  it->second = trial_cpu_cores;
-  // The kinds it learnt: their per-core medians counted its old prior (each kind once).
+  if (!fresh) {
+    if (it->second == trial_cpu_cores) return;
+    prior_cores_.Erase(it->second);
+    it->second = trial_cpu_cores;
+  }
+  prior_cores_.Insert(trial_cpu_cores);
+  // The kinds it learnt: their per-core medians counted its old prior, or none.
   for (auto at = series_.lower_bound(std::make_pair(node_class, 0));
        at != series_.end() && at->first.first == node_class; ++at) {
-    Summarize(at->first.second);
+    Withdraw(at->first.second, at->second);
+    Enter(at->first.second, node_class, at->second);
   }
 }
 
-void SpeedModel::Summarize(int kind) {
-  std::vector<double> medians;
-  std::vector<double> per_core;
-  for (const auto& [key, series] : series_) {
-    if (key.second != kind) continue;
-    medians.push_back(series.median);
-    if (auto prior = priors_.find(key.first); prior != priors_.end()) {
-      per_core.push_back(series.median + std::log(prior->second));
-    }
-  }
+void SpeedModel::Enter(int kind, const std::string& node_class, Series& series) {
   KindSummary& summary = kinds_[kind];
-  summary.cluster_median = medians.empty() ? std::nullopt : std::optional(Median(std::move(medians)));
-  summary.per_core_median =
-      per_core.empty() ? std::nullopt : std::optional(Median(std::move(per_core)));
+  summary.class_medians.Insert(series.median);
+  if (auto prior = priors_.find(node_class); prior != priors_.end()) {
+    series.per_core = series.median + std::log(prior->second);
+    summary.per_core.Insert(*series.per_core);
+  }
+}
+
+void SpeedModel::Withdraw(int kind, Series& series) {
+  KindSummary& summary = kinds_[kind];
+  summary.class_medians.Erase(series.median);
+  if (series.per_core) summary.per_core.Erase(*series.per_core);
+  series.per_core.reset();
 }
 
 std::optional<double> SpeedModel::LogSecondsPerUnit(const std::string& node_class,
@@ -134,10 +145,10 @@ std::optional<double> SpeedModel::LogSecondsPerUnit(const std::string& node_clas
   }
   auto prior = priors_.find(node_class);
   auto summary = kinds_.find(kind);
-  if (prior == priors_.end() || summary == kinds_.end() || !summary->second.per_core_median) {
-    return std::nullopt;
-  }
-  return *summary->second.per_core_median - std::log(prior->second);
+  if (prior == priors_.end() || summary == kinds_.end()) return std::nullopt;
+  const std::optional<double> per_core_median = summary->second.per_core.Median();
+  if (!per_core_median) return std::nullopt;
+  return *per_core_median - std::log(prior->second);
 }
 
 std::optional<double> SpeedModel::SecondsPerUnit(const std::string& node_class,
@@ -156,18 +167,20 @@ std::optional<absl::Duration> SpeedModel::Predict(const std::string& node_class,
 
 std::optional<double> SpeedModel::MedianSecondsPerUnit(v1::Model::Kind kind) const {
   auto summary = kinds_.find(static_cast<int>(kind));
-  if (summary == kinds_.end() || !summary->second.cluster_median) return std::nullopt;
-  return std::exp(*summary->second.cluster_median);
+  if (summary == kinds_.end()) return std::nullopt;
+  const std::optional<double> cluster_median = summary->second.class_medians.Median();
+  if (!cluster_median) return std::nullopt;
+  return std::exp(*cluster_median);
 }
 
 std::optional<double> SpeedModel::RelativeSpeed(const std::string& node_class,
                                                 v1::Model::Kind kind) const {
   const std::optional<double> log_seconds = LogSecondsPerUnit(node_class, static_cast<int>(kind));
   auto summary = kinds_.find(static_cast<int>(kind));
-  if (!log_seconds || summary == kinds_.end() || !summary->second.cluster_median) {
-    return std::nullopt;
-  }
-  return std::exp(*summary->second.cluster_median - *log_seconds);
+  if (!log_seconds || summary == kinds_.end()) return std::nullopt;
+  const std::optional<double> cluster_median = summary->second.class_medians.Median();
+  if (!cluster_median) return std::nullopt;
+  return std::exp(*cluster_median - *log_seconds);
 }
 
 std::optional<double> SpeedModel::OverallSpeed(const std::string& node_class) const {
@@ -175,7 +188,7 @@ std::optional<double> SpeedModel::OverallSpeed(const std::string& node_class) co
   int kinds = 0;
   for (auto it = series_.lower_bound(std::make_pair(node_class, 0));
        it != series_.end() && it->first.first == node_class; ++it) {
-    log_sum += *kinds_.at(it->first.second).cluster_median - it->second.median;
+    log_sum += *kinds_.at(it->first.second).class_medians.Median() - it->second.median;
     ++kinds;
   }
   if (kinds > 0) return std::exp(log_sum / kinds);
@@ -195,9 +208,7 @@ std::optional<double> SpeedModel::PriorSpeed(const std::string& node_class) cons
   }
   if (kinds > 0) return std::exp(log_sum / kinds);
   // No class with a prior has completed a trial: its cores against the median class's.
-  std::vector<double> cores;
-  for (const auto& [unused, value] : priors_) cores.push_back(value);
-  return prior->second / Median(std::move(cores));
+  return prior->second / *prior_cores_.Median();
 }
 
 std::vector<SpeedModel::Estimate> SpeedModel::Estimates() const {

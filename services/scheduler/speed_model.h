@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "dhpt/v1/common.pb.h"
 #include "dhpt/v1/worker_service.pb.h"
+#include "services/scheduler/median_set.h"
 
 namespace dhpt::scheduler {
 
@@ -48,14 +49,15 @@ double TrialWorkUnits(const v1::Model& model,
 class SpeedModel {
  public:
   // A completed trial of `units` on `node_class` took `took` (the core's clock, assignment to
-  // result). Ignored when either is not positive.
+  // result). Ignored when either is not positive, or their ratio is not a finite, positive number.
   void Record(const std::string& node_class, v1::Model::Kind kind, double units,
               absl::Duration took);
   // The class's prior, what it is taken to run at before it completed a trial of a kind: in
   // proportion to the CPU one of its trials may use (WorkerCapabilities.trial_cpu_cores, its
   // cgroup's CPU quota: a pod's CPU limit, a board's in bench/edge_cluster.sh). So a Pi 4 that
   // has not finished a trial yet is not handed TPE's largest random-start trial as if it were
-  // an Orin. The latest worker of the class to say hello sets it; ignored when not positive.
+  // an Orin. The latest worker of the class to say hello sets it; ignored when not positive and
+  // finite.
   void SetPrior(const std::string& node_class, double trial_cpu_cores);
 
   // The median seconds per unit of the class's last kSpeedWindow trials of this kind: a median
@@ -96,15 +98,20 @@ class SpeedModel {
   struct Series {
     std::deque<double> log_seconds_per_unit;  // The last kSpeedWindow, oldest first.
     double median = 0;                        // Of log_seconds_per_unit.
+    // median plus the log of its class's prior, as its kind's per_core holds it; none without
+    // a prior.
+    std::optional<double> per_core;
   };
-  // Per kind, over the classes that learnt it. Recomputed when they change (Record, SetPrior),
-  // not when read: dispatch asks for them for every free worker of every trial it places, and
-  // with hundreds of classes computing them each time cost more than the rest of dispatch.
+  // Per kind, over the classes that learnt it, kept up to date as they change (Record,
+  // SetPrior), not computed when read: dispatch asks for them for every free worker of every
+  // trial it places, and each completed trial changes one class's median.
   struct KindSummary {
-    std::optional<double> cluster_median;         // Of the classes' log seconds per unit.
-    std::optional<double> per_core_median;        // Of those with a prior, times their cores.
+    MedianSet class_medians;  // Each class's Series::median.
+    MedianSet per_core;       // Each class's Series::per_core, for those with a prior.
   };
-  void Summarize(int kind);
+  // Enters the series' median (and per-core value) in its kind's summary, or takes it out.
+  void Enter(int kind, const std::string& node_class, Series& series);
+  void Withdraw(int kind, Series& series);
   bool AdmitClass(const std::string& node_class) const;
   std::optional<double> LogSecondsPerUnit(const std::string& node_class, int kind) const;
 
@@ -112,6 +119,7 @@ class SpeedModel {
   std::map<int, KindSummary> kinds_;
   std::map<std::string, int> classes_;     // Class -> series count, to bound kMaxSpeedClasses.
   std::map<std::string, double> priors_;   // Class -> trial CPU cores.
+  MedianSet prior_cores_;                  // priors_' values.
 };
 
 }  // namespace dhpt::scheduler

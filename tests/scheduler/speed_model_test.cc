@@ -1,6 +1,11 @@
 #include "services/scheduler/speed_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <deque>
+#include <map>
+#include <random>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -129,6 +134,53 @@ TEST(SpeedModelTest, BeforeABoardLearnsItRunsAtItsCpuPriorAgainstTheBoardsThatDi
   speeds.SetPrior("pi4b", 0.04);
   EXPECT_NEAR(xgboost_1000("pi4b"),
               std::sqrt(0.2 * 0.08) / 0.04, 1e-9);
+}
+
+// The cluster's medians are kept up to date as trials complete and priors change, not computed
+// from every class when read; they must answer as a computation from scratch does, for many
+// classes, through windows that roll and priors that move.
+TEST(SpeedModelTest, TheClustersMediansFollowEveryRecordAndPriorAsIfComputedAfresh) {
+  auto median = [](std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    const size_t n = values.size();
+    return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  };
+  std::mt19937_64 random(11);
+  SpeedModel speeds;
+  std::map<std::string, std::deque<double>> logs;  // Class -> its window, oldest first.
+  std::map<std::string, double> priors;
+  for (int step = 0; step < 3000; ++step) {
+    const std::string node_class = absl::StrCat("board-", random() % 40);
+    if (random() % 5 == 0) {
+      const double cores = 0.25 * static_cast<double>(1 + random() % 8);
+      speeds.SetPrior(node_class, cores);
+      priors[node_class] = cores;
+    } else {
+      const double units = static_cast<double>(100 + random() % 900);
+      const absl::Duration took = absl::Milliseconds(static_cast<int64_t>(1 + random() % 5000));
+      speeds.Record(node_class, v1::Model::XGBOOST, units, took);
+      std::deque<double>& window = logs[node_class];
+      window.push_back(std::log(absl::ToDoubleSeconds(took) / units));
+      if (window.size() > static_cast<size_t>(kSpeedWindow)) window.pop_front();
+    }
+    std::vector<double> class_medians;
+    std::vector<double> per_core;
+    for (const auto& [name, window] : logs) {
+      class_medians.push_back(median({window.begin(), window.end()}));
+      if (auto prior = priors.find(name); prior != priors.end()) {
+        per_core.push_back(class_medians.back() + std::log(prior->second));
+      }
+    }
+    if (class_medians.empty()) continue;
+    ASSERT_DOUBLE_EQ(*speeds.MedianSecondsPerUnit(v1::Model::XGBOOST),
+                     std::exp(median(class_medians))) << "step " << step;
+    // A class with a prior that never completed a trial is predicted from the per-core median.
+    speeds.SetPrior("unlearnt", 0.5);
+    priors["unlearnt"] = 0.5;
+    if (per_core.empty()) continue;
+    ASSERT_DOUBLE_EQ(*speeds.SecondsPerUnit("unlearnt", v1::Model::XGBOOST),
+                     std::exp(median(per_core) - std::log(0.5))) << "step " << step;
+  }
 }
 
 }  // namespace
