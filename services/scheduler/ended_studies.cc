@@ -105,9 +105,7 @@ absl::StatusOr<StoredPage> ReadStoredPage(const StoredPageRead& read) {
       const TrialSample before = sample;  // Where the next page starts if this trial does not fit.
       const bool listed =
           (read.only == v1::Trial::STATE_UNSPECIFIED || head.state() == read.only) &&
-          sample.Keep(head.number(), head.state(),
-                      head.has_objective_value() ? std::optional<double>(head.objective_value())
-                                                 : std::nullopt);
+          sample.Keep(head);
       if (listed) {
         v1::Trial trial;
         switch (read.view) {

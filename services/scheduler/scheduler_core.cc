@@ -736,12 +736,7 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
     const TrialEntry& trial = trials_.at(study->trial_ids[number]);
     ++page.covered;
     if (only != v1::Trial::STATE_UNSPECIFIED && trial.trial.state() != only) continue;
-    if (!sample.Keep(static_cast<int64_t>(number), trial.trial.state(),
-                     trial.trial.has_objective_value()
-                         ? std::optional<double>(trial.trial.objective_value())
-                         : std::nullopt)) {
-      continue;
-    }
+    if (!sample.Keep(trial.trial)) continue;
     bytes += page.items
                  .emplace_back(view == TrialView::kValuesOnly ? ValuesOnlyLocked(trial)
                                : view == TrialView::kPlot     ? PlotViewLocked(trial)

@@ -31,9 +31,9 @@ class TrialSample {
   // The best kept before the page a listing resumes at (from its token).
   void set_best(double best) { best_ = best; }
 
-  // Whether the trial numbered `number`, in `state`, with `objective_value` (a single
-  // objective's, if it has one), is kept; asked in number order.
-  bool Keep(int64_t number, v1::Trial::State state, std::optional<double> objective_value);
+  // Whether `trial` is kept, by its number, state and (a single objective's) value; asked in
+  // number order.
+  bool Keep(const v1::Trial& trial);
 
  private:
   int stride_ = 1;
