@@ -15,6 +15,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
 #include "services/common/channel_options.h"
 #include "services/common/env_flags.h"
 #include "services/common/flag_ranges.h"
@@ -148,6 +149,11 @@ ABSL_FLAG(absl::Duration, worker_log_interval, dhpt::scheduler::kDefaultWorkerLo
           "in this interval; the rest are counted and logged as one line when it ends or at "
           "shutdown (0: every one)");
 
+ABSL_FLAG(int, worker_stream_nice, dhpt::scheduler::kDefaultWorkerStreamNice,
+          "the threads that handle worker messages run this many nice steps below the user "
+          "calls' threads, so a busy cluster does not make users wait for a core (0: all alike; "
+          "docs/deployment.md#flaky-links-and-small-boards)");
+
 static_assert(dhpt::scheduler::kWorkerLogLines == 20, "--worker_log_interval's help names it");
 
 // glibc gives a thread that first allocates while every arena is busy an arena of its own, up
@@ -194,11 +200,17 @@ std::vector<dhpt::FlagRange> SchedulerFlagRanges() {
       FlagRange::Real("duplicate_margin", 0, true, 100, "0: no duplicates, else at least 1"),
       FlagRange::Duration("worker_log_interval", absl::ZeroDuration(), absl::Hours(24),
                           "0: every line"),
+      FlagRange::Integer("worker_stream_nice", 0, 19, "0: all alike"),
   };
 }
 
 int main(int argc, char** argv) {
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, kSchedulerMallocArenas);
+  // Debian's Abseil is built with its debug-mode lock-order graph on: every contended lock of the
+  // core's mutex walked it, 3% of the scheduler's CPU under a saturating run (docs/benchmarks.md,
+  // "Scale"), and a suspected cycle would abort the service. The tests that run the core in
+  // their own process keep it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::SetProgramUsageMessage(
       "dhpt-scheduler --listen=HOST:PORT\n\n"
       "Holds studies and their optimisers, and streams trial assignments to dhpt workers.\n"
@@ -280,6 +292,7 @@ int main(int argc, char** argv) {
                          "least 1; got %g\n", options.core.duplicate_margin);
     return 2;
   }
+  options.worker_stream_nice = absl::GetFlag(FLAGS_worker_stream_nice);
   options.keepalive.ping_interval_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_time));
   options.keepalive.ping_timeout_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_timeout));
   options.keepalive.min_ping_interval_ms =

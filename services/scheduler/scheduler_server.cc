@@ -18,7 +18,7 @@ absl::StatusOr<std::unique_ptr<SchedulerServer>> SchedulerServer::Start(
       std::make_unique<StudyServiceImpl>(server->core_.get(), options.tokens);
   server->worker_service_ =
       std::make_unique<WorkerServiceImpl>(server->core_.get(), options.worker_outbox,
-                                          options.tokens);
+                                          options.worker_stream_nice, options.tokens);
 
   grpc::EnableDefaultHealthCheckService(true);
   // gRPC serves health from upb, which tells protobuf nothing; reflection finds

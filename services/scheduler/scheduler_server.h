@@ -19,6 +19,11 @@
 
 namespace dhpt::scheduler {
 
+// --worker_stream_nice's default: the kernel weighs a thread 1.25x per step, so 10 steps give a
+// waking user call about a tenth of a core's turn to wait for against worker messages, while
+// worker messages still get every cycle the user calls leave (docs/benchmarks.md, "Scale").
+inline constexpr int kDefaultWorkerStreamNice = 10;
+
 struct SchedulerServerOptions {
   // HOST:PORT; port 0 picks a free port (see SchedulerServer::port()).
   std::string listen_address = "0.0.0.0:50051";
@@ -35,6 +40,10 @@ struct SchedulerServerOptions {
   // What may wait unwritten for one worker before it is cut off. (A watcher reads the study's
   // shared journal at its own pace: SchedulerOptions.watch_journal.)
   rpc::OutboxLimits worker_outbox{.max_messages = 4096, .max_bytes = 16 << 20};
+  // How many nice steps below the user calls' threads the threads that handle worker messages
+  // run (LowerCallingThreadPriority): on a busy board the kernel then serves a user's call
+  // before the next worker message. 0: all alike.
+  int worker_stream_nice = kDefaultWorkerStreamNice;
 };
 
 class SchedulerServer {

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "services/common/grpc_status.h"
+#include "services/common/thread_priority.h"
 #include "services/common/transport_security.h"
 
 namespace dhpt::scheduler {
@@ -41,9 +42,11 @@ void UnintroducedStreams::CloseAll() {
 }
 
 WorkerSession::WorkerSession(SchedulerCore* core, std::vector<std::string> peer_names,
-                             rpc::OutboxLimits limits, UnintroducedStreams* unintroduced)
+                             rpc::OutboxLimits limits, int priority_steps,
+                             UnintroducedStreams* unintroduced)
     : core_(core),
       peer_names_(std::move(peer_names)),
+      priority_steps_(priority_steps),
       unintroduced_(unintroduced),
       outbox_(limits) {
   if (!unintroduced_->Add(this, absl::Now())) {
@@ -100,6 +103,9 @@ void WorkerSession::OnWriteDone(bool ok) {
 }
 
 void WorkerSession::OnReadDone(bool ok) {
+  // gRPC runs every callback stream on a few shared threads; the first worker message a thread
+  // handles lowers it for good (a later watcher's batches on it are worker-paced too).
+  LowerCallingThreadPriority(priority_steps_);
   if (!ok) {
     bool ended_by_scheduler = false;
     {
@@ -202,7 +208,8 @@ grpc::ServerBidiReactor<v1::WorkerMessage, v1::SchedulerMessage>* WorkerServiceI
       }
     }
   }
-  return new WorkerSession(core_, std::move(peer_names), limits_, &unintroduced_);
+  return new WorkerSession(core_, std::move(peer_names), limits_, priority_steps_,
+                           &unintroduced_);
 }
 
 }  // namespace dhpt::scheduler

@@ -52,8 +52,10 @@ class WorkerSession : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Sche
                       public WorkerChannel {
  public:
   // `peer_names`: the names of the worker's verified TLS certificate (none without mutual TLS).
+  // `priority_steps`: how far below the process's priority the threads that run this stream's
+  // callbacks go (LowerCallingThreadPriority), so user calls are served before worker messages.
   WorkerSession(SchedulerCore* core, std::vector<std::string> peer_names,
-                rpc::OutboxLimits limits, UnintroducedStreams* unintroduced);
+                rpc::OutboxLimits limits, int priority_steps, UnintroducedStreams* unintroduced);
 
   // WorkerChannel
   void Send(v1::SchedulerMessage message) override;
@@ -76,6 +78,7 @@ class WorkerSession : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Sche
 
   SchedulerCore* const core_;
   const std::vector<std::string> peer_names_;
+  const int priority_steps_;
   UnintroducedStreams* const unintroduced_;
   v1::WorkerMessage inbound_;
   // Set once Hello was accepted; only the reaction thread (reads) touches it.
@@ -93,10 +96,10 @@ class WorkerSession : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Sche
 // WorkerService: each Connect gets a WorkerSession.
 class WorkerServiceImpl : public v1::WorkerService::CallbackService {
  public:
-  // `tokens`: null when none are in use.
-  WorkerServiceImpl(SchedulerCore* core, rpc::OutboxLimits limits,
+  // `tokens`: null when none are in use. `priority_steps`: WorkerSession's.
+  WorkerServiceImpl(SchedulerCore* core, rpc::OutboxLimits limits, int priority_steps,
                     std::shared_ptr<const BearerTokens> tokens)
-      : core_(core), limits_(limits), tokens_(std::move(tokens)) {}
+      : core_(core), limits_(limits), priority_steps_(priority_steps), tokens_(std::move(tokens)) {}
   grpc::ServerBidiReactor<v1::WorkerMessage, v1::SchedulerMessage>* Connect(
       grpc::CallbackServerContext* context) override;
 
@@ -108,6 +111,7 @@ class WorkerServiceImpl : public v1::WorkerService::CallbackService {
  private:
   SchedulerCore* const core_;
   const rpc::OutboxLimits limits_;
+  const int priority_steps_;
   const std::shared_ptr<const BearerTokens> tokens_;
   UnintroducedStreams unintroduced_;
 };

@@ -181,6 +181,9 @@ TEST(CommandLineTest, EachNumericFlagRefusesAValueOutsideItsRangeSayingTheRange)
       {"dhpt-scheduler", "--suggestion_threads=-1", 2,
        "--suggestion_threads must be between 0 and 1024 (0: one per core); got -1"},
       {"dhpt-scheduler", "--suggestion_threads=1025", 2, "got 1025"},
+      {"dhpt-scheduler", "--worker_stream_nice=-1", 2,
+       "--worker_stream_nice must be between 0 and 19 (0: all alike); got -1"},
+      {"dhpt-scheduler", "--worker_stream_nice=20", 2, "got 20"},
       {"dhpt-scheduler", "--client_lease=999ms", 2,
        "--client_lease must be between 1s and 720h; got 999ms"},
       {"dhpt-scheduler", "--client_lease=721h", 2, "got 721h"},
@@ -276,13 +279,14 @@ TEST(CommandLineTest, TheEdgeValuesStillStart) {
        "--max_memory_bytes=0 --watch_journal_events=1 --heartbeat_interval=10ms "
        "--missed_heartbeats=1 --keepalive_time=1s --keepalive_timeout=1s "
        "--keepalive_min_ping_interval=1s --suggestion_threads=0 --client_lease=1s "
-       "--duplicate_margin=0 --worker_log_interval=0s",
+       "--duplicate_margin=0 --worker_log_interval=0s --worker_stream_nice=0",
        124, "listening on 127.0.0.1:"},
       {"dhpt-scheduler",
        "--listen=127.0.0.1:0 --db=:memory: --metrics_port=0 --metrics_listen=127.0.0.1 "
        "--max_memory_bytes=-1 --shutdown_grace=10m --heartbeat_interval=1h --keepalive_time=24h "
        "--keepalive_timeout=24h --keepalive_min_ping_interval=24h --client_lease=720h "
-       "--duplicate_margin=100 --worker_log_interval=24h --suggestion_threads=4",
+       "--duplicate_margin=100 --worker_log_interval=24h --suggestion_threads=4 "
+       "--worker_stream_nice=19",
        124, "metrics on :"},
       {"dhpt-dashboard",
        "--scheduler=127.0.0.1:1 --listen=127.0.0.1:0 --max_event_streams=1 --max_connections=9 "
