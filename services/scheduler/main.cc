@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -150,9 +151,9 @@ ABSL_FLAG(absl::Duration, worker_log_interval, dhpt::scheduler::kDefaultWorkerLo
           "shutdown (0: every one)");
 
 ABSL_FLAG(int, worker_stream_nice, dhpt::scheduler::kDefaultWorkerStreamNice,
-          "the threads that handle worker messages run this many nice steps below the user "
-          "calls' threads, so a busy cluster does not make users wait for a core (0: all alike; "
-          "docs/deployment.md#flaky-links-and-small-boards)");
+          "the threads that handle worker messages run at a lower CPU priority than the user "
+          "calls' threads: their nice value this much higher, so a busy cluster does not make "
+          "users wait for a core (0: all alike; docs/deployment.md#flaky-links-and-small-boards)");
 
 static_assert(dhpt::scheduler::kWorkerLogLines == 20, "--worker_log_interval's help names it");
 
@@ -293,6 +294,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.worker_stream_nice = absl::GetFlag(FLAGS_worker_stream_nice);
+  if (const int process_nice = getpriority(PRIO_PROCESS, 0);
+      options.worker_stream_nice > 0 && process_nice + options.worker_stream_nice > 19) {
+    DHPT_LOG_WARNING("started at nice %d, worker messages can run only %d of --worker_stream_nice's "
+                     "%d steps below user calls (a nice value stops at 19)",
+                     process_nice, std::max(0, 19 - process_nice), options.worker_stream_nice);
+  }
   options.keepalive.ping_interval_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_time));
   options.keepalive.ping_timeout_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_timeout));
   options.keepalive.min_ping_interval_ms =

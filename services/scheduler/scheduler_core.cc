@@ -913,6 +913,14 @@ absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
   worker.capabilities = std::make_shared<const v1::WorkerCapabilities>(caps);
   worker.placement_class = PlacementClass(caps);
   worker.node_class = NodeClass(caps, hello.worker_id());
+  if (!speeds_.HasRoomFor(worker.node_class)) {
+    // Classes come and go (a worker without a board label is a class of its own, and a pod's
+    // id changes with each restart): make room by forgetting those no worker belongs to now.
+    absl::flat_hash_set<std::string> connected;
+    for (const auto& [unused, other] : workers_) connected.insert(other.node_class);
+    speeds_.ForgetClassesExcept(
+        [&connected](const std::string& node_class) { return connected.contains(node_class); });
+  }
   speeds_.SetPrior(worker.node_class, caps.trial_cpu_cores());
   MaybeFreeLocked(session);
   worker.channel = channel;
@@ -1005,6 +1013,13 @@ void SchedulerCore::DisconnectLocked(uint64_t session, absl::string_view reason)
   LeaveSetAsideLocked(session, it->second);
   WorkerEntry worker = std::move(it->second);
   workers_.erase(it);
+  // A class's prior stands for its connected boards: once none is left it must not go on
+  // moving the others' predictions (what the class learnt is kept for its return).
+  if (std::none_of(workers_.begin(), workers_.end(), [&worker](const auto& other) {
+        return other.second.node_class == worker.node_class;
+      })) {
+    speeds_.ForgetPrior(worker.node_class);
+  }
   LogWorkersNotLoggedLocked();
   if (worker_log_.Admit("disconnects", options_.clock())) {
     DHPT_LOG_INFO("worker %s disconnected (%s); %d running trials go back to pending",

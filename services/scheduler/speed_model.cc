@@ -43,6 +43,13 @@ double Median(std::vector<double> values) {
   return (*std::max_element(values.begin(), middle) + *middle) / 2;
 }
 
+// A speed that is not a finite positive number says nothing (placement and ListWorkers read
+// nullopt as unknown).
+std::optional<double> SaneSpeed(double speed) {
+  if (!std::isfinite(speed) || !(speed > 0)) return std::nullopt;
+  return speed;
+}
+
 }  // namespace
 
 std::string NodeClass(const v1::WorkerCapabilities& worker, absl::string_view worker_id) {
@@ -104,7 +111,8 @@ void SpeedModel::Record(const std::string& node_class, v1::Model::Kind kind, dou
 }
 
 void SpeedModel::SetPrior(const std::string& node_class, double trial_cpu_cores) {
-  if (!(trial_cpu_cores > 0) || !std::isfinite(trial_cpu_cores) || !AdmitClass(node_class)) {
+  if (!(trial_cpu_cores >= kMinTrialCpuCores && trial_cpu_cores <= kMaxTrialCpuCores) ||
+      !AdmitClass(node_class)) {
     return;
   }
   auto [it, fresh] = priors_.try_emplace(node_class, trial_cpu_cores);
@@ -120,6 +128,38 @@ void SpeedModel::SetPrior(const std::string& node_class, double trial_cpu_cores)
     Withdraw(at->first.second, at->second);
     Enter(at->first.second, node_class, at->second);
   }
+}
+
+void SpeedModel::ForgetPrior(const std::string& node_class) {
+  auto it = priors_.find(node_class);
+  if (it == priors_.end()) return;
+  prior_cores_.Erase(it->second);
+  priors_.erase(it);
+  for (auto at = series_.lower_bound(std::make_pair(node_class, 0));
+       at != series_.end() && at->first.first == node_class; ++at) {
+    Withdraw(at->first.second, at->second);
+    Enter(at->first.second, node_class, at->second);
+  }
+}
+
+void SpeedModel::ForgetClassesExcept(const std::function<bool(const std::string&)>& keep) {
+  for (auto at = series_.begin(); at != series_.end();) {
+    if (keep(at->first.first)) {
+      ++at;
+      continue;
+    }
+    Withdraw(at->first.second, at->second);
+    if (kinds_[at->first.second].class_medians.empty()) kinds_.erase(at->first.second);
+    at = series_.erase(at);
+  }
+  for (auto at = classes_.begin(); at != classes_.end();) {
+    at = keep(at->first) ? std::next(at) : classes_.erase(at);
+  }
+  std::vector<std::string> gone;
+  for (const auto& [node_class, unused] : priors_) {
+    if (!keep(node_class)) gone.push_back(node_class);
+  }
+  for (const std::string& node_class : gone) ForgetPrior(node_class);
 }
 
 void SpeedModel::Enter(int kind, const std::string& node_class, Series& series) {
@@ -180,7 +220,7 @@ std::optional<double> SpeedModel::RelativeSpeed(const std::string& node_class,
   if (!log_seconds || summary == kinds_.end()) return std::nullopt;
   const std::optional<double> cluster_median = summary->second.class_medians.Median();
   if (!cluster_median) return std::nullopt;
-  return std::exp(*cluster_median - *log_seconds);
+  return SaneSpeed(std::exp(*cluster_median - *log_seconds));
 }
 
 std::optional<double> SpeedModel::OverallSpeed(const std::string& node_class) const {
@@ -191,7 +231,7 @@ std::optional<double> SpeedModel::OverallSpeed(const std::string& node_class) co
     log_sum += *kinds_.at(it->first.second).class_medians.Median() - it->second.median;
     ++kinds;
   }
-  if (kinds > 0) return std::exp(log_sum / kinds);
+  if (kinds > 0) return SaneSpeed(std::exp(log_sum / kinds));
   return PriorSpeed(node_class);
 }
 
@@ -206,16 +246,16 @@ std::optional<double> SpeedModel::PriorSpeed(const std::string& node_class) cons
       ++kinds;
     }
   }
-  if (kinds > 0) return std::exp(log_sum / kinds);
+  if (kinds > 0) return SaneSpeed(std::exp(log_sum / kinds));
   // No class with a prior has completed a trial: its cores against the median class's.
-  return prior->second / *prior_cores_.Median();
+  return SaneSpeed(prior->second / *prior_cores_.Median());
 }
 
 std::vector<SpeedModel::Estimate> SpeedModel::Estimates() const {
   std::vector<Estimate> out;
   for (const auto& [key, series] : series_) {
     const auto kind = static_cast<v1::Model::Kind>(key.second);
-    out.push_back({key.first, kind, *RelativeSpeed(key.first, kind), std::exp(series.median)});
+    out.push_back({key.first, kind, RelativeSpeed(key.first, kind).value_or(0), std::exp(series.median)});
   }
   return out;
 }
@@ -225,7 +265,7 @@ std::vector<SpeedModel::Estimate> SpeedModel::EstimatesOf(const std::string& nod
   for (auto it = series_.lower_bound(std::make_pair(node_class, 0));
        it != series_.end() && it->first.first == node_class; ++it) {
     const auto kind = static_cast<v1::Model::Kind>(it->first.second);
-    out.push_back({node_class, kind, *RelativeSpeed(node_class, kind), std::exp(it->second.median)});
+    out.push_back({node_class, kind, RelativeSpeed(node_class, kind).value_or(0), std::exp(it->second.median)});
   }
   return out;
 }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -28,6 +29,12 @@ inline constexpr int kSpeedWindow = 16;
 // Node classes learnt at most; more (worker ids of short-lived workers without labels) are not
 // learnt, so a churn of workers cannot grow the scheduler's memory.
 inline constexpr size_t kMaxSpeedClasses = 1024;
+// The CPU a trial may use that a prior is taken from (WorkerCapabilities.trial_cpu_cores): a
+// cgroup quota cannot be below a millicore, and no board has 65,536 cores. A value outside is
+// taken as unknown, so a worker that announces 1e308 or 5e-324 cannot make every board's prior
+// infinite or zero.
+inline constexpr double kMinTrialCpuCores = 0.001;
+inline constexpr double kMaxTrialCpuCores = 65'536;
 
 // The class a worker's trials are learnt under: its `board` label (bench/edge_cluster.sh and the
 // chart's cpuWorker.labels set it), else `dhpt.io/board`, else `node`, else the worker id.
@@ -56,9 +63,16 @@ class SpeedModel {
   // proportion to the CPU one of its trials may use (WorkerCapabilities.trial_cpu_cores, its
   // cgroup's CPU quota: a pod's CPU limit, a board's in bench/edge_cluster.sh). So a Pi 4 that
   // has not finished a trial yet is not handed TPE's largest random-start trial as if it were
-  // an Orin. The latest worker of the class to say hello sets it; ignored when not positive and
-  // finite.
+  // an Orin. The latest worker of the class to say hello sets it; ignored outside
+  // [kMinTrialCpuCores, kMaxTrialCpuCores].
   void SetPrior(const std::string& node_class, double trial_cpu_cores);
+  // The class's last worker left: its prior no longer counts in other classes' predictions
+  // (what it learnt stays, for when it comes back).
+  void ForgetPrior(const std::string& node_class);
+  // Whether a class not seen yet would be learnt (under kMaxSpeedClasses).
+  bool HasRoomFor(const std::string& node_class) const { return AdmitClass(node_class); }
+  // Forgets everything learnt of the classes for which `keep` is false, to make room.
+  void ForgetClassesExcept(const std::function<bool(const std::string&)>& keep);
 
   // The median seconds per unit of the class's last kSpeedWindow trials of this kind: a median
   // of log ratios, so one trial that waited behind a frozen link does not move it. Before the

@@ -183,5 +183,52 @@ TEST(SpeedModelTest, TheClustersMediansFollowEveryRecordAndPriorAsIfComputedAfre
   }
 }
 
+// From a hostile review: a worker announcing 1e308 or 5e-324 cores made every board's prior
+// infinite or zero (and NaN once both were in); such values are taken as unknown, every speed
+// reported is finite, and a prior stops counting once its class's boards have left.
+TEST(SpeedModelTest, PriorsOutsideTheirRangeAreUnknownAndALeftClassStopsCounting) {
+  SpeedModel speeds;
+  speeds.SetPrior("pi4", 1);
+  speeds.SetPrior("orin", 4);
+  for (const double cores : {1e308, 5e-324, 0.0, -1.0, std::nan(""), 1e5}) {
+    speeds.SetPrior(absl::StrCat("odd-", cores), cores);
+    EXPECT_FALSE(speeds.PriorSpeed(absl::StrCat("odd-", cores))) << cores;
+  }
+  speeds.SetPrior("small", kMinTrialCpuCores);
+  speeds.SetPrior("large", kMaxTrialCpuCores);
+  // Before any class learnt: cores over the median class's (the median of 0.001, 1, 4, 65536).
+  EXPECT_NEAR(speeds.PriorSpeed("pi4").value_or(-1), 1 / 2.5, 1e-12);
+  // The odd boards' and the large one's leave: the median is of 0.001, 1 and 4.
+  speeds.ForgetPrior("large");
+  EXPECT_NEAR(speeds.PriorSpeed("pi4").value_or(-1), 1, 1e-12);
+  EXPECT_FALSE(speeds.PriorSpeed("large"));
+  // Learnt speeds relative to the priors stay finite at the extremes of the range.
+  speeds.Record("orin", v1::Model::XGBOOST, 1, absl::Nanoseconds(1));
+  for (const std::string& board : {"pi4", "small", "orin"}) {
+    const std::optional<double> speed = speeds.OverallSpeed(board);
+    ASSERT_TRUE(speed.has_value()) << board;
+    EXPECT_TRUE(std::isfinite(*speed) && *speed > 0) << board << " " << *speed;
+  }
+}
+
+// Classes come and go (a worker without a board label is a class of its own): at
+// kMaxSpeedClasses a new one is not learnt until those nobody belongs to are forgotten.
+TEST(SpeedModelTest, ForgettingClassesMakesRoomForNewOnes) {
+  SpeedModel speeds;
+  for (size_t i = 0; i < kMaxSpeedClasses; ++i) {
+    speeds.Record(absl::StrCat("pod-", i), v1::Model::XGBOOST, 100, absl::Seconds(1 + i % 7));
+  }
+  EXPECT_FALSE(speeds.HasRoomFor("new"));
+  speeds.Record("new", v1::Model::XGBOOST, 100, absl::Seconds(1));
+  EXPECT_FALSE(speeds.Learnt("new", v1::Model::XGBOOST));
+  speeds.ForgetClassesExcept([](const std::string& node_class) { return node_class == "pod-3"; });
+  EXPECT_TRUE(speeds.HasRoomFor("new"));
+  EXPECT_EQ(speeds.Estimates().size(), 1u);
+  speeds.Record("new", v1::Model::XGBOOST, 100, absl::Seconds(2));
+  EXPECT_TRUE(speeds.Learnt("new", v1::Model::XGBOOST));
+  // pod-3 took 4 s, new 2 s: the cluster's median is their middle.
+  EXPECT_NEAR(*speeds.RelativeSpeed("new", v1::Model::XGBOOST), std::sqrt(2.0), 1e-9);
+}
+
 }  // namespace
 }  // namespace dhpt::scheduler

@@ -658,5 +658,49 @@ INSTANTIATE_TEST_SUITE_P(SpeedPlacement, SlowedBoardTest,
                          ::testing::Values(Slowed::kFrozenWithoutProgress,
                                            Slowed::kFrozenAfterProgress, Slowed::kThrottled));
 
+// From a hostile review: a class's prior kept counting after its boards left (one odd board's
+// quota moved every later board's prior), and once 1,024 classes had come and gone (workers
+// without a board label, restarted pods) a new board never learnt a speed.
+TEST_F(SpeedPlacementTest, BoardsThatLeftMakeRoomAndTheirPriorsStopCounting) {
+  Start();
+  RecordingChannel& odd = channels_.emplace_back();
+  v1::Hello odd_hello = Board("odd", "odd");
+  odd_hello.mutable_capabilities()->set_trial_cpu_cores(kMinTrialCpuCores);
+  const uint64_t odd_session = Connect(odd, odd_hello);
+  v1::Hello pi4 = Board("slow", "pi4");
+  pi4.mutable_capabilities()->set_trial_cpu_cores(1);
+  slow_session_ = Connect(slow_, pi4);
+  auto prior_of = [&](const std::string& worker_id) {
+    for (const v1::Worker& worker : core_->ListWorkers()) {
+      if (worker.worker_id() == worker_id) return worker.prior_speed();
+    }
+    return -1.0;
+  };
+  EXPECT_NEAR(prior_of("slow"), 1 / ((kMinTrialCpuCores + 1) / 2), 1e-9);
+  core_->DisconnectWorker(odd_session, "gone");
+  EXPECT_NEAR(prior_of("slow"), 1, 1e-9);  // Its own cores over the median of its own.
+
+  // Over a thousand unlabelled pods, each a class of its own, come, complete a trial and go.
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 2'000)).ok());
+  for (size_t i = 0; i <= kMaxSpeedClasses; ++i) {
+    RecordingChannel& pod = channels_.emplace_back();
+    v1::Hello hello = Board(absl::StrCat("pod-", i), "");
+    hello.mutable_capabilities()->mutable_labels()->clear();
+    const uint64_t session = Connect(pod, hello);
+    Advance(absl::Seconds(1));
+    ASSERT_FALSE(pod.Assigns().empty()) << i;
+    Complete(session, pod);
+    core_->DisconnectWorker(session, "restarted");
+  }
+  fast_session_ = Connect(fast_, Board("fast", "orin"));
+  Advance(absl::Seconds(1));
+  Complete(fast_session_, fast_);
+  bool learnt = false;
+  for (const SpeedModel::Estimate& estimate : core_->SpeedEstimates()) {
+    learnt = learnt || estimate.node_class == "orin";
+  }
+  EXPECT_TRUE(learnt) << "a board that joined after 1,025 classes left learnt nothing";
+}
+
 }  // namespace
 }  // namespace dhpt::scheduler
