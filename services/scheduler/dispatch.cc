@@ -73,7 +73,7 @@ bool SchedulerCore::HasTrialToGive(const StudyEntry& study) const {
 }
 
 bool SchedulerCore::Runnable(const StudyEntry& study, const WorkerEntry& worker) const {
-  return HasTrialToGive(study) && CanRun(study.spec, *worker.capabilities);
+  return HasTrialToGive(study) && CanRun(study.spec, worker.capabilities);
 }
 
 bool SchedulerCore::RunsTrialLocked(const TrialEntry& trial,
@@ -88,7 +88,7 @@ std::string SchedulerCore::KindsNoWorkerRunsLocked(const StudyEntry& study) cons
   for (uint64_t id : study.pending) {
     const TrialEntry& trial = trials_.at(id);
     const bool runnable = absl::c_any_of(workers_, [&](const auto& session_and_worker) {
-      return RunsTrialLocked(trial, *session_and_worker.second.capabilities);
+      return RunsTrialLocked(trial, session_and_worker.second.capabilities);
     });
     if (runnable) return "";  // One runs: the study is not stuck.
     kinds.insert(v1::Model::Kind_Name(TrialSizeLocked(trial).first));
@@ -235,7 +235,7 @@ SchedulerCore::TrialEntry& SchedulerCore::CreateTrialLocked(StudyEntry& study,
 
 SchedulerCore::Assignment SchedulerCore::AssignOneLocked(uint64_t session, WorkerEntry& worker) {
   // A CUDA worker's slots go first to the studies that need a GPU, then to the rest.
-  if (worker.capabilities->device_kind() == v1::WorkerCapabilities::CUDA) {
+  if (worker.capabilities.device_kind() == v1::WorkerCapabilities::CUDA) {
     const Assignment gpu_first = AssignMatchingLocked(
         session, worker, [](const StudyEntry& study) { return NeedsGpu(study.spec); });
     if (gpu_first != Assignment::kNone) return gpu_first;
@@ -254,11 +254,11 @@ SchedulerCore::Assignment SchedulerCore::AssignMatchingLocked(
     StudyEntry& study = *dispatchable_[index];
     if (!eligible(study) || !Runnable(study, worker)) continue;
     if (LeaveToFasterLocked(study, session, worker)) continue;
-    const uint64_t memory = worker.capabilities->memory_bytes();
+    const uint64_t memory = worker.capabilities.memory_bytes();
     std::optional<uint64_t> id = TakeTrialLocked(
         study, memory > 0 ? memory : UINT64_MAX,
         options_.speed_placement ? speeds_.OverallSpeed(worker.node_class) : std::nullopt,
-        worker.capabilities.get());
+        &worker.capabilities);
     if (!id) {
       if (study.suggesting && study.turn_holder == 0 &&
           study.last_suggestion_took <= kMaxSuggestionWorthWaitingFor) {
@@ -286,8 +286,8 @@ void SchedulerCore::StartOnWorkerLocked(uint64_t session, WorkerEntry& worker,
                                         TrialEntry& entry) {
   const StudyEntry& study = *entry.study;
   const v1::Trial& trial = entry.trial;
-  BeginAttemptLocked(entry, worker.worker_id, "", DeviceLabel(*worker.capabilities));
-  entry.trial.set_node_name(worker.capabilities->node_name());
+  BeginAttemptLocked(entry, worker.worker_id, "", DeviceLabel(worker.capabilities));
+  entry.trial.set_node_name(worker.capabilities.node_name());
   entry.session = session;
   worker.running.insert(entry.trial.id());
   SaveTrialLocked(entry);
@@ -349,7 +349,7 @@ void SchedulerCore::BeginAttemptLocked(TrialEntry& entry, const std::string& wor
 bool SchedulerCore::LargerWorkerConnectedLocked(const StudyEntry& study,
                                                 uint64_t memory_bytes) const {
   return std::any_of(workers_.begin(), workers_.end(), [&](const auto& entry) {
-    const v1::WorkerCapabilities& capabilities = *entry.second.capabilities;
+    const v1::WorkerCapabilities& capabilities = entry.second.capabilities;
     return capabilities.memory_bytes() > memory_bytes && CanRun(study.spec, capabilities);
   });
 }
@@ -481,8 +481,8 @@ std::vector<SchedulerCore::EndgameTrial> SchedulerCore::TrialsLeftAtEndLocked(
   if (remaining == 0 || remaining > kMaxEndgameSlots) return {};
   int capable = 0;
   for (const auto& [unused, other] : workers_) {
-    if (other.draining || !CanRun(study.spec, *other.capabilities)) continue;
-    capable += other.capabilities->slots();
+    if (other.draining || !CanRun(study.spec, other.capabilities)) continue;
+    capable += other.capabilities.slots();
     if (capable > kMaxEndgameSlots) return {};
   }
   if (remaining > capable) return {};
@@ -526,10 +526,10 @@ std::optional<absl::Duration> SchedulerCore::RestOfStudyLocked(const StudyEntry&
   double work = 0;      // Seconds of the median board.
   double capacity = 0;  // Median boards.
   for (const auto& [unused, worker] : workers_) {
-    if (worker.draining || !CanRun(study.spec, *worker.capabilities)) continue;
+    if (worker.draining || !CanRun(study.spec, worker.capabilities)) continue;
     const std::optional<double> speed = speeds_.RelativeSpeed(worker.node_class, kind);
     if (!speed) return std::nullopt;
-    capacity += *speed * worker.capabilities->slots();
+    capacity += *speed * worker.capabilities.slots();
     for (uint64_t id : worker.running) {
       const TrialEntry& trial = trials_.at(id);
       if (id == except.trial.id() || trial.study != &study) continue;
@@ -549,11 +549,11 @@ std::optional<absl::Duration> SchedulerCore::RestOfStudyLocked(const StudyEntry&
 std::vector<SchedulerCore::EndgameSlot> SchedulerCore::EndgameSlotsLocked(
     const StudyEntry& study, uint64_t session, const WorkerEntry& worker, absl::Time now) const {
   auto memory = [](const WorkerEntry& w) {
-    return w.capabilities->memory_bytes() > 0 ? w.capabilities->memory_bytes() : UINT64_MAX;
+    return w.capabilities.memory_bytes() > 0 ? w.capabilities.memory_bytes() : UINT64_MAX;
   };
   std::vector<EndgameSlot> slots{{absl::ZeroDuration(), &worker.node_class, memory(worker), true}};
   for (const auto& [other_session, other] : workers_) {
-    if (other_session == session || other.draining || !CanRun(study.spec, *other.capabilities)) {
+    if (other_session == session || other.draining || !CanRun(study.spec, other.capabilities)) {
       continue;
     }
     for (int i = 0; i < other.free_slots(); ++i) {
@@ -612,7 +612,7 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, boo
   // from taking it (a Pi 4 duplicating a slowed Pi 4's trial held one study's end 3 minutes).
   if (early && !(speeds_.OverallSpeed(idle.node_class).value_or(0) > 1)) return false;
   const absl::Time now = options_.clock();
-  const uint64_t memory = idle.capabilities->memory_bytes();
+  const uint64_t memory = idle.capabilities.memory_bytes();
   TrialEntry* best = nullptr;
   absl::Duration best_gain = absl::ZeroDuration();
   for (const auto& [other_session, other] : workers_) {
@@ -623,7 +623,7 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, boo
       // At a study's end; earlier (`early`) only for its predicted tail, below.
       if (trial.superseded_session != 0 || trial.duplicated || study.all_given() == early ||
           trial.min_memory_bytes > (memory > 0 ? memory : UINT64_MAX) ||
-          !CanRun(study.spec, *idle.capabilities) || !RunsTrialLocked(trial, *idle.capabilities)) {
+          !CanRun(study.spec, idle.capabilities) || !RunsTrialLocked(trial, idle.capabilities)) {
         continue;
       }
       const auto [kind, units] = TrialSizeLocked(trial);
@@ -701,7 +701,7 @@ void SchedulerCore::ReconsiderDuplicatesLocked(const TrialEntry& trial) {
   }
   std::vector<uint64_t> idle;
   for (const auto& [unused, aside] : set_aside_) {
-    if (CanRun(study.spec, *aside.capabilities)) idle.insert(idle.end(), aside.sessions.begin(), aside.sessions.end());
+    if (CanRun(study.spec, aside.capabilities)) idle.insert(idle.end(), aside.sessions.begin(), aside.sessions.end());
   }
   for (uint64_t session : idle) {
     auto worker = workers_.find(session);
@@ -723,7 +723,7 @@ bool SchedulerCore::WakeForDuplicatesLocked() {
     if (study->running == 0 || !study->all_given()) continue;
     for (auto aside = set_aside_.begin(); aside != set_aside_.end() && woken < kMaxEndgameSlots;) {
       std::set<uint64_t>& sessions = aside->second.sessions;
-      if (!CanRun(study->spec, *aside->second.capabilities)) {
+      if (!CanRun(study->spec, aside->second.capabilities)) {
         ++aside;
         continue;
       }
@@ -784,7 +784,7 @@ bool SchedulerCore::ResumeSupersededLocked(TrialEntry& trial) {
   t.set_state(v1::Trial::RUNNING);
   t.set_worker_id(slow.worker_id);
   t.set_client_id(t.attempts(attempt - 1).client_id());
-  t.set_node_name(slow.capabilities->node_name());
+  t.set_node_name(slow.capabilities.node_name());
   t.clear_error();
   *t.mutable_start_time() = ToTimestamp(trial.superseded_start);
   trial.started = true;  // It ran long enough to be worth a duplicate.
@@ -833,7 +833,7 @@ void SchedulerCore::WakeSetAsideLocked() {
     const bool wanted = std::any_of(dispatchable_.begin(), dispatchable_.end(),
                                     [&](const StudyEntry* study) {
                                       return HasTrialToGive(*study) &&
-                                             CanRun(study->spec, *aside->second.capabilities);
+                                             CanRun(study->spec, aside->second.capabilities);
                                     });
     if (!wanted) {
       ++aside;

@@ -527,58 +527,32 @@ std::shared_ptr<const PublishedStudy> SchedulerCore::PublishedLocked(StudyEntry&
 }
 
 std::vector<v1::Worker> SchedulerCore::ListWorkers() const {
-  // Under the lock only what changes as workers run: a thousand workers' answers built from it
-  // held every worker message up for milliseconds (docs/benchmarks.md, "Scale").
-  struct Row {
-    std::shared_ptr<const v1::WorkerCapabilities> capabilities;
-    std::string worker_id;
-    std::vector<uint64_t> running;
-    std::string node_class;
-    std::vector<SpeedModel::Estimate> speeds;
-    double prior_speed = 0;
-    std::optional<v1::WorkerUtilisation> utilisation;
-    absl::Time utilisation_time;
-  };
-  std::vector<Row> rows;
-  {
-    CoreLock lock(this);
-    rows.reserve(workers_.size());
-    for (const auto& [session, worker] : workers_) {
-      Row& row = rows.emplace_back();
-      row.worker_id = worker.worker_id;
-      row.capabilities = worker.capabilities;
-      row.running.assign(worker.running.begin(), worker.running.end());
-      row.running.insert(row.running.end(), worker.superseded.begin(), worker.superseded.end());
-      row.node_class = worker.node_class;
-      row.speeds = speeds_.EstimatesOf(worker.node_class);
-      row.prior_speed = speeds_.PriorSpeed(worker.node_class).value_or(0);
-      row.utilisation = worker.utilisation;
-      row.utilisation_time = worker.utilisation_time;
-    }
-  }
-  std::sort(rows.begin(), rows.end(),
-            [](const Row& a, const Row& b) { return a.worker_id < b.worker_id; });
+  CoreLock lock(this);
   std::vector<v1::Worker> workers;
-  workers.reserve(rows.size());
-  for (Row& row : rows) {
+  for (const auto& [session, worker] : workers_) {
     v1::Worker& out = workers.emplace_back();
-    out.set_worker_id(std::move(row.worker_id));
-    *out.mutable_capabilities() = *row.capabilities;
-    std::sort(row.running.begin(), row.running.end());
-    out.mutable_running_trials()->Add(row.running.begin(), row.running.end());
-    out.set_node_class(std::move(row.node_class));
-    for (const SpeedModel::Estimate& estimate : row.speeds) {
+    out.set_worker_id(worker.worker_id);
+    *out.mutable_capabilities() = worker.capabilities;
+    std::vector<uint64_t> running(worker.running.begin(), worker.running.end());
+    running.insert(running.end(), worker.superseded.begin(), worker.superseded.end());
+    std::sort(running.begin(), running.end());
+    out.mutable_running_trials()->Add(running.begin(), running.end());
+    out.set_node_class(worker.node_class);
+    for (const SpeedModel::Estimate& estimate : speeds_.EstimatesOf(worker.node_class)) {
       v1::WorkerSpeed& speed = *out.add_speeds();
       speed.set_kind(estimate.kind);
       speed.set_relative_speed(estimate.relative_speed);
       speed.set_seconds_per_unit(estimate.seconds_per_unit);
     }
-    out.set_prior_speed(row.prior_speed);
-    if (row.utilisation) {
-      *out.mutable_utilisation() = *row.utilisation;
-      *out.mutable_utilisation_time() = ToTimestamp(row.utilisation_time);
+    out.set_prior_speed(speeds_.PriorSpeed(worker.node_class).value_or(0));
+    if (worker.utilisation) {
+      *out.mutable_utilisation() = *worker.utilisation;
+      *out.mutable_utilisation_time() = ToTimestamp(worker.utilisation_time);
     }
   }
+  std::sort(workers.begin(), workers.end(), [](const v1::Worker& a, const v1::Worker& b) {
+    return a.worker_id() < b.worker_id();
+  });
   return workers;
 }
 
@@ -910,7 +884,7 @@ absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
   const uint64_t session = next_session_++;
   WorkerEntry& worker = workers_[session];
   worker.worker_id = hello.worker_id();
-  worker.capabilities = std::make_shared<const v1::WorkerCapabilities>(caps);
+  worker.capabilities = caps;
   worker.placement_class = PlacementClass(caps);
   worker.node_class = NodeClass(caps, hello.worker_id());
   if (!speeds_.HasRoomFor(worker.node_class)) {
@@ -983,7 +957,7 @@ bool SchedulerCore::ReclaimLocked(uint64_t session, WorkerEntry& worker,
                         study.pending.end());
     t.set_state(v1::Trial::RUNNING);
     t.set_worker_id(worker.worker_id);
-    t.set_node_name(worker.capabilities->node_name());
+    t.set_node_name(worker.capabilities.node_name());
     t.clear_error();
     ++study.running;
     if (trial.charged) {  // It was not lost after all.
@@ -1333,7 +1307,7 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
     // The slow attempt finished before its duplicate: it counts, with its own start.
     ForgetSupersededLocked(trial, /*cancel=*/false, "");
     *trial.trial.mutable_start_time() = ToTimestamp(trial.superseded_start);
-    trial.trial.set_node_name(worker.capabilities->node_name());
+    trial.trial.set_node_name(worker.capabilities.node_name());
   }
   if (from_current_attempt &&
       (result.state() == v1::Trial::FAILED || result.state() == v1::Trial::CANCELLED) &&
@@ -1360,13 +1334,13 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
   // It goes back to the queue for workers with more memory, its attempt charged (so
   // max_attempts bounds the retries); with no larger worker connected it fails here.
   if (result.state() == v1::Trial::FAILED && result.out_of_memory() && from_current_attempt &&
-      worker.capabilities->memory_bytes() > 0 &&
-      LargerWorkerConnectedLocked(study, worker.capabilities->memory_bytes())) {
-    trial.min_memory_bytes = worker.capabilities->memory_bytes() + 1;
+      worker.capabilities.memory_bytes() > 0 &&
+      LargerWorkerConnectedLocked(study, worker.capabilities.memory_bytes())) {
+    trial.min_memory_bytes = worker.capabilities.memory_bytes() + 1;
     ReleaseLocked(trial);
     RequeueLocked(trial,
                   absl::StrCat(result.error(), "; retried on a worker with more than ",
-                               worker.capabilities->memory_bytes() >> 20, " MiB"),
+                               worker.capabilities.memory_bytes() >> 20, " MiB"),
                   /*lost=*/true);
     CheckStudyEndLocked(study);
     SendWhenStoredLocked(session, store_->last_sequence(), std::move(ack));
@@ -1692,8 +1666,8 @@ v1::Study SchedulerCore::BuildSummaryLocked(const StudyEntry& study) const {
     std::vector<const v1::WorkerCapabilities*> connected;
     bool servable = false;
     for (const auto& [session, worker] : workers_) {
-      connected.push_back(worker.capabilities.get());
-      servable = servable || CanRun(study.spec, *worker.capabilities);
+      connected.push_back(&worker.capabilities);
+      servable = servable || CanRun(study.spec, worker.capabilities);
     }
     if (!servable) {
       out.set_state_reason(WaitingForWorker(study.spec, connected));

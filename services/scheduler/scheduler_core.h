@@ -527,8 +527,7 @@ class SchedulerCore {
   };
   struct WorkerEntry {
     std::string worker_id;
-    // Shared, never changed after hello: ListWorkers copies it off the core's lock.
-    std::shared_ptr<const v1::WorkerCapabilities> capabilities;
+    v1::WorkerCapabilities capabilities;
     std::string placement_class;  // PlacementClass(capabilities)
     WorkerChannel* channel = nullptr;
     absl::flat_hash_set<uint64_t> running;
@@ -548,7 +547,7 @@ class SchedulerCore {
     absl::flat_hash_set<uint64_t> superseded;
     int free_slots() const {
       return draining ? 0
-                      : capabilities->slots() - static_cast<int>(running.size()) -
+                      : capabilities.slots() - static_cast<int>(running.size()) -
                             static_cast<int>(superseded.size()) - held_turns;
     }
   };
@@ -973,7 +972,7 @@ class SchedulerCore {
   // workers that no active study can use (CPU workers while only GPU studies run, a whole
   // cluster once its studies end) cost a dispatch one check per class, not one per worker.
   struct SetAsideClass {
-    std::shared_ptr<const v1::WorkerCapabilities> capabilities;  // One member's, for CanRun.
+    v1::WorkerCapabilities capabilities;  // One member's, for CanRun.
     std::set<uint64_t> sessions;
   };
   absl::flat_hash_map<std::string, SetAsideClass> set_aside_ ABSL_GUARDED_BY(mutex_);
