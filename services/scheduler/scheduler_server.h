@@ -19,10 +19,12 @@
 
 namespace dhpt::scheduler {
 
-// --worker_stream_nice's default: the kernel weighs a thread 1.25x per step, so 10 steps give a
-// waking user call about a tenth of a core's turn to wait for against worker messages, while
-// worker messages still get every cycle the user calls leave (docs/benchmarks.md, "Scale").
-inline constexpr int kDefaultWorkerStreamNice = 10;
+// --worker_stream_nice's default. The kernel weighs a thread about 1.25x per step: 5 steps give
+// a user call three times a worker stream's share, which kept every user call's p99 under 20 ms
+// in a saturating run on a quiet machine; 10 were no faster for users and dispatched less, the
+// lowered threads losing their core more often to the rest of the machine (docs/benchmarks.md,
+// "Scale").
+inline constexpr int kDefaultWorkerStreamNice = 5;
 
 struct SchedulerServerOptions {
   // HOST:PORT; port 0 picks a free port (see SchedulerServer::port()).
