@@ -1,7 +1,8 @@
 // Scale benchmark: the real dhpt-scheduler (a child process) at the sizes of a large shared
 // cluster, driven over loopback by a load generator in this process:
 // - `--workers` fake workers, each a real WorkerService stream that answers an assignment at
-//   once with a result (no-op trials), so what is measured is the scheduler;
+//   once with a result (no-op trials), so what is measured is the scheduler; they share
+//   `--connections` connections (one each, as in a cluster, with --connections=--workers);
 // - `--studies` studies holding `--finished_trials` finished trials in all (added through
 //   AddTrials), most of them stopped, some waiting for a GPU worker that never comes;
 // - `--watchers` WatchStudy readers of the busy study, every event (not summaries only).
@@ -10,7 +11,8 @@
 // trial (from /proc), and the latency of each user RPC during the run. Memory per worker and
 // per finished trial come from the scheduler's resident size as they are added.
 //
-//   build/bin/scale_bench [--workers=1000] [--studies=1000] [--finished_trials=1000000]
+//   build/bin/scale_bench [--workers=1000] [--connections=8] [--studies=1000]
+//                         [--finished_trials=1000000]
 //                         [--watchers=0,50] [--trials=30000] [--repeats=3]
 //
 // With --db=FILE it measures memory instead (MemoryRuns): what the scheduler holds with the
@@ -55,6 +57,9 @@
 #include "tests/integration/instant_worker.h"
 
 ABSL_FLAG(int, workers, 1000, "fake workers connected throughout");
+ABSL_FLAG(int, connections, 8,
+          "connections the workers share (a cluster's workers have one each: --connections equal "
+          "to --workers)");
 ABSL_FLAG(int, studies, 1000, "studies the scheduler holds (one of them the busy one)");
 ABSL_FLAG(int, finished_trials, 1'000'000, "finished trials added across the other studies");
 ABSL_FLAG(std::string, watchers, "0,50", "WatchStudy readers of the busy study, per run");
@@ -619,10 +624,11 @@ int main(int argc, char** argv) {
   std::printf("loaded %d studies and %d finished trials in %.1f s\n", others,
               per_study * others, absl::ToDoubleSeconds(absl::Now() - loading));
 
-  // Workers, over a few connections as from many nodes.
+  // Workers, over a few connections as from many nodes (or one each, --connections).
   std::atomic<int64_t> results{0};
   std::vector<std::unique_ptr<v1::WorkerService::Stub>> stubs;
-  for (int c = 0; c < 8; ++c) {
+  const int connections = std::clamp(absl::GetFlag(FLAGS_connections), 1, workers);
+  for (int c = 0; c < connections; ++c) {
     grpc::ChannelArguments channel_arguments;
     channel_arguments.SetInt("dhpt.bench.connection", c);  // A connection of its own.
     stubs.push_back(v1::WorkerService::NewStub(grpc::CreateCustomChannel(

@@ -611,6 +611,15 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, boo
   // duplicated once, and a slow board's copy would keep the fast boards, free again soon,
   // from taking it (a Pi 4 duplicating a slowed Pi 4's trial held one study's end 3 minutes).
   if (early && !(speeds_.OverallSpeed(idle.node_class).value_or(0) > 1)) return false;
+  // The walk below goes over every worker's running trials, and a dispatch that finds a free
+  // worker nothing new to run comes here: in a large cluster whose studies are not at their end
+  // (the common case) that walk would find nothing, once per free worker. The studies with a
+  // running trial are few and all dispatchable.
+  if (std::none_of(dispatchable_.begin(), dispatchable_.end(), [&](const StudyEntry* study) {
+        return study->running > 0 && study->all_given() != early;
+      })) {
+    return false;
+  }
   const absl::Time now = options_.clock();
   const uint64_t memory = idle.capabilities.memory_bytes();
   TrialEntry* best = nullptr;
