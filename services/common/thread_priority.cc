@@ -10,8 +10,6 @@
 namespace dhpt {
 namespace {
 
-constexpr int kLowestPriority = 19;
-
 // PRIO_PROCESS with a thread id names that one thread on Linux (setpriority(2), "BUGS": the
 // nice value is a per-thread attribute).
 id_t CallingThreadId() { return static_cast<id_t>(syscall(SYS_gettid)); }
@@ -26,7 +24,7 @@ bool LowerCallingThreadPriority(int steps) {
   errno = 0;
   const int process_nice = getpriority(PRIO_PROCESS, static_cast<id_t>(getpid()));
   if (errno != 0) return false;
-  const int nice = std::min(process_nice + steps, kLowestPriority);
+  const int nice = std::min(process_nice + steps, kLowestThreadPriority);
   return setpriority(PRIO_PROCESS, CallingThreadId(), nice) == 0;
 }
 

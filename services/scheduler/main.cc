@@ -23,6 +23,7 @@
 #include "services/common/logging.h"
 #include "services/common/signals.h"
 #include "services/common/metrics_endpoint.h"
+#include "services/common/thread_priority.h"
 #include "services/common/transport_security.h"
 #include "services/scheduler/scheduler_metrics.h"
 #include "services/scheduler/scheduler_server.h"
@@ -201,7 +202,7 @@ std::vector<dhpt::FlagRange> SchedulerFlagRanges() {
       FlagRange::Real("duplicate_margin", 0, true, 100, "0: no duplicates, else at least 1"),
       FlagRange::Duration("worker_log_interval", absl::ZeroDuration(), absl::Hours(24),
                           "0: every line"),
-      FlagRange::Integer("worker_stream_nice", 0, 19, "0: all alike"),
+      FlagRange::Integer("worker_stream_nice", 0, dhpt::kLowestThreadPriority, "0: all alike"),
   };
 }
 
@@ -295,10 +296,12 @@ int main(int argc, char** argv) {
   }
   options.worker_stream_nice = absl::GetFlag(FLAGS_worker_stream_nice);
   if (const int process_nice = getpriority(PRIO_PROCESS, 0);
-      options.worker_stream_nice > 0 && process_nice + options.worker_stream_nice > 19) {
+      options.worker_stream_nice > 0 &&
+      process_nice + options.worker_stream_nice > dhpt::kLowestThreadPriority) {
     DHPT_LOG_WARNING("started at nice %d, worker messages can run only %d of --worker_stream_nice's "
-                     "%d steps below user calls (a nice value stops at 19)",
-                     process_nice, std::max(0, 19 - process_nice), options.worker_stream_nice);
+                     "%d steps below user calls (a nice value stops at %d)",
+                     process_nice, std::max(0, dhpt::kLowestThreadPriority - process_nice),
+                     options.worker_stream_nice, dhpt::kLowestThreadPriority);
   }
   options.keepalive.ping_interval_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_time));
   options.keepalive.ping_timeout_ms = absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_keepalive_timeout));

@@ -887,13 +887,14 @@ absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
   worker.capabilities = caps;
   worker.placement_class = PlacementClass(caps);
   worker.node_class = NodeClass(caps, hello.worker_id());
+  ++workers_per_class_[worker.node_class];
   if (!speeds_.HasRoomFor(worker.node_class)) {
     // Classes come and go (a worker without a board label is a class of its own, and a pod's
     // id changes with each restart): make room by forgetting those no worker belongs to now.
-    absl::flat_hash_set<std::string> connected;
-    for (const auto& [unused, other] : workers_) connected.insert(other.node_class);
-    speeds_.ForgetClassesExcept(
-        [&connected](const std::string& node_class) { return connected.contains(node_class); });
+    speeds_.ForgetClassesExcept([this](const std::string& node_class) {
+      mutex_.AssertHeld();
+      return workers_per_class_.contains(node_class);
+    });
   }
   speeds_.SetPrior(worker.node_class, caps.trial_cpu_cores());
   MaybeFreeLocked(session);
@@ -989,9 +990,8 @@ void SchedulerCore::DisconnectLocked(uint64_t session, absl::string_view reason)
   workers_.erase(it);
   // A class's prior stands for its connected boards: once none is left it must not go on
   // moving the others' predictions (what the class learnt is kept for its return).
-  if (std::none_of(workers_.begin(), workers_.end(), [&worker](const auto& other) {
-        return other.second.node_class == worker.node_class;
-      })) {
+  if (auto count = workers_per_class_.find(worker.node_class); --count->second == 0) {
+    workers_per_class_.erase(count);
     speeds_.ForgetPrior(worker.node_class);
   }
   LogWorkersNotLoggedLocked();

@@ -1010,6 +1010,9 @@ class SchedulerCore {
   absl::node_hash_map<uint64_t, TrialEntry> trials_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_trial_id_ ABSL_GUARDED_BY(mutex_) = 1;
   std::map<uint64_t, WorkerEntry> workers_ ABSL_GUARDED_BY(mutex_);
+  // Connected workers per node class (WorkerEntry::node_class): a class's prior goes with its
+  // last worker, without a walk over every worker at each disconnect.
+  absl::flat_hash_map<std::string, int> workers_per_class_ ABSL_GUARDED_BY(mutex_);
   LogLimiter worker_log_ ABSL_GUARDED_BY(mutex_);
   // Trials leased to ask-and-tell clients, for the lease sweep.
   absl::flat_hash_set<uint64_t> leased_ ABSL_GUARDED_BY(mutex_);

@@ -24,6 +24,7 @@
 #include "absl/synchronization/notification.h"
 #include "dhpt/v1/study_service.grpc.pb.h"
 #include "dhpt/v1/worker_service.grpc.pb.h"
+#include "services/common/thread_priority.h"
 #include "services/rpc/stream_outbox.h"
 #include "services/scheduler/scheduler_server.h"
 #include "services/scheduler/study_service.h"
@@ -130,7 +131,7 @@ TEST(UserCallsTest, AnswerInMillisecondsDuringAFloodOfWorkerMessages) {
       ++user_call_threads;
       EXPECT_EQ(thread->second, process_nice) << "a user call thread was lowered";
     } else if (thread->second ==
-               std::min(process_nice + scheduler::kDefaultWorkerStreamNice, 19)) {
+               std::min(process_nice + scheduler::kDefaultWorkerStreamNice, kLowestThreadPriority)) {
       ++lowered_threads;
     }
   }
