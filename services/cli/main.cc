@@ -305,6 +305,12 @@ class ProgressPrinter {
  public:
   explicit ProgressPrinter(std::string study) : study_(std::move(study)), tty_(isatty(STDOUT_FILENO)) {}
   void OnEvent(const v1::StudyEvent& event) {
+    if (lost_) {
+      lost_ = false;
+      last_reason_.clear();
+      Notice(absl::StrCat("dhpt: reconnected; watching ", study_,
+                          " again from the last event seen"));
+    }
     if (event.has_trial()) {
       OnTrial(event.trial());
       return;
@@ -324,6 +330,16 @@ class ProgressPrinter {
     if (tty_ && printed_) std::cout << "\n";
     std::cout.flush();
   }
+  // The stream dropped and StudyClient tries again: said at once, not after a silent minute,
+  // and again only when the reason changes (a stopping scheduler, then a closed port).
+  void OnRetry(const absl::Status& why, absl::Duration trying_for) {
+    lost_ = true;
+    if (why.ToString() == last_reason_) return;
+    last_reason_ = why.ToString();
+    Notice(absl::StrCat("dhpt: lost the watch of ", study_, " (", why.ToString(),
+                        "); trying again for up to ",
+                        absl::FormatDuration(absl::Ceil(trying_for, absl::Seconds(1)))));
+  }
 
  private:
   // A failed trial gets a line of its own, once (a resumed watch may send it again), above the
@@ -338,10 +354,19 @@ class ProgressPrinter {
     }
   }
 
+  // A line on stderr, above the progress line on a terminal.
+  void Notice(const std::string& line) {
+    if (tty_) std::cout << "\r\033[K" << std::flush;
+    std::cerr << line << std::endl;
+    if (tty_) std::cout << last_ << std::flush;
+  }
+
   const std::string study_;
   std::set<int64_t> failed_;
   const bool tty_;
   bool printed_ = false;
+  bool lost_ = false;  // Since a drop, until the next event.
+  std::string last_reason_;  // The drop's reason last said.
   std::string last_;
 };
 
@@ -350,7 +375,9 @@ class ProgressPrinter {
 absl::Status WatchToEnd(StudyClient& client, const std::string& name) {
   ProgressPrinter printer(name);
   absl::Status status = client.Watch(
-      name, [&](const v1::StudyEvent& event) { printer.OnEvent(event); }, /*summaries_only=*/false);
+      name, [&](const v1::StudyEvent& event) { printer.OnEvent(event); }, /*summaries_only=*/false,
+      /*after_position=*/0,
+      [&](const absl::Status& why, absl::Duration trying_for) { printer.OnRetry(why, trying_for); });
   printer.Finish();
   return status;
 }

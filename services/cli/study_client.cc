@@ -294,9 +294,10 @@ absl::StatusOr<v1::AddTrialsResponse> StudyClient::AddTrials(const v1::AddTrials
       });
 }
 
-absl::Status StudyClient::Watch(const std::string& name,
-                                const std::function<void(const v1::StudyEvent&)>& on_event,
-                                bool summaries_only, uint64_t after_position) {
+absl::Status StudyClient::Watch(
+    const std::string& name, const std::function<void(const v1::StudyEvent&)>& on_event,
+    bool summaries_only, uint64_t after_position,
+    const std::function<void(const absl::Status& why, absl::Duration trying_for)>& on_retry) {
   v1::WatchStudyRequest request;
   request.set_name(name);
   request.set_after_position(after_position);
@@ -321,16 +322,21 @@ absl::Status StudyClient::Watch(const std::string& name,
       }
     }
     absl::Status status = FromGrpcStatus(reader->Finish());
-    absl::MutexLock lock(&mutex_);
-    watch_context_ = nullptr;
-    if (cancelled_) return absl::CancelledError("cancelled");
+    {
+      absl::MutexLock lock(&mutex_);
+      watch_context_ = nullptr;
+      if (cancelled_) return absl::CancelledError("cancelled");
+    }
     // A scheduler that stops (SIGTERM) ends watches UNAVAILABLE, or its server cancels the
     // calls still open at its deadline: CANCELLED that this client did not ask for is a
     // dropped stream too.
     if (!absl::IsUnavailable(status) && !absl::IsCancelled(status)) return status;
     failing_since = std::min(failing_since, absl::Now());
-    if (absl::Now() - failing_since > kWatchRetryWindow) return status;
+    const absl::Duration trying_for = kWatchRetryWindow - (absl::Now() - failing_since);
+    if (trying_for < absl::ZeroDuration()) return status;
+    if (on_retry) on_retry(status, trying_for);  // Not under mutex_: it may call Cancel().
     // Cancel() cuts the pause short.
+    absl::MutexLock lock(&mutex_);
     mutex_.AwaitWithTimeout(absl::Condition(&cancelled_), pause);
     pause = std::min(pause * 2, absl::Seconds(8));
   }

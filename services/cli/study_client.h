@@ -67,9 +67,12 @@ class StudyClient {
   // growing pauses (1 s up to 8 s); once kWatchRetryWindow has passed without an event, the
   // error is returned.
   // `after_position` resumes an earlier watch after the last event it handled (0: from now).
-  absl::Status Watch(const std::string& name,
-                     const std::function<void(const v1::StudyEvent&)>& on_event,
-                     bool summaries_only = false, uint64_t after_position = 0);
+  // `on_retry`, when given, hears of each drop before the pause that follows it: why, and how
+  // much longer the watch goes on trying without an event (so a user is not left wondering).
+  absl::Status Watch(
+      const std::string& name, const std::function<void(const v1::StudyEvent&)>& on_event,
+      bool summaries_only = false, uint64_t after_position = 0,
+      const std::function<void(const absl::Status& why, absl::Duration trying_for)>& on_retry = {});
   // Long enough for a scheduler to restart (a pod rescheduled, a database recovered).
   static constexpr absl::Duration kWatchRetryWindow = absl::Seconds(60);
   // Ends a Watch in progress; callable from any thread.

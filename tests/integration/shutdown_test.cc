@@ -260,10 +260,10 @@ TEST(WorkerShutdownTest, GpuWorkerAndSchedulerStoppedTogetherBothExitZero) {
   StopTogetherRepeatedly("dhpt-gpu-worker", {"--run_cpu_models"});
 }
 
-// A study "held" on the scheduler at `address` and a `dhpt watch` of it, frozen (SIGSTOP) once
-// its stream is open: a client that stopped answering. The caller sends it SIGCONT.
-void StartFrozenWatcher(const std::string& address, OutputReader& output,
-                        std::unique_ptr<cli::ChildProcess>& watcher) {
+// A study "held" on the scheduler at `address` (no worker runs it) and a `dhpt watch` of it,
+// its stream open.
+void StartWatcher(const std::string& address, OutputReader& output,
+                  std::unique_ptr<cli::ChildProcess>& watcher) {
   {
     cli::StudyClient client(address);
     ASSERT_TRUE(client.CreateStudy(Spec(R"(
@@ -280,7 +280,40 @@ max_trials: 10
                          output.write_fd());
   output.Started();
   ASSERT_TRUE(output.WaitForText("held PENDING")) << output.text();  // Its stream is open.
+}
+
+// StartWatcher's watch, frozen (SIGSTOP) once its stream is open: a client that stopped
+// answering. The caller sends it SIGCONT.
+void StartFrozenWatcher(const std::string& address, OutputReader& output,
+                        std::unique_ptr<cli::ChildProcess>& watcher) {
+  ASSERT_NO_FATAL_FAILURE(StartWatcher(address, output, watcher));
   watcher->Signal(SIGSTOP);
+}
+
+// A `dhpt watch` whose scheduler stops says so at once, and for how long it tries again; it
+// used to print nothing for the minute of its retries. A scheduler back on the same address
+// within that minute is said too, and the watch goes on.
+TEST(SchedulerShutdownTest, AWatchSaysAtOnceThatItLostTheSchedulerAndWhenItIsBack) {
+  TempDirectory dir;
+  const std::string db = absl::StrCat("--db=", dir.path(), "/lost.db");
+  auto scheduler = std::make_unique<SchedulerProcess>(std::vector<std::string>{db});
+  ASSERT_TRUE(scheduler->alive());
+  const std::string address = scheduler->address();
+  OutputReader output;
+  std::unique_ptr<cli::ChildProcess> watcher;
+  ASSERT_NO_FATAL_FAILURE(StartWatcher(address, output, watcher));
+  scheduler->Terminate();
+  // Its first pause is 1 s: the line comes before it, well within the window's 60 s.
+  EXPECT_TRUE(output.WaitForText("dhpt: lost the watch of held (", absl::Seconds(10)))
+      << output.text();
+  EXPECT_TRUE(output.WaitForText("); trying again for up to ", absl::Seconds(1))) << output.text();
+  EXPECT_FALSE(absl::StrContains(output.text(), "reconnected")) << output.text();
+  scheduler = std::make_unique<SchedulerProcess>(
+      std::vector<std::string>{db, absl::StrCat("--listen=", address)});
+  EXPECT_TRUE(output.WaitForText("dhpt: reconnected; watching held again from the last event seen",
+                                 absl::Seconds(30)))
+      << output.text();
+  EXPECT_FALSE(watcher->Poll()) << "the watch goes on: " << output.text();
 }
 
 // A client that stops answering (here a `dhpt watch` stopped with SIGSTOP; a frozen worker does
