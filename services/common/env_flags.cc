@@ -221,8 +221,19 @@ std::vector<char*> ParseCommandLineWithDashes(absl::string_view program, int arg
     std::cout.flush();
     std::exit(0);
   }
-  if (absl::Status in_range = CheckFlagRanges(ranges); !in_range.ok()) {
-    ExitWithUsageError(program, in_range.message());
+  for (const FlagRange& range : ranges) {
+    absl::Status in_range = range.Check();
+    if (in_range.ok()) continue;
+    // Not on the command line, so from the environment (ApplyEnvironmentToFlags): say which
+    // variable to change, or a user looks for a --flag nobody typed.
+    std::string message(in_range.message());
+    const std::string variable =
+        "DHPT_" + absl::AsciiStrToUpper(std::string(range.flag()));
+    if (const char* value = std::getenv(variable.c_str());
+        value != nullptr && RepeatedFlagValues(argc, argv, range.flag()).empty()) {
+      absl::StrAppend(&message, " (from ", variable, "=", value, ")");
+    }
+    ExitWithUsageError(program, message);
   }
   return positional;
 }

@@ -115,13 +115,6 @@ absl::Status FlagRange::Check() const {
   return absl::InvalidArgumentError(absl::StrCat("--", flag_, " must be ", Accepted(), "; got ", got));
 }
 
-absl::Status CheckFlagRanges(absl::Span<const FlagRange> ranges) {
-  for (const FlagRange& range : ranges) {
-    if (absl::Status checked = range.Check(); !checked.ok()) return checked;
-  }
-  return absl::OkStatus();
-}
-
 const FlagRange* FindFlagRange(absl::Span<const FlagRange> ranges, absl::string_view flag) {
   for (const FlagRange& range : ranges) {
     if (range.flag() == flag) return &range;

@@ -69,10 +69,6 @@ class FlagRange {
   std::string meaning_;
 };
 
-// The first range of `ranges` whose flag's value is outside it, as FlagRange::Check says; OK
-// when every value is in range.
-absl::Status CheckFlagRanges(absl::Span<const FlagRange> ranges);
-
 // The range of `flag` in `ranges`, or nullptr.
 const FlagRange* FindFlagRange(absl::Span<const FlagRange> ranges, absl::string_view flag);
 

@@ -83,6 +83,24 @@ TEST(EnvFlagsTest, EveryUsageErrorOfTheCommandLineExits2NamingTheFlagAndWhatItTa
   }
 }
 
+// A value out of range that came from DHPT_<FLAG> names the variable: the message named only
+// --test_slot_count, which nobody had typed. One on the command line is said as it was typed.
+TEST(EnvFlagsTest, AValueOutOfRangeFromTheEnvironmentNamesItsVariable) {
+  const FlagRange ranges[] = {FlagRange::Integer("test_slot_count", 1, 64)};
+  const auto parse = [&ranges](std::vector<const char*> args) {
+    setenv("DHPT_TEST_SLOT_COUNT", "40000", 1);
+    ApplyEnvironmentToFlags({"test_slot_count"});
+    ParseCommandLineWithDashes("prog", static_cast<int>(args.size()),
+                               const_cast<char**>(args.data()), ranges);
+  };
+  EXPECT_EXIT(parse({"prog"}), ::testing::ExitedWithCode(2),
+              ::testing::HasSubstr("prog: --test_slot_count must be between 1 and 64; got 40000 "
+                                   "(from DHPT_TEST_SLOT_COUNT=40000)"));
+  EXPECT_EXIT(parse({"prog", "--test-slot-count=0"}), ::testing::ExitedWithCode(2),
+              ::testing::AllOf(::testing::HasSubstr("got 0"),
+                               ::testing::Not(::testing::HasSubstr("DHPT_TEST_SLOT_COUNT"))));
+}
+
 TEST(EnvFlagsTest, HelpIsAnAnswerNotAFailure) {
   const char* args[] = {"prog", "--help"};
   EXPECT_EXIT(ParseCommandLineWithDashes("prog", 2, const_cast<char**>(args)),
