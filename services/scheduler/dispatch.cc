@@ -409,18 +409,23 @@ void SchedulerCore::DispatchLocked() {
 }
 
 std::pair<v1::Model::Kind, double> SchedulerCore::TrialSizeLocked(const TrialEntry& trial) const {
-  const StudyEntry& study = *trial.study;
-  v1::Model model;
-  google::protobuf::Map<std::string, v1::ParameterValue> params;
-  study::ModelForTrial(study.spec, trial.trial.params(), &model, &params);
-  return {model.kind(), TrialWorkUnits(model, params, study.spec.dataset())};
+  if (trial.size_kind < 0) {  // Worked out once (TrialEntry::size_kind).
+    const v1::StudySpec& spec = trial.study->spec;
+    v1::Model model;
+    google::protobuf::Map<std::string, v1::ParameterValue> params;
+    study::ModelForTrial(spec, trial.trial.params(), &model, &params);
+    trial.size_units = static_cast<float>(TrialWorkUnits(model, params, spec.dataset()));
+    const std::optional<double> steps = TrialSteps(model, params);
+    trial.size_steps = steps ? static_cast<float>(*steps) : -1;
+    trial.size_kind = model.kind();
+  }
+  return {static_cast<v1::Model::Kind>(trial.size_kind), trial.size_units};
 }
 
 std::optional<double> SchedulerCore::TrialStepsLocked(const TrialEntry& trial) const {
-  v1::Model model;
-  google::protobuf::Map<std::string, v1::ParameterValue> params;
-  study::ModelForTrial(trial.study->spec, trial.trial.params(), &model, &params);
-  return TrialSteps(model, params);
+  TrialSizeLocked(trial);  // Works the steps out with the size.
+  if (trial.size_steps < 0) return std::nullopt;
+  return trial.size_steps;
 }
 
 // The slower of two paces: since the attempt began, counting the time since its last report
@@ -624,6 +629,13 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, boo
   const uint64_t memory = idle.capabilities.memory_bytes();
   TrialEntry* best = nullptr;
   absl::Duration best_gain = absl::ZeroDuration();
+  // The idle worker's speed per kind, looked up once: the walk asks for it at every trial.
+  absl::flat_hash_map<int, std::optional<double>> idle_speeds;
+  const auto idle_seconds_per_unit = [&](v1::Model::Kind kind) {
+    auto [it, added] = idle_speeds.try_emplace(kind);
+    if (added) it->second = speeds_.SecondsPerUnit(idle.node_class, kind);
+    return it->second;
+  };
   for (const auto& [other_session, other] : workers_) {
     if (other_session == session) continue;
     for (uint64_t id : other.running) {
@@ -636,13 +648,15 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, boo
         continue;
       }
       const auto [kind, units] = TrialSizeLocked(trial);
-      const std::optional<absl::Duration> there = speeds_.Predict(other.node_class, kind, units);
-      const std::optional<absl::Duration> here = speeds_.Predict(idle.node_class, kind, units);
-      if (!there || !here || *there <= absl::ZeroDuration()) continue;  // Not learnt yet.
       // Its board's own learnt speed, not its prior: a prior is coarse (a core is not a core on
       // every board), an overrun of it no sign of a straggler, and a board whose every trial
       // were duplicated would never learn its speed.
-      if (!speeds_.Learnt(other.node_class, kind)) continue;
+      const std::optional<double> there_per_unit =
+          speeds_.LearntSecondsPerUnit(other.node_class, kind);
+      const std::optional<double> here_per_unit = idle_seconds_per_unit(kind);
+      if (!there_per_unit || !here_per_unit || *there_per_unit * units <= 0) continue;
+      const absl::Duration there = absl::Seconds(*there_per_unit * units);
+      const absl::Duration here = absl::Seconds(*here_per_unit * units);
       // The trial's own pace where it reports progress (SecondsPerStep): its size measure
       // leaves out what else makes it slow (deeper trees), and a straggler is one that
       // overruns its prediction. The idle worker's prediction is scaled by how much slower
@@ -653,19 +667,19 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, boo
       // run, and once past its prediction, as much again as it has overrun (its board
       // slowed by that much, or it is larger than its size says; a duplicate settles which).
       const absl::Duration elapsed = now - FromTimestamp(trial.trial.start_time());
-      absl::Duration remaining = *there > elapsed ? *there - elapsed : elapsed - *there;
+      absl::Duration remaining = there > elapsed ? there - elapsed : elapsed - there;
       double own = 1;  // How many times its prediction the trial itself takes.
       const std::optional<double> steps = TrialStepsLocked(trial);
       if (const std::optional<double> pace = steps ? SecondsPerStep(trial, *steps, now) : std::nullopt) {
         const double done = static_cast<double>(*trial.last_step);
         remaining = absl::Seconds(*pace * (*steps - done));
-        const double predicted_pace = absl::ToDoubleSeconds(*there) / *steps;
+        const double predicted_pace = absl::ToDoubleSeconds(there) / *steps;
         own = absl::ToDoubleSeconds(elapsed) / done / predicted_pace;
         if (trial.first_report_ms > 0) {
           own = std::min(own, trial.first_report_ms / 1000.0 / trial.first_report_step / predicted_pace);
         }
       }
-      const absl::Duration fast = *here * own;
+      const absl::Duration fast = here * own;
       if (remaining <= fast * options_.duplicate_margin) continue;
       // Mid-study, a trial the rest of the study would finish before: its slow board is the
       // study's tail (TPE's random start gave a Pi 4 the largest trial before speeds were

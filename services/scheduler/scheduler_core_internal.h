@@ -182,8 +182,10 @@ struct SchedulerCore::StudyEntry {
   }
 };
 
+// Without TimeUtil's nanosecond count: the end game converts every running trial's start at
+// each free worker, and a count of nanoseconds overflows past the year 2262.
 inline absl::Time FromTimestamp(const google::protobuf::Timestamp& t) {
-  return absl::FromUnixNanos(google::protobuf::util::TimeUtil::TimestampToNanoseconds(t));
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
 }
 
 inline google::protobuf::Timestamp ToTimestamp(absl::Time t) {

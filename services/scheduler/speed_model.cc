@@ -198,6 +198,13 @@ std::optional<double> SpeedModel::SecondsPerUnit(const std::string& node_class,
   return std::exp(*log_seconds);
 }
 
+std::optional<double> SpeedModel::LearntSecondsPerUnit(const std::string& node_class,
+                                                       v1::Model::Kind kind) const {
+  auto it = series_.find(std::make_pair(node_class, static_cast<int>(kind)));
+  if (it == series_.end()) return std::nullopt;
+  return std::exp(it->second.median);
+}
+
 std::optional<absl::Duration> SpeedModel::Predict(const std::string& node_class,
                                                   v1::Model::Kind kind, double units) const {
   const std::optional<double> seconds = SecondsPerUnit(node_class, kind);

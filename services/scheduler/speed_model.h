@@ -107,6 +107,9 @@ class SpeedModel {
   bool Learnt(const std::string& node_class, v1::Model::Kind kind) const {
     return series_.contains(std::make_pair(node_class, static_cast<int>(kind)));
   }
+  // SecondsPerUnit where Learnt, else nullopt: one lookup for both.
+  std::optional<double> LearntSecondsPerUnit(const std::string& node_class,
+                                             v1::Model::Kind kind) const;
 
  private:
   struct Series {
