@@ -59,7 +59,19 @@ void RecordResult(const v1::StudySpec& spec, const v1::TrialResult& result, v1::
       result.state() == v1::Trial::COMPLETED ? MissingMetric(spec, result) : std::nullopt;
   if (result.state() != v1::Trial::COMPLETED || missing) {
     trial.set_state(v1::Trial::FAILED);
-    trial.set_error(missing ? *missing : result.error());
+    if (missing) {
+      trial.set_error(*missing);
+    } else if (result.state() != v1::Trial::FAILED) {
+      // Only a broken or hostile worker ends a trial with another state: the trial fails, and
+      // says why instead of with no reason at all.
+      const std::string& name = v1::Trial::State_Name(result.state());
+      trial.set_error(absl::StrCat("the worker ended the trial with state ",
+                                   name.empty() ? absl::StrCat(result.state()) : name,
+                                   ", which no result has",
+                                   result.error().empty() ? "" : ": ", result.error()));
+    } else {
+      trial.set_error(result.error());
+    }
     return;
   }
   trial.set_state(v1::Trial::COMPLETED);
