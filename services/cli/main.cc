@@ -305,6 +305,7 @@ class ProgressPrinter {
  public:
   explicit ProgressPrinter(std::string study) : study_(std::move(study)), tty_(isatty(STDOUT_FILENO)) {}
   void OnEvent(const v1::StudyEvent& event) {
+    seen_ = true;
     if (lost_) {
       lost_ = false;
       last_reason_.clear();
@@ -334,10 +335,13 @@ class ProgressPrinter {
   // and again only when the reason changes (a stopping scheduler, then a closed port).
   void OnRetry(const absl::Status& why, absl::Duration trying_for) {
     lost_ = true;
-    if (why.ToString() == last_reason_) return;
-    last_reason_ = why.ToString();
-    Notice(absl::StrCat("dhpt: lost the watch of ", study_, " (", why.ToString(),
-                        "); trying again for up to ",
+    // gRPC's own CANCELLED says only "CANCELLED": a stopping scheduler cut the call.
+    const std::string reason =
+        absl::IsCancelled(why) ? "the scheduler cut the stream" : why.ToString();
+    if (reason == last_reason_) return;
+    last_reason_ = reason;
+    Notice(absl::StrCat("dhpt: ", seen_ ? "lost the watch of " : "cannot watch ", study_, " (",
+                        reason, "); trying again for up to ",
                         absl::FormatDuration(absl::Ceil(trying_for, absl::Seconds(1)))));
   }
 
@@ -365,6 +369,7 @@ class ProgressPrinter {
   std::set<int64_t> failed_;
   const bool tty_;
   bool printed_ = false;
+  bool seen_ = false;  // An event came: a drop is a lost watch, not one never begun.
   bool lost_ = false;  // Since a drop, until the next event.
   std::string last_reason_;  // The drop's reason last said.
   std::string last_;
@@ -812,6 +817,10 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     int exit_code = 0;
     WithInterrupts([&] { client.Cancel(); }, [&] {
       absl::Status watched = WatchToEnd(client, spec->name());
+      if (absl::IsCancelled(watched)) {
+        exit_code = 130;  // Ctrl-C, as for dhpt watch: the study goes on.
+        return;
+      }
       exit_code = watched.ok() ? PrintResults(client, spec->name()) : Fail(watched);
     });
     return exit_code;
@@ -829,7 +838,13 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
         return;
       }
       absl::StatusOr<v1::Study> study = client.GetStudy(arg);
-      exit_code = study.ok() ? (std::cout << StudySummary(*study), 0) : Fail(study.status());
+      if (!study.ok()) {
+        exit_code = Fail(study.status());
+        return;
+      }
+      std::cout << StudySummary(*study);
+      // As submit --watch: a study that ended FAILED or STOPPED is not done.
+      exit_code = study->state() == v1::Study::COMPLETED ? 0 : 1;
     });
     return exit_code;
   }

@@ -316,6 +316,60 @@ TEST(SchedulerShutdownTest, AWatchSaysAtOnceThatItLostTheSchedulerAndWhenItIsBac
   EXPECT_FALSE(watcher->Poll()) << "the watch goes on: " << output.text();
 }
 
+// `dhpt watch` exits as `dhpt submit --watch` does: 0 for a study that completed, 1 for one that
+// ended otherwise (it exited 0 for a study that ended FAILED or STOPPED: hostile review), and
+// 130 at Ctrl-C, `submit --watch` too (it exited 1 saying "cancelled").
+TEST(SchedulerShutdownTest, AWatchExits1ForAStoppedStudyAnd130AtCtrlC) {
+  TempDirectory dir;
+  SchedulerProcess scheduler({absl::StrCat("--db=", dir.path(), "/exit.db")});
+  ASSERT_TRUE(scheduler.alive());
+  OutputReader output;
+  std::unique_ptr<cli::ChildProcess> watcher;
+  ASSERT_NO_FATAL_FAILURE(StartWatcher(scheduler.address(), output, watcher));
+  watcher->Signal(SIGINT);
+  ASSERT_TRUE(WaitForExit(*watcher, absl::Seconds(30)));
+  EXPECT_TRUE(WIFEXITED(watcher->wait_status()) && WEXITSTATUS(watcher->wait_status()) == 130)
+      << watcher->wait_status() << " " << output.text();
+  {
+    cli::StudyClient client(scheduler.address());
+    ASSERT_TRUE(client.StopStudy("held").ok());
+  }
+  OutputReader stopped_output;
+  std::unique_ptr<cli::ChildProcess> stopped = StartProcess(
+      {DHPT_BIN_DIR "/dhpt", "watch", "held", "--scheduler=" + scheduler.address()},
+      stopped_output.write_fd());
+  stopped_output.Started();
+  ASSERT_TRUE(WaitForExit(*stopped, absl::Seconds(30)));
+  EXPECT_TRUE(WIFEXITED(stopped->wait_status()) && WEXITSTATUS(stopped->wait_status()) == 1)
+      << stopped->wait_status() << " " << stopped_output.text();
+  EXPECT_TRUE(stopped_output.WaitForText("STOPPED", absl::Seconds(5))) << stopped_output.text();
+  const std::string spec_file = absl::StrCat(dir.path(), "/waits.yaml");
+  std::ofstream(spec_file) << R"(
+name: waits
+model: {kind: FUNCTION, function: branin}
+parameters:
+  - {name: x1, double_range: {min: -5, max: 10}}
+  - {name: x2, double_range: {min: 0, max: 15}}
+max_trials: 5
+)";
+  OutputReader submit_output;
+  std::unique_ptr<cli::ChildProcess> submit = StartProcess(
+      {DHPT_BIN_DIR "/dhpt", "submit", spec_file, "--watch", "--scheduler=" + scheduler.address()},
+      submit_output.write_fd());
+  submit_output.Started();
+  // Twice: submit's own line, then the watch's first event (Ctrl-C is the watch's from then).
+  ASSERT_TRUE(WaitFor([&] {
+    const std::string text = submit_output.text();
+    const size_t first = text.find("waits PENDING");
+    return first != std::string::npos && text.find("waits PENDING", first + 1) != std::string::npos;
+  })) << submit_output.text();
+  submit->Signal(SIGINT);
+  ASSERT_TRUE(WaitForExit(*submit, absl::Seconds(30)));
+  EXPECT_TRUE(WIFEXITED(submit->wait_status()) && WEXITSTATUS(submit->wait_status()) == 130)
+      << submit->wait_status() << " " << submit_output.text();
+  EXPECT_FALSE(absl::StrContains(submit_output.text(), "cancelled")) << submit_output.text();
+}
+
 // A client that stops answering (here a `dhpt watch` stopped with SIGSTOP; a frozen worker does
 // the same) holds the scheduler's stop until gRPC cancels what it holds at --shutdown_grace:
 // measured 5.0-5.4 s with the fixed 5 s grace on a busy machine, 1.1 s with --shutdown_grace=1s,
