@@ -18,6 +18,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -230,8 +231,10 @@ std::vector<char*> ParseCommandLineWithDashes(absl::string_view program, int arg
     const std::string variable =
         "DHPT_" + absl::AsciiStrToUpper(std::string(range.flag()));
     if (const char* value = std::getenv(variable.c_str());
-        value != nullptr && RepeatedFlagValues(argc, argv, range.flag()).empty()) {
-      absl::StrAppend(&message, " (from ", variable, "=", value, ")");
+        value != nullptr && !absl::flags_internal::WasPresentOnCommandLine(range.flag())) {
+      // Escaped and cut as FlagRange::Check shows a value: it is anyone's text.
+      absl::StrAppend(&message, " (from ", variable, "='",
+                      absl::CHexEscape(absl::string_view(value).substr(0, 256)), "')");
     }
     ExitWithUsageError(program, message);
   }

@@ -95,7 +95,7 @@ TEST(EnvFlagsTest, AValueOutOfRangeFromTheEnvironmentNamesItsVariable) {
   };
   EXPECT_EXIT(parse({"prog"}), ::testing::ExitedWithCode(2),
               ::testing::HasSubstr("prog: --test_slot_count must be between 1 and 64; got 40000 "
-                                   "(from DHPT_TEST_SLOT_COUNT=40000)"));
+                                   "(from DHPT_TEST_SLOT_COUNT='40000')"));
   EXPECT_EXIT(parse({"prog", "--test-slot-count=0"}), ::testing::ExitedWithCode(2),
               ::testing::AllOf(::testing::HasSubstr("got 0"),
                                ::testing::Not(::testing::HasSubstr("DHPT_TEST_SLOT_COUNT"))));
