@@ -260,21 +260,25 @@ TEST(WorkerShutdownTest, GpuWorkerAndSchedulerStoppedTogetherBothExitZero) {
   StopTogetherRepeatedly("dhpt-gpu-worker", {"--run_cpu_models"});
 }
 
-// A study "held" on the scheduler at `address` (no worker runs it) and a `dhpt watch` of it,
-// its stream open.
-void StartWatcher(const std::string& address, OutputReader& output,
-                  std::unique_ptr<cli::ChildProcess>& watcher) {
-  {
-    cli::StudyClient client(address);
-    ASSERT_TRUE(client.CreateStudy(Spec(R"(
-name: held
+// A Branin study of 10 random trials named `name`, as a study file.
+std::string BraninStudyFile(absl::string_view name) {
+  return absl::StrCat("name: ", name, R"(
 model: {kind: FUNCTION, function: branin}
 algorithm: {name: RANDOM, seed: 1}
 parameters:
   - {name: x1, double_range: {min: -5, max: 10}}
   - {name: x2, double_range: {min: 0, max: 15}}
 max_trials: 10
-)")).ok());
+)");
+}
+
+// A study "held" on the scheduler at `address` (no worker runs it) and a `dhpt watch` of it,
+// its stream open.
+void StartWatcher(const std::string& address, OutputReader& output,
+                  std::unique_ptr<cli::ChildProcess>& watcher) {
+  {
+    cli::StudyClient client(address);
+    ASSERT_TRUE(client.CreateStudy(Spec(BraninStudyFile("held"))).ok());
   }
   watcher = StartProcess({DHPT_BIN_DIR "/dhpt", "watch", "held", "--scheduler=" + address},
                          output.write_fd());
@@ -344,14 +348,7 @@ TEST(SchedulerShutdownTest, AWatchExits1ForAStoppedStudyAnd130AtCtrlC) {
       << stopped->wait_status() << " " << stopped_output.text();
   EXPECT_TRUE(stopped_output.WaitForText("STOPPED", absl::Seconds(5))) << stopped_output.text();
   const std::string spec_file = absl::StrCat(dir.path(), "/waits.yaml");
-  std::ofstream(spec_file) << R"(
-name: waits
-model: {kind: FUNCTION, function: branin}
-parameters:
-  - {name: x1, double_range: {min: -5, max: 10}}
-  - {name: x2, double_range: {min: 0, max: 15}}
-max_trials: 5
-)";
+  std::ofstream(spec_file) << BraninStudyFile("waits");
   OutputReader submit_output;
   std::unique_ptr<cli::ChildProcess> submit = StartProcess(
       {DHPT_BIN_DIR "/dhpt", "submit", spec_file, "--watch", "--scheduler=" + scheduler.address()},
