@@ -41,12 +41,17 @@ std::string ExpectedValue(const absl::CommandLineFlag& flag) {
   return "a value it takes";
 }
 
+// The environment variable that sets the flag: DHPT_ and its name in capitals, dashes as
+// underscores.
+std::string EnvironmentVariableOf(absl::string_view flag_name) {
+  return "DHPT_" + absl::AsciiStrToUpper(absl::StrReplaceAll(flag_name, {{"-", "_"}}));
+}
+
 }  // namespace
 
 void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names) {
   for (absl::string_view name : flag_names) {
-    std::string variable =
-        "DHPT_" + absl::AsciiStrToUpper(absl::StrReplaceAll(name, {{"-", "_"}}));
+    const std::string variable = EnvironmentVariableOf(name);
     const char* value = std::getenv(variable.c_str());
     if (value == nullptr) continue;
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
@@ -225,11 +230,11 @@ std::vector<char*> ParseCommandLineWithDashes(absl::string_view program, int arg
   for (const FlagRange& range : ranges) {
     absl::Status in_range = range.Check();
     if (in_range.ok()) continue;
-    // Not on the command line, so from the environment (ApplyEnvironmentToFlags): say which
-    // variable to change, or a user looks for a --flag nobody typed.
+    // A value neither the command line nor a flagfile gave came from the environment
+    // (ApplyEnvironmentToFlags): say which variable to change, or a user looks for a --flag
+    // nobody typed.
     std::string message(in_range.message());
-    const std::string variable =
-        "DHPT_" + absl::AsciiStrToUpper(std::string(range.flag()));
+    const std::string variable = EnvironmentVariableOf(range.flag());
     if (const char* value = std::getenv(variable.c_str());
         value != nullptr && !absl::flags_internal::WasPresentOnCommandLine(range.flag())) {
       // Escaped and cut as FlagRange::Check shows a value: it is anyone's text.

@@ -13,8 +13,8 @@ inline constexpr int kLowestThreadPriority = 19;
 
 // Sets the calling thread's nice value to `steps` above the process's (at most
 // kLowestThreadPriority) the first time it is called on a thread; later calls on that thread do
-// nothing. 0 leaves the thread as it is. Returns false where the kernel refused (the thread keeps its priority: this is a
-// preference, never a reason to fail).
+// nothing. 0 leaves the thread as it is. Returns false where the kernel refused (the thread
+// keeps its priority: this is a preference, never a reason to fail).
 bool LowerCallingThreadPriority(int steps);
 
 // The calling thread's nice value (for tests and logs).
