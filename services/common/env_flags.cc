@@ -47,6 +47,12 @@ std::string EnvironmentVariableOf(absl::string_view flag_name) {
   return "DHPT_" + absl::AsciiStrToUpper(absl::StrReplaceAll(flag_name, {{"-", "_"}}));
 }
 
+// A variable's value as a message shows it: escaped and cut, as FlagRange::Check shows a
+// value, since it is anyone's text (a control character or a megabyte would reach the terminal).
+std::string ShownValue(absl::string_view value) {
+  return absl::CHexEscape(value.substr(0, 256));
+}
+
 }  // namespace
 
 void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names) {
@@ -59,7 +65,8 @@ void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names) {
     std::string error;
     if (!flag->ParseFrom(value, &error)) {
       std::fprintf(stderr, "invalid %s=%s: it sets --%s, which takes %s%s\n", variable.c_str(),
-                   value, std::string(name).c_str(), ExpectedValue(*flag).c_str(),
+                   ShownValue(value).c_str(), std::string(name).c_str(),
+                   ExpectedValue(*flag).c_str(),
                    *value == '\0' ? " (unset the variable for the default)" : "");
       std::exit(2);
     }
@@ -237,9 +244,7 @@ std::vector<char*> ParseCommandLineWithDashes(absl::string_view program, int arg
     const std::string variable = EnvironmentVariableOf(range.flag());
     if (const char* value = std::getenv(variable.c_str());
         value != nullptr && !absl::flags_internal::WasPresentOnCommandLine(range.flag())) {
-      // Escaped and cut as FlagRange::Check shows a value: it is anyone's text.
-      absl::StrAppend(&message, " (from ", variable, "='",
-                      absl::CHexEscape(absl::string_view(value).substr(0, 256)), "')");
+      absl::StrAppend(&message, " (from ", variable, "='", ShownValue(value), "')");
     }
     ExitWithUsageError(program, message);
   }

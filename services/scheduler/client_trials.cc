@@ -126,15 +126,16 @@ void SchedulerCore::LeaseLocked(TrialEntry& trial, const std::string& client_id)
   if (std::optional<absl::Duration> timeout = TrialTimeout(trial.study->spec)) {
     trial.deadline = options_.clock() + *timeout;
   }
-  trial.study->leased.insert(trial.trial.id());
-  leased_.insert(trial.trial.id());
+  trial.study->leased.insert(trial.id());
+  leased_.insert(trial.id());
 }
 
 bool SchedulerCore::ReclaimForClientLocked(TrialEntry& trial, const std::string& client_id,
                                            absl::string_view request_id) {
+  if (trial.state() != v1::Trial::PENDING) return false;
   StudyEntry& study = *trial.study;
-  v1::Trial& t = trial.trial;
-  if (t.state() != v1::Trial::PENDING || !CurrentAttemptIsClients(t, client_id, request_id) ||
+  v1::Trial& t = trial.trial();
+  if (!CurrentAttemptIsClients(t, client_id, request_id) ||
       study.terminal() ||
       (study.spec.parallel_trials() > 0 && study.running >= study.spec.parallel_trials())) {
     return false;
@@ -218,8 +219,8 @@ void SchedulerCore::SuggestTrials(absl::string_view name, int count, absl::strin
   for (uint64_t id : (*study)->leased) {
     const TrialEntry& trial = trials_.at(id);
     if (trial.client == waiter->client_id &&
-        CurrentAttemptIsClients(trial.trial, waiter->client_id, waiter->request_id)) {
-      held.emplace_back(trial.trial.number(), id);
+        CurrentAttemptIsClients(trial.trial(), waiter->client_id, waiter->request_id)) {
+      held.emplace_back(trial.number(), id);
     }
   }
   std::sort(held.begin(), held.end());
@@ -255,7 +256,7 @@ void SchedulerCore::SuggestTrials(absl::string_view name, int count, absl::strin
     TrialEntry& trial = trials_.at(pending[i]);
     if (ReclaimForClientLocked(trial, waiter->client_id, waiter->request_id)) {
       waiter->started_leases = true;
-      waiter->given.push_back(trial.trial.id());  // Erased from pending: index i is the next.
+      waiter->given.push_back(trial.id());  // Erased from pending: index i is the next.
     } else {
       ++i;
     }
@@ -280,7 +281,7 @@ void SchedulerCore::ServeSuggestWaitersLocked(StudyEntry& study) {
       if (!id) break;
       TrialEntry& trial = trials_.at(*id);
       BeginAttemptLocked(trial, "", waiter.client_id, "client");
-      trial.trial.mutable_attempts()->rbegin()->set_request_id(waiter.request_id);
+      trial.trial().mutable_attempts()->rbegin()->set_request_id(waiter.request_id);
       LeaseLocked(trial, waiter.client_id);
       waiter.started_leases = true;
       SaveTrialLocked(trial);
@@ -310,12 +311,12 @@ void SchedulerCore::FinishSuggestWaiterLocked(const StudyEntry& study, SuggestWa
     // out while the call waited for the rest: only what the client holds now, its lease
     // counted from the answer.
     auto it = trials_.find(id);
-    if (it == trials_.end() || it->second.trial.state() != v1::Trial::RUNNING ||
+    if (it == trials_.end() || it->second.state() != v1::Trial::RUNNING ||
         it->second.client != waiter.client_id) {
       continue;
     }
     it->second.lease_end = options_.clock() + options_.client_lease;
-    *response.add_trials() = it->second.trial;
+    *response.add_trials() = it->second.trial();
   }
   const WriteSequence leases = store_->last_sequence();
   if (!waiter.started_leases || response.trials().empty() || leases <= stored_through_) {
@@ -344,14 +345,15 @@ absl::StatusOr<v1::ReportProgressResponse> SchedulerCore::ReportClientProgress(
   CoreLock lock(this);
   ASSIGN_OR_RETURN(StudyEntry * study, FindExternalStudyLocked(request.study()));
   ASSIGN_OR_RETURN(TrialEntry * trial, FindTrialLocked(*study, request.trial()));
-  v1::Trial& t = trial->trial;
+  v1::Trial parsed;
+  const v1::Trial& t = MessageLocked(*trial, parsed);
   v1::ReportProgressResponse response;
   ReclaimForClientLocked(*trial, request.client_id());
   if (t.state() != v1::Trial::RUNNING || trial->client != request.client_id()) {
     if (TrialTerminal(t.state()) && GivenToClient(t, request.client_id())) {
       // Pruned, ended with its study, or settled by an earlier attempt: stop evaluating it.
       response.set_should_stop(true);
-      response.set_reason(FullTrialLocked(*trial).error());
+      response.set_reason(t.error());
       if (response.reason().empty()) {
         response.set_reason(absl::StrCat("trial ", t.number(), " is already ",
                                          v1::Trial::State_Name(t.state())));
@@ -374,9 +376,10 @@ absl::StatusOr<v1::ReportProgressResponse> SchedulerCore::ReportClientProgress(
   }
   trial->lease_end = options_.clock() + options_.client_lease;
   if (request.has_step()) RecordProgressLocked(*trial, request.step(), request.value());
-  if (t.state() == v1::Trial::PRUNED) {
+  // Pruned by this report: `t` went with the live message (CompactLocked).
+  if (trial->state() == v1::Trial::PRUNED) {
     response.set_should_stop(true);
-    response.set_reason(FullTrialLocked(*trial).error());  // Finished trials are compacted.
+    response.set_reason(FullTrialLocked(*trial).error());
   }
   return response;
 }
@@ -426,13 +429,14 @@ absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRe
     CoreLock lock(this);
     ASSIGN_OR_RETURN(StudyEntry * study, FindExternalStudyLocked(request.study()));
     ASSIGN_OR_RETURN(TrialEntry * trial, FindTrialLocked(*study, request.trial()));
-    if (!GivenToClient(trial->trial, request.client_id())) {
+    v1::Trial parsed;
+    if (!GivenToClient(MessageLocked(*trial, parsed), request.client_id())) {
       return absl::PermissionDeniedError(absl::StrCat(
           "trial ", request.trial(), " of study \"", request.study(),
           "\" was never given to client \"", request.client_id(), "\""));
     }
-    if (TrialTerminal(trial->trial.state())) {
-      v1::Trial settled = FullTrialLocked(*trial);
+    if (TrialTerminal(trial->state())) {
+      v1::Trial settled = std::move(parsed);  // Parsed above: an ended trial has no live one.
       // A retry of the very call that settled it (its answer was lost, or said UNAVAILABLE)
       // gets the trial again once it is stored; anything else is told what the trial holds,
       // and changes nothing.
@@ -475,7 +479,7 @@ WriteSequence SchedulerCore::SettleClientTrialLocked(TrialEntry& trial,
   StudyEntry& study = *trial.study;
   // The first result wins, whichever attempt it comes from.
   ReleaseLocked(trial);
-  v1::Trial& t = trial.trial;
+  v1::Trial& t = trial.trial();
   if (t.state() == v1::Trial::PENDING) {
     study.pending.erase(std::remove(study.pending.begin(), study.pending.end(), t.id()),
                         study.pending.end());

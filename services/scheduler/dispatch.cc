@@ -207,7 +207,7 @@ std::optional<uint64_t> SchedulerCore::AcceptSuggestionLocked(
     return std::nullopt;
   }
   TrialEntry& entry = CreateTrialLocked(study, std::move(**suggestion), v1::Trial::SUGGESTED);
-  return entry.trial.id();
+  return entry.id();
 }
 
 SchedulerCore::TrialEntry& SchedulerCore::CreateTrialLocked(StudyEntry& study,
@@ -216,7 +216,7 @@ SchedulerCore::TrialEntry& SchedulerCore::CreateTrialLocked(StudyEntry& study,
   const uint64_t id = next_trial_id_++;
   TrialEntry& entry = trials_[id];
   entry.study = &study;
-  v1::Trial& trial = entry.trial;
+  v1::Trial& trial = entry.trial();
   trial.set_id(id);
   trial.set_study(study.spec.name());
   trial.set_number(study.created());
@@ -285,16 +285,16 @@ SchedulerCore::Assignment SchedulerCore::AssignMatchingLocked(
 void SchedulerCore::StartOnWorkerLocked(uint64_t session, WorkerEntry& worker,
                                         TrialEntry& entry) {
   const StudyEntry& study = *entry.study;
-  const v1::Trial& trial = entry.trial;
+  const v1::Trial& trial = entry.trial();
   BeginAttemptLocked(entry, worker.worker_id, "", DeviceLabel(worker.capabilities));
-  entry.trial.set_node_name(worker.capabilities.node_name());
+  entry.trial().set_node_name(worker.capabilities.node_name());
   entry.session = session;
-  worker.running.insert(entry.trial.id());
+  worker.running.insert(entry.id());
   SaveTrialLocked(entry);
 
   v1::SchedulerMessage message;
   v1::Assign& assign = *message.mutable_assign();
-  assign.set_trial_id(entry.trial.id());
+  assign.set_trial_id(entry.id());
   assign.set_attempt(trial.attempt());
   assign.set_epoch(epoch_);
   assign.set_study(study.spec.name());
@@ -317,7 +317,7 @@ void SchedulerCore::BeginAttemptLocked(TrialEntry& entry, const std::string& wor
                                        const std::string& client_id,
                                        absl::string_view device_label) {
   StudyEntry& study = *entry.study;
-  v1::Trial& trial = entry.trial;
+  v1::Trial& trial = entry.trial();
   trial.set_state(v1::Trial::RUNNING);
   trial.set_attempt(trial.attempt() + 1);
   v1::Trial::Attempt& given = *trial.add_attempts();
@@ -413,7 +413,8 @@ std::pair<v1::Model::Kind, double> SchedulerCore::TrialSizeLocked(const TrialEnt
     const v1::StudySpec& spec = trial.study->spec;
     v1::Model model;
     google::protobuf::Map<std::string, v1::ParameterValue> params;
-    study::ModelForTrial(spec, trial.trial.params(), &model, &params);
+    v1::Trial parsed;  // An ended trial's params are in its bytes.
+    study::ModelForTrial(spec, MessageLocked(trial, parsed).params(), &model, &params);
     trial.size_units = static_cast<float>(TrialWorkUnits(model, params, spec.dataset()));
     const std::optional<double> steps = TrialSteps(model, params);
     trial.size_steps = steps ? static_cast<float>(*steps) : -1;
@@ -435,7 +436,7 @@ std::optional<double> SchedulerCore::TrialStepsLocked(const TrialEntry& trial) c
 std::optional<double> SchedulerCore::SecondsPerStep(const TrialEntry& trial, double steps,
                                                     absl::Time now) const {
   if (!trial.last_step || *trial.last_step <= 0 || *trial.last_step >= steps) return std::nullopt;
-  const absl::Time start = FromTimestamp(trial.trial.start_time());
+  const absl::Time start = FromTimestamp(trial.trial().start_time());
   const double done = static_cast<double>(*trial.last_step);
   double pace = absl::ToDoubleSeconds(now - start) / done;
   if (trial.first_report_ms > 0 && done > trial.first_report_step) {
@@ -451,7 +452,7 @@ std::optional<absl::Duration> SchedulerCore::PredictedRemainingLocked(
   const auto [kind, units] = TrialSizeLocked(trial);
   const std::optional<absl::Duration> whole = speeds_.Predict(node_class, kind, units);
   if (!whole) return std::nullopt;
-  const absl::Duration elapsed = now - FromTimestamp(trial.trial.start_time());
+  const absl::Duration elapsed = now - FromTimestamp(trial.trial().start_time());
   const std::optional<double> steps = TrialStepsLocked(trial);
   if (const std::optional<double> pace = steps ? SecondsPerStep(trial, *steps, now) : std::nullopt) {
     return absl::Seconds(*pace * (*steps - static_cast<double>(*trial.last_step)));
@@ -537,7 +538,7 @@ std::optional<absl::Duration> SchedulerCore::RestOfStudyLocked(const StudyEntry&
     capacity += *speed * worker.capabilities.slots();
     for (uint64_t id : worker.running) {
       const TrialEntry& trial = trials_.at(id);
-      if (id == except.trial.id() || trial.study != &study) continue;
+      if (id == except.id() || trial.study != &study) continue;
       const std::optional<absl::Duration> left = PredictedRemainingLocked(trial, worker.node_class, now);
       if (!left) return std::nullopt;
       work += absl::ToDoubleSeconds(*left) * *speed;
@@ -666,7 +667,7 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, boo
       // be predicted to finish first. Without progress: its prediction less the time it has
       // run, and once past its prediction, as much again as it has overrun (its board
       // slowed by that much, or it is larger than its size says; a duplicate settles which).
-      const absl::Duration elapsed = now - FromTimestamp(trial.trial.start_time());
+      const absl::Duration elapsed = now - FromTimestamp(trial.trial().start_time());
       absl::Duration remaining = there > elapsed ? there - elapsed : elapsed - there;
       double own = 1;  // How many times its prediction the trial itself takes.
       const std::optional<double> steps = TrialStepsLocked(trial);
@@ -698,17 +699,17 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, boo
   // The slow worker keeps running its attempt (its slot stays taken); the duplicate becomes the
   // trial's current attempt. The study's running count stays: one trial, two attempts.
   WorkerEntry& slow = workers_.at(best->session);
-  slow.running.erase(best->trial.id());
-  slow.superseded.insert(best->trial.id());
+  slow.running.erase(best->id());
+  slow.superseded.insert(best->id());
   best->superseded_session = best->session;
-  best->superseded_attempt = best->trial.attempt();
-  best->superseded_start = FromTimestamp(best->trial.start_time());
+  best->superseded_attempt = best->attempt();
+  best->superseded_start = FromTimestamp(best->trial().start_time());
   best->duplicated = true;
   best->session = 0;
   --best->study->running;
   DHPT_LOG_INFO("trial %d of study %s: duplicate on worker %s (%s), predicted to finish %s "
                 "before worker %s (%s)",
-                best->trial.id(), best->study->spec.name(), idle.worker_id, idle.node_class,
+                best->id(), best->study->spec.name(), idle.worker_id, idle.node_class,
                 absl::FormatDuration(absl::Trunc(best_gain, absl::Seconds(1))), slow.worker_id,
                 slow.node_class);
   observer_->TrialDuplicated(best->study->spec);
@@ -769,14 +770,14 @@ void SchedulerCore::ForgetSupersededLocked(TrialEntry& trial, bool cancel,
   if (trial.superseded_session == 0) return;
   const uint64_t session = std::exchange(trial.superseded_session, 0);
   if (auto it = workers_.find(session); it != workers_.end()) {
-    it->second.superseded.erase(trial.trial.id());
+    it->second.superseded.erase(trial.id());
     MaybeFreeLocked(session);
   }
   if (cancel) {
     const int attempt = trial.superseded_attempt;
     const uint64_t epoch =
-        attempt >= 1 && attempt <= trial.trial.attempts_size() ? trial.trial.attempts(attempt - 1).epoch() : 0;
-    SendLocked(session, CancelMessage(trial.trial.id(), attempt, epoch, std::string(reason)));
+        attempt >= 1 && attempt <= trial.trial().attempts_size() ? trial.trial().attempts(attempt - 1).epoch() : 0;
+    SendLocked(session, CancelMessage(trial.id(), attempt, epoch, std::string(reason)));
   }
 }
 
@@ -785,7 +786,7 @@ bool SchedulerCore::ResumeSupersededLocked(TrialEntry& trial) {
   StudyEntry& study = *trial.study;
   if (trial.session != 0) {  // The duplicate's worker, if still connected, is free of it.
     if (auto it = workers_.find(trial.session); it != workers_.end()) {
-      it->second.running.erase(trial.trial.id());
+      it->second.running.erase(trial.id());
       MaybeFreeLocked(trial.session);
     }
     trial.session = 0;
@@ -793,14 +794,14 @@ bool SchedulerCore::ResumeSupersededLocked(TrialEntry& trial) {
   }
   const uint64_t session = std::exchange(trial.superseded_session, 0);
   WorkerEntry& slow = workers_.at(session);
-  slow.superseded.erase(trial.trial.id());
-  slow.running.insert(trial.trial.id());
+  slow.superseded.erase(trial.id());
+  slow.running.insert(trial.id());
   trial.session = session;
   ++study.running;
   // The duplicate leaves no trace in the trial: a user sees one attempt that ran throughout.
   // Attempts are numbered by their place in the list, so a later attempt takes the number back;
   // the duplicate's own late words (its worker reconnecting) are refused as not given to it.
-  v1::Trial& t = trial.trial;
+  v1::Trial& t = trial.trial();
   const int attempt = trial.superseded_attempt;
   while (t.attempts_size() > attempt) t.mutable_attempts()->RemoveLast();
   t.set_attempt(attempt);
@@ -871,15 +872,15 @@ void SchedulerCore::ReleaseLocked(TrialEntry& trial) {
   ForgetSupersededLocked(trial, /*cancel=*/true, "a duplicate of this trial ended it first");
   if (trial.session != 0) {
     if (auto it = workers_.find(trial.session); it != workers_.end()) {
-      it->second.running.erase(trial.trial.id());
+      it->second.running.erase(trial.id());
       MaybeFreeLocked(trial.session);
     }
     trial.session = 0;
     --trial.study->running;
   }
   if (!trial.client.empty()) {
-    trial.study->leased.erase(trial.trial.id());
-    leased_.erase(trial.trial.id());
+    trial.study->leased.erase(trial.id());
+    leased_.erase(trial.id());
     trial.client.clear();
     trial.lease_end = absl::InfiniteFuture();
     --trial.study->running;
@@ -888,7 +889,7 @@ void SchedulerCore::ReleaseLocked(TrialEntry& trial) {
 
 void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason, bool lost) {
   StudyEntry& study = *trial.study;
-  v1::Trial& t = trial.trial;
+  v1::Trial& t = trial.trial();
   // Only an attempt its worker had begun counts: a worker that drops before starting (a
   // flapping node) or hands a trial back costs no attempt.
   if (lost && trial.started && !trial.charged) {
@@ -916,14 +917,14 @@ void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason, b
 
 void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
   StudyEntry& study = *trial.study;
-  const v1::Trial& ended = trial.trial;
-  study::RecordEnded(study.spec, ended, study.history[trial.trial.number()]);
+  const v1::Trial& ended = trial.trial();
+  study::RecordEnded(study.spec, ended, study.history[trial.number()]);
   if (ended.origin() == v1::Trial::ADDED) {
     // Learnt from like any other result, but it ran elsewhere: no count, no metric.
     ++study.added;
     if (ended.state() != v1::Trial::COMPLETED) return;
     study.front->Add(ended);
-    if (!study.best || study::IsBetterTrial(study.spec, ended, trials_.at(*study.best).trial)) {
+    if (!study.best || study::IsBetterTrial(study.spec, ended, trials_.at(*study.best).Summary())) {
       study.best = ended.id();
     }
     return;
@@ -936,20 +937,21 @@ void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
         ran ? FromTimestamp(ended.end_time()) - FromTimestamp(ended.start_time())
             : absl::ZeroDuration());
   }
-  switch (trial.trial.state()) {
+  switch (trial.state()) {
     case v1::Trial::COMPLETED: {
       ++study.completed;
       trial.curve.completed = true;
-      study.front->Add(trial.trial);
-      if (!study.best || study::IsBetterTrial(study.spec, trial.trial, trials_.at(*study.best).trial)) {
-        study.best = trial.trial.id();
+      study.front->Add(trial.trial());
+      if (!study.best ||
+          study::IsBetterTrial(study.spec, trial.trial(), trials_.at(*study.best).Summary())) {
+        study.best = trial.id();
       }
       break;
     }
     case v1::Trial::FAILED:
       ++study.failed;
       if (study.first_errors.size() < static_cast<size_t>(FailFastTrials(study.spec))) {
-        study.first_errors.push_back({trial.trial.number(), trial.trial.error()});
+        study.first_errors.push_back({trial.number(), trial.trial().error()});
       }
       break;
     case v1::Trial::CANCELLED:
@@ -1035,19 +1037,19 @@ void SchedulerCore::EndStudyLocked(StudyEntry& study, v1::Study::State state, st
   // Nothing of an ended study runs or waits.
   for (uint64_t id : study.trial_ids) {
     TrialEntry& trial = trials_.at(id);
-    const v1::Trial::State s = trial.trial.state();
+    const v1::Trial::State s = trial.state();
     if (s != v1::Trial::RUNNING && s != v1::Trial::PENDING) continue;
     ForgetSupersededLocked(trial, /*cancel=*/true,
                            absl::StrCat("study ", study.spec.name(), " ended"));
     if (s == v1::Trial::RUNNING) {
       const uint64_t session = trial.session;
       ReleaseLocked(trial);
-      SendLocked(session, CancelMessage(trial.trial, absl::StrCat("study ", study.spec.name(), " ended: ",
+      SendLocked(session, CancelMessage(trial.trial(), absl::StrCat("study ", study.spec.name(), " ended: ",
                                                          study.state_reason)));
     }
-    trial.trial.set_state(v1::Trial::CANCELLED);
-    trial.trial.set_error(absl::StrCat("study ended: ", study.state_reason));
-    *trial.trial.mutable_end_time() = study.end_time;
+    trial.trial().set_state(v1::Trial::CANCELLED);
+    trial.trial().set_error(absl::StrCat("study ended: ", study.state_reason));
+    *trial.trial().mutable_end_time() = study.end_time;
     RecordTrialEndLocked(trial);
     SaveTrialLocked(trial);
     PublishTrialLocked(trial);

@@ -235,6 +235,10 @@ absl::Status SchedulerCore::Recover() {
     RestoreCurvesLocked(*study, values);
   }
   for (StudyEntry* study : study_order_) {
+    // Grown by doubling as they were read: up to half of each would be spare for good (the
+    // history's records are 88 bytes a trial).
+    study->history.shrink_to_fit();
+    study->trial_ids.shrink_to_fit();
     CheckStudyEndLocked(*study);
     // Ended in the previous life with trials still held (a store that cannot read back).
     if (study->terminal() && !study->evicted && !study->cached) CacheEndedLocked(*study);
@@ -255,7 +259,7 @@ absl::Status SchedulerCore::RestoreTrialLocked(StudyEntry& study, const v1::Tria
   }
   ASSIGN_OR_RETURN(optimizer::Point point, study::ToPoint(study.space, stored_trial.params()));
   TrialEntry& entry = trials_[stored_trial.id()];
-  entry.trial = stored_trial;
+  entry.trial() = stored_trial;
   entry.curve.number = stored_trial.number();
   entry.study = &study;
   // Positions of this life, each its own: a watcher resuming from an earlier life's gets
@@ -265,7 +269,7 @@ absl::Status SchedulerCore::RestoreTrialLocked(StudyEntry& study, const v1::Tria
   study.keys.insert(study.space.Key(point));
   study.trial_ids.push_back(stored_trial.id());
   study.history.push_back({std::move(point), optimizer::TrialStatus::kRunning, {}});
-  const v1::Trial& t = entry.trial;
+  const v1::Trial& t = entry.trial();
   if (TrialTerminal(t.state())) {
     RecordTrialEndLocked(entry);
     CompactLocked(entry);
@@ -280,9 +284,9 @@ absl::Status SchedulerCore::RestoreTrialLocked(StudyEntry& study, const v1::Tria
     // Running on a worker of the previous life, or pending: wait for a worker again. The
     // worker of the old attempt may claim it back when it reconnects, or deliver its result
     // (accepted once); the attempt's epoch tells its result from anyone else's.
-    entry.trial.set_state(v1::Trial::PENDING);
+    entry.trial().set_state(v1::Trial::PENDING);
     entry.queued_or_reported = options_.clock();
-    study.pending.push_back(entry.trial.id());
+    study.pending.push_back(entry.id());
   }
   return absl::OkStatus();
 }
@@ -295,7 +299,7 @@ void SchedulerCore::RestoreCurvesLocked(StudyEntry& study,
   // grow by them.
   TrialEntry* reading = nullptr;
   auto cut = [this](TrialEntry* trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    if (trial != nullptr && TrialTerminal(trial->trial.state())) CompactCurveLocked(*trial);
+    if (trial != nullptr && TrialTerminal(trial->state())) CompactCurveLocked(*trial);
   };
   for (const StoredIntermediateValue& value : values) {
     auto it = trials_.find(value.trial_id);
@@ -304,7 +308,7 @@ void SchedulerCore::RestoreCurvesLocked(StudyEntry& study,
       cut(reading);
       reading = &it->second;
     }
-    if (value.attempt != it->second.trial.attempt()) continue;
+    if (value.attempt != it->second.attempt()) continue;
     std::vector<study::IntermediateValue>& curve = it->second.curve.values;
     if (curve.empty() || value.step > curve.back().step) {
       curve.push_back({value.step, value.value});
@@ -735,8 +739,8 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
     }
     const TrialEntry& trial = trials_.at(study->trial_ids[number]);
     ++page.covered;
-    if (only != v1::Trial::STATE_UNSPECIFIED && trial.trial.state() != only) continue;
-    if (!sample.Keep(trial.trial)) continue;
+    if (only != v1::Trial::STATE_UNSPECIFIED && trial.state() != only) continue;
+    if (!sample.Keep(trial.number(), trial.state(), trial.objective_value())) continue;
     bytes += page.items
                  .emplace_back(view == TrialView::kValuesOnly ? ValuesOnlyLocked(trial)
                                : view == TrialView::kPlot     ? PlotViewLocked(trial)
@@ -771,19 +775,19 @@ absl::StatusOr<v1::GetParetoFrontResponse> SchedulerCore::GetParetoFront(
   // One objective: the front is the best trial, when it is feasible (as Vizier answers).
   std::vector<const TrialEntry*> members;
   if (study->spec.objectives_size() < 2) {
-    if (study->best && !trials_.at(*study->best).trial.infeasible()) {
+    if (study->best && !trials_.at(*study->best).infeasible()) {
       members.push_back(&trials_.at(*study->best));
     }
   } else {
     for (uint64_t id : study->front->trial_ids()) members.push_back(&trials_.at(id));
   }
   std::sort(members.begin(), members.end(), [](const TrialEntry* a, const TrialEntry* b) {
-    return a->trial.number() < b->trial.number();
+    return a->number() < b->number();
   });
   v1::GetParetoFrontResponse front;
   size_t bytes = 0;
   for (const TrialEntry* member : members) {
-    const uint64_t number = static_cast<uint64_t>(member->trial.number());
+    const uint64_t number = static_cast<uint64_t>(member->number());
     if (number < start) continue;
     if (front.trials_size() >= size || bytes >= kMaxPageBytes) {
       front.set_next_page_token(PageToken("front", filter, number));
@@ -936,7 +940,8 @@ bool SchedulerCore::ReclaimLocked(uint64_t session, WorkerEntry& worker,
   auto it = trials_.find(attempt.trial_id());
   if (it == trials_.end()) return false;
   TrialEntry& trial = it->second;
-  v1::Trial& t = trial.trial;
+  if (TrialTerminal(trial.state())) return false;  // Its result counts once, if it is first.
+  v1::Trial& t = trial.trial();
   // Only the current attempt, and only by the worker id it was given to, under its epoch.
   if (attempt.attempt() != t.attempt() ||
       !AttemptGivenTo(t, t.attempt(), worker.worker_id, attempt.epoch())) {
@@ -1093,8 +1098,8 @@ void SchedulerCore::HandleHeartbeat(uint64_t session, const v1::Heartbeat& heart
 }
 
 bool SchedulerCore::RunsOnLocked(const TrialEntry& trial, uint64_t session, int attempt) const {
-  return trial.trial.state() == v1::Trial::RUNNING && trial.session == session &&
-         attempt == trial.trial.attempt();
+  return trial.state() == v1::Trial::RUNNING && trial.session == session &&
+         attempt == trial.attempt();
 }
 
 void SchedulerCore::RefuseTrialLocked(uint64_t session, WorkerEntry& worker, uint64_t trial_id,
@@ -1125,8 +1130,10 @@ SchedulerCore::TrialEntry* SchedulerCore::AttemptOfSessionLocked(uint64_t sessio
   if (worker == workers_.end()) return nullptr;
   worker->second.last_seen = options_.clock();
   auto trial = trials_.find(trial_id);
-  if (trial != trials_.end() && TrialTerminal(trial->second.trial.state()) &&
-      AttemptGivenTo(trial->second.trial, attempt, worker->second.worker_id, epoch)) {
+  v1::Trial parsed;
+  if (trial != trials_.end() && TrialTerminal(trial->second.state()) &&
+      AttemptGivenTo(MessageLocked(trial->second, parsed), attempt, worker->second.worker_id,
+                     epoch)) {
     // Its own attempt of a trial that has ended (pruned, stopped, timed out): what was in
     // flight when it was told to stop. Dropped; counting it as naming an unknown trial would
     // cut off a worker that had simply run many pruned trials.
@@ -1139,7 +1146,7 @@ SchedulerCore::TrialEntry* SchedulerCore::AttemptOfSessionLocked(uint64_t sessio
     return nullptr;
   }
   if (trial == trials_.end() || !RunsOnLocked(trial->second, session, attempt) ||
-      !AttemptGivenTo(trial->second.trial, attempt, worker->second.worker_id, epoch)) {
+      !AttemptGivenTo(trial->second.trial(), attempt, worker->second.worker_id, epoch)) {
     RefuseTrialLocked(session, worker->second, trial_id, attempt, epoch, what);
     return nullptr;
   }
@@ -1152,7 +1159,7 @@ void SchedulerCore::HandleProgress(uint64_t session, const v1::TrialProgress& pr
                                              progress.epoch(), "progress");
   if (trial == nullptr) return;
   RecordProgressLocked(*trial, progress.step(), progress.value());
-  if (trial->trial.state() == v1::Trial::RUNNING) ReconsiderDuplicatesLocked(*trial);
+  if (trial->state() == v1::Trial::RUNNING) ReconsiderDuplicatesLocked(*trial);
 }
 
 void SchedulerCore::RecordProgressLocked(TrialEntry& trial, int64_t step, double value) {
@@ -1161,9 +1168,9 @@ void SchedulerCore::RecordProgressLocked(TrialEntry& trial, int64_t step, double
   if (!study::IsJudgedReport(trial.last_step, step, value)) return;
   trial.last_step = step;
   trial.queued_or_reported = options_.clock();
-  if (trial.first_report_ms == 0 && step > 0 && trial.trial.has_start_time()) {
+  if (trial.first_report_ms == 0 && step > 0 && trial.trial().has_start_time()) {
     const int64_t ms = absl::ToInt64Milliseconds(options_.clock() -
-                                                 FromTimestamp(trial.trial.start_time()));
+                                                 FromTimestamp(trial.trial().start_time()));
     trial.first_report_ms = static_cast<int32_t>(std::clamp<int64_t>(ms, 1, INT32_MAX));
     trial.first_report_step = static_cast<int32_t>(std::min<int64_t>(step, INT32_MAX));
   }
@@ -1176,7 +1183,7 @@ void SchedulerCore::RecordProgressLocked(TrialEntry& trial, int64_t step, double
   }
   ++trial.study->changes;
   trial.study->last_write = store_->PutIntermediateValue(
-      trial.study->spec.name(), trial.trial.id(), trial.trial.attempt(), step, value);
+      trial.study->spec.name(), trial.id(), trial.attempt(), step, value);
   if (!std::holds_alternative<std::monostate>(trial.study->early_stopping)) {
     ConsiderStoppingLocked(trial, step, value);
   }
@@ -1205,7 +1212,7 @@ void SchedulerCore::ConsiderStoppingLocked(TrialEntry& trial, int64_t step, doub
   // its worker stopped but the store still holds running. Its CANCELLED answer adds what the
   // attempt cost (HandleResult).
   const uint64_t session = trial.session;
-  v1::Trial& t = trial.trial;
+  v1::Trial& t = trial.trial();
   study::RecordPruned(study.spec, step, value, t);
   v1::SchedulerMessage cancel = CancelMessage(t, t.error());
   ReleaseLocked(trial);
@@ -1268,7 +1275,9 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
   // a late result of an earlier attempt of the same worker counts (once); anyone else's is
   // refused, whatever it claims, and so is one meant for another scheduler's trial of this id.
   const int attempt = reported.attempt();
-  if (!AttemptGivenTo(trial.trial, attempt, worker.worker_id, reported.epoch())) {
+  v1::Trial parsed;
+  if (!AttemptGivenTo(MessageLocked(trial, parsed), attempt, worker.worker_id,
+                      reported.epoch())) {
     if (!worker.refused_trials.contains(reported.trial_id())) {
       DHPT_LOG_WARNING("worker %s sent a result for trial %d attempt %d (epoch %016x), which it "
                        "was not given; refused",
@@ -1277,15 +1286,15 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
     RefuseTrialLocked(session, worker, reported.trial_id(), attempt, reported.epoch(), "results");
     return;
   }
-  if (TrialTerminal(trial.trial.state())) {
+  if (TrialTerminal(trial.state())) {
     // A duplicate or late result, counted once already: acknowledged once that is stored. The
     // stopped attempt of a pruned trial still tells what it cost, kept with the trial.
     uint64_t stored = store_->last_sequence();
-    if (attempt == trial.trial.attempt() && trial.trial.state() == v1::Trial::PRUNED) {
-      v1::Trial full = FullTrialLocked(trial);  // Finished trials are held compacted.
+    if (attempt == trial.attempt() && trial.state() == v1::Trial::PRUNED) {
+      v1::Trial full = FullTrialLocked(trial);
       if (study::RecordCostOfPrunedAttempt(BoundedResult(reported, study.spec.objective().metric()),
                                     full)) {
-        trial.trial = std::move(full);
+        trial.live = std::make_unique<v1::Trial>(std::move(full));  // Compacted again as saved.
         stored = SaveTrialLocked(trial);
       }
     }
@@ -1306,8 +1315,8 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
   if (from_superseded) {
     // The slow attempt finished before its duplicate: it counts, with its own start.
     ForgetSupersededLocked(trial, /*cancel=*/false, "");
-    *trial.trial.mutable_start_time() = ToTimestamp(trial.superseded_start);
-    trial.trial.set_node_name(worker.capabilities.node_name());
+    *trial.trial().mutable_start_time() = ToTimestamp(trial.superseded_start);
+    trial.trial().set_node_name(worker.capabilities.node_name());
   }
   if (from_current_attempt &&
       (result.state() == v1::Trial::FAILED || result.state() == v1::Trial::CANCELLED) &&
@@ -1350,16 +1359,16 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
 
   // Accept the result, whichever of its attempts it came from: the first result wins.
   const uint64_t running_on = trial.session;
-  if (trial.trial.state() == v1::Trial::RUNNING) ReleaseLocked(trial);
-  if (trial.trial.state() == v1::Trial::PENDING) {
-    study.pending.erase(std::remove(study.pending.begin(), study.pending.end(), trial.trial.id()),
+  if (trial.state() == v1::Trial::RUNNING) ReleaseLocked(trial);
+  if (trial.state() == v1::Trial::PENDING) {
+    study.pending.erase(std::remove(study.pending.begin(), study.pending.end(), trial.id()),
                         study.pending.end());
   }
-  if (running_on != 0 && !(running_on == session && attempt == trial.trial.attempt())) {
+  if (running_on != 0 && !(running_on == session && attempt == trial.attempt())) {
     SendLocked(running_on,
-               CancelMessage(trial.trial, "an earlier attempt of this trial already finished"));
+               CancelMessage(trial.trial(), "an earlier attempt of this trial already finished"));
   }
-  v1::Trial& t = trial.trial;
+  v1::Trial& t = trial.trial();
   study::RecordResult(study.spec, result, t);
   t.set_worker_id(worker.worker_id);
   *t.mutable_end_time() = ToTimestamp(options_.clock());
@@ -1441,7 +1450,7 @@ int SchedulerCore::ExpireTrials() {
     TrialEntry& trial = trials_.at(id);
     StudyEntry& study = *trial.study;
     // An earlier one of this sweep may have ended the study, cancelling this trial.
-    if (trial.trial.state() != v1::Trial::RUNNING ||
+    if (trial.state() != v1::Trial::RUNNING ||
         (trial.session == 0 && trial.client.empty())) {
       continue;
     }
@@ -1450,7 +1459,7 @@ int SchedulerCore::ExpireTrials() {
     if (!trial.started) {
       // Never begun (it waited behind a trial the worker was still stopping): not its fault.
       SendLocked(session,
-                 CancelMessage(trial.trial, "not started within the study's trial_timeout"));
+                 CancelMessage(trial.trial(), "not started within the study's trial_timeout"));
       RequeueLocked(trial, "its worker did not start it in time", /*lost=*/false);
       CheckStudyEndLocked(study);
       continue;
@@ -1458,8 +1467,8 @@ int SchedulerCore::ExpireTrials() {
     const std::string reason = absl::StrCat(
         "exceeded the study's trial_timeout of ", absl::FormatDuration(*TrialTimeout(study.spec)),
         session != 0 ? " and its worker did not stop it" : " before its client completed it");
-    SendLocked(session, CancelMessage(trial.trial, reason));
-    v1::Trial& t = trial.trial;
+    SendLocked(session, CancelMessage(trial.trial(), reason));
+    v1::Trial& t = trial.trial();
     t.set_state(v1::Trial::FAILED);
     t.set_error(reason);
     *t.mutable_end_time() = ToTimestamp(now);
@@ -1500,55 +1509,68 @@ int SchedulerCore::connected_workers() const {
 
 WriteSequence SchedulerCore::SaveTrialLocked(TrialEntry& trial) {
   ++trial.study->changes;
-  const WriteSequence sequence = trial.study->last_write = store_->PutTrial(trial.trial);
-  if (TrialTerminal(trial.trial.state())) CompactLocked(trial);
+  const WriteSequence sequence = trial.study->last_write = store_->PutTrial(trial.trial());
+  if (TrialTerminal(trial.state())) CompactLocked(trial);
   return sequence;
 }
 
 void SchedulerCore::CompactLocked(TrialEntry& entry) {
-  const v1::Trial& full = entry.trial;
-  v1::Trial slim;
-  slim.set_id(full.id());
-  slim.set_number(full.number());
-  slim.set_state(full.state());
-  slim.set_attempt(full.attempt());
-  *slim.mutable_attempts() = full.attempts();
-  if (full.has_objective_value()) slim.set_objective_value(full.objective_value());
-  // What the best-trial choice compares (the front keeps its own copy of the objectives).
-  slim.set_infeasible(full.infeasible());
-  slim.set_constraint_violation(full.constraint_violation());
+  const v1::Trial& full = *entry.live;
+  entry.ended = {.id = full.id(),
+                 .number = full.number(),
+                 .objective_value = full.has_objective_value()
+                                        ? std::optional<double>(full.objective_value())
+                                        : std::nullopt,
+                 .constraint_violation = full.constraint_violation(),
+                 .attempt = full.attempt(),
+                 .state = full.state(),
+                 .infeasible = full.infeasible()};
   entry.finished = full.SerializeAsString();
-  entry.trial = std::move(slim);
+  entry.live.reset();
   CompactCurveLocked(entry);
+}
+
+std::optional<double> SchedulerCore::TrialEntry::objective_value() const {
+  if (!live) return ended.objective_value;
+  return live->has_objective_value() ? std::optional<double>(live->objective_value())
+                                     : std::nullopt;
+}
+
+v1::Trial SchedulerCore::TrialEntry::Summary() const {
+  v1::Trial summary;
+  summary.set_number(number());
+  summary.set_state(state());
+  if (const std::optional<double> value = objective_value()) summary.set_objective_value(*value);
+  summary.set_infeasible(infeasible());
+  summary.set_constraint_violation(live ? live->constraint_violation()
+                                        : ended.constraint_violation);
+  return summary;
 }
 
 void SchedulerCore::CompactCurveLocked(TrialEntry& entry) {
   // A trial ended without completing is judged no more: of its curve the rules read only a few
   // points (JudgedPoints); the store keeps the whole curve for users (TrialCurves).
-  if (entry.trial.state() == v1::Trial::COMPLETED || entry.curve.values.empty()) return;
+  if (entry.state() == v1::Trial::COMPLETED || entry.curve.values.empty()) return;
   entry.curve = study::JudgedPoints(entry.study->early_stopping, entry.curve);
 }
 
 v1::Trial SchedulerCore::ValuesOnlyLocked(const TrialEntry& entry) const {
-  // What CompactLocked keeps in memory serves a single objective without reading the stored
-  // bytes; a finished trial of several objectives has its values only there.
-  if (!entry.finished.empty() && !entry.trial.has_objective_value() &&
-      entry.trial.state() == v1::Trial::COMPLETED) {
+  // A finished trial of several objectives has its values only in its stored bytes.
+  if (!entry.live && !entry.ended.objective_value && entry.ended.state == v1::Trial::COMPLETED) {
     return ValuesOnlyOf(entry.finished);
   }
-  v1::Trial values;
-  values.set_number(entry.trial.number());
-  values.set_state(entry.trial.state());
-  if (entry.trial.has_objective_value()) values.set_objective_value(entry.trial.objective_value());
-  *values.mutable_objective_values() = entry.trial.objective_values();
+  v1::Trial values = entry.Summary();
+  values.clear_infeasible();
+  values.clear_constraint_violation();
+  if (entry.live) *values.mutable_objective_values() = entry.live->objective_values();
   return values;
 }
 
 v1::Trial SchedulerCore::PlotViewLocked(const TrialEntry& entry) const {
   const v1::StudySpec& spec = entry.study->spec;
-  if (!entry.finished.empty()) return PlotViewOf(entry.finished, entry.trial.state(), spec);
+  if (!entry.live) return PlotViewOf(entry.finished, entry.state(), spec);
   // Not finished: the whole message is at hand, and small.
-  const v1::Trial& from = entry.trial;
+  const v1::Trial& from = entry.trial();
   v1::Trial view;
   view.set_id(from.id());
   view.set_number(from.number());
@@ -1568,10 +1590,16 @@ v1::Trial SchedulerCore::PlotViewLocked(const TrialEntry& entry) const {
 }
 
 v1::Trial SchedulerCore::FullTrialLocked(const TrialEntry& entry) const {
-  if (entry.finished.empty()) return entry.trial;
+  if (entry.live) return *entry.live;
   v1::Trial full;
   full.ParseFromString(entry.finished);  // Bytes this process wrote.
   return full;
+}
+
+const v1::Trial& SchedulerCore::MessageLocked(const TrialEntry& entry, v1::Trial& parsed) const {
+  if (entry.live) return *entry.live;
+  parsed.ParseFromString(entry.finished);
+  return parsed;
 }
 
 WriteSequence SchedulerCore::SaveStudyLocked(StudyEntry& study) {
@@ -1644,7 +1672,7 @@ v1::Study SchedulerCore::BuildSummaryLocked(const StudyEntry& study) const {
     int within_reach = 0;
     for (uint64_t id : study.trial_ids) {
       const TrialEntry& trial = trials_.at(id);
-      within_reach += trial.trial.state() == v1::Trial::PRUNED &&
+      within_reach += trial.state() == v1::Trial::PRUNED &&
                       study::WithinReachOfBest(maximize, trial.curve, best);
     }
     out.set_trials_pruned_within_reach(within_reach);

@@ -342,15 +342,15 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
       for (ImportedTrial& imported : trials) {
         const uint64_t id = next_trial_id_++;  // Never an id the export names.
         TrialEntry& entry = trials_[id];
-        entry.trial = std::move(imported.trial);
-        entry.trial.set_id(id);
-        entry.curve.number = entry.trial.number();
+        entry.trial() = std::move(imported.trial);
+        entry.trial().set_id(id);
+        entry.curve.number = entry.number();
         entry.study = &study;
         entry.position = study.head = next_position_++;
         study.keys.insert(study.space.Key(imported.point));
         study.trial_ids.push_back(id);
         study.history.push_back({std::move(imported.point), optimizer::TrialStatus::kRunning, {}});
-        const v1::Trial& t = entry.trial;
+        const v1::Trial& t = entry.trial();
         for (int attempt = 1; attempt <= t.attempts_size(); ++attempt) {
           auto curve = curves.find({t.number(), attempt});
           if (curve == curves.end()) continue;

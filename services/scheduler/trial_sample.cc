@@ -12,20 +12,19 @@ TrialSample::TrialSample(const v1::StudySpec& spec, int stride, std::optional<do
   }
 }
 
-bool TrialSample::Keep(const v1::Trial& trial) {
+bool TrialSample::Keep(int64_t number, v1::Trial::State state,
+                       std::optional<double> objective_value) {
   // Not finished: the reader must see it to know that its sample may still change there.
-  if (all() || trial.state() == v1::Trial::PENDING || trial.state() == v1::Trial::RUNNING) {
-    return true;
-  }
+  if (all() || state == v1::Trial::PENDING || state == v1::Trial::RUNNING) return true;
   bool improves = false;
   // A value that is not finite improves on nothing (NaN would otherwise stop every later one).
-  if (improving_ != Improving::kNone && trial.state() == v1::Trial::COMPLETED &&
-      trial.has_objective_value() && std::isfinite(trial.objective_value())) {
-    const double value = trial.objective_value();
+  if (improving_ != Improving::kNone && state == v1::Trial::COMPLETED && objective_value &&
+      std::isfinite(*objective_value)) {
+    const double value = *objective_value;
     improves = !best_ || (improving_ == Improving::kHigher ? value > *best_ : value < *best_);
     if (improves) best_ = value;
   }
-  return improves || trial.number() % stride_ == 0;
+  return improves || number % stride_ == 0;
 }
 
 }  // namespace dhpt::scheduler

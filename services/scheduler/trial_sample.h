@@ -33,7 +33,12 @@ class TrialSample {
 
   // Whether `trial` is kept, by its number, state and (a single objective's) value; asked in
   // number order.
-  bool Keep(const v1::Trial& trial);
+  bool Keep(int64_t number, v1::Trial::State state, std::optional<double> objective_value);
+  bool Keep(const v1::Trial& trial) {
+    return Keep(trial.number(), trial.state(),
+                trial.has_objective_value() ? std::optional<double>(trial.objective_value())
+                                            : std::nullopt);
+  }
 
  private:
   int stride_ = 1;

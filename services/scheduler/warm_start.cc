@@ -80,8 +80,8 @@ void SchedulerCore::AddCheckedLocked(StudyEntry& study, CheckedTrials checked,
       continue;
     }
     TrialEntry& entry = CreateTrialLocked(study, std::move(point), v1::Trial::ADDED);
-    study::RecordResult(study.spec, result, entry.trial);
-    *entry.trial.mutable_end_time() = entry.trial.create_time();
+    study::RecordResult(study.spec, result, entry.trial());
+    *entry.trial().mutable_end_time() = entry.trial().create_time();
     RecordTrialEndLocked(entry);
     PublishTrialLocked(entry);
     SaveTrialLocked(entry);
@@ -142,10 +142,10 @@ absl::StatusOr<v1::Trial> SchedulerCore::EnqueueTrial(const v1::EnqueueTrialRequ
     }
     TrialEntry& entry = CreateTrialLocked(study, std::move(point), v1::Trial::ENQUEUED);
     // Behind the trials already waiting, before any the algorithm suggests next.
-    study.pending.push_back(entry.trial.id());
+    study.pending.push_back(entry.id());
     stored = store_->last_sequence();
     PublishTrialLocked(entry);
-    reply = entry.trial;
+    reply = entry.trial();
     DispatchLocked();
   }
   if (absl::Status status = store_->Sync(stored); !status.ok()) {

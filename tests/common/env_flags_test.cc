@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -26,6 +27,15 @@ TEST(EnvFlagsTest, UnparsableValueExits) {
   setenv("DHPT_TEST_SLOT_COUNT", "many", 1);
   EXPECT_EXIT(ApplyEnvironmentToFlags({"test_slot_count"}), testing::ExitedWithCode(2),
               "invalid DHPT_TEST_SLOT_COUNT=many");
+  unsetenv("DHPT_TEST_SLOT_COUNT");
+}
+
+// The value is anyone's text: a control character reaches the terminal escaped, and a long
+// value is cut.
+TEST(EnvFlagsTest, AnUnparsableValueIsShownEscapedAndCut) {
+  setenv("DHPT_TEST_SLOT_COUNT", ("\x1b[2J" + std::string(5000, '7') + "x").c_str(), 1);
+  EXPECT_EXIT(ApplyEnvironmentToFlags({"test_slot_count"}), testing::ExitedWithCode(2),
+              "invalid DHPT_TEST_SLOT_COUNT=.x1b.2J7{252}: it sets --test_slot_count");
   unsetenv("DHPT_TEST_SLOT_COUNT");
 }
 
