@@ -118,13 +118,13 @@ absl::StatusOr<SchedulerCore::TrialEntry*> SchedulerCore::FindTrialLocked(StudyE
 }
 
 void SchedulerCore::LeaseLocked(TrialEntry& trial, const std::string& client_id) {
-  trial.client = client_id;
-  trial.lease_end = options_.clock() + options_.client_lease;
+  trial.live->client = client_id;
+  trial.live->lease_end = options_.clock() + options_.client_lease;
   // A client begins what it is given: losing the lease costs the attempt.
-  trial.started = true;
-  trial.deadline = absl::InfiniteFuture();
+  trial.live->started = true;
+  trial.live->deadline = absl::InfiniteFuture();
   if (std::optional<absl::Duration> timeout = TrialTimeout(trial.study->spec)) {
-    trial.deadline = options_.clock() + *timeout;
+    trial.live->deadline = options_.clock() + *timeout;
   }
   trial.study->leased.insert(trial.id());
   leased_.insert(trial.id());
@@ -145,9 +145,9 @@ bool SchedulerCore::ReclaimForClientLocked(TrialEntry& trial, const std::string&
   t.set_state(v1::Trial::RUNNING);
   t.set_client_id(client_id);
   t.clear_error();
-  if (trial.charged) {  // It was not lost after all.
+  if (trial.live->charged) {  // It was not lost after all.
     t.set_lost_attempts(t.lost_attempts() - 1);
-    trial.charged = false;
+    trial.live->charged = false;
   }
   ++study.running;
   LeaseLocked(trial, client_id);
@@ -218,7 +218,7 @@ void SchedulerCore::SuggestTrials(absl::string_view name, int count, absl::strin
   std::vector<std::pair<int64_t, uint64_t>> held;
   for (uint64_t id : (*study)->leased) {
     const TrialEntry& trial = trials_.at(id);
-    if (trial.client == waiter->client_id &&
+    if (trial.live->client == waiter->client_id &&
         CurrentAttemptIsClients(trial.trial(), waiter->client_id, waiter->request_id)) {
       held.emplace_back(trial.number(), id);
     }
@@ -226,7 +226,7 @@ void SchedulerCore::SuggestTrials(absl::string_view name, int count, absl::strin
   std::sort(held.begin(), held.end());
   for (const auto& [number, id] : held) {
     if (static_cast<int>(waiter->given.size()) >= waiter->count) break;
-    trials_.at(id).lease_end = options_.clock() + options_.client_lease;
+    trials_.at(id).live->lease_end = options_.clock() + options_.client_lease;
     waiter->given.push_back(id);
   }
   // While the store refuses writes no lease starts (its result could not be acknowledged):
@@ -312,10 +312,10 @@ void SchedulerCore::FinishSuggestWaiterLocked(const StudyEntry& study, SuggestWa
     // counted from the answer.
     auto it = trials_.find(id);
     if (it == trials_.end() || it->second.state() != v1::Trial::RUNNING ||
-        it->second.client != waiter.client_id) {
+        it->second.live->client != waiter.client_id) {
       continue;
     }
-    it->second.lease_end = options_.clock() + options_.client_lease;
+    it->second.live->lease_end = options_.clock() + options_.client_lease;
     *response.add_trials() = it->second.trial();
   }
   const WriteSequence leases = store_->last_sequence();
@@ -349,7 +349,7 @@ absl::StatusOr<v1::ReportProgressResponse> SchedulerCore::ReportClientProgress(
   const v1::Trial& t = MessageLocked(*trial, parsed);
   v1::ReportProgressResponse response;
   ReclaimForClientLocked(*trial, request.client_id());
-  if (t.state() != v1::Trial::RUNNING || trial->client != request.client_id()) {
+  if (t.state() != v1::Trial::RUNNING || trial->live->client != request.client_id()) {
     if (TrialTerminal(t.state()) && GivenToClient(t, request.client_id())) {
       // Pruned, ended with its study, or settled by an earlier attempt: stop evaluating it.
       response.set_should_stop(true);
@@ -374,7 +374,7 @@ absl::StatusOr<v1::ReportProgressResponse> SchedulerCore::ReportClientProgress(
     ServeSuggestWaitersLocked(*study);
     return response;
   }
-  trial->lease_end = options_.clock() + options_.client_lease;
+  trial->live->lease_end = options_.clock() + options_.client_lease;
   if (request.has_step()) RecordProgressLocked(*trial, request.step(), request.value());
   // Pruned by this report: `t` went with the live message (CompactLocked).
   if (trial->state() == v1::Trial::PRUNED) {
@@ -448,10 +448,10 @@ absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRe
     } else {
       // A client whose lease ran out may still complete the trial while nobody holds it (the
       // first result wins), but never one that another client evaluates now.
-      if (!trial->client.empty() && trial->client != request.client_id()) {
+      if (!trial->live->client.empty() && trial->live->client != request.client_id()) {
         return absl::FailedPreconditionError(absl::StrCat(
             "trial ", request.trial(), " of study \"", request.study(),
-            "\" is leased to client \"", trial->client, "\" now (the lease of client \"",
+            "\" is leased to client \"", trial->live->client, "\" now (the lease of client \"",
             request.client_id(), "\" ran out); this result is not recorded"));
       }
       if (std::optional<std::string> missing =
@@ -511,11 +511,11 @@ int SchedulerCore::ExpireClientLeasesLocked() {
   const absl::Time now = options_.clock();
   std::vector<uint64_t> expired;
   for (uint64_t id : leased_) {
-    if (trials_.at(id).lease_end < now) expired.push_back(id);
+    if (trials_.at(id).live->lease_end < now) expired.push_back(id);
   }
   for (uint64_t id : expired) {
     TrialEntry& trial = trials_.at(id);
-    const std::string client = trial.client;
+    const std::string client = trial.live->client;
     ReleaseLocked(trial);
     RequeueLocked(trial,
                   absl::StrCat("client \"", client, "\" did not report within its lease of ",

@@ -108,7 +108,7 @@ std::optional<uint64_t> SchedulerCore::TakeTrialLocked(StudyEntry& study,
   int sized = 0;
   for (auto it = study.pending.begin(); it != study.pending.end(); ++it) {
     const TrialEntry& trial = trials_.at(*it);
-    if (trial.min_memory_bytes > memory_bytes) continue;
+    if (trial.live->min_memory_bytes > memory_bytes) continue;
     if (worker != nullptr && !RunsTrialLocked(trial, *worker)) continue;
     if (!speed) {
       chosen = it;
@@ -225,7 +225,7 @@ SchedulerCore::TrialEntry& SchedulerCore::CreateTrialLocked(StudyEntry& study,
   trial.set_origin(origin);
   *trial.mutable_params() = study::ToParamMap(study.space, point);
   *trial.mutable_create_time() = ToTimestamp(options_.clock());
-  entry.queued_or_reported = options_.clock();
+  entry.live->queued_or_reported = options_.clock();
   study.keys.insert(study.space.Key(point));
   study.history.push_back({std::move(point), optimizer::TrialStatus::kRunning, {}});
   study.trial_ids.push_back(id);
@@ -302,11 +302,11 @@ void SchedulerCore::StartOnWorkerLocked(uint64_t session, WorkerEntry& worker,
   study::ModelForTrial(study.spec, trial.params(), assign.mutable_model(), assign.mutable_params());
   if (study.spec.has_dataset()) *assign.mutable_dataset() = study.spec.dataset();
   assign.set_objective_metric(study.spec.objective().metric());
-  entry.deadline = absl::InfiniteFuture();
+  entry.live->deadline = absl::InfiniteFuture();
   if (std::optional<absl::Duration> timeout = TrialTimeout(study.spec)) {
     assign.set_timeout_ms(absl::ToInt64Milliseconds(*timeout));
     // The worker stops the trial itself; the scheduler steps in a lease later.
-    entry.deadline = options_.clock() + *timeout +
+    entry.live->deadline = options_.clock() + *timeout +
                      options_.heartbeat_interval * options_.missed_heartbeats;
   }
   worker.channel->Send(std::move(message));
@@ -324,19 +324,19 @@ void SchedulerCore::BeginAttemptLocked(TrialEntry& entry, const std::string& wor
   given.set_worker_id(worker_id);
   given.set_client_id(client_id);
   given.set_epoch(epoch_);
-  entry.started = false;
-  entry.charged = false;
-  entry.stored_values = 0;
-  entry.last_step.reset();
-  entry.first_report_ms = 0;
-  entry.first_report_step = 0;
+  entry.live->started = false;
+  entry.live->charged = false;
+  entry.live->stored_values = 0;
+  entry.live->last_step.reset();
+  entry.live->first_report_ms = 0;
+  entry.live->first_report_step = 0;
   entry.curve.values.clear();  // Each attempt's curve starts over.
   trial.set_worker_id(worker_id);
   trial.set_client_id(client_id);
   trial.clear_node_name();
   *trial.mutable_start_time() = ToTimestamp(options_.clock());
   observer_->TrialStarted(study.spec, std::string(device_label),
-                          options_.clock() - entry.queued_or_reported);
+                          options_.clock() - entry.live->queued_or_reported);
   ++study.running;
   if (study.state == v1::Study::PENDING) {
     study.state = v1::Study::RUNNING;
@@ -435,14 +435,14 @@ std::optional<double> SchedulerCore::TrialStepsLocked(const TrialEntry& trial) c
 // that slowed after its speed was learnt, throttled or its link slow, at its next report).
 std::optional<double> SchedulerCore::SecondsPerStep(const TrialEntry& trial, double steps,
                                                     absl::Time now) const {
-  if (!trial.last_step || *trial.last_step <= 0 || *trial.last_step >= steps) return std::nullopt;
+  if (!trial.live->last_step || *trial.live->last_step <= 0 || *trial.live->last_step >= steps) return std::nullopt;
   const absl::Time start = FromTimestamp(trial.trial().start_time());
-  const double done = static_cast<double>(*trial.last_step);
+  const double done = static_cast<double>(*trial.live->last_step);
   double pace = absl::ToDoubleSeconds(now - start) / done;
-  if (trial.first_report_ms > 0 && done > trial.first_report_step) {
-    const double between = absl::ToDoubleSeconds(trial.queued_or_reported - start) -
-                           trial.first_report_ms / 1000.0;
-    pace = std::max(pace, between / (done - trial.first_report_step));
+  if (trial.live->first_report_ms > 0 && done > trial.live->first_report_step) {
+    const double between = absl::ToDoubleSeconds(trial.live->queued_or_reported - start) -
+                           trial.live->first_report_ms / 1000.0;
+    pace = std::max(pace, between / (done - trial.live->first_report_step));
   }
   return pace;
 }
@@ -455,7 +455,7 @@ std::optional<absl::Duration> SchedulerCore::PredictedRemainingLocked(
   const absl::Duration elapsed = now - FromTimestamp(trial.trial().start_time());
   const std::optional<double> steps = TrialStepsLocked(trial);
   if (const std::optional<double> pace = steps ? SecondsPerStep(trial, *steps, now) : std::nullopt) {
-    return absl::Seconds(*pace * (*steps - static_cast<double>(*trial.last_step)));
+    return absl::Seconds(*pace * (*steps - static_cast<double>(*trial.live->last_step)));
   }
   // Without progress, an overrun of up to its prediction again is taken as noise (a process
   // started late on a loaded board): it is expected by twice its prediction. Beyond that
@@ -496,7 +496,7 @@ std::vector<SchedulerCore::EndgameTrial> SchedulerCore::TrialsLeftAtEndLocked(
   for (uint64_t id : study.pending) {
     const TrialEntry& trial = trials_.at(id);
     const auto [kind, units] = TrialSizeLocked(trial);
-    left.push_back({kind, units, trial.min_memory_bytes});
+    left.push_back({kind, units, trial.live->min_memory_bytes});
   }
   if (unsuggested > 0) {
     // Of the latest trial's kind, for a model-choice study.
@@ -643,8 +643,8 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, boo
       TrialEntry& trial = trials_.at(id);
       const StudyEntry& study = *trial.study;
       // At a study's end; earlier (`early`) only for its predicted tail, below.
-      if (trial.superseded_session != 0 || trial.duplicated || study.all_given() == early ||
-          trial.min_memory_bytes > (memory > 0 ? memory : UINT64_MAX) ||
+      if (trial.superseded_session != 0 || trial.live->duplicated || study.all_given() == early ||
+          trial.live->min_memory_bytes > (memory > 0 ? memory : UINT64_MAX) ||
           !CanRun(study.spec, idle.capabilities) || !RunsTrialLocked(trial, idle.capabilities)) {
         continue;
       }
@@ -672,12 +672,12 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, boo
       double own = 1;  // How many times its prediction the trial itself takes.
       const std::optional<double> steps = TrialStepsLocked(trial);
       if (const std::optional<double> pace = steps ? SecondsPerStep(trial, *steps, now) : std::nullopt) {
-        const double done = static_cast<double>(*trial.last_step);
+        const double done = static_cast<double>(*trial.live->last_step);
         remaining = absl::Seconds(*pace * (*steps - done));
         const double predicted_pace = absl::ToDoubleSeconds(there) / *steps;
         own = absl::ToDoubleSeconds(elapsed) / done / predicted_pace;
-        if (trial.first_report_ms > 0) {
-          own = std::min(own, trial.first_report_ms / 1000.0 / trial.first_report_step / predicted_pace);
+        if (trial.live->first_report_ms > 0) {
+          own = std::min(own, trial.live->first_report_ms / 1000.0 / trial.live->first_report_step / predicted_pace);
         }
       }
       const absl::Duration fast = here * own;
@@ -703,8 +703,8 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, boo
   slow.superseded.insert(best->id());
   best->superseded_session = best->session;
   best->superseded_attempt = best->attempt();
-  best->superseded_start = FromTimestamp(best->trial().start_time());
-  best->duplicated = true;
+  best->live->superseded_start = FromTimestamp(best->trial().start_time());
+  best->live->duplicated = true;
   best->session = 0;
   --best->study->running;
   DHPT_LOG_INFO("trial %d of study %s: duplicate on worker %s (%s), predicted to finish %s "
@@ -810,18 +810,18 @@ bool SchedulerCore::ResumeSupersededLocked(TrialEntry& trial) {
   t.set_client_id(t.attempts(attempt - 1).client_id());
   t.set_node_name(slow.capabilities.node_name());
   t.clear_error();
-  *t.mutable_start_time() = ToTimestamp(trial.superseded_start);
-  trial.started = true;  // It ran long enough to be worth a duplicate.
-  trial.charged = false;
+  *t.mutable_start_time() = ToTimestamp(trial.live->superseded_start);
+  trial.live->started = true;  // It ran long enough to be worth a duplicate.
+  trial.live->charged = false;
   // Its reports start over (what it stored before the duplicate stays stored).
-  trial.last_step.reset();
-  trial.first_report_ms = 0;
-  trial.first_report_step = 0;
-  trial.stored_values = 0;
+  trial.live->last_step.reset();
+  trial.live->first_report_ms = 0;
+  trial.live->first_report_step = 0;
+  trial.live->stored_values = 0;
   trial.curve.values.clear();
-  trial.deadline = absl::InfiniteFuture();
+  trial.live->deadline = absl::InfiniteFuture();
   if (std::optional<absl::Duration> timeout = TrialTimeout(study.spec)) {
-    trial.deadline = trial.superseded_start + *timeout +
+    trial.live->deadline = trial.live->superseded_start + *timeout +
                      options_.heartbeat_interval * options_.missed_heartbeats;
   }
   DHPT_LOG_INFO("trial %d of study %s: its duplicate ended without a result; attempt %d on "
@@ -878,11 +878,11 @@ void SchedulerCore::ReleaseLocked(TrialEntry& trial) {
     trial.session = 0;
     --trial.study->running;
   }
-  if (!trial.client.empty()) {
+  if (!trial.live->client.empty()) {
     trial.study->leased.erase(trial.id());
     leased_.erase(trial.id());
-    trial.client.clear();
-    trial.lease_end = absl::InfiniteFuture();
+    trial.live->client.clear();
+    trial.live->lease_end = absl::InfiniteFuture();
     --trial.study->running;
   }
 }
@@ -892,9 +892,9 @@ void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason, b
   v1::Trial& t = trial.trial();
   // Only an attempt its worker had begun counts: a worker that drops before starting (a
   // flapping node) or hands a trial back costs no attempt.
-  if (lost && trial.started && !trial.charged) {
+  if (lost && trial.live->started && !trial.live->charged) {
     t.set_lost_attempts(t.lost_attempts() + 1);
-    trial.charged = true;
+    trial.live->charged = true;
   }
   if (t.lost_attempts() >= study.spec.max_attempts()) {
     t.set_state(v1::Trial::FAILED);
@@ -908,7 +908,7 @@ void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason, b
     t.clear_worker_id();
     t.clear_node_name();
     study.pending.push_front(t.id());
-    trial.queued_or_reported = options_.clock();
+    trial.live->queued_or_reported = options_.clock();
     observer_->TrialRequeued(study.spec);
   }
   SaveTrialLocked(trial);

@@ -288,7 +288,7 @@ void SchedulerCore::CacheEndedLocked(StudyEntry& study) {
   for (uint64_t id : study.trial_ids) {
     const TrialEntry& trial = trials_.at(id);
     bytes += kTrialOverheadBytes + trial.finished.capacity() +
-             (trial.live ? trial.live->SpaceUsedLong() : 0) +
+             (trial.live ? sizeof(LiveTrial) + trial.live->message.SpaceUsedLong() : 0) +
              trial.curve.values.capacity() * sizeof(study::IntermediateValue);
   }
   study.cached = ended_cache_.insert(ended_cache_.begin(), &study);

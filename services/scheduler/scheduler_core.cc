@@ -285,7 +285,7 @@ absl::Status SchedulerCore::RestoreTrialLocked(StudyEntry& study, const v1::Tria
     // worker of the old attempt may claim it back when it reconnects, or deliver its result
     // (accepted once); the attempt's epoch tells its result from anyone else's.
     entry.trial().set_state(v1::Trial::PENDING);
-    entry.queued_or_reported = options_.clock();
+    entry.live->queued_or_reported = options_.clock();
     study.pending.push_back(entry.id());
   }
   return absl::OkStatus();
@@ -312,9 +312,11 @@ void SchedulerCore::RestoreCurvesLocked(StudyEntry& study,
     std::vector<study::IntermediateValue>& curve = it->second.curve.values;
     if (curve.empty() || value.step > curve.back().step) {
       curve.push_back({value.step, value.value});
-      it->second.last_step = value.step;  // A reclaimed attempt goes on from there.
-      ++it->second.stored_values;
-      if (it->second.stored_values >= 2) study.progress_reported = true;
+      if (LiveTrial* live = it->second.live.get()) {  // A reclaimed attempt goes on from there.
+        live->last_step = value.step;
+        ++live->stored_values;
+      }
+      if (curve.size() >= 2) study.progress_reported = true;
     }
   }
   cut(reading);
@@ -966,9 +968,9 @@ bool SchedulerCore::ReclaimLocked(uint64_t session, WorkerEntry& worker,
     t.set_node_name(worker.capabilities.node_name());
     t.clear_error();
     ++study.running;
-    if (trial.charged) {  // It was not lost after all.
+    if (trial.live->charged) {  // It was not lost after all.
       t.set_lost_attempts(t.lost_attempts() - 1);
-      trial.charged = false;
+      trial.live->charged = false;
     }
     SaveTrialLocked(trial);
     PublishTrialLocked(trial);
@@ -1163,21 +1165,21 @@ void SchedulerCore::HandleProgress(uint64_t session, const v1::TrialProgress& pr
 }
 
 void SchedulerCore::RecordProgressLocked(TrialEntry& trial, int64_t step, double value) {
-  if (trial.stored_values >= kMaxIntermediateValuesPerAttempt) return;
+  if (trial.live->stored_values >= kMaxIntermediateValuesPerAttempt) return;
   // What is stored is exactly what is judged, so that a restart decides alike.
-  if (!study::IsJudgedReport(trial.last_step, step, value)) return;
-  trial.last_step = step;
-  trial.queued_or_reported = options_.clock();
-  if (trial.first_report_ms == 0 && step > 0 && trial.trial().has_start_time()) {
+  if (!study::IsJudgedReport(trial.live->last_step, step, value)) return;
+  trial.live->last_step = step;
+  trial.live->queued_or_reported = options_.clock();
+  if (trial.live->first_report_ms == 0 && step > 0 && trial.trial().has_start_time()) {
     const int64_t ms = absl::ToInt64Milliseconds(options_.clock() -
                                                  FromTimestamp(trial.trial().start_time()));
-    trial.first_report_ms = static_cast<int32_t>(std::clamp<int64_t>(ms, 1, INT32_MAX));
-    trial.first_report_step = static_cast<int32_t>(std::min<int64_t>(step, INT32_MAX));
+    trial.live->first_report_ms = static_cast<int32_t>(std::clamp<int64_t>(ms, 1, INT32_MAX));
+    trial.live->first_report_step = static_cast<int32_t>(std::min<int64_t>(step, INT32_MAX));
   }
-  ++trial.stored_values;
+  ++trial.live->stored_values;
   // One value is the final one (a program that prints its objective only at exit); progress
   // is a second.
-  if (trial.stored_values >= 2 && !trial.study->progress_reported) {
+  if (trial.live->stored_values >= 2 && !trial.study->progress_reported) {
     trial.study->progress_reported = true;
     MarkSummaryChangedLocked(*trial.study);  // Its early-stopping notice goes.
   }
@@ -1229,10 +1231,10 @@ void SchedulerCore::HandleStarted(uint64_t session, const v1::TrialAttempt& star
   TrialEntry* trial = AttemptOfSessionLocked(session, started.trial_id(), started.attempt(),
                                              started.epoch(), "starts");
   if (trial == nullptr) return;
-  trial->started = true;
+  trial->live->started = true;
   if (std::optional<absl::Duration> timeout = TrialTimeout(trial->study->spec)) {
     // The worker's clock starts when a slot begins the trial; the scheduler's follows it.
-    trial->deadline =
+    trial->live->deadline =
         options_.clock() + *timeout + options_.heartbeat_interval * options_.missed_heartbeats;
   }
 }
@@ -1294,7 +1296,8 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
       v1::Trial full = FullTrialLocked(trial);
       if (study::RecordCostOfPrunedAttempt(BoundedResult(reported, study.spec.objective().metric()),
                                     full)) {
-        trial.live = std::make_unique<v1::Trial>(std::move(full));  // Compacted again as saved.
+        trial.live = std::make_unique<LiveTrial>();  // Compacted again as it is saved.
+        trial.live->message = std::move(full);
         stored = SaveTrialLocked(trial);
       }
     }
@@ -1315,7 +1318,7 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
   if (from_superseded) {
     // The slow attempt finished before its duplicate: it counts, with its own start.
     ForgetSupersededLocked(trial, /*cancel=*/false, "");
-    *trial.trial().mutable_start_time() = ToTimestamp(trial.superseded_start);
+    *trial.trial().mutable_start_time() = ToTimestamp(trial.live->superseded_start);
     trial.trial().set_node_name(worker.capabilities.node_name());
   }
   if (from_current_attempt &&
@@ -1345,7 +1348,7 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
   if (result.state() == v1::Trial::FAILED && result.out_of_memory() && from_current_attempt &&
       worker.capabilities.memory_bytes() > 0 &&
       LargerWorkerConnectedLocked(study, worker.capabilities.memory_bytes())) {
-    trial.min_memory_bytes = worker.capabilities.memory_bytes() + 1;
+    trial.live->min_memory_bytes = worker.capabilities.memory_bytes() + 1;
     ReleaseLocked(trial);
     RequeueLocked(trial,
                   absl::StrCat(result.error(), "; retried on a worker with more than ",
@@ -1440,23 +1443,23 @@ int SchedulerCore::ExpireTrials() {
   std::vector<uint64_t> late;
   for (const auto& [session, worker] : workers_) {
     for (uint64_t id : worker.running) {
-      if (trials_.at(id).deadline < now) late.push_back(id);
+      if (trials_.at(id).live->deadline < now) late.push_back(id);
     }
   }
   for (uint64_t id : leased_) {
-    if (trials_.at(id).deadline < now) late.push_back(id);
+    if (trials_.at(id).live->deadline < now) late.push_back(id);
   }
   for (uint64_t id : late) {
     TrialEntry& trial = trials_.at(id);
     StudyEntry& study = *trial.study;
     // An earlier one of this sweep may have ended the study, cancelling this trial.
     if (trial.state() != v1::Trial::RUNNING ||
-        (trial.session == 0 && trial.client.empty())) {
+        (trial.session == 0 && trial.live->client.empty())) {
       continue;
     }
     const uint64_t session = trial.session;
     ReleaseLocked(trial);
-    if (!trial.started) {
+    if (!trial.live->started) {
       // Never begun (it waited behind a trial the worker was still stopping): not its fault.
       SendLocked(session,
                  CancelMessage(trial.trial(), "not started within the study's trial_timeout"));
@@ -1515,7 +1518,7 @@ WriteSequence SchedulerCore::SaveTrialLocked(TrialEntry& trial) {
 }
 
 void SchedulerCore::CompactLocked(TrialEntry& entry) {
-  const v1::Trial& full = *entry.live;
+  const v1::Trial& full = entry.live->message;
   entry.ended = {.id = full.id(),
                  .number = full.number(),
                  .objective_value = full.has_objective_value()
@@ -1532,8 +1535,9 @@ void SchedulerCore::CompactLocked(TrialEntry& entry) {
 
 std::optional<double> SchedulerCore::TrialEntry::objective_value() const {
   if (!live) return ended.objective_value;
-  return live->has_objective_value() ? std::optional<double>(live->objective_value())
-                                     : std::nullopt;
+  return live->message.has_objective_value()
+             ? std::optional<double>(live->message.objective_value())
+             : std::nullopt;
 }
 
 v1::Trial SchedulerCore::TrialEntry::Summary() const {
@@ -1542,7 +1546,7 @@ v1::Trial SchedulerCore::TrialEntry::Summary() const {
   summary.set_state(state());
   if (const std::optional<double> value = objective_value()) summary.set_objective_value(*value);
   summary.set_infeasible(infeasible());
-  summary.set_constraint_violation(live ? live->constraint_violation()
+  summary.set_constraint_violation(live ? live->message.constraint_violation()
                                         : ended.constraint_violation);
   return summary;
 }
@@ -1562,7 +1566,7 @@ v1::Trial SchedulerCore::ValuesOnlyLocked(const TrialEntry& entry) const {
   v1::Trial values = entry.Summary();
   values.clear_infeasible();
   values.clear_constraint_violation();
-  if (entry.live) *values.mutable_objective_values() = entry.live->objective_values();
+  if (entry.live) *values.mutable_objective_values() = entry.live->message.objective_values();
   return values;
 }
 
@@ -1590,14 +1594,14 @@ v1::Trial SchedulerCore::PlotViewLocked(const TrialEntry& entry) const {
 }
 
 v1::Trial SchedulerCore::FullTrialLocked(const TrialEntry& entry) const {
-  if (entry.live) return *entry.live;
+  if (entry.live) return entry.live->message;
   v1::Trial full;
   full.ParseFromString(entry.finished);  // Bytes this process wrote.
   return full;
 }
 
 const v1::Trial& SchedulerCore::MessageLocked(const TrialEntry& entry, v1::Trial& parsed) const {
-  if (entry.live) return *entry.live;
+  if (entry.live) return entry.live->message;
   parsed.ParseFromString(entry.finished);
   return parsed;
 }

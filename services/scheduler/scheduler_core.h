@@ -477,6 +477,39 @@ class SchedulerCore {
     SchedulerCore* const core_;
   };
   struct StudyEntry;
+  // What only a live (pending or running) trial needs: its whole message and its current
+  // attempt's bookkeeping. It goes when the trial ends (CompactLocked), which was most of what a
+  // long study's finished trials held (a 704-byte entry, 184 now).
+  struct LiveTrial {
+    v1::Trial message;
+    // Pending: when it last joined the queue, for the queue-wait metric. Running: when its
+    // attempt last reported progress, for its pace (SecondsPerStep).
+    absl::Time queued_or_reported;
+    // Intermediate values of the current attempt stored so far, and the last one's step.
+    int stored_values = 0;
+    // The current attempt's first report past step 0: its step, and its time from the
+    // attempt's start in milliseconds (0 until one). The trial's own pace before its board can
+    // have slowed, and the point its later pace is measured from (PredictedRemainingLocked).
+    int32_t first_report_step = 0;
+    int32_t first_report_ms = 0;
+    std::optional<int64_t> last_step;
+    // The current attempt: whether its worker began it, and whether losing it was charged.
+    bool started = false;
+    bool charged = false;
+    // Duplicated once already: a duplicate that ended without a result (failed, handed back,
+    // its worker lost) is not started again, so a trial that fails on fast boards cannot
+    // bounce between them while its slow attempt runs.
+    bool duplicated = false;
+    absl::Time deadline = absl::InfiniteFuture();  // trial_timeout plus grace.
+    // The ask-and-tell client holding it, and until when; empty when none.
+    std::string client;
+    absl::Time lease_end = absl::InfiniteFuture();
+    // The OOM killer ended an attempt on a worker with this much less memory: only workers
+    // with at least this many memory_bytes get it (kept in memory only: after a restart any
+    // worker may try it once more).
+    uint64_t min_memory_bytes = 0;
+    absl::Time superseded_start;  // When the superseded attempt (TrialEntry) was given.
+  };
   // What the core reads of a trial that has ended without parsing its stored bytes: the
   // listing filters, the best-trial choice and the answers to late results.
   struct EndedTrial {
@@ -489,50 +522,28 @@ class SchedulerCore {
     bool infeasible = false;
   };
   struct TrialEntry {
-    // The whole message while the trial is live (pending or running). Once it has ended the
-    // message goes (CompactLocked): `finished` holds its serialised bytes and `ended` the few
-    // fields read without parsing them, 48 bytes in place of a 432-byte message, which was
-    // most of what a long study's finished trials held.
-    std::unique_ptr<v1::Trial> live = std::make_unique<v1::Trial>();
+    // Set while the trial is live; once it has ended, `finished` holds its serialised message
+    // and `ended` what is read of it without parsing.
+    std::unique_ptr<LiveTrial> live = std::make_unique<LiveTrial>();
     EndedTrial ended;
-    uint64_t id() const { return live ? live->id() : ended.id; }
-    int64_t number() const { return live ? live->number() : ended.number; }
-    v1::Trial::State state() const { return live ? live->state() : ended.state; }
-    int32_t attempt() const { return live ? live->attempt() : ended.attempt; }
+    std::string finished;
+    uint64_t id() const { return live ? live->message.id() : ended.id; }
+    int64_t number() const { return live ? live->message.number() : ended.number; }
+    v1::Trial::State state() const { return live ? live->message.state() : ended.state; }
+    int32_t attempt() const { return live ? live->message.attempt() : ended.attempt; }
     std::optional<double> objective_value() const;
-    bool infeasible() const { return live ? live->infeasible() : ended.infeasible; }
+    bool infeasible() const { return live ? live->message.infeasible() : ended.infeasible; }
     // Its number, state, single objective and constraint violation as a message: what
     // study::IsBetterTrial compares and ValuesOnlyLocked answers.
     v1::Trial Summary() const;
-    // The live message: only for a trial that has not ended (`live` is then set).
-    v1::Trial& trial() { return *live; }
-    const v1::Trial& trial() const { return *live; }
+    // The live message: only for a trial that has not ended.
+    v1::Trial& trial() { return live->message; }
+    const v1::Trial& trial() const { return live->message; }
     StudyEntry* study = nullptr;
     uint64_t session = 0;  // The session running it; 0 when none.
-    // Pending: when it last joined the queue, for the queue-wait metric. Running: when its
-    // attempt last reported progress, for its pace (SecondsPerStep). One field for both: a
-    // trial is one or the other, and TrialEntry does not grow (see first_report_step).
-    absl::Time queued_or_reported;
-    // Intermediate values of the current attempt stored so far, and the last one's step.
-    int stored_values = 0;
-    // The current attempt's first report past step 0: its step, and its time from the
-    // attempt's start in milliseconds (0 until one). The trial's own pace before its board can
-    // have slowed, and the point its later pace is measured from (PredictedRemainingLocked).
-    // int32s in the padding beside stored_values and the flags: no growth per trial.
-    int32_t first_report_step = 0;
-    std::optional<int64_t> last_step;
     // Its latest attempt's intermediate values, for early stopping (kept only when the study
     // has a rule).
     study::TrialCurve curve;
-    std::string finished;  // Its serialised message, once it has ended.
-    // The current attempt: whether its worker began it, and whether losing it was charged.
-    bool started = false;
-    bool charged = false;
-    // Duplicated once already: a duplicate that ended without a result (failed, handed back,
-    // its worker lost) is not started again, so a trial that fails on fast boards cannot
-    // bounce between them while its slow attempt runs. (Beside the flags: no growth per trial.)
-    bool duplicated = false;
-    int32_t first_report_ms = 0;
     // Its model kind, work units and steps (TrialSizeLocked, TrialStepsLocked), worked out from
     // its params at the first need and kept: they never change, placement and the end game
     // ask at every dispatch, and working them out builds a model and a map
@@ -541,22 +552,14 @@ class SchedulerCore {
     mutable int32_t size_kind = -1;
     mutable float size_units = 0;
     mutable float size_steps = -1;
-    absl::Time deadline = absl::InfiniteFuture();  // trial_timeout plus grace.
-    // The ask-and-tell client holding it, and until when; empty when none.
-    std::string client;
-    absl::Time lease_end = absl::InfiniteFuture();
     // The position of its latest change, for watchers resuming from an older one.
     uint64_t position = 0;
-    // The OOM killer ended an attempt on a worker with this much less memory: only workers
-    // with at least this many memory_bytes get it (kept in memory only: after a restart any
-    // worker may try it once more).
-    uint64_t min_memory_bytes = 0;
     // An earlier attempt that still runs on a slower worker while a duplicate (the current
     // attempt) runs on a faster one: the first to complete counts, the other is cancelled and
-    // costs no attempt (DuplicateOntoLocked). 0 when none.
+    // costs no attempt (DuplicateOntoLocked). 0 when none. Kept beside `session`, not in
+    // LiveTrial: a late word from either is checked against a trial that may have ended.
     uint64_t superseded_session = 0;
     int superseded_attempt = 0;
-    absl::Time superseded_start;  // When the superseded attempt was given.
   };
   struct WorkerEntry {
     std::string worker_id;

@@ -364,8 +364,8 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
             for (int j = 0; j < c.steps_size(); ++j) {
               entry.curve.values.push_back({c.steps(j), c.values(j)});
             }
-            if (c.steps_size() > 0) entry.last_step = c.steps(c.steps_size() - 1);
-            entry.stored_values = c.steps_size();
+            if (c.steps_size() > 0) entry.live->last_step = c.steps(c.steps_size() - 1);
+            entry.live->stored_values = c.steps_size();
           }
         }
         rows.push_back(t);
@@ -373,7 +373,7 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
           RecordTrialEndLocked(entry);
           CompactLocked(entry);
         } else {
-          entry.queued_or_reported = options_.clock();
+          entry.live->queued_or_reported = options_.clock();
           study.pending.push_back(id);
         }
       }
