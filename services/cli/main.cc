@@ -11,7 +11,6 @@
 #include <iostream>
 #include <map>
 #include <optional>
-#include <set>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -36,6 +35,7 @@
 #include "services/cli/study_client.h"
 #include "services/cli/study_file.h"
 #include "services/cli/validate_command.h"
+#include "services/cli/watch_progress.h"
 #include "services/cli/terminal_text.h"
 #include "services/cli/trial_view.h"
 #include "services/common/client_security_flags.h"
@@ -297,94 +297,6 @@ std::vector<FlagRange> CliFlagRanges() {
       FlagRange::Integer("count", 1, scheduler::kMaxSuggestCount),
       FlagRange::Integer("objective", 0, FlagRange::kNoMax, "0: the first"),
   };
-}
-
-// Prints progress from the study's summaries: a line rewritten in place on a terminal, a line
-// per change of the counts otherwise.
-class ProgressPrinter {
- public:
-  explicit ProgressPrinter(std::string study) : study_(std::move(study)), tty_(isatty(STDOUT_FILENO)) {}
-  void OnEvent(const v1::StudyEvent& event) {
-    seen_ = true;
-    if (lost_) {
-      lost_ = false;
-      last_reason_.clear();
-      Notice(absl::StrCat("dhpt: reconnected; watching ", study_,
-                          " again from the last event seen"));
-    }
-    if (event.has_trial()) {
-      OnTrial(event.trial());
-      return;
-    }
-    if (!event.has_study()) return;
-    std::string line = ProgressLine(event.study());
-    if (line == last_) return;
-    last_ = line;
-    printed_ = true;
-    if (tty_) {
-      std::cout << "\r\033[K" << line << std::flush;
-    } else {
-      std::cout << line << std::endl;
-    }
-  }
-  void Finish() {
-    if (tty_ && printed_) std::cout << "\n";
-    std::cout.flush();
-  }
-  // The stream dropped and StudyClient tries again: said at once, not after a silent minute,
-  // and again only when the reason changes (a stopping scheduler, then a closed port).
-  void OnRetry(const absl::Status& why, absl::Duration trying_for) {
-    lost_ = true;
-    // gRPC's own CANCELLED says only "CANCELLED": a stopping scheduler cut the call.
-    const std::string reason =
-        absl::IsCancelled(why) ? "the scheduler cut the stream" : why.ToString();
-    if (reason == last_reason_) return;
-    last_reason_ = reason;
-    Notice(absl::StrCat("dhpt: ", seen_ ? "lost the watch of " : "cannot watch ", study_, " (",
-                        reason, "); trying again for up to ",
-                        absl::FormatDuration(absl::Ceil(trying_for, absl::Seconds(1)))));
-  }
-
- private:
-  // A failed trial gets a line of its own, once (a resumed watch may send it again), above the
-  // progress line.
-  void OnTrial(const v1::Trial& trial) {
-    if (trial.state() != v1::Trial::FAILED || !failed_.insert(trial.number()).second) return;
-    const std::string line = FailedTrialLine(study_, trial);
-    if (tty_) {
-      std::cout << "\r\033[K" << line << "\n" << last_ << std::flush;
-    } else {
-      std::cout << line << std::endl;
-    }
-  }
-
-  // A line on stderr, above the progress line on a terminal.
-  void Notice(const std::string& line) {
-    if (tty_) std::cout << "\r\033[K" << std::flush;
-    std::cerr << line << std::endl;
-    if (tty_) std::cout << last_ << std::flush;
-  }
-
-  const std::string study_;
-  std::set<int64_t> failed_;
-  const bool tty_;
-  bool printed_ = false;
-  bool seen_ = false;  // An event came: a drop is a lost watch, not one never begun.
-  bool lost_ = false;  // Since a drop, until the next event.
-  std::string last_reason_;  // The drop's reason last said.
-  std::string last_;
-};
-
-// The study's summaries (a fresh one at most ten times a second while trials change) and its
-// trials' events, for the failures' reasons; a dropped stream resumes.
-absl::Status WatchToEnd(StudyClient& client, const std::string& name) {
-  ProgressPrinter printer(name);
-  absl::Status status = client.Watch(
-      name, [&](const v1::StudyEvent& event) { printer.OnEvent(event); }, /*summaries_only=*/false,
-      /*after_position=*/0,
-      [&](const absl::Status& why, absl::Duration trying_for) { printer.OnRetry(why, trying_for); });
-  printer.Finish();
-  return status;
 }
 
 // Draws the front into --plot's folder, when given.
@@ -812,11 +724,12 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
       std::cout << "warm start: learnt from " << study->trials_added()
                 << " completed trials of " << from << "\n";
     }
-    std::cout << ProgressLine(*study) << "\n";
+    const std::string line = ProgressLine(*study);
+    std::cout << line << std::endl;  // Seen now through a pipe too: the watch may print no other.
     if (!absl::GetFlag(FLAGS_watch)) return 0;
     int exit_code = 0;
     WithInterrupts([&] { client.Cancel(); }, [&] {
-      absl::Status watched = WatchToEnd(client, spec->name());
+      absl::Status watched = WatchToEnd(client, spec->name(), line);
       if (absl::IsCancelled(watched)) {
         exit_code = 130;  // Ctrl-C, as for dhpt watch: the study goes on.
         return;

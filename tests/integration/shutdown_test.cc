@@ -11,12 +11,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "services/worker/scheduler_stream.h"
@@ -354,17 +358,19 @@ TEST(SchedulerShutdownTest, AWatchExits1ForAStoppedStudyAnd130AtCtrlC) {
       {DHPT_BIN_DIR "/dhpt", "submit", spec_file, "--watch", "--scheduler=" + scheduler.address()},
       submit_output.write_fd());
   submit_output.Started();
-  // Twice: submit's own line, then the watch's first event (Ctrl-C is the watch's from then).
-  ASSERT_TRUE(WaitFor([&] {
-    const std::string text = submit_output.text();
-    const size_t first = text.find("waits PENDING");
-    return first != std::string::npos && text.find("waits PENDING", first + 1) != std::string::npos;
-  })) << submit_output.text();
+  // Submit's own line. Ctrl-C from then on is the watch's, whether or not its stream has begun:
+  // the signal waits, blocked, for the watch's handler, which cancels a watch not yet begun too.
+  ASSERT_TRUE(submit_output.WaitForText("waits PENDING", absl::Seconds(30)))
+      << submit_output.text();
   submit->Signal(SIGINT);
   ASSERT_TRUE(WaitForExit(*submit, absl::Seconds(30)));
   EXPECT_TRUE(WIFEXITED(submit->wait_status()) && WEXITSTATUS(submit->wait_status()) == 130)
       << submit->wait_status() << " " << submit_output.text();
-  EXPECT_FALSE(absl::StrContains(submit_output.text(), "cancelled")) << submit_output.text();
+  const std::string text = submit_output.text();
+  EXPECT_FALSE(absl::StrContains(text, "cancelled")) << text;
+  // The watch's first summary repeats submit's line: not printed twice.
+  const std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), lines.front()), 1) << text;
 }
 
 // A client that stops answering (here a `dhpt watch` stopped with SIGSTOP; a frozen worker does
