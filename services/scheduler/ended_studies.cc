@@ -28,10 +28,11 @@
 namespace dhpt::scheduler {
 namespace {
 
-// What one trial of an ended study holds beyond its bytes: its entry and hash-map node, its
-// history record and key, about what `sizeof` and allocator overheads come to (an estimate:
-// the cache's bound is a budget, not an accounting).
-constexpr size_t kTrialOverheadBytes = 400;
+// What one finished trial holds beyond its bytes: its entry in the trial map's node (200), its
+// history record (88) and point (80), its key and its slots (100), as heaptrack measured them
+// (docs/benchmarks.md, "the compact form"; an estimate: the cache's bound is a budget, not an
+// accounting).
+constexpr size_t kTrialOverheadBytes = 470;
 
 // A page of one state is read from the store at least this many rows at a time (a rare state
 // would otherwise take a query per few trials).

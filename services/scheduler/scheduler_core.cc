@@ -1342,6 +1342,26 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
     return;
   }
 
+  // A failure of an attempt that is no longer the trial's (its worker was lost, and the trial
+  // given again): while another attempt runs, it ends only that attempt, as a slow attempt's
+  // failure leaves its duplicate running. Out of memory, it still says which workers are too
+  // small, and a pending trial waits for a larger one. (Accepted, such a failure ended a trial
+  // that a larger board was running: a Pi that ran out of memory and missed its heartbeats
+  // reported it when it came back.)
+  if (!from_current_attempt && !from_superseded && result.state() == v1::Trial::FAILED) {
+    const uint64_t memory = worker.capabilities.memory_bytes();
+    const bool too_small = result.out_of_memory() && memory > 0;
+    if (too_small) {
+      trial.live->min_memory_bytes = std::max(trial.live->min_memory_bytes, memory + 1);
+    }
+    if (trial.state() == v1::Trial::RUNNING ||
+        (too_small && LargerWorkerConnectedLocked(study, memory))) {
+      SendWhenStoredLocked(session, store_->last_sequence(), std::move(ack));
+      DispatchLocked();
+      return;
+    }
+  }
+
   // Out of memory on this worker: not the trial's fault while a larger worker could run it.
   // It goes back to the queue for workers with more memory, its attempt charged (so
   // max_attempts bounds the retries); with no larger worker connected it fails here.

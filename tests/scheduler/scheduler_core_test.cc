@@ -396,6 +396,47 @@ TEST_F(SchedulerCoreTest, ATrialOutOfMemoryFailsWhenNoLargerWorkerIsConnected) {
   EXPECT_EQ(same.Assigns().size(), 0u);
 }
 
+// A Pi that ran out of memory missed its heartbeats, the trial went to a larger board, and the
+// Pi, back, reported its attempt's failure: that ended the trial the board was running (the
+// edge cluster's test failed so). A lost attempt's failure now ends only that attempt.
+TEST_F(SchedulerCoreTest, ALostAttemptsFailureLeavesTheTrialToTheAttemptRunningNow) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
+  RecordingChannel& pi = NewChannel();
+  const uint64_t s1 = Connect(pi, WithMemory(Hello("pi", 1), 100));
+  const v1::Assign lost = pi.Assigns().back();
+  core_->HandleStarted(s1, Attempt(lost));
+  core_->DisconnectWorker(s1, "missed heartbeats");
+  RecordingChannel& orin = NewChannel();
+  const uint64_t s2 = Connect(orin, WithMemory(Hello("orin", 1), 1024));
+  ASSERT_EQ(orin.Assigns().size(), 1u);
+  const v1::Assign rerun = orin.Assigns().back();
+  core_->HandleStarted(s2, Attempt(rerun));
+
+  RecordingChannel& back = NewChannel();
+  const uint64_t s3 = Connect(back, WithMemory(Hello("pi", 1), 100));
+  core_->HandleResult(s3, OutOfMemory(lost));
+  v1::TrialResult failed = OutOfMemory(lost);
+  failed.set_out_of_memory(false);
+  failed.set_error("its own failure");
+  core_->HandleResult(s3, failed);
+  v1::Trial trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
+  EXPECT_EQ(trial.state(), v1::Trial::RUNNING);
+  EXPECT_EQ(trial.attempt(), 2);
+  EXPECT_EQ(orin.Count(v1::SchedulerMessage::kCancel), 0);
+
+  // Its out of memory still counts: lost again, the trial does not go to the Pi.
+  core_->DisconnectWorker(s2, "link down");
+  EXPECT_EQ(back.Assigns().size(), 0u);
+  RecordingChannel& orin_again = NewChannel();
+  const uint64_t s4 = Connect(orin_again, WithMemory(Hello("orin", 1), 1024));
+  ASSERT_EQ(orin_again.Assigns().size(), 1u);
+  core_->HandleResult(s4, Completed(orin_again.Assigns().back(), 2.0));
+  absl::StatusOr<v1::Study> study = core_->GetStudy("s");
+  EXPECT_EQ(study->state(), v1::Study::COMPLETED);
+  EXPECT_EQ(study->trials_completed(), 1);
+  EXPECT_EQ(study->trials_failed(), 0);
+}
+
 TEST_F(SchedulerCoreTest, LateResultOfAnEarlierAttemptIsAcceptedOnceAndTheRerunCancelled) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
   RecordingChannel first, second;
