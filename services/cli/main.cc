@@ -296,6 +296,9 @@ std::vector<FlagRange> CliFlagRanges() {
       FlagRange::Integer("threads_per_trial", 0, 1024, "0: cores / (workers x slots)"),
       FlagRange::Integer("count", 1, scheduler::kMaxSuggestCount),
       FlagRange::Integer("objective", 0, FlagRange::kNoMax, "0: the first"),
+      // gRPC takes port 103097 as 37561 (16 bits): the CLI reached another port in silence.
+      FlagRange::OptionalAddress("scheduler", 1,
+                                 "empty: localhost:50051, or for compare a scheduler of its own"),
   };
 }
 

@@ -33,6 +33,7 @@ bool IsAddress(absl::string_view address, int min_port) {
   if (colon == absl::string_view::npos || colon == 0) return false;
   const absl::string_view host = address.substr(0, colon);
   const absl::string_view digits = address.substr(colon + 1);
+  if (host.size() > FlagRange::kMaxAddressHostBytes) return false;
   // An IPv6 host is written in brackets; its own colons are inside them.
   if (host.find(':') != absl::string_view::npos && (host.front() != '[' || host.back() != ']')) {
     return false;
@@ -65,6 +66,11 @@ FlagRange FlagRange::Address(absl::string_view flag, int min_port, absl::string_
   return FlagRange(flag, AddressBounds{min_port}, meaning);
 }
 
+FlagRange FlagRange::OptionalAddress(absl::string_view flag, int min_port,
+                                     absl::string_view meaning) {
+  return FlagRange(flag, AddressBounds{min_port, /*empty_allowed=*/true}, meaning);
+}
+
 std::string FlagRange::Accepted() const {
   std::string accepted;
   if (const auto* integer = std::get_if<IntegerBounds>(&bounds_)) {
@@ -78,7 +84,8 @@ std::string FlagRange::Accepted() const {
     accepted = absl::StrCat("between ", Written(duration->min), " and ", Written(duration->max));
   } else {
     accepted = absl::StrCat("HOST:PORT with PORT between ",
-                            std::get<AddressBounds>(bounds_).min_port, " and 65535");
+                            std::get<AddressBounds>(bounds_).min_port,
+                            " and 65535 and HOST at most ", kMaxAddressHostBytes, " characters");
   }
   if (!meaning_.empty()) absl::StrAppend(&accepted, " (", meaning_, ")");
   return accepted;
@@ -108,7 +115,8 @@ absl::Status FlagRange::Check() const {
   } else {
     const auto value = flag->TryGet<std::string>();
     if (!value) return absl::InternalError(absl::StrCat("--", flag_, " is not a string flag"));
-    in_range = IsAddress(*value, std::get<AddressBounds>(bounds_).min_port);
+    const AddressBounds& address = std::get<AddressBounds>(bounds_);
+    in_range = (address.empty_allowed && value->empty()) || IsAddress(*value, address.min_port);
     got = absl::StrCat("'", absl::CHexEscape(value->substr(0, 256)), "'");
   }
   if (in_range) return absl::OkStatus();

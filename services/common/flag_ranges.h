@@ -35,7 +35,14 @@ class FlagRange {
   // A string flag naming an address, HOST:PORT (HOST may be [IPv6]), with PORT a number from
   // `min_port` to 65535: gRPC took 99999 as 34463 (16 bits) and "" or "garbage" failed later
   // with its own log lines, or a worker retried it for ever.
+  // HOST is at most kMaxAddressHostBytes (a DNS name is at most 253): a longer one came back
+  // whole in gRPC's "DNS resolution failed" or the scheduler's "cannot listen on" message.
   static FlagRange Address(absl::string_view flag, int min_port, absl::string_view meaning = "");
+  // The same, or empty for the command's default (the CLI's --scheduler: localhost:50051, or a
+  // local scheduler of its own).
+  static FlagRange OptionalAddress(absl::string_view flag, int min_port,
+                                   absl::string_view meaning);
+  static constexpr size_t kMaxAddressHostBytes = 255;
 
   absl::string_view flag() const { return flag_; }
   // "between 1 and 1024", "at least 1", "above 0 and at most 1", "between 1s and 24h", then
@@ -59,6 +66,7 @@ class FlagRange {
   };
   struct AddressBounds {
     int min_port;
+    bool empty_allowed = false;
   };
   using Bounds = std::variant<IntegerBounds, RealBounds, DurationBounds, AddressBounds>;
   FlagRange(absl::string_view flag, Bounds bounds, absl::string_view meaning)

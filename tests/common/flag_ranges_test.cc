@@ -66,7 +66,9 @@ TEST(FlagRangeTest, EdgesAreInsideAndOneStepBeyondIsRefusedNamingTheFlagAndValue
 
 TEST(FlagRangeTest, AnAddressIsHostColonPortWithThePortInRange) {
   const FlagRange listen = FlagRange::Address("range_test_name", 0, "0: any free port");
-  EXPECT_EQ(listen.Accepted(), "HOST:PORT with PORT between 0 and 65535 (0: any free port)");
+  EXPECT_EQ(listen.Accepted(),
+            "HOST:PORT with PORT between 0 and 65535 and HOST at most 255 characters (0: any "
+            "free port)");
   for (const char* good : {"127.0.0.1:0", "0.0.0.0:50051", "[::]:65535", "[::1]:8080",
                            "scheduler.dhpt.svc.cluster.local:50051", "localhost:1"}) {
     absl::SetFlag(&FLAGS_range_test_name, good);
@@ -80,8 +82,14 @@ TEST(FlagRangeTest, AnAddressIsHostColonPortWithThePortInRange) {
   }
   absl::SetFlag(&FLAGS_range_test_name, "127.0.0.1:99999");
   EXPECT_EQ(listen.Check().message(),
-            "--range_test_name must be HOST:PORT with PORT between 0 and 65535 (0: any free "
-            "port); got '127.0.0.1:99999'");
+            "--range_test_name must be HOST:PORT with PORT between 0 and 65535 and HOST at most "
+            "255 characters (0: any free port); got '127.0.0.1:99999'");
+  // A host longer than any DNS name came back whole in gRPC's and the scheduler's messages.
+  absl::SetFlag(&FLAGS_range_test_name, std::string(255, 'a') + ":80");
+  EXPECT_TRUE(listen.Check().ok());
+  absl::SetFlag(&FLAGS_range_test_name, std::string(256, 'a') + ":80");
+  EXPECT_EQ(listen.Check().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(listen.Check().message().size(), 400u);
   // A worker's scheduler has no port 0.
   absl::SetFlag(&FLAGS_range_test_name, "127.0.0.1:0");
   EXPECT_EQ(FlagRange::Address("range_test_name", 1).Check().code(),
@@ -90,6 +98,19 @@ TEST(FlagRangeTest, AnAddressIsHostColonPortWithThePortInRange) {
   absl::SetFlag(&FLAGS_range_test_name, "a\x1b[2J:1");
   EXPECT_THAT(std::string(FlagRange::Address("range_test_name", 1).Check().message()),
               HasSubstr("got 'a\\x1b[2J:1'"));
+}
+
+// The CLI's --scheduler may be empty (its default), never a port gRPC would wrap.
+TEST(FlagRangeTest, AnOptionalAddressMayBeEmpty) {
+  const FlagRange scheduler = FlagRange::OptionalAddress("range_test_name", 1, "empty: default");
+  absl::SetFlag(&FLAGS_range_test_name, "");
+  EXPECT_TRUE(scheduler.Check().ok());
+  absl::SetFlag(&FLAGS_range_test_name, "127.0.0.1:103097");
+  EXPECT_EQ(scheduler.Check().message(),
+            "--range_test_name must be HOST:PORT with PORT between 1 and 65535 and HOST at most "
+            "255 characters (empty: default); got '127.0.0.1:103097'");
+  absl::SetFlag(&FLAGS_range_test_name, "127.0.0.1:0");
+  EXPECT_FALSE(scheduler.Check().ok());
 }
 
 TEST(FlagRangeTest, ATableNamingNoSuchFlagOrTheWrongTypeIsAnInternalError) {

@@ -136,14 +136,20 @@ TEST(CommandLineTest, EachNumericFlagRefusesAValueOutsideItsRangeSayingTheRange)
       // Addresses: gRPC took port 99999 as 34463; an empty or unparsable one failed later in
       // gRPC's own log lines, or a worker retried it for ever.
       {"dhpt-scheduler", "--listen=127.0.0.1:99999", 2,
-       "--listen must be HOST:PORT with PORT between 0 and 65535 (0: any free port); got "
-       "'127.0.0.1:99999'"},
+       "--listen must be HOST:PORT with PORT between 0 and 65535 and HOST at most 255 "
+       "characters (0: any free port); got '127.0.0.1:99999'"},
       {"dhpt-scheduler", "--listen=garbage", 2, "got 'garbage'"},
       {"dhpt-scheduler", "--listen=", 2, "got ''"},
       {"dhpt-scheduler", "--listen=127.0.0.1:-1", 2, "got '127.0.0.1:-1'"},
       {"dhpt-scheduler", "--listen=::1:50051", 2, "got '::1:50051'"},
       {"dhpt-cpu-worker", "--scheduler=127.0.0.1:99999", 2,
-       "--scheduler must be HOST:PORT with PORT between 1 and 65535; got '127.0.0.1:99999'"},
+       "--scheduler must be HOST:PORT with PORT between 1 and 65535 and HOST at most 255 "
+       "characters; got '127.0.0.1:99999'"},
+      {"dhpt", "studies --scheduler=127.0.0.1:103097", 2,
+       "--scheduler must be HOST:PORT with PORT between 1 and 65535 and HOST at most 255 "
+       "characters (empty: localhost:50051, or for compare a scheduler of its own); got "
+       "'127.0.0.1:103097'"},
+      {"dhpt", "studies --scheduler=127.0.0.1:-1", 2, "got '127.0.0.1:-1'"},
       {"dhpt-cpu-worker", "--scheduler=", 2, "got ''"},
       {"dhpt-cpu-worker", "--scheduler=127.0.0.1:0", 2, "got '127.0.0.1:0'"},
       {"dhpt-dashboard", "--scheduler=", 2, "--scheduler must be HOST:PORT with PORT between 1"},
@@ -225,6 +231,11 @@ TEST(CommandLineTest, EachNumericFlagRefusesAValueOutsideItsRangeSayingTheRange)
       "DHPT_SLOTS=0 timeout 20 " DHPT_BIN_DIR "/dhpt-cpu-worker </dev/null");
   EXPECT_EQ(status, 2) << output;
   EXPECT_THAT(output, HasSubstr("--slots must be between 1 and 1024; got 0"));
+  // The CLI's scheduler from the environment, a port gRPC would have wrapped to another one.
+  const auto [cli_status, cli_output] = RunCommandLine(
+      "DHPT_SCHEDULER=127.0.0.1:103097 timeout 20 " DHPT_BIN_DIR "/dhpt studies </dev/null");
+  EXPECT_EQ(cli_status, 2) << cli_output;
+  EXPECT_THAT(cli_output, HasSubstr("got '127.0.0.1:103097' (from DHPT_SCHEDULER="));
 }
 
 // Found by a hostile review: the scheduler read DHPT_<FLAG> from a list kept by hand, which
