@@ -88,6 +88,11 @@ std::string ProgressLine(const v1::Study& study) {
       study.trials_completed() + study.trials_failed() + study.trials_pruned(), spec.max_trials());
   if (study.trials_failed() > 0) absl::StrAppend(&line, " (", study.trials_failed(), " failed)");
   if (study.trials_pruned() > 0) absl::StrAppend(&line, " (", study.trials_pruned(), " pruned)");
+  // Cancelled trials (a stopped study's) are spent from max_trials without being done: said, or
+  // an extended study ends at "603/605 done" with nothing to explain the gap.
+  if (study.trials_cancelled() > 0) {
+    absl::StrAppend(&line, " (", study.trials_cancelled(), " cancelled)");
+  }
   absl::StrAppend(&line, "  ", study.trials_running(), " running");
   if (spec.objectives_size() >= 2) {
     absl::StrAppend(&line, absl::StrFormat("  front %d, hypervolume %s%.6g",
@@ -196,10 +201,13 @@ std::string StudySummary(const v1::Study& study) {
     auto it = best.params().find(p.name());
     if (it != best.params().end()) params.push_back(p.name() + "=" + FormatParameterValue(it->second));
   }
-  absl::StrAppendFormat(&out, "  best trial #%d: %s = %.6g\n  with %s\n  on %s (%s)\n",
+  // An added trial ran elsewhere, on no device of ours: no empty "()".
+  const std::string device =
+      best.device().empty() ? "" : absl::StrCat(" (", TerminalText(best.device()), ")");
+  absl::StrAppendFormat(&out, "  best trial #%d: %s = %.6g\n  with %s\n  on %s%s\n",
                         best.number(), study.spec().objective().metric(), best.objective_value(),
                         TerminalText(absl::StrJoin(params, ", ")), TerminalText(RanWhere(best)),
-                        TerminalText(best.device()));
+                        device);
   if (best.infeasible()) {
     absl::StrAppendFormat(&out, "  no trial meets the constraints yet: this one misses them by %.6g\n",
                           best.constraint_violation());

@@ -117,6 +117,26 @@ TEST(ReportTest, ProgressAndSummaryShowTheBest) {
   EXPECT_THAT(StudySummary(study), HasSubstr("x1=3.1"));
 }
 
+// Found by a hostile review: a stopped study with 2 cancelled trials, extended to 605, ended at
+// "603/605 done", and its best added trial was "on elsewhere (added) ()".
+TEST(ReportTest, CancelledTrialsAreSaidAndAnAddedBestHasNoEmptyDevice) {
+  v1::Study study;
+  *study.mutable_spec() = *DemoStudy("branin");
+  study.mutable_spec()->set_max_trials(605);
+  study.set_state(v1::Study::COMPLETED);
+  study.set_trials_completed(603);
+  study.set_trials_cancelled(2);
+  v1::Trial& best = *study.mutable_best_trial();
+  best.set_objective_value(0.4);
+  best.set_origin(v1::Trial::ADDED);
+  EXPECT_THAT(ProgressLine(study), HasSubstr("603/605 done (2 cancelled)  0 running"));
+  EXPECT_THAT(StudySummary(study), HasSubstr("on elsewhere (added)\n"));
+  best.set_origin(v1::Trial::SUGGESTED);
+  best.set_worker_id("w1");
+  best.set_device("cpu");
+  EXPECT_THAT(StudySummary(study), HasSubstr("on w1 (cpu)\n"));
+}
+
 TEST(ReportTest, SummarySaysHowManyPrunedTrialsWereWithinReachOfTheBest) {
   v1::Study study;
   *study.mutable_spec() = *DemoStudy("xgboost");
