@@ -30,7 +30,7 @@ std::vector<std::vector<ParameterValue>> GridAxes(const SearchSpace& space, int 
       double value = p.log ? std::exp(std::log(p.min) + u * (std::log(p.max) - std::log(p.min)))
                            : p.min + u * (p.max - p.min);
       const double step = p.kind == ParameterKind::kInt ? std::max(p.step, 1.0) : p.step;
-      if (step > 0) value = std::min(p.min + std::round((value - p.min) / step) * step, p.max);
+      if (step > 0) value = NearestLatticePoint(p.min, p.max, step, value);
       ParameterValue typed = p.kind == ParameterKind::kInt
                                  ? ParameterValue(static_cast<int64_t>(std::llround(value)))
                                  : ParameterValue(value);

@@ -80,13 +80,12 @@ ParameterValue SearchSpace::FromUnit(int i, double u) const {
       } else {
         value = (p.min - step / 2) + u * (p.max - p.min + step);
       }
-      const double k = std::round((value - p.min) / step);
-      return static_cast<int64_t>(std::clamp(p.min + k * step, p.min, p.max));
+      return static_cast<int64_t>(NearestLatticePoint(p.min, p.max, step, value));
     }
     case ParameterKind::kDouble: {
       double value = p.log ? std::exp(std::log(p.min) + u * (std::log(p.max) - std::log(p.min)))
                            : p.min + u * (p.max - p.min);
-      if (p.step > 0) value = p.min + std::round((value - p.min) / p.step) * p.step;
+      if (p.step > 0) return NearestLatticePoint(p.min, p.max, p.step, value);
       return std::clamp(value, p.min, p.max);
     }
   }
@@ -238,16 +237,12 @@ ParameterValue SearchSpace::FromInternal(int i, double x) const {
       return p.discrete_values[std::clamp<int64_t>(std::llround(x), 0,
                                                    p.discrete_values.size() - 1)];
     case ParameterKind::kInt: {
-      double v = p.log ? std::round(std::exp(x)) : x;
-      if (!p.log) {
-        const double step = p.step > 0 ? p.step : 1;
-        v = p.min + std::round((v - p.min) / step) * step;
-      }
-      return static_cast<int64_t>(std::clamp(v, p.min, p.max));
+      if (!p.log) return static_cast<int64_t>(NearestLatticePoint(p.min, p.max, std::max(p.step, 1.0), x));
+      return static_cast<int64_t>(std::clamp(std::round(std::exp(x)), p.min, p.max));
     }
     case ParameterKind::kDouble: {
-      double v = p.log ? std::exp(x) : x;
-      if (p.step > 0) v = p.min + std::round((v - p.min) / p.step) * p.step;
+      const double v = p.log ? std::exp(x) : x;
+      if (p.step > 0) return NearestLatticePoint(p.min, p.max, p.step, v);
       return std::clamp(v, p.min, p.max);
     }
   }
@@ -391,6 +386,11 @@ Point BranchGrid::PointAt(int64_t index) const {
     offset /= n;
   }
   return point;
+}
+
+double NearestLatticePoint(double min, double max, double step, double value) {
+  const double last = std::floor((max - min) / step + 1e-9);
+  return min + std::clamp(std::round((value - min) / step), 0.0, last) * step;
 }
 
 }  // namespace dhpt::optimizer

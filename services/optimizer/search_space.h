@@ -153,4 +153,10 @@ std::optional<int64_t> CountBranchPoints(const SearchSpace& space,
 using ::dhpt::SeededGenerator;
 using ::dhpt::UniformUnit;
 
+// The point min + k * step nearest `value`, k from 0 to the last point within max. When max is
+// off the lattice (2 to 500 by 50) the last point is below it (452): clamping the rounded value
+// to max instead gave 500, a value the scheduler then refused as off the lattice when it came
+// back (found by fuzz/spec_fuzzer).
+double NearestLatticePoint(double min, double max, double step, double value);
+
 }  // namespace dhpt::optimizer

@@ -44,6 +44,20 @@ TEST(SearchSpaceTest, StepsRoundToTheLattice) {
   EXPECT_EQ(space.ValueCount(0), 5);
 }
 
+// A max off the lattice (2 to 500 by 50) is not a value: the last point is 452. Rounding then
+// clamping to max gave 500, which the scheduler refused when it came back as a value (found
+// by fuzz/spec_fuzzer).
+TEST(SearchSpaceTest, AMaxOffTheLatticeIsNeverSuggested) {
+  SearchSpace space({Int(2, 500, false, 50), Double(0, 1.05, false, 0.1)});
+  EXPECT_EQ(std::get<int64_t>(space.FromUnit(0, 1.0)), 452);
+  EXPECT_EQ(std::get<int64_t>(space.FromInternal(0, 500)), 452);
+  EXPECT_EQ(std::get<int64_t>(space.FromInternal(0, -100)), 2);
+  EXPECT_EQ(space.ValueCount(0), 10);
+  EXPECT_NEAR(std::get<double>(space.FromUnit(1, 1.0)), 1.0, 1e-12);
+  EXPECT_NEAR(std::get<double>(space.FromInternal(1, 1.05)), 1.0, 1e-12);
+  EXPECT_NEAR(std::get<double>(space.FromInternal(1, 0.3)), 0.3, 1e-12);
+}
+
 TEST(SearchSpaceTest, IntsAreEquallyLikelyIncludingTheEnds) {
   SearchSpace space({Int(1, 4)});
   std::map<int64_t, int> counts;
