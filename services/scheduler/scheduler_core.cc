@@ -1293,7 +1293,7 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
     // stopped attempt of a pruned trial still tells what it cost, kept with the trial.
     uint64_t stored = store_->last_sequence();
     if (attempt == trial.attempt() && trial.state() == v1::Trial::PRUNED) {
-      v1::Trial full = FullTrialLocked(trial);
+      v1::Trial full = std::move(parsed);  // An ended trial: parsed for the check above.
       if (study::RecordCostOfPrunedAttempt(BoundedResult(reported, study.spec.objective().metric()),
                                     full)) {
         trial.live = std::make_unique<LiveTrial>();  // Compacted again as it is saved.
