@@ -27,12 +27,13 @@ std::string Origin(v1::Trial::Origin origin) {
   }
 }
 
-// "worker w1" or "client laptop"; the node and device are known for the latest attempt only.
+// "worker w1" or "client laptop"; the node and device are known for the trial's own attempt
+// only (the latest, or once it has ended the one whose result counted).
 std::string AttemptWhere(const v1::Trial& trial, int index) {
   const v1::Trial::Attempt& attempt = trial.attempts(index);
   std::string where = attempt.client_id().empty() ? absl::StrCat("worker ", attempt.worker_id())
                                                   : absl::StrCat("client ", attempt.client_id());
-  if (index + 1 == trial.attempts_size()) {
+  if (index + 1 == trial.attempt()) {
     if (!trial.node_name().empty()) absl::StrAppend(&where, ", node ", trial.node_name());
     if (!trial.device().empty()) absl::StrAppend(&where, ", device ", trial.device());
   }
@@ -70,10 +71,16 @@ std::string TrialView(const v1::StudySpec& spec, const v1::Trial& trial,
   if (trial.has_create_time()) absl::StrAppend(&out, "  created: ", TimeUtil::ToString(trial.create_time()), "\n");
   if (trial.has_start_time()) absl::StrAppend(&out, "  started: ", TimeUtil::ToString(trial.start_time()), "\n");
   if (trial.has_end_time()) absl::StrAppend(&out, "  ended:   ", TimeUtil::ToString(trial.end_time()), "\n");
-  // The latest attempt's curve: what early stopping judged.
+  // The curve of the trial's own attempt (what early stopping judged; a late result of an
+  // earlier attempt may have counted), else the latest one kept.
   const v1::TrialCurve* curve = nullptr;
   for (const v1::TrialCurve& c : curves) {
-    if (c.number() == trial.number() && (curve == nullptr || c.attempt() > curve->attempt())) curve = &c;
+    if (c.number() != trial.number()) continue;
+    const bool own = c.attempt() == trial.attempt();
+    if (curve == nullptr || own ||
+        (curve->attempt() != trial.attempt() && c.attempt() > curve->attempt())) {
+      curve = &c;
+    }
   }
   if (curve != nullptr && curve->values_size() > 0) {
     const int n = std::min(curve->values_size(), curve->steps_size());

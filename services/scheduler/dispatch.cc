@@ -320,6 +320,10 @@ void SchedulerCore::BeginAttemptLocked(TrialEntry& entry, const std::string& wor
   v1::Trial& trial = entry.trial();
   trial.set_state(v1::Trial::RUNNING);
   trial.set_attempt(trial.attempt() + 1);
+  if (trial.attempts_size() > 0 && trial.has_start_time()) {
+    // The earlier attempt's start, for its late result (which may still count).
+    *trial.mutable_attempts(trial.attempts_size() - 1)->mutable_start_time() = trial.start_time();
+  }
   v1::Trial::Attempt& given = *trial.add_attempts();
   given.set_worker_id(worker_id);
   given.set_client_id(client_id);
@@ -703,7 +707,6 @@ bool SchedulerCore::DuplicateOntoLocked(uint64_t session, WorkerEntry& idle, boo
   slow.superseded.insert(best->id());
   best->superseded_session = best->session;
   best->superseded_attempt = best->attempt();
-  best->live->superseded_start = FromTimestamp(best->trial().start_time());
   best->live->duplicated = true;
   best->session = 0;
   --best->study->running;
@@ -810,7 +813,8 @@ bool SchedulerCore::ResumeSupersededLocked(TrialEntry& trial) {
   t.set_client_id(t.attempts(attempt - 1).client_id());
   t.set_node_name(slow.capabilities.node_name());
   t.clear_error();
-  *t.mutable_start_time() = ToTimestamp(trial.live->superseded_start);
+  *t.mutable_start_time() = t.attempts(attempt - 1).start_time();
+  t.mutable_attempts(attempt - 1)->clear_start_time();  // It is the latest attempt again.
   trial.live->started = true;  // It ran long enough to be worth a duplicate.
   trial.live->charged = false;
   // Its reports start over (what it stored before the duplicate stays stored).
@@ -821,7 +825,7 @@ bool SchedulerCore::ResumeSupersededLocked(TrialEntry& trial) {
   trial.curve.values.clear();
   trial.live->deadline = absl::InfiniteFuture();
   if (std::optional<absl::Duration> timeout = TrialTimeout(study.spec)) {
-    trial.live->deadline = trial.live->superseded_start + *timeout +
+    trial.live->deadline = FromTimestamp(t.start_time()) + *timeout +
                      options_.heartbeat_interval * options_.missed_heartbeats;
   }
   DHPT_LOG_INFO("trial %d of study %s: its duplicate ended without a result; attempt %d on "

@@ -1316,10 +1316,8 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
     return;
   }
   if (from_superseded) {
-    // The slow attempt finished before its duplicate: it counts, with its own start.
+    // The slow attempt finished before its duplicate: it counts (below, as a late result).
     ForgetSupersededLocked(trial, /*cancel=*/false, "");
-    *trial.trial().mutable_start_time() = ToTimestamp(trial.live->superseded_start);
-    trial.trial().set_node_name(worker.capabilities.node_name());
   }
   if (from_current_attempt &&
       (result.state() == v1::Trial::FAILED || result.state() == v1::Trial::CANCELLED) &&
@@ -1392,6 +1390,18 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
                CancelMessage(trial.trial(), "an earlier attempt of this trial already finished"));
   }
   v1::Trial& t = trial.trial();
+  if (!from_current_attempt) {
+    // A late result (of an attempt whose worker was lost, or the slow original of a
+    // duplicate): the trial is recorded as that attempt's, with its own start and node, so
+    // its duration and the speed learnt from it are that attempt's.
+    if (attempt != t.attempt()) {
+      if (t.attempts(attempt - 1).has_start_time()) {
+        *t.mutable_start_time() = t.attempts(attempt - 1).start_time();
+      }
+      t.set_attempt(attempt);
+    }
+    t.set_node_name(worker.capabilities.node_name());
+  }
   study::RecordResult(study.spec, result, t);
   t.set_worker_id(worker.worker_id);
   *t.mutable_end_time() = ToTimestamp(options_.clock());

@@ -508,7 +508,6 @@ class SchedulerCore {
     // with at least this many memory_bytes get it (kept in memory only: after a restart any
     // worker may try it once more).
     uint64_t min_memory_bytes = 0;
-    absl::Time superseded_start;  // When the superseded attempt (TrialEntry) was given.
   };
   // What the core reads of a trial that has ended without parsing its stored bytes: the
   // listing filters, the best-trial choice and the answers to late results.

@@ -124,8 +124,10 @@ absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
   if (in.attempt() < 0 || in.attempt() > in.attempts_size()) {
     return Invalid(at + ".attempt", "must be between 0 and the number of attempts listed");
   }
-  if (in.lost_attempts() < 0 || in.lost_attempts() > in.attempt()) {
-    return Invalid(at + ".lost_attempts", "must be between 0 and attempt");
+  // Not bounded by `attempt`: an ended trial's is the attempt whose result counted, which may
+  // be an earlier one than the attempts lost.
+  if (in.lost_attempts() < 0 || in.lost_attempts() > in.attempts_size()) {
+    return Invalid(at + ".lost_attempts", "must be between 0 and the number of attempts listed");
   }
   for (int i = 0; i < in.attempts_size(); ++i) {
     const v1::Trial::Attempt& attempt = in.attempts(i);
@@ -133,6 +135,7 @@ absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
     RETURN_IF_ERROR(CheckText(attempt.worker_id(), kMaxWorkerIdBytes, field + ".worker_id"));
     RETURN_IF_ERROR(CheckText(attempt.client_id(), kMaxClientIdBytes, field + ".client_id"));
     RETURN_IF_ERROR(CheckText(attempt.request_id(), kMaxClientIdBytes, field + ".request_id"));
+    RETURN_IF_ERROR(CheckTime(attempt.start_time(), field + ".start_time"));
   }
   t.set_attempt(in.attempt());
   t.set_lost_attempts(in.lost_attempts());

@@ -208,6 +208,7 @@ TEST(ReportTest, TheTrialViewShowsEverythingAboutOneTrial) {
                                    "ValueError: bad\x1b]0;x");
   trial.add_attempts()->set_worker_id("w0");
   trial.add_attempts()->set_worker_id("w1");
+  trial.set_attempt(2);
   trial.set_lost_attempts(1);
   trial.set_node_name("pi4-a");
   trial.set_device("cpu");
@@ -239,6 +240,33 @@ TEST(ReportTest, TheTrialViewShowsEverythingAboutOneTrial) {
   EXPECT_THAT(view, HasSubstr("  error:\n    command gbr exited with status 1; stderr ends:\n"
                               "    line one\n    ValueError: bad\\x1b]0;x\n"));
   EXPECT_THAT(view, Not(HasSubstr("99")));
+}
+
+// A late result of a lost attempt counted: the node and the curve shown are that attempt's,
+// not the re-run's that it cancelled.
+TEST(ReportTest, TheTrialViewShowsTheAttemptWhoseResultCounted) {
+  const v1::StudySpec spec = *DemoStudy("branin");
+  v1::Trial trial = FailedTrial(4, "");
+  trial.set_state(v1::Trial::COMPLETED);
+  trial.add_attempts()->set_worker_id("w0");
+  trial.add_attempts()->set_worker_id("w1");
+  trial.set_attempt(1);
+  trial.set_lost_attempts(1);
+  trial.set_worker_id("w0");
+  trial.set_node_name("pi4-a");
+  v1::TrialCurve counted, cancelled;
+  counted.set_number(4);
+  counted.set_attempt(1);
+  counted.add_steps(1);
+  counted.add_values(0.25);
+  cancelled.set_number(4);
+  cancelled.set_attempt(2);
+  cancelled.add_steps(1);
+  cancelled.add_values(0.75);
+  const std::string view = TrialView(spec, trial, {counted, cancelled});
+  EXPECT_THAT(view, HasSubstr("attempts: 2 (1 lost)\n    1: worker w0, node pi4-a\n    2: worker w1\n"));
+  EXPECT_THAT(view, HasSubstr("progress (attempt 1"));
+  EXPECT_THAT(view, Not(HasSubstr("0.75")));
 }
 
 }  // namespace

@@ -457,6 +457,40 @@ TEST_F(SchedulerCoreTest, LateResultOfAnEarlierAttemptIsAcceptedOnceAndTheRerunC
   EXPECT_EQ(study->state(), v1::Study::COMPLETED);
 }
 
+// The late result counts as the attempt that produced it: its number, worker, node and start
+// (so its duration, and the speed learnt from it), not those of the re-run it cancelled.
+TEST_F(SchedulerCoreTest, ALateResultIsRecordedAsTheAttemptThatProducedIt) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
+  v1::Hello pi = Hello("a", 1);
+  pi.mutable_capabilities()->set_node_name("pi-1");
+  v1::Hello orin = Hello("b", 1);
+  orin.mutable_capabilities()->set_node_name("orin-1");
+  const absl::Time first_start = now_;
+  RecordingChannel& first = NewChannel();
+  const uint64_t s1 = Connect(first, pi);
+  const v1::Assign lost = first.Assigns().back();
+  core_->HandleStarted(s1, Attempt(lost));
+  now_ += absl::Seconds(30);
+  core_->DisconnectWorker(s1, "missed heartbeats");
+  RecordingChannel& second = NewChannel();
+  const uint64_t s2 = Connect(second, orin);
+  ASSERT_EQ(second.Assigns().size(), 1u);
+  core_->HandleStarted(s2, Attempt(second.Assigns().back()));
+  now_ += absl::Seconds(10);
+
+  RecordingChannel& back = NewChannel();
+  core_->HandleResult(Connect(back, pi), Completed(lost, 3.0));
+  const v1::Trial trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
+  EXPECT_EQ(trial.state(), v1::Trial::COMPLETED);
+  EXPECT_EQ(trial.attempt(), 1);
+  EXPECT_EQ(trial.attempts_size(), 2);
+  EXPECT_EQ(trial.worker_id(), "a");
+  EXPECT_EQ(trial.node_name(), "pi-1");
+  EXPECT_EQ(trial.start_time().seconds(), absl::ToUnixSeconds(first_start));
+  EXPECT_EQ(trial.end_time().seconds() - trial.start_time().seconds(), 40);
+  EXPECT_EQ(second.Count(v1::SchedulerMessage::kCancel), 1);
+}
+
 TEST_F(SchedulerCoreTest, UnknownTrialsAreAnsweredNotFatal) {
   RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 1));

@@ -184,6 +184,8 @@ TEST_F(SpeedPlacementTest, TheSlowAttemptFinishingFirstCountsAndTheDuplicateIsCa
   const v1::Trial& duplicated = trials.back();
   EXPECT_EQ(duplicated.state(), v1::Trial::COMPLETED);
   EXPECT_EQ(duplicated.worker_id(), "slow");
+  EXPECT_EQ(duplicated.attempt(), 1);  // Recorded as the slow attempt, not the duplicate.
+  EXPECT_EQ(duplicated.attempts_size(), 2);
   EXPECT_EQ(duplicated.metrics().at("value"), 9);
   EXPECT_EQ(duplicated.lost_attempts(), 0);
   // Its time is the slow attempt's: given at 5 s, done at 6.5 s.
