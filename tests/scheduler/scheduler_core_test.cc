@@ -458,9 +458,12 @@ TEST_F(SchedulerCoreTest, LateResultOfAnEarlierAttemptIsAcceptedOnceAndTheRerunC
 }
 
 // The late result counts as the attempt that produced it: its number, worker, node and start
-// (so its duration, and the speed learnt from it), not those of the re-run it cancelled.
+// (so its duration, and the speed learnt from it), not those of the re-run it cancelled. Its
+// export imports as it is, though more attempts were lost than the one that counted.
 TEST_F(SchedulerCoreTest, ALateResultIsRecordedAsTheAttemptThatProducedIt) {
-  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
+  v1::StudySpec spec = FunctionStudy("s", 1);
+  spec.set_max_attempts(4);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
   v1::Hello pi = Hello("a", 1);
   pi.mutable_capabilities()->set_node_name("pi-1");
   v1::Hello orin = Hello("b", 1);
@@ -472,23 +475,38 @@ TEST_F(SchedulerCoreTest, ALateResultIsRecordedAsTheAttemptThatProducedIt) {
   core_->HandleStarted(s1, Attempt(lost));
   now_ += absl::Seconds(30);
   core_->DisconnectWorker(s1, "missed heartbeats");
-  RecordingChannel& second = NewChannel();
-  const uint64_t s2 = Connect(second, orin);
-  ASSERT_EQ(second.Assigns().size(), 1u);
-  core_->HandleStarted(s2, Attempt(second.Assigns().back()));
-  now_ += absl::Seconds(10);
+  for (int rerun = 0; rerun < 2; ++rerun) {  // Lost again, then running a third time.
+    RecordingChannel& channel = NewChannel();
+    const uint64_t session = Connect(channel, orin);
+    ASSERT_EQ(channel.Assigns().size(), 1u);
+    core_->HandleStarted(session, Attempt(channel.Assigns().back()));
+    now_ += absl::Seconds(5);
+    if (rerun == 0) core_->DisconnectWorker(session, "link down");
+  }
 
   RecordingChannel& back = NewChannel();
   core_->HandleResult(Connect(back, pi), Completed(lost, 3.0));
   const v1::Trial trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
   EXPECT_EQ(trial.state(), v1::Trial::COMPLETED);
   EXPECT_EQ(trial.attempt(), 1);
-  EXPECT_EQ(trial.attempts_size(), 2);
+  EXPECT_EQ(trial.attempts_size(), 3);
+  EXPECT_EQ(trial.lost_attempts(), 2);
   EXPECT_EQ(trial.worker_id(), "a");
   EXPECT_EQ(trial.node_name(), "pi-1");
   EXPECT_EQ(trial.start_time().seconds(), absl::ToUnixSeconds(first_start));
   EXPECT_EQ(trial.end_time().seconds() - trial.start_time().seconds(), 40);
-  EXPECT_EQ(second.Count(v1::SchedulerMessage::kCancel), 1);
+
+  v1::StudyExport exported;
+  *exported.mutable_study() = *core_->GetStudy("s");
+  *exported.add_trials() = trial;
+  testing::TempDatabase target;
+  SchedulerCore imported(target.get(), SchedulerOptions());
+  ASSERT_TRUE(imported.Recover().ok());
+  ASSERT_TRUE(imported.ImportStudy(exported).ok());
+  const v1::Trial again = AllTrials(imported, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
+  EXPECT_EQ(again.attempt(), 1);
+  EXPECT_EQ(again.lost_attempts(), 2);
+  EXPECT_EQ(again.start_time().seconds(), trial.start_time().seconds());
 }
 
 TEST_F(SchedulerCoreTest, UnknownTrialsAreAnsweredNotFatal) {
