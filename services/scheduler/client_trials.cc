@@ -54,6 +54,14 @@ bool GivenToClient(const v1::Trial& trial, absl::string_view client_id) {
                      [&](const v1::Trial::Attempt& a) { return a.client_id() == client_id; });
 }
 
+// Why a client may neither report on nor complete a trial that no attempt was given to it:
+// the same answer from ReportProgress and CompleteTrial.
+absl::Status NeverGivenError(absl::string_view study, int64_t number, absl::string_view client_id) {
+  return absl::PermissionDeniedError(absl::StrCat("trial ", number, " of study \"", study,
+                                                  "\" was never given to client \"", client_id,
+                                                  "\"; ask for trials with SuggestTrials"));
+}
+
 // Whether `request` repeats the call that settled `settled`: the same client with the same
 // infeasible reason (`error` as it was stored), or with metrics it holds at the same values.
 bool IsRetryOf(const v1::Trial& settled, const v1::CompleteTrialRequest& request,
@@ -348,9 +356,12 @@ absl::StatusOr<v1::ReportProgressResponse> SchedulerCore::ReportClientProgress(
   v1::Trial parsed;
   const v1::Trial& t = MessageLocked(*trial, parsed);
   v1::ReportProgressResponse response;
+  if (!GivenToClient(t, request.client_id())) {
+    return NeverGivenError(request.study(), request.trial(), request.client_id());
+  }
   ReclaimForClientLocked(*trial, request.client_id());
   if (t.state() != v1::Trial::RUNNING || trial->live->client != request.client_id()) {
-    if (TrialTerminal(t.state()) && GivenToClient(t, request.client_id())) {
+    if (TrialTerminal(t.state())) {
       // Pruned, ended with its study, or settled by an earlier attempt: stop evaluating it.
       response.set_should_stop(true);
       response.set_reason(t.error());
@@ -431,9 +442,7 @@ absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRe
     ASSIGN_OR_RETURN(TrialEntry * trial, FindTrialLocked(*study, request.trial()));
     v1::Trial parsed;
     if (!GivenToClient(MessageLocked(*trial, parsed), request.client_id())) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "trial ", request.trial(), " of study \"", request.study(),
-          "\" was never given to client \"", request.client_id(), "\""));
+      return NeverGivenError(request.study(), request.trial(), request.client_id());
     }
     if (TrialTerminal(trial->state())) {
       v1::Trial settled = std::move(parsed);  // Parsed above: an ended trial has no live one.

@@ -195,7 +195,10 @@ TEST_F(ClientTrialsTest, BadRequestsAreInvalidArguments) {
   half.set_step(3);
   EXPECT_EQ(core_->ReportClientProgress(half).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Report("ext", 0, "b").status().code(), absl::StatusCode::kFailedPrecondition);
+  // Never given to b: the same answer as its CompleteTrial's.
+  EXPECT_EQ(Report("ext", 0, "b").status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(Report("ext", 0, "b").status().message()),
+              HasSubstr("was never given to client \"b\""));
 }
 
 TEST_F(ClientTrialsTest, AnExpiredLeaseGoesToAnotherClientAndTheFirstResultWins) {
@@ -218,6 +221,8 @@ TEST_F(ClientTrialsTest, AnExpiredLeaseGoesToAnotherClientAndTheFirstResultWins)
   absl::StatusOr<v1::Trial> late = Tell("ext", 0, "a", 0.3);
   EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(late.status().message()), HasSubstr("leased to client \"b\" now"));
+  // Its report, likewise: given to it once, so not PERMISSION_DENIED.
+  EXPECT_EQ(Report("ext", 0, "a").status().code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(Report("ext", 0, "b", 1, 0.25).ok());
   ASSERT_TRUE(Tell("ext", 0, "b", 0.2).ok());
   EXPECT_EQ(Tell("ext", 0, "a", 0.3).status().code(), absl::StatusCode::kFailedPrecondition);
@@ -241,9 +246,9 @@ TEST_F(ClientTrialsTest, AHandedBackTrialIsPendingAgainAndCostsNoAttempt) {
             absl::StatusCode::kInvalidArgument);
   back.clear_step();
   back.clear_value();
-  back.set_client_id("b");  // Not its holder: refused, changes nothing.
+  back.set_client_id("b");  // Never given to b: refused, changes nothing.
   EXPECT_EQ(core_->ReportClientProgress(back).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+            absl::StatusCode::kPermissionDenied);
   back.set_client_id("a");
   ASSERT_TRUE(core_->ReportClientProgress(back).ok());
   EXPECT_EQ(core_->GetStudy("ext")->trials_running(), 0);
