@@ -236,6 +236,13 @@ TEST(CommandLineTest, EachNumericFlagRefusesAValueOutsideItsRangeSayingTheRange)
       "DHPT_SCHEDULER=127.0.0.1:103097 timeout 20 " DHPT_BIN_DIR "/dhpt studies </dev/null");
   EXPECT_EQ(cli_status, 2) << cli_output;
   EXPECT_THAT(cli_output, HasSubstr("got '127.0.0.1:103097' (from DHPT_SCHEDULER="));
+  // The dashboard reads every flag of its own from the environment (a list kept by hand had
+  // missed --plot_view, so DHPT_PLOT_VIEW was ignored).
+  const auto [dashboard_status, dashboard_output] = RunCommandLine(
+      "DHPT_PLOT_VIEW=sometimes timeout 20 " DHPT_BIN_DIR
+      "/dhpt-dashboard --scheduler=127.0.0.1:1 --listen=127.0.0.1:0 </dev/null");
+  EXPECT_EQ(dashboard_status, 2) << dashboard_output;
+  EXPECT_THAT(dashboard_output, HasSubstr("invalid DHPT_PLOT_VIEW=sometimes"));
 }
 
 // Found by a hostile review: the scheduler read DHPT_<FLAG> from a list kept by hand, which
