@@ -506,6 +506,14 @@ WriteSequence SchedulerCore::SettleClientTrialLocked(TrialEntry& trial,
   } else {
     study::RecordResult(study.spec, result, t);
   }
+  // A client whose lease ran out may complete it while nobody holds it: recorded as that
+  // client's latest attempt.
+  for (int attempt = t.attempts_size(); attempt >= 1; --attempt) {
+    if (t.attempts(attempt - 1).client_id() == client_id) {
+      RecordAsAttempt(t, attempt);
+      break;
+    }
+  }
   t.set_client_id(client_id);
   t.set_device("client");
   *t.mutable_end_time() = ToTimestamp(options_.clock());

@@ -1391,15 +1391,9 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
   }
   v1::Trial& t = trial.trial();
   if (!from_current_attempt) {
-    // A late result (of an attempt whose worker was lost, or the slow original of a
-    // duplicate): the trial is recorded as that attempt's, with its own start and node, so
-    // its duration and the speed learnt from it are that attempt's.
-    if (attempt != t.attempt()) {
-      if (t.attempts(attempt - 1).has_start_time()) {
-        *t.mutable_start_time() = t.attempts(attempt - 1).start_time();
-      }
-      t.set_attempt(attempt);
-    }
+    // A late result: recorded as its own attempt's, on its node, so that the speed learnt
+    // from it is that attempt's.
+    RecordAsAttempt(t, attempt);
     t.set_node_name(worker.capabilities.node_name());
   }
   study::RecordResult(study.spec, result, t);

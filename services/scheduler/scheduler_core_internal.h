@@ -226,6 +226,16 @@ inline v1::SchedulerMessage CancelMessage(uint64_t trial_id, int attempt, uint64
   return message;
 }
 
+// Records an ending trial as the attempt (1-based, one of its attempts) whose result counted:
+// a late result of an earlier attempt (its worker or client lost, or a duplicate's slow
+// original) takes that attempt's number and start, so its duration is its own.
+inline void RecordAsAttempt(v1::Trial& trial, int attempt) {
+  if (attempt == trial.attempt()) return;
+  const v1::Trial::Attempt& given = trial.attempts(attempt - 1);
+  if (given.has_start_time()) *trial.mutable_start_time() = given.start_time();
+  trial.set_attempt(attempt);
+}
+
 // Cancels the trial's current attempt.
 inline v1::SchedulerMessage CancelMessage(const v1::Trial& trial, std::string reason) {
   const uint64_t epoch =

@@ -232,6 +232,26 @@ TEST_F(ClientTrialsTest, AnExpiredLeaseGoesToAnotherClientAndTheFirstResultWins)
   EXPECT_EQ(AllTrials(*core_, "ext")[0].metrics().at("loss"), 0.2);
 }
 
+// The first client completes the trial after its lease and then another client's ran out:
+// the trial is recorded as its own attempt (number and start), not the other client's.
+TEST_F(ClientTrialsTest, ALateClientsResultIsRecordedAsItsOwnAttempt) {
+  ASSERT_TRUE(core_->CreateStudy(ExternalStudy("ext", 5, 1)).ok());
+  const absl::Time first_start = now_;
+  ASSERT_THAT(Ask("ext", 1, "a"), ElementsAre(0));
+  now_ += absl::Minutes(11);
+  EXPECT_EQ(core_->ExpireLeases(), 1);
+  ASSERT_THAT(Ask("ext", 1, "b"), ElementsAre(0));
+  now_ += absl::Minutes(11);
+  EXPECT_EQ(core_->ExpireLeases(), 1);
+  absl::StatusOr<v1::Trial> told = Tell("ext", 0, "a", 0.3);
+  ASSERT_TRUE(told.ok()) << told.status();
+  EXPECT_EQ(told->attempt(), 1);
+  EXPECT_EQ(told->attempts_size(), 2);
+  EXPECT_EQ(told->client_id(), "a");
+  EXPECT_EQ(told->start_time().seconds(), absl::ToUnixSeconds(first_start));
+  EXPECT_EQ(told->end_time().seconds() - told->start_time().seconds(), 22 * 60);
+}
+
 TEST_F(ClientTrialsTest, AHandedBackTrialIsPendingAgainAndCostsNoAttempt) {
   ASSERT_TRUE(core_->CreateStudy(ExternalStudy("ext", 2, 1)).ok());
   ASSERT_THAT(Ask("ext", 1, "a"), ElementsAre(0));
