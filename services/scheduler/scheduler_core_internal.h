@@ -7,6 +7,7 @@
 // leaving memory in ended_studies.cc); each file defines SchedulerCore members over
 // these types.
 
+#include <cmath>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -257,7 +258,10 @@ inline std::string WorkerText(absl::string_view text, size_t limit) {
 }
 
 // A copy of a worker's result within the protocol's limits: the objective metric first, then
-// at most kMaxResultMetrics names of sane length; text cut short.
+// at most kMaxResultMetrics names of sane length with finite values (a NaN or an infinity
+// measures nothing, and stored it made the study's export one that import refuses); text cut
+// short. An objective that is not finite is dropped too: the trial fails as one that did
+// not report it.
 inline v1::TrialResult BoundedResult(const v1::TrialResult& result, const std::string& objective) {
   v1::TrialResult bounded;
   bounded.set_trial_id(result.trial_id());
@@ -267,12 +271,15 @@ inline v1::TrialResult BoundedResult(const v1::TrialResult& result, const std::s
   bounded.set_device(WorkerText(result.device(), kMaxWorkerTextBytes));
   bounded.set_out_of_memory(result.out_of_memory());
   auto& metrics = *bounded.mutable_metrics();
-  if (auto it = result.metrics().find(objective); it != result.metrics().end()) {
+  if (auto it = result.metrics().find(objective);
+      it != result.metrics().end() && std::isfinite(it->second)) {
     metrics[objective] = it->second;
   }
   for (const auto& [name, value] : result.metrics()) {
     if (static_cast<int>(metrics.size()) >= kMaxResultMetrics) break;
-    if (!name.empty() && name.size() <= kMaxMetricNameBytes) metrics[name] = value;
+    if (!name.empty() && name.size() <= kMaxMetricNameBytes && std::isfinite(value)) {
+      metrics[name] = value;
+    }
   }
   return bounded;
 }

@@ -124,6 +124,10 @@ absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
   if (in.attempt() < 0 || in.attempt() > in.attempts_size()) {
     return Invalid(at + ".attempt", "must be between 0 and the number of attempts listed");
   }
+  if (in.attempt() == 0 && in.attempts_size() > 0) {
+    return Invalid(at + ".attempt", "0, but attempts are listed: it is the attempt (1 or more) "
+                                    "the trial is recorded as");
+  }
   // Not bounded by `attempt`: an ended trial's is the attempt whose result counted, which may
   // be an earlier one than the attempts lost.
   if (in.lost_attempts() < 0 || in.lost_attempts() > in.attempts_size()) {
@@ -170,18 +174,24 @@ absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
   if (in.metrics_size() > kMaxResultMetrics + 1) {  // The pruned step may come on top.
     return Invalid(at + ".metrics", absl::StrCat("more than ", kMaxResultMetrics, " metrics"));
   }
+  // Only finite values are kept: earlier schedulers stored a worker's NaN or infinity, which
+  // measures nothing, and their exports must still import (a COMPLETED trial's objective is
+  // checked below, and is refused if it is not finite).
+  google::protobuf::Map<std::string, double> metrics;
   for (const auto& [metric, value] : in.metrics()) {
-    if (metric.empty() || metric.size() > kMaxMetricNameBytes || std::isnan(value)) {
+    if (metric.empty() || metric.size() > kMaxMetricNameBytes) {
       return Invalid(at + ".metrics",
-                     absl::StrCat("names of 1-", kMaxMetricNameBytes, " bytes with values"));
+                     absl::StrCat("\"", WorkerText(metric, kMaxMetricNameBytes),
+                                  "\": a metric's name is 1-", kMaxMetricNameBytes, " bytes"));
     }
+    if (std::isfinite(value)) metrics[metric] = value;
   }
   switch (in.state()) {
     case v1::Trial::COMPLETED: {
       // The objective is recomputed from the metrics, never taken from the export.
       v1::TrialResult result;
       result.set_state(v1::Trial::COMPLETED);
-      *result.mutable_metrics() = in.metrics();
+      *result.mutable_metrics() = metrics;
       if (std::optional<std::string> missing = study::MissingMetric(spec, result)) {
         return Invalid(at + ".metrics", *missing);
       }
@@ -193,13 +203,15 @@ absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
     case v1::Trial::CANCELLED:
     case v1::Trial::PRUNED:
       t.set_state(in.state());
-      *t.mutable_metrics() = in.metrics();
+      *t.mutable_metrics() = std::move(metrics);
       break;
     case v1::Trial::PENDING:
     case v1::Trial::RUNNING:
-      // Its worker or client belonged to the exporting scheduler: it waits for one here.
+      // Its worker or client belonged to the exporting scheduler: it waits for one here, with
+      // nothing of a result (an edited export's metrics or end would show on a trial that
+      // never ended).
       t.set_state(v1::Trial::PENDING);
-      *t.mutable_metrics() = in.metrics();
+      t.clear_end_time();
       break;
     default:
       return Invalid(at + ".state", "COMPLETED, FAILED, CANCELLED, PRUNED, PENDING or RUNNING");
@@ -287,6 +299,12 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
           "is incomplete or edited"));
     }
     seen[number] = true;
+    if (ended && (exported.trials(i).state() == v1::Trial::PENDING ||
+                  exported.trials(i).state() == v1::Trial::RUNNING)) {
+      return Invalid(at + ".state", absl::StrCat(
+          v1::Trial::State_Name(exported.trials(i).state()), " in a study that has ended (",
+          v1::Study::State_Name(in.state()), "): every trial of an ended study has ended"));
+    }
     ASSIGN_OR_RETURN(trials[number], CheckTrial(spec, space, exported.trials(i), at));
     if (exported.trials(i).origin() == v1::Trial::ADDED) ++added;
   }

@@ -509,6 +509,39 @@ TEST_F(SchedulerCoreTest, ALateResultIsRecordedAsTheAttemptThatProducedIt) {
   EXPECT_EQ(again.start_time().seconds(), trial.start_time().seconds());
 }
 
+// A worker's NaN or infinite measurement is not kept: stored, it made the study's export one
+// that import refused (hostile review). A NaN objective fails the trial as a missing one.
+TEST_F(SchedulerCoreTest, AWorkersNonFiniteMeasurementsAreNotKept) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 2)).ok());
+  RecordingChannel& channel = NewChannel();
+  const uint64_t session = Connect(channel, Hello("w", 2));
+  ASSERT_EQ(channel.Assigns().size(), 2u);
+  v1::TrialResult measured = Completed(channel.Assigns()[0], 1.0);
+  (*measured.mutable_metrics())["wall_seconds"] = std::numeric_limits<double>::quiet_NaN();
+  (*measured.mutable_metrics())["cpu_seconds"] = -std::numeric_limits<double>::infinity();
+  (*measured.mutable_metrics())["peak_rss_bytes"] = 1e6;
+  core_->HandleResult(session, measured);
+  core_->HandleResult(session, Completed(channel.Assigns()[1],
+                                         std::numeric_limits<double>::quiet_NaN()));
+  const std::vector<v1::Trial> trials = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED);
+  ASSERT_EQ(trials.size(), 2u);
+  EXPECT_EQ(trials[0].state(), v1::Trial::COMPLETED);
+  EXPECT_FALSE(trials[0].metrics().contains("wall_seconds"));
+  EXPECT_FALSE(trials[0].metrics().contains("cpu_seconds"));
+  EXPECT_EQ(trials[0].metrics().at("peak_rss_bytes"), 1e6);
+  EXPECT_EQ(trials[1].state(), v1::Trial::FAILED);
+  EXPECT_THAT(trials[1].error(), HasSubstr("no finite value was reported for the objective"));
+
+  v1::StudyExport exported;
+  *exported.mutable_study() = *core_->GetStudy("s");
+  for (const v1::Trial& trial : trials) *exported.add_trials() = trial;
+  testing::TempDatabase target;
+  SchedulerCore imported(target.get(), SchedulerOptions());
+  ASSERT_TRUE(imported.Recover().ok());
+  absl::StatusOr<v1::Study> study = imported.ImportStudy(exported);
+  EXPECT_TRUE(study.ok()) << study.status();
+}
+
 TEST_F(SchedulerCoreTest, UnknownTrialsAreAnsweredNotFatal) {
   RecordingChannel& channel = NewChannel();
   const uint64_t session = Connect(channel, Hello("w", 1));

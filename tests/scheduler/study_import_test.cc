@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/time_util.h"
@@ -220,6 +222,16 @@ TEST(StudyImportTest, ForgedExportsAreRefusedWhole) {
        "increasing"},
       {[](v1::StudyExport& e) { e.mutable_study()->mutable_spec()->set_max_trials(2); },
        "max_trials"},
+      // Found by a hostile review: accepted, these made trials no scheduler makes.
+      {[](v1::StudyExport& e) { e.mutable_trials(0)->set_attempt(0); },
+       "trials[0].attempt: 0, but attempts are listed"},
+      {[](v1::StudyExport& e) {
+         e.mutable_study()->set_state(v1::Study::COMPLETED);
+         e.mutable_trials(2)->set_state(v1::Trial::RUNNING);
+       },
+       "trials[2].state: RUNNING in a study that has ended (COMPLETED)"},
+      {[](v1::StudyExport& e) { (*e.mutable_trials(0)->mutable_metrics())[""] = 1; },
+       "trials[0].metrics: \"\": a metric's name is 1-64 bytes"},
   };
   for (const Case& c : cases) {
     v1::StudyExport forged = good;
@@ -235,6 +247,26 @@ TEST(StudyImportTest, ForgedExportsAreRefusedWhole) {
   absl::StatusOr<v1::Study> study = core.ImportStudy(lying);
   ASSERT_TRUE(study.ok()) << study.status();
   EXPECT_EQ(study->best_trial().objective_value(), 0.5);
+  ASSERT_TRUE(core.DeleteStudy("s", true).ok());
+
+  // What older schedulers stored imports without what measures nothing: a worker's NaN or
+  // infinite metric is dropped (it made the export one that import refused: hostile review),
+  // and a trial that was running waits again without an edited end or metrics.
+  v1::StudyExport older = good;
+  (*older.mutable_trials(0)->mutable_metrics())["wall_seconds"] =
+      std::numeric_limits<double>::quiet_NaN();
+  (*older.mutable_trials(0)->mutable_metrics())["cpu_seconds"] =
+      std::numeric_limits<double>::infinity();
+  older.mutable_trials(2)->set_state(v1::Trial::RUNNING);
+  absl::StatusOr<v1::Study> imported = core.ImportStudy(older);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const std::vector<v1::Trial> trials = AllTrials(core, "s");
+  ASSERT_EQ(trials.size(), 3u);
+  EXPECT_EQ(trials[0].metrics().size(), 1u);
+  EXPECT_EQ(trials[0].metrics().at("loss"), 0.5);
+  EXPECT_EQ(trials[2].state(), v1::Trial::PENDING);
+  EXPECT_TRUE(trials[2].metrics().empty());
+  EXPECT_FALSE(trials[2].has_end_time());
 }
 
 TEST(StudyImportTest, TheSpecsTotalIsCapped) {
