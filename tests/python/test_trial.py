@@ -83,6 +83,12 @@ def test_tell_by_another_client_or_twice_is_a_clear_error(scheduler, client):
     other = dhpt.load_study("at", client=dhpt.Client(scheduler.address, client_id="other"))
     with pytest.raises(dhpt.PermissionDenied, match="never given"):
         other.tell(trial.number, 1.0)
+    # A listed trial names whoever holds it: telling it is still as this client (it was told
+    # as the holder, so another process completed alice's trial in her name: hostile review).
+    listed = [t for t in other.trials if t.number == trial.number][0]
+    assert listed.client_id == trial.client_id
+    with pytest.raises(dhpt.PermissionDenied, match="never given"):
+        other.tell(listed, 1.0)
     study.tell(trial, 1.0)
     with pytest.raises(dhpt.FailedPrecondition):
         study.tell(trial, 2.0)

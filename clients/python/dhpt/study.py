@@ -456,7 +456,10 @@ class Study:
                     f"tell: trial {trial.number} is study {owner!r}'s, not {self.name!r}'s: "
                     f"tell it through its own study")
         number = trial if isinstance(trial, int) else trial.number
-        client_id = client_id or getattr(trial, "client_id", None) or self._client.client_id
+        # A Trial from ask() is told as the client that asked for it; a FrozenTrial from a
+        # listing names whoever holds it, which is not who is telling now.
+        own = trial.client_id if isinstance(trial, Trial) else None
+        client_id = client_id or own or self._client.client_id
         state = TrialState(state.value if isinstance(state, TrialState) else state) \
             if state is not None else TrialState.COMPLETED
         request = pb.CompleteTrialRequest(study=self.name, trial=number, client_id=client_id)
