@@ -18,12 +18,14 @@
 namespace dhpt::cli {
 namespace {
 
+// `what` and `example` name the word's kind ("metric", "loss=0.25").
 absl::StatusOr<std::pair<std::string, std::string>> SplitWord(const std::string& word,
-                                                              absl::string_view what) {
+                                                              absl::string_view what,
+                                                              absl::string_view example) {
   const size_t equals = word.find('=');
   if (equals == std::string::npos || equals == 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("\"", word, "\" is not ", what, "=value (e.g. loss=0.25)"));
+        absl::StrCat("\"", word, "\" is not ", what, "=value (e.g. ", example, ")"));
   }
   return std::make_pair(word.substr(0, equals), word.substr(equals + 1));
 }
@@ -117,7 +119,7 @@ absl::StatusOr<google::protobuf::Map<std::string, double>> ParseMetricWords(
     const std::vector<std::string>& words) {
   google::protobuf::Map<std::string, double> metrics;
   for (const std::string& word : words) {
-    ASSIGN_OR_RETURN(auto pair, SplitWord(word, "metric"));
+    ASSIGN_OR_RETURN(auto pair, SplitWord(word, "metric", "loss=0.25"));
     if (metrics.contains(pair.first)) {
       return absl::InvalidArgumentError(absl::StrCat("metric ", pair.first, " is given twice"));
     }
@@ -141,7 +143,7 @@ absl::StatusOr<google::protobuf::Map<std::string, google::protobuf::Value>> Pars
     const std::vector<std::string>& words) {
   google::protobuf::Map<std::string, google::protobuf::Value> params;
   for (const std::string& word : words) {
-    ASSIGN_OR_RETURN(auto pair, SplitWord(word, "parameter"));
+    ASSIGN_OR_RETURN(auto pair, SplitWord(word, "parameter", "lr=0.01"));
     if (params.contains(pair.first)) {
       return absl::InvalidArgumentError(absl::StrCat("parameter ", pair.first, " is given twice"));
     }

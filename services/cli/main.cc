@@ -592,15 +592,16 @@ int RunAskTell(StudyClient& client, const std::string& name, const std::vector<s
     v1::CompleteTrialRequest request;
     request.set_study(args[0]);
     int64_t number = 0;
+    // Words that do not parse are usage errors, found before anything is sent (exit 2).
     if (!absl::SimpleAtoi(args[1], &number)) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat("TRIAL: \"", args[1], "\" is not a trial number (dhpt ask prints it first)")));
+      return FailUsage(name, absl::StrCat("TRIAL: \"", args[1],
+                                          "\" is not a trial number (dhpt ask prints it first)"));
     }
     request.set_trial(number);
     request.set_client_id(ClientId());
     request.set_infeasible_reason(absl::GetFlag(FLAGS_infeasible));
     absl::StatusOr<google::protobuf::Map<std::string, double>> metrics = ParseMetricWords(words);
-    if (!metrics.ok()) return Fail(metrics.status());
+    if (!metrics.ok()) return FailUsage(name, metrics.status().message());
     *request.mutable_metrics() = *std::move(metrics);
     absl::StatusOr<v1::Trial> trial = client.CompleteTrial(request);
     if (const std::optional<std::string> oversized =
@@ -627,7 +628,7 @@ int RunAskTell(StudyClient& client, const std::string& name, const std::vector<s
   request.set_study(args[0]);
   absl::StatusOr<google::protobuf::Map<std::string, google::protobuf::Value>> params =
       ParseParameterWords(words);
-  if (!params.ok()) return Fail(params.status());
+  if (!params.ok()) return FailUsage(name, params.status().message());
   *request.mutable_params() = *std::move(params);
   absl::StatusOr<v1::Trial> trial = client.EnqueueTrial(request);
   if (!trial.ok()) return Fail(trial.status());

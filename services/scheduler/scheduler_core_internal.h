@@ -232,6 +232,9 @@ inline v1::SchedulerMessage CancelMessage(uint64_t trial_id, int attempt, uint64
 // original) takes that attempt's number and start, so its duration is its own.
 inline void RecordAsAttempt(v1::Trial& trial, int attempt) {
   if (attempt == trial.attempt()) return;
+  if (trial.attempt() >= 1 && trial.has_start_time()) {  // The attempt it cancels keeps its start.
+    *trial.mutable_attempts(trial.attempt() - 1)->mutable_start_time() = trial.start_time();
+  }
   const v1::Trial::Attempt& given = trial.attempts(attempt - 1);
   if (given.has_start_time()) *trial.mutable_start_time() = given.start_time();
   trial.set_attempt(attempt);

@@ -224,6 +224,14 @@ TEST(CommandLineTest, EachNumericFlagRefusesAValueOutsideItsRangeSayingTheRange)
       {"dhpt", "ask x --count=101", 2, "got 101"},
       {"dhpt", "importance x --objective=-1", 2,
        "--objective must be at least 0 (0: the first); got -1"},
+      // Words that do not parse are refused before anything is sent (they exited 1, tagged
+      // as if the scheduler had refused them: hostile review); port 1 has no scheduler.
+      {"dhpt", "--scheduler=127.0.0.1:1 tell s abc loss=1", 2,
+       "TRIAL: \"abc\" is not a trial number"},
+      {"dhpt", "--scheduler=127.0.0.1:1 tell s 0 loss=nan", 2,
+       "metric loss: \"nan\" is not a finite decimal number"},
+      {"dhpt", "--scheduler=127.0.0.1:1 enqueue s nox", 2,
+       "\"nox\" is not parameter=value (e.g. lr=0.01)"},
   };
   ExpectEach(rows);
   // From the environment: the same check, the same status.

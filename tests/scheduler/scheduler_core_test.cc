@@ -495,6 +495,10 @@ TEST_F(SchedulerCoreTest, ALateResultIsRecordedAsTheAttemptThatProducedIt) {
   EXPECT_EQ(trial.node_name(), "pi-1");
   EXPECT_EQ(trial.start_time().seconds(), absl::ToUnixSeconds(first_start));
   EXPECT_EQ(trial.end_time().seconds() - trial.start_time().seconds(), 40);
+  // Each attempt keeps its own start, the cancelled third's too.
+  ASSERT_TRUE(trial.attempts(2).has_start_time());
+  EXPECT_EQ(trial.attempts(2).start_time().seconds(),
+            absl::ToUnixSeconds(first_start + absl::Seconds(35)));
 
   v1::StudyExport exported;
   *exported.mutable_study() = *core_->GetStudy("s");
