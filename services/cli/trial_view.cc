@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -73,14 +74,12 @@ std::string TrialView(const v1::StudySpec& spec, const v1::Trial& trial,
   if (trial.has_end_time()) absl::StrAppend(&out, "  ended:   ", TimeUtil::ToString(trial.end_time()), "\n");
   // The curve of the trial's own attempt (what early stopping judged; a late result of an
   // earlier attempt may have counted), else the latest one kept.
+  const auto rank = [&trial](const v1::TrialCurve& c) {
+    return std::make_pair(c.attempt() == trial.attempt(), c.attempt());
+  };
   const v1::TrialCurve* curve = nullptr;
   for (const v1::TrialCurve& c : curves) {
-    if (c.number() != trial.number()) continue;
-    const bool own = c.attempt() == trial.attempt();
-    if (curve == nullptr || own ||
-        (curve->attempt() != trial.attempt() && c.attempt() > curve->attempt())) {
-      curve = &c;
-    }
+    if (c.number() == trial.number() && (curve == nullptr || rank(c) > rank(*curve))) curve = &c;
   }
   if (curve != nullptr && curve->values_size() > 0) {
     const int n = std::min(curve->values_size(), curve->steps_size());

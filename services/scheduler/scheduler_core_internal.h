@@ -274,15 +274,17 @@ inline v1::TrialResult BoundedResult(const v1::TrialResult& result, const std::s
   bounded.set_device(WorkerText(result.device(), kMaxWorkerTextBytes));
   bounded.set_out_of_memory(result.out_of_memory());
   auto& metrics = *bounded.mutable_metrics();
-  if (auto it = result.metrics().find(objective);
-      it != result.metrics().end() && std::isfinite(it->second)) {
-    metrics[objective] = it->second;
-  }
-  for (const auto& [name, value] : result.metrics()) {
-    if (static_cast<int>(metrics.size()) >= kMaxResultMetrics) break;
+  const auto keep = [&metrics](const std::string& name, double value) {
     if (!name.empty() && name.size() <= kMaxMetricNameBytes && std::isfinite(value)) {
       metrics[name] = value;
     }
+  };
+  if (auto it = result.metrics().find(objective); it != result.metrics().end()) {
+    keep(objective, it->second);
+  }
+  for (const auto& [name, value] : result.metrics()) {
+    if (static_cast<int>(metrics.size()) >= kMaxResultMetrics) break;
+    keep(name, value);
   }
   return bounded;
 }
