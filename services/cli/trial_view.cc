@@ -38,6 +38,7 @@ std::string AttemptWhere(const v1::Trial& trial, int index) {
     if (!trial.node_name().empty()) absl::StrAppend(&where, ", node ", trial.node_name());
     if (!trial.device().empty()) absl::StrAppend(&where, ", device ", trial.device());
   }
+  if (attempt.lost()) absl::StrAppend(&where, ", lost");
   return where;
 }
 

@@ -153,10 +153,7 @@ bool SchedulerCore::ReclaimForClientLocked(TrialEntry& trial, const std::string&
   t.set_state(v1::Trial::RUNNING);
   t.set_client_id(client_id);
   t.clear_error();
-  if (trial.live->charged) {  // It was not lost after all.
-    t.set_lost_attempts(t.lost_attempts() - 1);
-    trial.live->charged = false;
-  }
+  UnchargeAttempt(t, t.attempt());  // Its client came back for it: not lost after all.
   ++study.running;
   LeaseLocked(trial, client_id);
   SaveTrialLocked(trial);
@@ -511,6 +508,7 @@ WriteSequence SchedulerCore::SettleClientTrialLocked(TrialEntry& trial,
   for (int attempt = t.attempts_size(); attempt >= 1; --attempt) {
     if (t.attempts(attempt - 1).client_id() == client_id) {
       RecordAsAttempt(t, attempt);
+      UnchargeAttempt(t, attempt);  // Its lease ran out, but its result came.
       break;
     }
   }

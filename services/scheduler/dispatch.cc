@@ -329,7 +329,6 @@ void SchedulerCore::BeginAttemptLocked(TrialEntry& entry, const std::string& wor
   given.set_client_id(client_id);
   given.set_epoch(epoch_);
   entry.live->started = false;
-  entry.live->charged = false;
   entry.live->stored_values = 0;
   entry.live->last_step.reset();
   entry.live->first_report_ms = 0;
@@ -806,7 +805,10 @@ bool SchedulerCore::ResumeSupersededLocked(TrialEntry& trial) {
   // the duplicate's own late words (its worker reconnecting) are refused as not given to it.
   v1::Trial& t = trial.trial();
   const int attempt = trial.superseded_attempt;
-  while (t.attempts_size() > attempt) t.mutable_attempts()->RemoveLast();
+  while (t.attempts_size() > attempt) {
+    UnchargeAttempt(t, t.attempts_size());
+    t.mutable_attempts()->RemoveLast();
+  }
   t.set_attempt(attempt);
   t.set_state(v1::Trial::RUNNING);
   t.set_worker_id(slow.worker_id);
@@ -816,7 +818,6 @@ bool SchedulerCore::ResumeSupersededLocked(TrialEntry& trial) {
   *t.mutable_start_time() = t.attempts(attempt - 1).start_time();
   t.mutable_attempts(attempt - 1)->clear_start_time();  // It is the latest attempt again.
   trial.live->started = true;  // It ran long enough to be worth a duplicate.
-  trial.live->charged = false;
   // Its reports start over (what it stored before the duplicate stays stored).
   trial.live->last_step.reset();
   trial.live->first_report_ms = 0;
@@ -896,10 +897,7 @@ void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason, b
   v1::Trial& t = trial.trial();
   // Only an attempt its worker had begun counts: a worker that drops before starting (a
   // flapping node) or hands a trial back costs no attempt.
-  if (lost && trial.live->started && !trial.live->charged) {
-    t.set_lost_attempts(t.lost_attempts() + 1);
-    trial.live->charged = true;
-  }
+  if (lost && trial.live->started) ChargeLostAttempt(t);
   if (t.lost_attempts() >= study.spec.max_attempts()) {
     t.set_state(v1::Trial::FAILED);
     t.set_error(absl::StrCat("gave up after losing ", t.lost_attempts(), " started attempts; last: ",

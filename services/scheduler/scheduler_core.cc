@@ -968,10 +968,7 @@ bool SchedulerCore::ReclaimLocked(uint64_t session, WorkerEntry& worker,
     t.set_node_name(worker.capabilities.node_name());
     t.clear_error();
     ++study.running;
-    if (trial.live->charged) {  // It was not lost after all.
-      t.set_lost_attempts(t.lost_attempts() - 1);
-      trial.live->charged = false;
-    }
+    UnchargeAttempt(t, t.attempt());  // Its worker came back for it: not lost after all.
     SaveTrialLocked(trial);
     PublishTrialLocked(trial);
   } else {
@@ -1396,6 +1393,7 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
     RecordAsAttempt(t, attempt);
     t.set_node_name(worker.capabilities.node_name());
   }
+  UnchargeAttempt(t, attempt);  // Its worker was given up for lost, but its result came.
   study::RecordResult(study.spec, result, t);
   t.set_worker_id(worker.worker_id);
   *t.mutable_end_time() = ToTimestamp(options_.clock());

@@ -493,9 +493,8 @@ class SchedulerCore {
     int32_t first_report_step = 0;
     int32_t first_report_ms = 0;
     std::optional<int64_t> last_step;
-    // The current attempt: whether its worker began it, and whether losing it was charged.
+    // Whether the current attempt's worker began it (losing it is charged only then).
     bool started = false;
-    bool charged = false;
     // Duplicated once already: a duplicate that ended without a result (failed, handed back,
     // its worker lost) is not started again, so a trial that fails on fast boards cannot
     // bounce between them while its slow attempt runs.

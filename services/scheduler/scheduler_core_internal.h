@@ -227,6 +227,28 @@ inline v1::SchedulerMessage CancelMessage(uint64_t trial_id, int attempt, uint64
   return message;
 }
 
+// Charges the trial's current attempt as lost, once: its worker (or client) started it and
+// was lost. A trial whose attempt has no record (an export from before attempts were listed)
+// is charged by its count alone.
+inline void ChargeLostAttempt(v1::Trial& trial) {
+  if (trial.attempt() >= 1 && trial.attempt() <= trial.attempts_size()) {
+    v1::Trial::Attempt& attempt = *trial.mutable_attempts(trial.attempt() - 1);
+    if (attempt.lost()) return;
+    attempt.set_lost(true);
+  }
+  trial.set_lost_attempts(trial.lost_attempts() + 1);
+}
+
+// Takes back the charge of `attempt` (1-based), if it had one: its result counted, or its
+// worker came back for it, so it was not lost after all.
+inline void UnchargeAttempt(v1::Trial& trial, int attempt) {
+  if (attempt < 1 || attempt > trial.attempts_size()) return;
+  v1::Trial::Attempt& record = *trial.mutable_attempts(attempt - 1);
+  if (!record.lost()) return;
+  record.set_lost(false);
+  trial.set_lost_attempts(trial.lost_attempts() - 1);
+}
+
 // Records an ending trial as the attempt (1-based, one of its attempts) whose result counted:
 // a late result of an earlier attempt (its worker or client lost, or a duplicate's slow
 // original) takes that attempt's number and start, so its duration is its own.

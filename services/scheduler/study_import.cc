@@ -133,6 +133,14 @@ absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
   if (in.lost_attempts() < 0 || in.lost_attempts() > in.attempts_size()) {
     return Invalid(at + ".lost_attempts", "must be between 0 and the number of attempts listed");
   }
+  using TimeField = std::pair<const google::protobuf::Timestamp*, const char*>;
+  for (const auto& [time, name] :
+       {TimeField{&in.create_time(), ".create_time"}, TimeField{&in.start_time(), ".start_time"},
+        TimeField{&in.end_time(), ".end_time"}}) {
+    RETURN_IF_ERROR(CheckTime(*time, at + name));
+  }
+  int marked_lost = 0;
+  const google::protobuf::Timestamp* previous_start = nullptr;
   for (int i = 0; i < in.attempts_size(); ++i) {
     const v1::Trial::Attempt& attempt = in.attempts(i);
     const std::string field = absl::StrCat(at, ".attempts[", i, "]");
@@ -140,6 +148,24 @@ absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
     RETURN_IF_ERROR(CheckText(attempt.client_id(), kMaxClientIdBytes, field + ".client_id"));
     RETURN_IF_ERROR(CheckText(attempt.request_id(), kMaxClientIdBytes, field + ".request_id"));
     RETURN_IF_ERROR(CheckTime(attempt.start_time(), field + ".start_time"));
+    if (attempt.has_start_time()) {
+      // Attempts are listed in the order they were given, so a forged order would make a
+      // late result's duration (and the speed learnt from it) negative or absurd.
+      if (previous_start != nullptr && Before(attempt.start_time(), *previous_start)) {
+        return Invalid(field + ".start_time", "before an earlier attempt's start");
+      }
+      if (in.has_end_time() && Before(in.end_time(), attempt.start_time())) {
+        return Invalid(field + ".start_time", "after the trial's end");
+      }
+      previous_start = &attempt.start_time();
+    }
+    marked_lost += attempt.lost() ? 1 : 0;
+  }
+  // Exports from before attempts were marked give the count alone.
+  if (marked_lost > 0 && marked_lost != in.lost_attempts()) {
+    return Invalid(at + ".lost_attempts",
+                   absl::StrCat("must be the number of attempts marked lost (", marked_lost,
+                                "), not ", in.lost_attempts()));
   }
   t.set_attempt(in.attempt());
   t.set_lost_attempts(in.lost_attempts());
@@ -155,12 +181,6 @@ absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
   t.set_node_name(in.node_name());
   t.set_device(in.device());
   t.set_error(in.error());
-  using TimeField = std::pair<const google::protobuf::Timestamp*, const char*>;
-  for (const auto& [time, name] :
-       {TimeField{&in.create_time(), ".create_time"}, TimeField{&in.start_time(), ".start_time"},
-        TimeField{&in.end_time(), ".end_time"}}) {
-    RETURN_IF_ERROR(CheckTime(*time, at + name));
-  }
   // A forged or hand-edited export: its duration would be negative in every report.
   if (in.has_start_time() && in.has_end_time() && Before(in.end_time(), in.start_time())) {
     return Invalid(at + ".end_time",

@@ -248,8 +248,11 @@ TEST(ReportTest, TheTrialViewShowsTheAttemptWhoseResultCounted) {
   const v1::StudySpec spec = *DemoStudy("branin");
   v1::Trial trial = FailedTrial(4, "");
   trial.set_state(v1::Trial::COMPLETED);
-  trial.add_attempts()->set_worker_id("w0");
-  trial.add_attempts()->set_worker_id("w1");
+  trial.add_attempts()->set_worker_id("w0");  // Lost, then its result came: counted.
+  v1::Trial::Attempt& lost = *trial.add_attempts();
+  lost.set_worker_id("w1");
+  lost.set_lost(true);
+  trial.add_attempts()->set_worker_id("w2");  // Cancelled when w0's result counted.
   trial.set_attempt(1);
   trial.set_lost_attempts(1);
   trial.set_worker_id("w0");
@@ -264,7 +267,8 @@ TEST(ReportTest, TheTrialViewShowsTheAttemptWhoseResultCounted) {
   cancelled.add_steps(1);
   cancelled.add_values(0.75);
   const std::string view = TrialView(spec, trial, {counted, cancelled});
-  EXPECT_THAT(view, HasSubstr("attempts: 2 (1 lost)\n    1: worker w0, node pi4-a\n    2: worker w1\n"));
+  EXPECT_THAT(view, HasSubstr("attempts: 3 (1 lost)\n    1: worker w0, node pi4-a\n"
+                              "    2: worker w1, lost\n    3: worker w2\n"));
   EXPECT_THAT(view, HasSubstr("progress (attempt 1"));
   EXPECT_THAT(view, Not(HasSubstr("0.75")));
 }

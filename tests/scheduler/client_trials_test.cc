@@ -250,6 +250,10 @@ TEST_F(ClientTrialsTest, ALateClientsResultIsRecordedAsItsOwnAttempt) {
   EXPECT_EQ(told->client_id(), "a");
   EXPECT_EQ(told->start_time().seconds(), absl::ToUnixSeconds(first_start));
   EXPECT_EQ(told->end_time().seconds() - told->start_time().seconds(), 22 * 60);
+  // a's result came after all, so only b's attempt stays lost.
+  EXPECT_EQ(told->lost_attempts(), 1);
+  EXPECT_FALSE(told->attempts(0).lost());
+  EXPECT_TRUE(told->attempts(1).lost());
 }
 
 TEST_F(ClientTrialsTest, AHandedBackTrialIsPendingAgainAndCostsNoAttempt) {

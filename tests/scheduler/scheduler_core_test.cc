@@ -459,7 +459,8 @@ TEST_F(SchedulerCoreTest, LateResultOfAnEarlierAttemptIsAcceptedOnceAndTheRerunC
 
 // The late result counts as the attempt that produced it: its number, worker, node and start
 // (so its duration, and the speed learnt from it), not those of the re-run it cancelled. Its
-// export imports as it is, though more attempts were lost than the one that counted.
+// worker was not lost after all, so only the second attempt stays charged; the cancelled third
+// was not lost either. Its export imports as it is.
 TEST_F(SchedulerCoreTest, ALateResultIsRecordedAsTheAttemptThatProducedIt) {
   v1::StudySpec spec = FunctionStudy("s", 1);
   spec.set_max_attempts(4);
@@ -490,7 +491,10 @@ TEST_F(SchedulerCoreTest, ALateResultIsRecordedAsTheAttemptThatProducedIt) {
   EXPECT_EQ(trial.state(), v1::Trial::COMPLETED);
   EXPECT_EQ(trial.attempt(), 1);
   EXPECT_EQ(trial.attempts_size(), 3);
-  EXPECT_EQ(trial.lost_attempts(), 2);
+  EXPECT_EQ(trial.lost_attempts(), 1);
+  EXPECT_FALSE(trial.attempts(0).lost());
+  EXPECT_TRUE(trial.attempts(1).lost());
+  EXPECT_FALSE(trial.attempts(2).lost());
   EXPECT_EQ(trial.worker_id(), "a");
   EXPECT_EQ(trial.node_name(), "pi-1");
   EXPECT_EQ(trial.start_time().seconds(), absl::ToUnixSeconds(first_start));
@@ -509,7 +513,8 @@ TEST_F(SchedulerCoreTest, ALateResultIsRecordedAsTheAttemptThatProducedIt) {
   ASSERT_TRUE(imported.ImportStudy(exported).ok());
   const v1::Trial again = AllTrials(imported, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
   EXPECT_EQ(again.attempt(), 1);
-  EXPECT_EQ(again.lost_attempts(), 2);
+  EXPECT_EQ(again.lost_attempts(), 1);
+  EXPECT_TRUE(again.attempts(1).lost());
   EXPECT_EQ(again.start_time().seconds(), trial.start_time().seconds());
 }
 
@@ -776,6 +781,61 @@ TEST_F(SchedulerCoreTest, AReconnectingWorkerKeepsTheAttemptsItListsWithoutLosin
   EXPECT_EQ(trial.state(), v1::Trial::RUNNING);
   EXPECT_EQ(trial.attempt(), 1);
   EXPECT_EQ(trial.lost_attempts(), 0);
+  core_->HandleResult(s2, Completed(assign, 2.0));
+  EXPECT_EQ(core_->GetStudy("s")->trials_completed(), 1);
+}
+
+// An attempt given up for lost whose result still comes is not a lost attempt: the charge is
+// taken back from that attempt's record (before, a flag of the live trial held it, so such a
+// trial said "1 lost" beside the attempt that counted).
+TEST_F(SchedulerCoreTest, AnAttemptWhoseResultCameAfterAllIsNotCountedLost) {
+  v1::StudySpec spec = FunctionStudy("s", 1);
+  spec.set_max_attempts(2);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel& first = NewChannel();
+  const uint64_t s1 = Connect(first, Hello("a", 1));
+  const v1::Assign assign = first.Assigns().back();
+  core_->HandleStarted(s1, Attempt(assign));
+  core_->DisconnectWorker(s1, "link down");
+  v1::Trial pending = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
+  ASSERT_EQ(pending.state(), v1::Trial::PENDING);
+  EXPECT_EQ(pending.lost_attempts(), 1);
+  EXPECT_TRUE(pending.attempts(0).lost());
+
+  RecordingChannel& back = NewChannel();  // Back, without listing it: its result alone.
+  core_->HandleResult(Connect(back, Hello("a", 1)), Completed(assign, 2.0));
+  const v1::Trial trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
+  EXPECT_EQ(trial.state(), v1::Trial::COMPLETED);
+  EXPECT_EQ(trial.lost_attempts(), 0);
+  EXPECT_FALSE(trial.attempts(0).lost());
+}
+
+// The charge is kept with the trial, so a worker that comes back for its attempt after a
+// scheduler restart gets it back uncharged (before, the flag that held it was not stored: the
+// trial ran on with "1 lost", one loss from failing under max_attempts 2).
+TEST_F(SchedulerCoreTest, AWorkerBackForItsAttemptAfterARestartTakesBackTheCharge) {
+  v1::StudySpec spec = FunctionStudy("s", 1);
+  spec.set_max_attempts(2);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel& first = NewChannel();
+  const uint64_t s1 = Connect(first, Hello("a", 1));
+  const v1::Assign assign = first.Assigns().back();
+  core_->HandleStarted(s1, Attempt(assign));
+  core_->DisconnectWorker(s1, "network break");
+  core_.reset();
+  db_.Reopen();
+  core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
+  ASSERT_TRUE(core_->Recover().ok());
+  EXPECT_EQ(AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0).lost_attempts(), 1);
+
+  RecordingChannel& second = NewChannel();
+  v1::Hello hello = Hello("a", 1);
+  *hello.add_running() = Attempt(assign);
+  const uint64_t s2 = Connect(second, hello);
+  v1::Trial trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
+  EXPECT_EQ(trial.state(), v1::Trial::RUNNING);
+  EXPECT_EQ(trial.lost_attempts(), 0);
+  EXPECT_FALSE(trial.attempts(0).lost());
   core_->HandleResult(s2, Completed(assign, 2.0));
   EXPECT_EQ(core_->GetStudy("s")->trials_completed(), 1);
 }

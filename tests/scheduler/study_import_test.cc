@@ -232,6 +232,23 @@ TEST(StudyImportTest, ForgedExportsAreRefusedWhole) {
        "trials[2].state: RUNNING in a study that has ended (COMPLETED)"},
       {[](v1::StudyExport& e) { (*e.mutable_trials(0)->mutable_metrics())[""] = 1; },
        "trials[0].metrics: \"\": a metric's name is 1-64 bytes"},
+      // Left open by the last hostile review: attempts whose records contradict the trial.
+      {[](v1::StudyExport& e) { e.mutable_trials(0)->mutable_attempts(0)->set_lost(true); },
+       "trials[0].lost_attempts: must be the number of attempts marked lost (1), not 0"},
+      {[](v1::StudyExport& e) {
+         v1::Trial& t = *e.mutable_trials(1);
+         *t.mutable_attempts(0)->mutable_start_time() =
+             TimeUtil::SecondsToTimestamp(t.end_time().seconds() + 60);
+       },
+       "trials[1].attempts[0].start_time: after the trial's end"},
+      {[](v1::StudyExport& e) {
+         v1::Trial& t = *e.mutable_trials(0);
+         *t.mutable_attempts(0)->mutable_start_time() = t.start_time();
+         v1::Trial::Attempt& second = *t.add_attempts();
+         second.set_client_id("b");
+         *second.mutable_start_time() = TimeUtil::SecondsToTimestamp(t.start_time().seconds() - 60);
+       },
+       "trials[0].attempts[1].start_time: before an earlier attempt's start"},
   };
   for (const Case& c : cases) {
     v1::StudyExport forged = good;
