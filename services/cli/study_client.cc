@@ -297,7 +297,8 @@ absl::StatusOr<v1::AddTrialsResponse> StudyClient::AddTrials(const v1::AddTrials
 absl::Status StudyClient::Watch(
     const std::string& name, const std::function<void(const v1::StudyEvent&)>& on_event,
     bool summaries_only, uint64_t after_position,
-    const std::function<void(const absl::Status& why, absl::Duration trying_for)>& on_retry) {
+    const std::function<void(const absl::Status& why, absl::Duration trying_for)>& on_retry,
+    const std::function<void()>& on_answered) {
   v1::WatchStudyRequest request;
   request.set_name(name);
   request.set_after_position(after_position);
@@ -313,9 +314,10 @@ absl::Status StudyClient::Watch(
     std::unique_ptr<grpc::ClientReader<v1::WatchStudyResponse>> reader =
         stub_->WatchStudy(&context, request);
     v1::WatchStudyResponse batch;
-    while (reader->Read(&batch)) {
+    for (bool first = true; reader->Read(&batch); first = false) {
       failing_since = absl::InfiniteFuture();
       pause = absl::Seconds(1);
+      if (first && on_answered) on_answered();
       for (const v1::StudyEvent& event : batch.events()) {
         on_event(event);
         request.set_after_position(event.position());

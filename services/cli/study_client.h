@@ -64,15 +64,19 @@ class StudyClient {
   // `summaries_only`) until the study ends (OK), Cancel() is called (CANCELLED) or the stream
   // fails. A stream that drops (UNAVAILABLE: the scheduler restarted, the network blinked) is
   // watched again after the last event's position, so no change is lost or repeated, with
-  // growing pauses (1 s up to 8 s); once kWatchRetryWindow has passed without an event, the
+  // growing pauses (1 s up to 8 s); once kWatchRetryWindow has passed without an answer, the
   // error is returned.
   // `after_position` resumes an earlier watch after the last event it handled (0: from now).
   // `on_retry`, when given, hears of each drop before the pause that follows it: why, and how
   // much longer the watch goes on trying without an event (so a user is not left wondering).
+  // `on_answered`, when given, hears of each stream's first answer, before its events: the
+  // scheduler answers a resumed watch at once, with no events when nothing changed, so this is
+  // when a dropped watch is up again.
   absl::Status Watch(
       const std::string& name, const std::function<void(const v1::StudyEvent&)>& on_event,
       bool summaries_only = false, uint64_t after_position = 0,
-      const std::function<void(const absl::Status& why, absl::Duration trying_for)>& on_retry = {});
+      const std::function<void(const absl::Status& why, absl::Duration trying_for)>& on_retry = {},
+      const std::function<void()>& on_answered = {});
   // Long enough for a scheduler to restart (a pod rescheduled, a database recovered).
   static constexpr absl::Duration kWatchRetryWindow = absl::Seconds(60);
   // Ends a Watch in progress; callable from any thread.

@@ -14,13 +14,16 @@ ProgressPrinter::ProgressPrinter(std::string study, std::string shown, std::ostr
                                  std::ostream& err, bool tty)
     : study_(std::move(study)), out_(out), err_(err), tty_(tty), last_(std::move(shown)) {}
 
-void ProgressPrinter::OnEvent(const v1::StudyEvent& event) {
+void ProgressPrinter::OnAnswered() {
   seen_ = true;
-  if (lost_) {
-    lost_ = false;
-    last_reason_.clear();
-    Notice(absl::StrCat("dhpt: reconnected; watching ", study_, " again from the last event seen"));
-  }
+  if (!lost_) return;
+  lost_ = false;
+  last_reason_.clear();
+  Notice(absl::StrCat("dhpt: reconnected; watching ", study_, " again from the last event seen"));
+}
+
+void ProgressPrinter::OnEvent(const v1::StudyEvent& event) {
+  OnAnswered();  // A scheduler that answers no empty batch answers with its first event.
   if (event.has_trial()) {
     OnTrial(event.trial());
     return;
@@ -76,7 +79,8 @@ absl::Status WatchToEnd(StudyClient& client, const std::string& name, std::strin
   absl::Status status = client.Watch(
       name, [&](const v1::StudyEvent& event) { printer.OnEvent(event); }, /*summaries_only=*/false,
       /*after_position=*/0,
-      [&](const absl::Status& why, absl::Duration trying_for) { printer.OnRetry(why, trying_for); });
+      [&](const absl::Status& why, absl::Duration trying_for) { printer.OnRetry(why, trying_for); },
+      [&] { printer.OnAnswered(); });
   printer.Finish();
   return status;
 }

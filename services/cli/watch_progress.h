@@ -24,6 +24,8 @@ class ProgressPrinter {
   ProgressPrinter(std::string study, std::string shown, std::ostream& out, std::ostream& err,
                   bool tty);
   void OnEvent(const v1::StudyEvent& event);
+  // The stream's first answer: after a drop, the watch is up again (said once).
+  void OnAnswered();
   // The stream dropped and StudyClient tries again: said at once, not after a silent minute,
   // and again only when the reason changes (a stopping scheduler, then a closed port).
   void OnRetry(const absl::Status& why, absl::Duration trying_for);
@@ -41,8 +43,8 @@ class ProgressPrinter {
   const bool tty_;
   std::set<int64_t> failed_;
   bool printed_ = false;
-  bool seen_ = false;  // An event came: a drop is a lost watch, not one never begun.
-  bool lost_ = false;  // Since a drop, until the next event.
+  bool seen_ = false;  // An answer came: a drop is a lost watch, not one never begun.
+  bool lost_ = false;  // Since a drop, until the next answer.
   std::string last_reason_;  // The drop's reason last said.
   std::string last_;         // The progress line last shown.
 };

@@ -9,10 +9,12 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 // ParseCommandLineImpl and HandleUsageFlags: absl::ParseCommandLine's two halves, to answer
 // --help with status 0 (absl::ParseCommandLine exits 1).
+#include "absl/algorithm/container.h"
 #include "absl/flags/internal/parse.h"
 #include "absl/flags/internal/usage.h"
 #include "absl/flags/reflection.h"
@@ -55,6 +57,16 @@ std::string ShownValue(absl::string_view value) {
 
 }  // namespace
 
+namespace {
+
+// The flags each set from its DHPT_<FLAG>, in the order set, with the variable's value.
+std::vector<std::pair<std::string, std::string>>& FlagsSetFromEnvironment() {
+  static auto* set = new std::vector<std::pair<std::string, std::string>>();
+  return *set;
+}
+
+}  // namespace
+
 void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names) {
   for (absl::string_view name : flag_names) {
     const std::string variable = EnvironmentVariableOf(name);
@@ -70,7 +82,50 @@ void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names) {
                    *value == '\0' ? " (unset the variable for the default)" : "");
       std::exit(2);
     }
+    auto& set = FlagsSetFromEnvironment();
+    std::erase_if(set, [name](const auto& entry) { return entry.first == name; });
+    set.emplace_back(name, value);
   }
+}
+
+namespace {
+
+// DHPT_NAME='value' when the flag's value came from that variable, else empty.
+std::string EnvironmentAssignmentOf(absl::string_view flag_name) {
+  for (const auto& [name, value] : FlagsSetFromEnvironment()) {
+    if (name == flag_name && !absl::flags_internal::WasPresentOnCommandLine(name)) {
+      return absl::StrCat(EnvironmentVariableOf(name), "='", ShownValue(value), "'");
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string EnvironmentSourceOf(absl::string_view flag_name) {
+  const std::string assignment = EnvironmentAssignmentOf(flag_name);
+  return assignment.empty() ? "" : absl::StrCat(" (from ", assignment, ")");
+}
+
+int ReportFlagError(absl::string_view program, absl::string_view message) {
+  std::string shown(message);
+  std::vector<absl::string_view> named;
+  for (size_t at = message.find("--"); at != absl::string_view::npos;
+       at = message.find("--", at + 2)) {
+    size_t end = at + 2;
+    while (end < message.size() &&
+           (absl::ascii_isalnum(static_cast<unsigned char>(message[end])) || message[end] == '_')) {
+      ++end;
+    }
+    const absl::string_view name = message.substr(at + 2, end - at - 2);
+    if (absl::c_linear_search(named, name)) continue;
+    named.push_back(name);
+    if (const std::string assignment = EnvironmentAssignmentOf(name); !assignment.empty()) {
+      absl::StrAppend(&shown, " (--", name, " from ", assignment, ")");
+    }
+  }
+  std::fprintf(stderr, "%s: %s\n", std::string(program).c_str(), shown.c_str());
+  return 2;
 }
 
 void ApplyEnvironmentToFlagsDefinedIn(absl::string_view file) {
@@ -240,13 +295,8 @@ std::vector<char*> ParseCommandLineWithDashes(absl::string_view program, int arg
     // A value neither the command line nor a flagfile gave came from the environment
     // (ApplyEnvironmentToFlags): say which variable to change, or a user looks for a --flag
     // nobody typed.
-    std::string message(in_range.message());
-    const std::string variable = EnvironmentVariableOf(range.flag());
-    if (const char* value = std::getenv(variable.c_str());
-        value != nullptr && !absl::flags_internal::WasPresentOnCommandLine(range.flag())) {
-      absl::StrAppend(&message, " (from ", variable, "='", ShownValue(value), "')");
-    }
-    ExitWithUsageError(program, message);
+    ExitWithUsageError(program,
+                       absl::StrCat(in_range.message(), EnvironmentSourceOf(range.flag())));
   }
   return positional;
 }

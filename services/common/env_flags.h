@@ -17,6 +17,16 @@ void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names);
 // own main.cc): a flag added there is read from its DHPT_<FLAG> too, with no list to forget it.
 void ApplyEnvironmentToFlagsDefinedIn(absl::string_view file);
 
+// " (from DHPT_NAME='value')" when --name's value came from its environment variable
+// (ApplyEnvironmentToFlags) rather than the command line, else empty. Call after parsing.
+std::string EnvironmentSourceOf(absl::string_view flag_name);
+
+// Prints a start-up error as "program: message" and returns 2, the exit status of a bad flag.
+// For each --flag the message names whose value came from DHPT_<FLAG>, it adds which variable
+// set it ("(--tls_ca from DHPT_TLS_CA='...')"): a user otherwise looks for a --flag nobody
+// typed (a chart sets them in the environment).
+int ReportFlagError(absl::string_view program, absl::string_view message);
+
 // absl::ParseCommandLine that also takes flag names spelled with dashes (--require-gpu for
 // --require_gpu), as Kubernetes manifests and the issue tracker write them. Arguments after a
 // bare "--" are left alone. Returns the positional arguments, as absl::ParseCommandLine does.

@@ -89,8 +89,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<dhpt::dashboard::AllowedHosts> allowed =
       dhpt::dashboard::AllowedHosts::Parse(absl::GetFlag(FLAGS_allowed_hosts));
   if (!allowed.ok()) {
-    std::fprintf(stderr, "dhpt-dashboard: %s\n", std::string(allowed.status().message()).c_str());
-    return 2;
+    return dhpt::ReportFlagError("dhpt-dashboard", allowed.status().message());
   }
   options.allowed_hosts = *std::move(allowed);
   // In range: DashboardFlagRanges.
@@ -109,8 +108,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<dhpt::ChannelSecurity> security =
       dhpt::MakeChannelSecurity(dhpt::ClientSecurityFromFlags());
   if (!security.ok()) {
-    std::fprintf(stderr, "dhpt-dashboard: %s\n", std::string(security.status().message()).c_str());
-    return 2;
+    return dhpt::ReportFlagError("dhpt-dashboard", security.status().message());
   }
   options.security = *security;
   absl::StatusOr<std::unique_ptr<dhpt::dashboard::DashboardServer>> server =

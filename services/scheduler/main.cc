@@ -232,8 +232,7 @@ int main(int argc, char** argv) {
 
   const std::string db_sync = absl::GetFlag(FLAGS_db_sync);
   if (db_sync != "full" && db_sync != "normal") {
-    std::fprintf(stderr, "--db_sync must be full or normal\n");
-    return 2;
+    return dhpt::ReportFlagError("dhpt-scheduler", "--db_sync must be full or normal");
   }
   // The numbers are in range: SchedulerFlagRanges.
   const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
@@ -290,9 +289,10 @@ int main(int argc, char** argv) {
   }
   options.core.watch_journal.max_events = absl::GetFlag(FLAGS_watch_journal_events);
   if (options.core.duplicate_margin > 0 && options.core.duplicate_margin < 1) {
-    std::fprintf(stderr, "dhpt-scheduler: --duplicate_margin must be 0 (no duplicates) or at "
-                         "least 1; got %g\n", options.core.duplicate_margin);
-    return 2;
+    return dhpt::ReportFlagError(
+        "dhpt-scheduler",
+        absl::StrFormat("--duplicate_margin must be 0 (no duplicates) or at least 1; got %g",
+                        options.core.duplicate_margin));
   }
   options.worker_stream_nice = absl::GetFlag(FLAGS_worker_stream_nice);
   if (const int process_nice = getpriority(PRIO_PROCESS, 0);
@@ -315,8 +315,7 @@ int main(int argc, char** argv) {
                                 .token_file = absl::GetFlag(FLAGS_auth_token_file),
                                 .worker_token_file = absl::GetFlag(FLAGS_worker_token_file)});
   if (!security.ok()) {
-    std::fprintf(stderr, "dhpt-scheduler: %s\n", std::string(security.status().message()).c_str());
-    return 2;
+    return dhpt::ReportFlagError("dhpt-scheduler", security.status().message());
   }
   options.credentials = security->credentials;
   options.tokens = security->tokens;

@@ -84,6 +84,9 @@ struct WatchRead {
   // No event now: read again after this long (a summary falls due), or, when zero, once
   // OnEventsReady is called.
   absl::Duration retry_after = absl::ZeroDuration();
+  // The watch's first read, resumed with nothing new: answer at once with no events, so its
+  // client knows the stream is up (it reconnected) without waiting for the study to change.
+  bool up_to_date = false;
 };
 
 // Summaries while a watched study's trials change: at most this often, so a progress line

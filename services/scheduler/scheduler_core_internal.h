@@ -62,6 +62,7 @@ struct SchedulerCore::WatchState {
   uint64_t position = 0;
   bool summaries_only = false;
   bool waiting = false;  // A read found nothing: OnEventsReady is due.
+  bool answered = false;  // A first read returned (events, or that it is up to date).
 };
 
 // A failed trial of a study's first ones, for fail fast.

@@ -5,6 +5,7 @@
 // latest state). Nothing here walks studies or watchers that a change does not concern.
 
 #include <algorithm>
+#include <utility>
 
 #include "services/common/status_macros.h"
 #include "services/scheduler/scheduler_core_internal.h"
@@ -77,6 +78,7 @@ absl::StatusOr<WatchRead> SchedulerCore::ReadWatch(uint64_t watch_id, size_t max
     // the study as it is now.
     read.events.push_back(SummaryEventLocked(study));
     watch.position = study.head;
+    watch.answered = true;
     return read;
   }
   if (watch.position <= study.head && study.journal->Covers(watch.position)) {
@@ -84,16 +86,20 @@ absl::StatusOr<WatchRead> SchedulerCore::ReadWatch(uint64_t watch_id, size_t max
   } else {
     ResyncWatchLocked(study, watch, max_bytes, read.events);
   }
+  const bool first = !std::exchange(watch.answered, true);
   if (!read.events.empty()) return read;
   if (study.terminal()) {
     read.ended = true;
     ForgetWatchLocked(watch_id);
-  } else if (study.summary_stale) {
+    return read;
+  }
+  if (study.summary_stale) {
     read.retry_after = std::max(absl::ZeroDuration(), study.last_summary + kWatchSummaryInterval -
                                                           options_.clock());
   } else {
     watch.waiting = true;
   }
+  read.up_to_date = first;
   return read;
 }
 

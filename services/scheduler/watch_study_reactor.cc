@@ -89,7 +89,7 @@ void WatchStudyReactor::Pump() {
   if (outbox_.ending()) return;
   if (!read.ok()) {
     EndLocked(read.status());
-  } else if (!read->events.empty()) {
+  } else if (!read->events.empty() || read->up_to_date) {
     last_batch_ = absl::Now();
     absl::StatusOr<const grpc::ByteBuffer*> next = outbox_.Push(Concatenate(read->events));
     if (next.ok() && *next != nullptr) StartWrite(*next);

@@ -249,9 +249,10 @@ StopWith CheckFlags(int argc, char** argv, const WorkerKind& kind, WorkerIdentit
   identity.worker_id = absl::GetFlag(FLAGS_worker_id);
   if (identity.worker_id.empty()) identity.worker_id = absl::StrCat(Hostname(), "-", getpid());
   if (identity.worker_id.size() > kMaxWorkerIdBytes) {
-    std::fprintf(stderr, "%s: --worker_id: %zu bytes, more than the %zu a scheduler takes\n",
-                 kind.binary, identity.worker_id.size(), kMaxWorkerIdBytes);
-    return 2;
+    return ReportFlagError(kind.binary,
+                           absl::StrFormat("--worker_id: %zu bytes, more than the %zu a "
+                                           "scheduler takes",
+                                           identity.worker_id.size(), kMaxWorkerIdBytes));
   }
   identity.node = absl::GetFlag(FLAGS_node_name);
   if (identity.node.empty() && std::getenv("NODE_NAME") != nullptr) {
@@ -259,11 +260,10 @@ StopWith CheckFlags(int argc, char** argv, const WorkerKind& kind, WorkerIdentit
   }
   if (identity.node.empty()) identity.node = Hostname();
   if (identity.node.size() > kMaxWorkerTextBytes) {
-    std::fprintf(stderr,
-                 "%s: --node_name (or $NODE_NAME): %zu bytes, more than the %zu a scheduler "
-                 "takes\n",
-                 kind.binary, identity.node.size(), kMaxWorkerTextBytes);
-    return 2;
+    return ReportFlagError(kind.binary,
+                           absl::StrFormat("--node_name (or $NODE_NAME): %zu bytes, more than "
+                                           "the %zu a scheduler takes",
+                                           identity.node.size(), kMaxWorkerTextBytes));
   }
   utsname machine{};
   uname(&machine);
@@ -272,15 +272,12 @@ StopWith CheckFlags(int argc, char** argv, const WorkerKind& kind, WorkerIdentit
       ParseLabels(absl::GetFlag(FLAGS_labels));
   if (!labels.ok()) {
     // The message names the field ("labels: ..."); bad input exits 2 like any bad flag.
-    std::fprintf(stderr, "%s: --%s\n", kind.binary,
-                 std::string(labels.status().message()).c_str());
-    return 2;
+    return ReportFlagError(kind.binary, absl::StrCat("--", labels.status().message()));
   }
   identity.labels = *std::move(labels);
   absl::StatusOr<DatasetOptions> datasets = DatasetOptionsFromFlags(argc, argv);
   if (!datasets.ok()) {
-    std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(datasets.status().message()).c_str());
-    return 2;
+    return ReportFlagError(kind.binary, datasets.status().message());
   }
   identity.datasets = *std::move(datasets);
   return std::nullopt;
@@ -316,9 +313,10 @@ StopWith KeepNamedModels(int argc, char** argv, const WorkerKind& kind, WorkerSe
   }
   if (only.empty()) problem = "no model kind named (leave the flag out to run every kind)";
   if (!problem.empty()) {
-    std::fprintf(stderr, "%s: --models: %s; name each kind once, comma-separated, of %s\n",
-                 kind.binary, problem.c_str(), absl::StrJoin(can, ", ").c_str());
-    return 2;
+    return ReportFlagError(kind.binary,
+                           absl::StrCat("--models: ", problem,
+                                        "; name each kind once, comma-separated, of ",
+                                        absl::StrJoin(can, ", ")));
   }
   setup.models = std::move(kept);
   return std::nullopt;
@@ -361,8 +359,7 @@ StopWith SetUpTrainers(int argc, char** argv, const WorkerKind& kind, const Work
                                                 RepeatedFlagValues(argc, argv, "command_env"),
                                                 std::string(kind.label) == "gpu", worker.runner);
       !commands.ok()) {
-    std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(commands.message()).c_str());
-    return 2;
+    return ReportFlagError(kind.binary, commands.message());
   }
   trainers.command_workdir = worker.runner.command_options.workdir_root;
   trainers.command_workdir_made = worker.runner.command_options.workdir_made;
@@ -506,8 +503,7 @@ int WorkerMain(int argc, char** argv, const WorkerKind& kind) {
   BlockTerminationSignals();
   absl::StatusOr<ChannelSecurity> security = MakeChannelSecurity(ClientSecurityFromFlags());
   if (!security.ok()) {
-    std::fprintf(stderr, "%s: %s\n", kind.binary, std::string(security.status().message()).c_str());
-    return 2;
+    return ReportFlagError(kind.binary, security.status().message());
   }
   const std::shared_ptr<GpuReader> gpu = trainers.setup.runner.gpu;  // Also read by the heartbeats.
   // The runner takes the trainers' options; the rest of trainers.setup stays for the Hello.

@@ -74,6 +74,15 @@ TEST(ProgressPrinterTest, ADropIsSaidOncePerReasonAndTheReturnAtTheNextEvent) {
                                    "stream); trying again for up to 30s\n"
                                    "dhpt: reconnected; watching branin again from the last "
                                    "event seen\n"));
+  // The scheduler's empty answer to a resumed watch says it is back, before any event, once.
+  printer.OnRetry(absl::UnavailableError("socket closed"), absl::Seconds(50));
+  printer.OnAnswered();
+  printer.OnAnswered();
+  printer.OnEvent(Summary(0));
+  const std::string said = err.str();
+  EXPECT_THAT(said, ::testing::EndsWith("trying again for up to 50s\n"
+                                        "dhpt: reconnected; watching branin again from the last "
+                                        "event seen\n"));
 }
 
 // On a terminal the line is rewritten in place, and a notice goes above it.

@@ -111,6 +111,29 @@ TEST(EnvFlagsTest, AValueOutOfRangeFromTheEnvironmentNamesItsVariable) {
                                ::testing::Not(::testing::HasSubstr("DHPT_TEST_SLOT_COUNT"))));
 }
 
+// A start-up error that names flags says which of them came from DHPT_<FLAG> (hostile review:
+// "--tls_ca: cannot read ..." sent users looking for a --tls_ca nobody had typed), once each;
+// a flag given on the command line, or named only as a longer flag's prefix, is left alone.
+TEST(EnvFlagsTest, AFlagErrorNamesTheVariablesThatSetItsFlags) {
+  const auto report = [](std::vector<const char*> args, const std::string& message) {
+    setenv("DHPT_TEST_LISTEN_ADDRESS", "nowhere\n", 1);
+    ApplyEnvironmentToFlags({"test_listen_address"});
+    ParseCommandLineWithDashes("prog", static_cast<int>(args.size()),
+                               const_cast<char**>(args.data()));
+    std::exit(ReportFlagError("prog", message));
+  };
+  EXPECT_EXIT(report({"prog"}, "--test_listen_address=nowhere is not HOST:PORT; --test_listen_"
+                               "address again, --test_listen_address_v6 and --test_slot_count"),
+              ::testing::ExitedWithCode(2),
+              ::testing::HasSubstr("prog: --test_listen_address=nowhere is not HOST:PORT; "
+                                   "--test_listen_address again, --test_listen_address_v6 and "
+                                   "--test_slot_count (--test_listen_address from "
+                                   "DHPT_TEST_LISTEN_ADDRESS='nowhere\\n')\n"));
+  EXPECT_EXIT(report({"prog", "--test_listen_address=x"}, "--test_listen_address: bad"),
+              ::testing::ExitedWithCode(2), ::testing::EndsWith("prog: --test_listen_address: bad\n"));
+  unsetenv("DHPT_TEST_LISTEN_ADDRESS");
+}
+
 TEST(EnvFlagsTest, HelpIsAnAnswerNotAFailure) {
   const char* args[] = {"prog", "--help"};
   EXPECT_EXIT(ParseCommandLineWithDashes("prog", 2, const_cast<char**>(args)),

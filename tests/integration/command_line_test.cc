@@ -251,6 +251,24 @@ TEST(CommandLineTest, EachNumericFlagRefusesAValueOutsideItsRangeSayingTheRange)
       "/dhpt-dashboard --scheduler=127.0.0.1:1 --listen=127.0.0.1:0 </dev/null");
   EXPECT_EQ(dashboard_status, 2) << dashboard_output;
   EXPECT_THAT(dashboard_output, HasSubstr("invalid DHPT_PLOT_VIEW=sometimes"));
+  // Start-up errors beyond ranges name the variable that set the flag too (they named only
+  // the --flag: hostile review).
+  const auto [hosts_status, hosts_output] = RunCommandLine(
+      "DHPT_ALLOWED_HOSTS='dash lab' timeout 20 " DHPT_BIN_DIR
+      "/dhpt-dashboard --scheduler=127.0.0.1:1 --listen=127.0.0.1:0 </dev/null");
+  EXPECT_EQ(hosts_status, 2) << hosts_output;
+  EXPECT_THAT(hosts_output, HasSubstr("--allowed_hosts: \"dash lab\" is not NAME or NAME:PORT"));
+  EXPECT_THAT(hosts_output, HasSubstr("(--allowed_hosts from DHPT_ALLOWED_HOSTS='dash lab')"));
+  const auto [labels_status, labels_output] = RunCommandLine(
+      "DHPT_LABELS='gpu' timeout 20 " DHPT_BIN_DIR
+      "/dhpt-cpu-worker --scheduler=127.0.0.1:1 </dev/null");
+  EXPECT_EQ(labels_status, 2) << labels_output;
+  EXPECT_THAT(labels_output, HasSubstr("(--labels from DHPT_LABELS='gpu')"));
+  const auto [ca_status, ca_output] = RunCommandLine(
+      "DHPT_TLS_CERT=/nonexistent/cert.pem DHPT_TLS_KEY=/nonexistent/key.pem timeout 20 "
+      DHPT_BIN_DIR "/dhpt-scheduler --listen=127.0.0.1:0 --db=:memory: </dev/null");
+  EXPECT_EQ(ca_status, 2) << ca_output;
+  EXPECT_THAT(ca_output, HasSubstr("(--tls_cert from DHPT_TLS_CERT='/nonexistent/cert.pem')"));
 }
 
 // Found by a hostile review: the scheduler read DHPT_<FLAG> from a list kept by hand, which

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "dhpt/v1/study_service.grpc.pb.h"
 #include "dhpt/v1/worker_service.grpc.pb.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -407,6 +408,55 @@ parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_ran
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   watcher.Cancel();
   watch.join();
+}
+
+// A watch resumed where nothing changed since its position is answered at once, with an
+// empty batch: before, it heard nothing until the study changed, so `dhpt watch` could not say
+// it was back after a dropped stream on an idle study (and its retry window ran on). What
+// changes next still comes on the same stream.
+TEST(DurabilityTest, AResumedWatchWithNothingNewIsAnsweredAtOnce) {
+  SchedulerProcess scheduler;
+  ASSERT_FALSE(scheduler.address().empty());
+  cli::StudyClient client(scheduler.address());
+  ASSERT_TRUE(client.CreateStudy(Spec(R"(
+name: idle
+model: {kind: FUNCTION, function: branin}
+max_trials: 1
+parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_range: {min: 0, max: 15}}]
+)")).ok());
+  auto stub = v1::StudyService::NewStub(
+      grpc::CreateChannel(scheduler.address(), grpc::InsecureChannelCredentials()));
+  const auto open = [&stub](grpc::ClientContext& context, uint64_t after) {
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    v1::WatchStudyRequest request;
+    request.set_name("idle");
+    request.set_after_position(after);
+    return stub->WatchStudy(&context, request);
+  };
+  uint64_t position = 0;
+  {
+    grpc::ClientContext context;
+    auto first = open(context, 0);
+    v1::WatchStudyResponse now;
+    ASSERT_TRUE(first->Read(&now));
+    ASSERT_EQ(now.events_size(), 1);
+    position = now.events(0).position();
+    context.TryCancel();
+    first->Finish().IgnoreError();
+  }
+  grpc::ClientContext context;
+  auto resumed = open(context, position);
+  const absl::Time asked = absl::Now();
+  v1::WatchStudyResponse answer;
+  ASSERT_TRUE(resumed->Read(&answer)) << "no answer within the 20 s deadline";
+  EXPECT_EQ(answer.events_size(), 0);
+  EXPECT_LT(absl::Now() - asked, absl::Seconds(10));
+  ASSERT_TRUE(client.StopStudy("idle").ok());
+  v1::WatchStudyResponse stopped;
+  ASSERT_TRUE(resumed->Read(&stopped));
+  ASSERT_GE(stopped.events_size(), 1);
+  EXPECT_EQ(stopped.events(stopped.events_size() - 1).study().state(), v1::Study::STOPPED);
+  EXPECT_GT(stopped.events(0).position(), position);
 }
 
 TEST(DurabilityTest, AStreamThatNeverSaysHelloIsEndedAfterALease) {

@@ -175,7 +175,11 @@ TEST_F(WatchTest, AResumedWatchGetsExactlyWhatCameAfterItsPosition) {
   ASSERT_TRUE(got.back().has_study());
   ReadyCounter latest;
   const uint64_t at_head = Watch("s", &latest, {.after_position = got.back().position()});
-  EXPECT_TRUE(ReadAll(at_head).empty());
+  WatchRead answer;
+  EXPECT_TRUE(ReadAll(at_head, &answer).empty());
+  EXPECT_TRUE(answer.up_to_date);  // Answered at once, with nothing: the client knows it is up.
+  EXPECT_TRUE(ReadAll(at_head, &answer).empty());
+  EXPECT_FALSE(answer.up_to_date);  // Said once; then it waits for what comes next.
   RunTrials(channel, session, 1);
   EXPECT_EQ(latest.ready, 1);
   EXPECT_FALSE(ReadAll(at_head).empty());
