@@ -892,18 +892,30 @@ void SchedulerCore::ReleaseLocked(TrialEntry& trial) {
   }
 }
 
-void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason, bool lost) {
+void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason, bool lost,
+                                  absl::Time hold_until) {
   StudyEntry& study = *trial.study;
   v1::Trial& t = trial.trial();
   // Only an attempt its worker had begun counts: a worker that drops before starting (a
   // flapping node) or hands a trial back costs no attempt.
   if (lost && trial.live->started) ChargeLostAttempt(t);
+  if (t.lost_attempts() >= study.spec.max_attempts() && hold_until > options_.clock()) {
+    // Its last allowed attempt: a link that blinks must not fail it while its worker, still
+    // training, reconnects (and takes it back, uncharged) within its lease.
+    t.set_state(v1::Trial::PENDING);
+    t.set_error(absl::StrCat(reason, "; its last attempt (max_attempts ", study.spec.max_attempts(),
+                             "): it fails unless its worker comes back for it by ",
+                             absl::FormatTime(hold_until, absl::UTCTimeZone())));
+    trial.live->held_until = hold_until;
+    trial.live->held_reason = std::string(reason);
+    held_.insert(t.id());
+    ++study.held;
+    SaveTrialLocked(trial);
+    PublishTrialLocked(trial);
+    return;
+  }
   if (t.lost_attempts() >= study.spec.max_attempts()) {
-    t.set_state(v1::Trial::FAILED);
-    t.set_error(absl::StrCat("gave up after losing ", t.lost_attempts(), " started attempts; last: ",
-                             reason));
-    *t.mutable_end_time() = ToTimestamp(options_.clock());
-    RecordTrialEndLocked(trial);
+    GiveUpLocked(trial, reason);
   } else {
     t.set_state(v1::Trial::PENDING);
     t.set_error(std::string(reason));
@@ -915,6 +927,41 @@ void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason, b
   }
   SaveTrialLocked(trial);
   PublishTrialLocked(trial);
+}
+
+void SchedulerCore::GiveUpLocked(TrialEntry& trial, absl::string_view reason) {
+  v1::Trial& t = trial.trial();
+  t.set_state(v1::Trial::FAILED);
+  t.set_error(absl::StrCat("gave up after losing ", t.lost_attempts(), " started attempts; last: ",
+                           reason));
+  *t.mutable_end_time() = ToTimestamp(options_.clock());
+  RecordTrialEndLocked(trial);
+}
+
+void SchedulerCore::ReleaseHoldLocked(TrialEntry& trial) {
+  if (trial.live == nullptr || !held_.erase(trial.id())) return;
+  trial.live->held_until = absl::InfinitePast();
+  trial.live->held_reason.clear();
+  --trial.study->held;
+}
+
+int SchedulerCore::FailUnclaimedHeldLocked() {
+  const absl::Time now = options_.clock();
+  std::vector<uint64_t> unclaimed;
+  for (uint64_t id : held_) {
+    if (trials_.at(id).live->held_until <= now) unclaimed.push_back(id);
+  }
+  for (uint64_t id : unclaimed) {
+    TrialEntry& trial = trials_.at(id);
+    const std::string reason =
+        absl::StrCat(trial.live->held_reason, " (its worker did not come back for it in time)");
+    ReleaseHoldLocked(trial);
+    GiveUpLocked(trial, reason);
+    SaveTrialLocked(trial);
+    PublishTrialLocked(trial);
+    CheckStudyEndLocked(*trial.study);
+  }
+  return static_cast<int>(unclaimed.size());
 }
 
 void SchedulerCore::RecordTrialEndLocked(TrialEntry& trial) {
@@ -1003,7 +1050,8 @@ void SchedulerCore::CheckStudyEndLocked(StudyEntry& study) {
                    absl::StrCat(study.failed, " trials failed, more than max_failed_trials (",
                                 study.spec.max_failed_trials(), ")"));
   } else if (budget_spent ||
-             (study.exhausted && study.pending.empty() && study.running == 0)) {
+             (study.exhausted && study.pending.empty() && study.held == 0 &&
+              study.running == 0)) {
     const std::string how =
         budget_spent ? absl::StrCat("all ", finished, " trials finished")
         : !study.optimizer_error.empty()
@@ -1041,6 +1089,7 @@ void SchedulerCore::EndStudyLocked(StudyEntry& study, v1::Study::State state, st
     TrialEntry& trial = trials_.at(id);
     const v1::Trial::State s = trial.state();
     if (s != v1::Trial::RUNNING && s != v1::Trial::PENDING) continue;
+    ReleaseHoldLocked(trial);
     ForgetSupersededLocked(trial, /*cancel=*/true,
                            absl::StrCat("study ", study.spec.name(), " ended"));
     if (s == v1::Trial::RUNNING) {

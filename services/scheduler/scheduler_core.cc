@@ -280,6 +280,13 @@ absl::Status SchedulerCore::RestoreTrialLocked(StudyEntry& study, const v1::Tria
     // not know the scheduler went away, and nobody else may take its trial meanwhile.
     ++study.running;
     LeaseLocked(entry, t.attempts(t.attempt() - 1).client_id());
+  } else if (t.lost_attempts() >= study.spec.max_attempts()) {
+    // Held for its lost worker when the scheduler stopped: held again, for a lease from now.
+    entry.trial().set_state(v1::Trial::PENDING);
+    entry.live->held_until = options_.clock() + Lease();
+    entry.live->held_reason = "its worker was lost before the scheduler restarted";
+    held_.insert(entry.id());
+    ++study.held;
   } else {
     // Running on a worker of the previous life, or pending: wait for a worker again. The
     // worker of the old attempt may claim it back when it reconnects, or deliver its result
@@ -968,6 +975,7 @@ bool SchedulerCore::ReclaimLocked(uint64_t session, WorkerEntry& worker,
     t.set_node_name(worker.capabilities.node_name());
     t.clear_error();
     ++study.running;
+    ReleaseHoldLocked(trial);
     UnchargeAttempt(t, t.attempt());  // Its worker came back for it: not lost after all.
     SaveTrialLocked(trial);
     PublishTrialLocked(trial);
@@ -981,12 +989,13 @@ bool SchedulerCore::ReclaimLocked(uint64_t session, WorkerEntry& worker,
 
 void SchedulerCore::DisconnectWorker(uint64_t session, absl::string_view reason) {
   CoreLock lock(this);
-  DisconnectLocked(session, reason);
+  DisconnectLocked(session, reason, /*may_return=*/true);
   DispatchLocked();
   PublishWaitingStudiesLocked();
 }
 
-void SchedulerCore::DisconnectLocked(uint64_t session, absl::string_view reason) {
+void SchedulerCore::DisconnectLocked(uint64_t session, absl::string_view reason,
+                                     bool may_return) {
   auto it = workers_.find(session);
   if (it == workers_.end()) return;
   LeaveSetAsideLocked(session, it->second);
@@ -1014,7 +1023,8 @@ void SchedulerCore::DisconnectLocked(uint64_t session, absl::string_view reason)
     if (!shutting_down_ && ResumeSupersededLocked(trial)) continue;
     // A scheduler going away loses nothing of the worker's doing.
     RequeueLocked(trial, absl::StrCat("worker ", worker.worker_id, " was lost: ", reason),
-                  /*lost=*/!shutting_down_);
+                  /*lost=*/!shutting_down_,
+                  may_return ? worker.last_seen + Lease() : absl::InfinitePast());
     touched.push_back(trial.study);
   }
   for (StudyEntry* study : touched) CheckStudyEndLocked(*study);
@@ -1381,6 +1391,7 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
   if (trial.state() == v1::Trial::PENDING) {
     study.pending.erase(std::remove(study.pending.begin(), study.pending.end(), trial.id()),
                         study.pending.end());
+    ReleaseHoldLocked(trial);
   }
   if (running_on != 0 && !(running_on == session && attempt == trial.attempt())) {
     SendLocked(running_on,
@@ -1412,8 +1423,7 @@ void SchedulerCore::HandleResult(uint64_t session, const v1::TrialResult& report
 
 int SchedulerCore::ExpireLeases() {
   CoreLock lock(this);
-  const absl::Time deadline =
-      options_.clock() - options_.heartbeat_interval * options_.missed_heartbeats;
+  const absl::Time deadline = options_.clock() - Lease();
   std::vector<uint64_t> expired;
   for (const auto& [session, worker] : workers_) {
     if (worker.last_seen < deadline) expired.push_back(session);
@@ -1424,10 +1434,11 @@ int SchedulerCore::ExpireLeases() {
     DisconnectLocked(session, "missed heartbeats");
   }
   const int clients = ExpireClientLeasesLocked();
+  const int unclaimed = FailUnclaimedHeldLocked();
   LogWorkersNotLoggedLocked();
   if (!expired.empty()) DispatchLocked();
   RefuseUnstorableAnswersLocked();
-  return static_cast<int>(expired.size()) + clients;
+  return static_cast<int>(expired.size()) + clients + unclaimed;
 }
 
 void SchedulerCore::LogWorkersNotLogged() {
@@ -1683,7 +1694,7 @@ v1::Study SchedulerCore::BuildSummaryLocked(const StudyEntry& study) const {
   // An ended study runs nothing more: none pending, whatever budget it had left.
   out.set_trials_pending(
       study.terminal() ? 0
-                       : static_cast<int32_t>(study.pending.size()) +
+                       : static_cast<int32_t>(study.pending.size()) + study.held +
                              (study.exhausted
                                   ? 0
                                   : std::max(0, study.spec.max_trials() - study.budget_used())));

@@ -506,6 +506,10 @@ class SchedulerCore {
     // The ask-and-tell client holding it, and until when; empty when none.
     std::string client;
     absl::Time lease_end = absl::InfiniteFuture();
+    // Its last allowed attempt's worker dropped its stream: pending, out of the queue, until
+    // then, for the worker to come back for it (a link that blinked); failed after (HeldLocked).
+    absl::Time held_until = absl::InfinitePast();
+    std::string held_reason;  // Why its worker was lost, for the failure if it does not return.
     // The OOM killer ended an attempt on a worker with this much less memory: only workers
     // with at least this many memory_bytes get it (kept in memory only: after a restart any
     // worker may try it once more).
@@ -788,8 +792,11 @@ class SchedulerCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Back to `maybe_free_`: every set-aside class that some study could give a trial now.
   void WakeSetAsideLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Back to pending; `lost` charges the attempt when the worker had started it.
-  void RequeueLocked(TrialEntry& trial, absl::string_view reason, bool lost)
+  // Back to pending; `lost` charges the attempt when the worker had started it. A trial whose
+  // losses reach max_attempts fails, or, with `hold_until` ahead, waits out of the queue until
+  // then for its worker to come back for it (its stream dropped; the lease is not over).
+  void RequeueLocked(TrialEntry& trial, absl::string_view reason, bool lost,
+                     absl::Time hold_until = absl::InfinitePast())
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The worker of `session` claims `attempt` of a trial it reconnected with; true if it keeps it.
   bool ReclaimLocked(uint64_t session, WorkerEntry& worker, const v1::TrialAttempt& attempt)
@@ -822,8 +829,19 @@ class SchedulerCore {
                          uint64_t epoch, absl::string_view what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ReleaseLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void DisconnectLocked(uint64_t session, absl::string_view reason)
+  // `may_return`: the stream dropped and the worker's lease is not over, so a trial on its last
+  // allowed attempt is held for it (RequeueLocked); not after missed heartbeats or abuse.
+  void DisconnectLocked(uint64_t session, absl::string_view reason, bool may_return = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // How long a worker is its trials' holder without a heartbeat.
+  absl::Duration Lease() const { return options_.heartbeat_interval * options_.missed_heartbeats; }
+  // A held trial is the worker's again, or ends: out of held_.
+  void ReleaseHoldLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Fails a trial whose losses reached max_attempts ("gave up after losing N ...; last: reason").
+  void GiveUpLocked(TrialEntry& trial, absl::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Fails the held trials whose worker did not come back in time; how many.
+  int FailUnclaimedHeldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The line of the worker connects and disconnects not logged in an interval that has ended,
   // if any (before the line of a new one, and at the periodic sweep).
   // `flush`: also the counts of an interval that has not ended (at shutdown).
@@ -1056,6 +1074,8 @@ class SchedulerCore {
   LogLimiter worker_log_ ABSL_GUARDED_BY(mutex_);
   // Trials leased to ask-and-tell clients, for the lease sweep.
   absl::flat_hash_set<uint64_t> leased_ ABSL_GUARDED_BY(mutex_);
+  // Trials held for their lost worker's return (LiveTrial::held_until), for the same sweep.
+  absl::flat_hash_set<uint64_t> held_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_session_ ABSL_GUARDED_BY(mutex_) = 1;
   absl::flat_hash_map<uint64_t, std::unique_ptr<WatchState>> watchers_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_watch_ ABSL_GUARDED_BY(mutex_) = 1;

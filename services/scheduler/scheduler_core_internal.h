@@ -86,6 +86,7 @@ struct SchedulerCore::StudyEntry {
   std::vector<uint64_t> trial_ids;
   // Trials waiting for a worker: requeued ones first (front), in order.
   std::deque<uint64_t> pending;
+  int held = 0;  // Pending but out of the queue, for a lost worker's return (RequeueLocked).
   int running = 0;
   int completed = 0;
   int failed = 0;
