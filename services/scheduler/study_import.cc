@@ -157,6 +157,9 @@ absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
       if (in.has_end_time() && Before(in.end_time(), attempt.start_time())) {
         return Invalid(field + ".start_time", "after the trial's end");
       }
+      if (in.has_create_time() && Before(attempt.start_time(), in.create_time())) {
+        return Invalid(field + ".start_time", "before the trial was created");
+      }
       previous_start = &attempt.start_time();
     }
     marked_lost += attempt.lost() ? 1 : 0;
@@ -166,6 +169,20 @@ absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
     return Invalid(at + ".lost_attempts",
                    absl::StrCat("must be the number of attempts marked lost (", marked_lost,
                                 "), not ", in.lost_attempts()));
+  }
+  // A trial fails as its losses reach max_attempts, so only a failed one has that many; a
+  // forged count would have it run again past its limit.
+  if (in.lost_attempts() > spec.max_attempts() ||
+      (in.lost_attempts() == spec.max_attempts() && in.state() != v1::Trial::FAILED)) {
+    return Invalid(at + ".lost_attempts",
+                   absl::StrCat(in.lost_attempts(), " lost attempts under max_attempts ",
+                                spec.max_attempts(), ": a trial fails as its losses reach it"));
+  }
+  // The attempt whose result counted was not lost (its mark is cleared as the result counts).
+  if (in.state() == v1::Trial::COMPLETED && in.attempt() >= 1 &&
+      in.attempts(in.attempt() - 1).lost()) {
+    return Invalid(absl::StrCat(at, ".attempts[", in.attempt() - 1, "].lost"),
+                   "marks the attempt whose result counted");
   }
   t.set_attempt(in.attempt());
   t.set_lost_attempts(in.lost_attempts());
@@ -181,6 +198,12 @@ absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
   t.set_node_name(in.node_name());
   t.set_device(in.device());
   t.set_error(in.error());
+  if (in.has_create_time() && in.has_end_time() && Before(in.end_time(), in.create_time())) {
+    return Invalid(at + ".end_time", absl::StrCat("trial ", in.number(), " ends (",
+                                                  TimeUtil::ToString(in.end_time()),
+                                                  ") before it was created (",
+                                                  TimeUtil::ToString(in.create_time()), ")"));
+  }
   // A forged or hand-edited export: its duration would be negative in every report.
   if (in.has_start_time() && in.has_end_time() && Before(in.end_time(), in.start_time())) {
     return Invalid(at + ".end_time",

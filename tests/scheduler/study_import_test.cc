@@ -249,6 +249,35 @@ TEST(StudyImportTest, ForgedExportsAreRefusedWhole) {
          *second.mutable_start_time() = TimeUtil::SecondsToTimestamp(t.start_time().seconds() - 60);
        },
        "trials[0].attempts[1].start_time: before an earlier attempt's start"},
+      // Found by this stop's hostile review: a trial whose losses had reached max_attempts (3)
+      // imported pending and was run a fourth time.
+      {[](v1::StudyExport& e) {
+         v1::Trial& t = *e.mutable_trials(2);
+         t.set_state(v1::Trial::PENDING);
+         t.mutable_attempts(0)->set_lost(true);
+         t.add_attempts()->set_lost(true);
+         t.add_attempts()->set_lost(true);
+         t.set_attempt(3);
+         t.set_lost_attempts(3);
+       },
+       "trials[2].lost_attempts: 3 lost attempts under max_attempts 3"},
+      {[](v1::StudyExport& e) {
+         e.mutable_trials(0)->mutable_attempts(0)->set_lost(true);
+         e.mutable_trials(0)->set_lost_attempts(1);
+       },
+       "trials[0].attempts[0].lost: marks the attempt whose result counted"},
+      {[](v1::StudyExport& e) {
+         v1::Trial& t = *e.mutable_trials(1);
+         *t.mutable_attempts(0)->mutable_start_time() =
+             TimeUtil::SecondsToTimestamp(t.create_time().seconds() - 60);
+       },
+       "trials[1].attempts[0].start_time: before the trial was created"},
+      {[](v1::StudyExport& e) {
+         v1::Trial& t = *e.mutable_trials(1);
+         *t.mutable_end_time() = TimeUtil::SecondsToTimestamp(t.create_time().seconds() - 3600);
+         *t.mutable_start_time() = TimeUtil::SecondsToTimestamp(t.create_time().seconds() - 7200);
+       },
+       "before it was created"},
   };
   for (const Case& c : cases) {
     v1::StudyExport forged = good;
