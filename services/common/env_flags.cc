@@ -65,6 +65,13 @@ std::vector<std::pair<std::string, std::string>>& FlagsSetFromEnvironment() {
   return *set;
 }
 
+// The flags whose DHPT_<FLAG> did not parse, with what to tell the user: an error once the
+// command line is parsed, unless it gives the flag (the command line wins).
+std::vector<std::pair<std::string, std::string>>& UnparsableEnvironmentValues() {
+  static auto* unparsable = new std::vector<std::pair<std::string, std::string>>();
+  return *unparsable;
+}
+
 }  // namespace
 
 void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names) {
@@ -74,16 +81,19 @@ void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names) {
     if (value == nullptr) continue;
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr) continue;
+    const auto same_flag = [name](const auto& entry) { return entry.first == name; };
+    auto& set = FlagsSetFromEnvironment();
+    auto& unparsable = UnparsableEnvironmentValues();
+    std::erase_if(set, same_flag);
+    std::erase_if(unparsable, same_flag);
     std::string error;
     if (!flag->ParseFrom(value, &error)) {
-      std::fprintf(stderr, "invalid %s=%s: it sets --%s, which takes %s%s\n", variable.c_str(),
-                   ShownValue(value).c_str(), std::string(name).c_str(),
-                   ExpectedValue(*flag).c_str(),
-                   *value == '\0' ? " (unset the variable for the default)" : "");
-      std::exit(2);
+      unparsable.emplace_back(
+          name, absl::StrCat("invalid ", variable, "=", ShownValue(value), ": it sets --", name,
+                             ", which takes ", ExpectedValue(*flag),
+                             *value == '\0' ? " (unset the variable for the default)" : ""));
+      continue;
     }
-    auto& set = FlagsSetFromEnvironment();
-    std::erase_if(set, [name](const auto& entry) { return entry.first == name; });
     set.emplace_back(name, value);
   }
 }
@@ -288,6 +298,9 @@ std::vector<char*> ParseCommandLineWithDashes(absl::string_view program, int arg
   if (absl::flags_internal::HandleUsageFlags(std::cout, absl::ProgramUsageMessage()) >= 0) {
     std::cout.flush();
     std::exit(0);
+  }
+  for (const auto& [name, message] : UnparsableEnvironmentValues()) {
+    if (!absl::flags_internal::WasPresentOnCommandLine(name)) ExitWithUsageError(program, message);
   }
   for (const FlagRange& range : ranges) {
     absl::Status in_range = range.Check();

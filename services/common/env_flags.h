@@ -10,8 +10,9 @@
 namespace dhpt {
 
 // For every registered flag that has an environment variable DHPT_<FLAG_NAME> (upper case,
-// dashes as underscores), sets the flag from it. Call before absl::ParseCommandLine so that
-// the command line still wins. Exits with a message when a variable does not parse.
+// dashes as underscores), sets the flag from it. Call before ParseCommandLineWithDashes so
+// that the command line still wins. A variable that does not parse ends the process there
+// (status 2, naming the variable), unless the command line gives the flag.
 void ApplyEnvironmentToFlags(absl::Span<const absl::string_view> flag_names);
 // The same for every flag defined in the source file whose path ends with `file` (a binary's
 // own main.cc): a flag added there is read from its DHPT_<FLAG> too, with no list to forget it.

@@ -23,10 +23,29 @@ TEST(EnvFlagsTest, EnvironmentSetsFlagsNotListedOnesStayDefault) {
   unsetenv("DHPT_TEST_LISTEN_ADDRESS");
 }
 
+// Applies DHPT_TEST_SLOT_COUNT, then parses `args` as a service's main does.
+void ApplyThenParse(std::vector<const char*> args) {
+  ApplyEnvironmentToFlags({"test_slot_count"});
+  ParseCommandLineWithDashes("prog", static_cast<int>(args.size()), const_cast<char**>(args.data()));
+}
+
 TEST(EnvFlagsTest, UnparsableValueExits) {
   setenv("DHPT_TEST_SLOT_COUNT", "many", 1);
-  EXPECT_EXIT(ApplyEnvironmentToFlags({"test_slot_count"}), testing::ExitedWithCode(2),
-              "invalid DHPT_TEST_SLOT_COUNT=many");
+  EXPECT_EXIT(ApplyThenParse({"prog"}), testing::ExitedWithCode(2),
+              "prog: invalid DHPT_TEST_SLOT_COUNT=many");
+  unsetenv("DHPT_TEST_SLOT_COUNT");
+}
+
+// The command line wins, over a variable that does not parse too (it ended the process before
+// the command line was read: hostile review).
+TEST(EnvFlagsTest, AnUnparsableValueTheCommandLineOverridesIsNoError) {
+  setenv("DHPT_TEST_SLOT_COUNT", "many", 1);
+  EXPECT_EXIT(
+      {
+        ApplyThenParse({"prog", "--test_slot_count=5"});
+        std::exit(absl::GetFlag(FLAGS_test_slot_count) == 5 ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "");
   unsetenv("DHPT_TEST_SLOT_COUNT");
 }
 
@@ -34,7 +53,7 @@ TEST(EnvFlagsTest, UnparsableValueExits) {
 // value is cut.
 TEST(EnvFlagsTest, AnUnparsableValueIsShownEscapedAndCut) {
   setenv("DHPT_TEST_SLOT_COUNT", ("\x1b[2J" + std::string(5000, '7') + "x").c_str(), 1);
-  EXPECT_EXIT(ApplyEnvironmentToFlags({"test_slot_count"}), testing::ExitedWithCode(2),
+  EXPECT_EXIT(ApplyThenParse({"prog"}), testing::ExitedWithCode(2),
               "invalid DHPT_TEST_SLOT_COUNT=.x1b.2J7{252}: it sets --test_slot_count");
   unsetenv("DHPT_TEST_SLOT_COUNT");
 }
@@ -42,7 +61,7 @@ TEST(EnvFlagsTest, AnUnparsableValueIsShownEscapedAndCut) {
 // An empty value read "Illegal value '' specified for flag": it now says what the flag takes.
 TEST(EnvFlagsTest, AnEmptyValueSaysWhatTheFlagTakesAndHowToGetTheDefault) {
   setenv("DHPT_TEST_SLOT_COUNT", "", 1);
-  EXPECT_EXIT(ApplyEnvironmentToFlags({"test_slot_count"}), testing::ExitedWithCode(2),
+  EXPECT_EXIT(ApplyThenParse({"prog"}), testing::ExitedWithCode(2),
               "invalid DHPT_TEST_SLOT_COUNT=: it sets --test_slot_count, which takes a whole "
               "number .unset the variable for the default.");
   unsetenv("DHPT_TEST_SLOT_COUNT");
