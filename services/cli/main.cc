@@ -648,10 +648,8 @@ int RunTrialCommand(StudyClient& client, const std::vector<std::string>& args, b
   if (!exported.ok()) return Fail(exported.status());
   for (const v1::Trial& trial : exported->trials()) {
     if (trial.number() != number) continue;
-    if (json) {
-      absl::StatusOr<std::string> text = ToJson(trial);
-      if (!text.ok()) return Fail(text.status());
-      std::cout << *text;
+    if (json) {  // As dhpt trials --json prints each trial (it printed the export's form).
+      std::cout << CliJson(trial);
       return 0;
     }
     const std::vector<v1::TrialCurve> curves(exported->curves().begin(), exported->curves().end());

@@ -502,6 +502,17 @@ parameters: [{name: x1, double_range: {min: -5, max: 10}}, {name: x2, double_ran
   EXPECT_EQ(first.at("id").kind_case(), google::protobuf::Value::kNumberValue);
   EXPECT_EQ(first.at("params").struct_value().fields().at("x1").kind_case(),
             google::protobuf::Value::kNumberValue);
+  // dhpt trial --json prints the trial as the listing does (it printed the export's form:
+  // ids as strings, typed parameter values, zeros left out: hostile review).
+  std::tie(code, output) = RunBinary("dhpt", absl::StrCat("trial long 0 --json ", flags));
+  ASSERT_EQ(code, 0) << output.substr(0, 500);
+  google::protobuf::Struct one;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(output, &one).ok()) << output;
+  EXPECT_EQ(one.fields().at("number").number_value(), 0);
+  EXPECT_EQ(one.fields().at("lost_attempts").number_value(), 0);
+  EXPECT_EQ(one.fields().at("id").number_value(), first.at("id").number_value());
+  EXPECT_EQ(one.fields().at("params").struct_value().fields().at("x1").kind_case(),
+            google::protobuf::Value::kNumberValue);
 
   std::tie(code, output) = RunBinary("dhpt", absl::StrCat("export long ", flags));
   ASSERT_EQ(code, 0);
