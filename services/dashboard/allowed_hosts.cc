@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -57,14 +58,23 @@ absl::StatusOr<AllowedHosts> AllowedHosts::Parse(const std::vector<std::string>&
   AllowedHosts allowed;
   for (const std::string& name : names) {
     HostPort host;
-    if (!Split(name, host) || host.name.find_first_of("/ \t@") != std::string::npos) {
+    if (!Split(name, host) || host.name.find_first_of("/ \t@") != std::string::npos ||
+        !IsHostHeaderText(name)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--allowed_hosts: \"", name, "\" is not NAME or NAME:PORT (e.g. dash.lab.local or "
-          "dash.lab.local:8080)"));
+          "--allowed_hosts: \"", absl::CHexEscape(name),
+          "\" is not NAME or NAME:PORT (e.g. dash.lab.local or dash.lab.local:8080)"));
     }
     allowed.entries_.push_back({host.name, host.port});
   }
   return allowed;
+}
+
+bool IsHostHeaderText(absl::string_view text) {
+  if (text.empty()) return false;
+  for (const char c : text) {
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return false;
+  }
+  return true;
 }
 
 bool AllowedHosts::Allows(absl::string_view host_header) const {

@@ -36,4 +36,8 @@ class AllowedHosts {
 // The 421 answer's text to a refused Host.
 std::string RefusedHostMessage(absl::string_view host_header);
 
+// Whether `text` can be a Host header's value (and an --allowed_hosts entry's): not empty, no
+// space or control byte. RFC 9112 answers a request without one, or with two, 400.
+bool IsHostHeaderText(absl::string_view text);
+
 }  // namespace dhpt::dashboard

@@ -261,6 +261,12 @@ void DashboardServer::State::Routes() {
     // Before anything is read or changed: a page whose name was re-pointed here must not
     // read studies or stop them (allowed_hosts.h).
     const std::string host = req.get_header_value("Host");
+    if (req.get_header_value_count("Host") != 1 || !IsHostHeaderText(host)) {
+      res.status = 400;
+      res.set_content("a request needs one Host header, with a name or an address\n",
+                      "text/plain; charset=utf-8");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (!options.allowed_hosts.Allows(host)) {
       res.status = 421;
       res.set_content(RefusedHostMessage(host), "text/plain; charset=utf-8");

@@ -270,6 +270,18 @@ TEST(DashboardServerTest, RequestsNamingAnotherHostAreRefusedWith421) {
         ask("GET /assets/app.css HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n");
     EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 200")) << answer.substr(0, 200);
   }
+  // No Host, an empty one, two (the first was read: hostile review) or one with a control
+  // byte: 400, as RFC 9112 has it, before anything is read or stopped.
+  for (const std::string& hosts :
+       {std::string(""), std::string("Host: \r\n"),
+        std::string("Host: 127.0.0.1\r\nHost: evil.example\r\n"),
+        std::string("Host: localhost\x01" "evil\r\n")}) {
+    SCOPED_TRACE(hosts);
+    const std::string answer = ask("POST /api/stop?study=s HTTP/1.1\r\n" + hosts +
+                                   "X-DHPT-Confirm: stop\r\nContent-Length: 0\r\n"
+                                   "Connection: close\r\n\r\n");
+    EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 400")) << answer.substr(0, 200);
+  }
 }
 
 }  // namespace
