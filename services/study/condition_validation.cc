@@ -188,8 +188,18 @@ bool ValidateConditions(const v1::StudySpec& spec, std::vector<absl::Status>& er
   ValidateModelChoice(spec, errors);
   if (errors.size() != before) return false;
   if (spec.forbidden().empty()) return true;
-  // Clauses that leave nothing to try: caught when the space is small enough to count.
-  if (const std::optional<int64_t> size = space.FiniteSize(); size && *size == 0) {
+  // Clauses that leave nothing to try, caught when the space is small enough to count. They
+  // and the conditions read only countable parameters, so each other parameter counts as one
+  // value (a double_range beside them hid a space the clauses forbid whole: hostile review).
+  std::vector<optimizer::ParameterSpec> counted = space.parameters();
+  for (int i = 0; i < space.dims(); ++i) {
+    if (space.ValueCount(i)) continue;
+    counted[i].kind = optimizer::ParameterKind::kCategorical;
+    counted[i].categories = {"any"};
+  }
+  if (const std::optional<int64_t> size =
+          optimizer::SearchSpace(std::move(counted), space.forbidden()).FiniteSize();
+      size && *size == 0) {
     errors.push_back(Invalid("forbidden", "forbids every point of the space; remove a clause"));
     return false;
   }

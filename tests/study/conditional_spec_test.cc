@@ -139,6 +139,15 @@ TEST(ConditionalSpecTest, ClausesThatForbidEverythingAreRefused) {
                 all->add_values()->set_string_value("dart");
               }),
               Contains(HasSubstr("forbidden: forbids every point")));
+  // With continuous ranges left in (the clauses read none of them): refused too. It was
+  // accepted, and every algorithm then failed saying it drew only tried points (hostile review).
+  EXPECT_THAT(Errors([](v1::StudySpec& s) {
+                v1::ParameterIn* all = s.add_forbidden()->add_all();
+                all->set_parameter("booster");
+                all->add_values()->set_string_value("gbtree");
+                all->add_values()->set_string_value("dart");
+              }),
+              Contains(HasSubstr("forbidden: forbids every point")));
 }
 
 TEST(ConditionalSpecTest, GridCountsEachBranch) {

@@ -6,6 +6,7 @@
 
 #include "google/protobuf/text_format.h"
 #include "services/common/model_catalog.h"
+#include "services/study/spec_errors.h"
 #include "services/study/spec_validation.h"
 
 namespace dhpt::study::spec_errors_test {
@@ -158,6 +159,27 @@ TEST(SpecErrorsTest, AKnownMetricsGoalIsImplied) {
                                   parameters { name: "lr" double_range { min: 0.1 max: 1 } }
                                   max_trials: 5)pb")),
               ElementsAre(HasSubstr("objective.goal: is required for \"accuracy\"")));
+}
+
+}  // namespace
+}  // namespace dhpt::study::spec_errors_test
+
+namespace dhpt::study::spec_errors_test {
+namespace {
+
+// A name is quoted back with its control bytes written out: through grpcurl or the Python
+// client the message reaches a terminal whole, where "\x1b]0;...\x07" retitled the window
+// (hostile review). Text is cut at 64 bytes, never inside a character.
+TEST(QuoteTest, ControlBytesAreWrittenOutAndLongTextIsCut) {
+  EXPECT_EQ(Quote("p\x1b]0;PWNED\x07"), "\"p\\x1b]0;PWNED\\x07\"");
+  EXPECT_EQ(Quote("plain"), "\"plain\"");
+  const std::string long_text = std::string(63, 'a') + "\xc3\xa9" + "tail";
+  EXPECT_EQ(Quote(long_text), "\"" + std::string(63, 'a') + "...\" (69 bytes)");
+  std::vector<std::string> messages;
+  v1::StudySpec spec = Parse(kXgboost);
+  spec.set_name("s\x1b[2J");
+  for (const absl::Status& error : StudySpecErrors(spec)) messages.emplace_back(error.message());
+  EXPECT_THAT(messages, ElementsAre(HasSubstr("\"s\\x1b[2J\"")));
 }
 
 }  // namespace
