@@ -280,8 +280,7 @@ void SchedulerCore::ServeSuggestWaitersLocked(StudyEntry& study) {
     SuggestWaiter& waiter = *waiters.front();
     const bool writable = store_->health().ok();
     while (static_cast<int>(waiter.given.size()) < waiter.count && !shutting_down_ &&
-           !study.terminal() && writable &&
-           !(study.spec.parallel_trials() > 0 && study.running >= study.spec.parallel_trials())) {
+           !study.terminal() && writable && !study.AtParallelCap()) {
       std::optional<uint64_t> id = TakeTrialLocked(study);
       if (!id) break;
       TrialEntry& trial = trials_.at(*id);

@@ -64,10 +64,7 @@ absl::StatusOr<std::optional<optimizer::Point>> SuggestWithinMemory(
 }  // namespace
 
 bool SchedulerCore::HasTrialToGive(const StudyEntry& study) const {
-  if (study.terminal()) return false;
-  if (study.spec.parallel_trials() > 0 && study.running >= study.spec.parallel_trials()) {
-    return false;
-  }
+  if (study.terminal() || study.AtParallelCap()) return false;
   return !study.pending.empty() ||
          (!study.exhausted && study.budget_used() < study.spec.max_trials());
 }

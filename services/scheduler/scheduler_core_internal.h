@@ -88,6 +88,10 @@ struct SchedulerCore::StudyEntry {
   std::deque<uint64_t> pending;
   int held = 0;  // Pending but out of the queue, for a lost worker's return (RequeueLocked).
   int running = 0;
+  // No new trial may start: a held trial keeps the slot it ran in for its worker's return.
+  bool AtParallelCap() const {
+    return spec.parallel_trials() > 0 && running + held >= spec.parallel_trials();
+  }
   int completed = 0;
   int failed = 0;
   int cancelled = 0;

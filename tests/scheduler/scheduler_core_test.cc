@@ -375,8 +375,9 @@ TEST_F(SchedulerCoreTest, LostWorkerRequeuesItsTrialsAndTheAttemptCapFailsThem) 
 // hostile review: with max_attempts 1, a 100 ms drop failed the trial at once, though the
 // worker was back 130 ms later with its command still running). After a restart too.
 TEST_F(SchedulerCoreTest, ALastAttemptIsHeldForItsWorkersReturnWithinTheLease) {
-  v1::StudySpec spec = FunctionStudy("s", 1);
+  v1::StudySpec spec = FunctionStudy("s", 2);
   spec.set_max_attempts(1);
+  spec.set_parallel_trials(1);  // The held trial keeps its slot: no other trial starts in it.
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
   RecordingChannel& first = NewChannel();
   const uint64_t s1 = Connect(first, Hello("a", 1));
@@ -391,7 +392,7 @@ TEST_F(SchedulerCoreTest, ALastAttemptIsHeldForItsWorkersReturnWithinTheLease) {
   EXPECT_EQ(core_->ExpireLeases(), 0);
   RecordingChannel& other = NewChannel();
   Connect(other, Hello("b", 1));
-  EXPECT_TRUE(other.Assigns().empty());  // Held for a, not given to b.
+  EXPECT_TRUE(other.Assigns().empty());  // Held for a, not given to b; nor is trial 1.
 
   RecordingChannel& back = NewChannel();
   v1::Hello hello = Hello("a", 1);
@@ -407,7 +408,7 @@ TEST_F(SchedulerCoreTest, ALastAttemptIsHeldForItsWorkersReturnWithinTheLease) {
   trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
   EXPECT_EQ(trial.state(), v1::Trial::COMPLETED);
   EXPECT_EQ(trial.attempt(), 1);
-  EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::COMPLETED);
+  EXPECT_EQ(core_->GetStudy("s")->trials_running(), 1);  // Trial 1, in the slot freed now.
 }
 
 v1::Hello WithMemory(v1::Hello hello, uint64_t mib) {
