@@ -71,6 +71,21 @@ class SchedulerCoreTest : public ::testing::Test {
   // deliver a late acknowledgement to it after the test body ends.
   RecordingChannel& NewChannel() { return channels_.emplace_back(); }
 
+  // The scheduler stops and starts again on the same database (its last writes committed).
+  void Restart() {
+    core_.reset();
+    db_.Reopen();
+    core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
+    ASSERT_TRUE(core_->Recover().ok());
+  }
+
+  // Worker "a" connects again, still running `assign`'s attempt. Returns its session.
+  uint64_t ReconnectRunning(const v1::Assign& assign) {
+    v1::Hello hello = Hello("a", 1);
+    *hello.add_running() = Attempt(assign);
+    return Connect(NewChannel(), hello);
+  }
+
   // Study "s" of one trial and max_attempts 2, whose trial worker "a" started and then lost
   // (charged: one more loss would fail it). Returns the attempt's assignment.
   v1::Assign LoseAStartedTrial() {
@@ -385,19 +400,13 @@ TEST_F(SchedulerCoreTest, ALastAttemptIsHeldForItsWorkersReturnWithinTheLease) {
   core_->HandleStarted(s1, Attempt(assign));
   core_->DisconnectWorker(s1, "stream closed by the worker");
   now_ += absl::Milliseconds(130);
-  core_.reset();  // And the scheduler restarts meanwhile.
-  db_.Reopen();
-  core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
-  ASSERT_TRUE(core_->Recover().ok());
+  Restart();  // And the scheduler restarts meanwhile.
   EXPECT_EQ(core_->ExpireLeases(), 0);
   RecordingChannel& other = NewChannel();
   Connect(other, Hello("b", 1));
   EXPECT_TRUE(other.Assigns().empty());  // Held for a, not given to b; nor is trial 1.
 
-  RecordingChannel& back = NewChannel();
-  v1::Hello hello = Hello("a", 1);
-  *hello.add_running() = Attempt(assign);
-  const uint64_t s2 = Connect(back, hello);
+  const uint64_t s2 = ReconnectRunning(assign);
   v1::Trial trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
   EXPECT_EQ(trial.state(), v1::Trial::RUNNING);
   EXPECT_EQ(trial.lost_attempts(), 0);
@@ -767,10 +776,7 @@ TEST_F(SchedulerCoreTest, RecoveryRebuildsStudiesAndContinuesTheSameSuggestions)
     reference.HandleResult(reference_session, Completed(reference_channel.Assigns().back(), i));
   }
 
-  core_.reset();
-  db_.Reopen();
-  core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
-  ASSERT_TRUE(core_->Recover().ok());
+  Restart();
   absl::StatusOr<v1::Study> study = core_->GetStudy("s");
   EXPECT_EQ(study->trials_completed(), 3);
   EXPECT_EQ(study->trials_running(), 0);
@@ -874,16 +880,10 @@ TEST_F(SchedulerCoreTest, AnAttemptWhoseResultCameAfterAllIsNotCountedLost) {
 // trial ran on with "1 lost", one loss from failing under max_attempts 2).
 TEST_F(SchedulerCoreTest, AWorkerBackForItsAttemptAfterARestartTakesBackTheCharge) {
   const v1::Assign assign = LoseAStartedTrial();
-  core_.reset();
-  db_.Reopen();
-  core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
-  ASSERT_TRUE(core_->Recover().ok());
+  Restart();
   EXPECT_EQ(AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0).lost_attempts(), 1);
 
-  RecordingChannel& second = NewChannel();
-  v1::Hello hello = Hello("a", 1);
-  *hello.add_running() = Attempt(assign);
-  const uint64_t s2 = Connect(second, hello);
+  const uint64_t s2 = ReconnectRunning(assign);
   v1::Trial trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
   EXPECT_EQ(trial.state(), v1::Trial::RUNNING);
   EXPECT_EQ(trial.lost_attempts(), 0);
@@ -1302,10 +1302,7 @@ TEST_F(SchedulerCoreTest, ARestartKeepsTrialIdsAndTakesBackWhatWorkersStillHold)
   const v1::Assign running = before.Assigns()[1];
   ASSERT_TRUE(core_->DeleteStudy("s", /*force=*/false).code() == absl::StatusCode::kFailedPrecondition);
   // The scheduler dies (its last writes were committed; the worker's results never came).
-  core_.reset();
-  db_.Reopen();
-  core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
-  ASSERT_TRUE(core_->Recover().ok());
+  Restart();
   EXPECT_EQ(core_->GetStudy("s")->trials_running(), 0);
 
   RecordingChannel& after = NewChannel();
@@ -1342,10 +1339,7 @@ TEST_F(SchedulerCoreTest, DeletedStudiesAreGoneAndTheirIdsAreNotReused) {
   EXPECT_EQ(core_->DeleteStudy("s", true).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(channel.Count(v1::SchedulerMessage::kCancel), 1);  // Its running trial stops.
   core_->HandleResult(session, Completed(first, 1));  // Late: acknowledged, counted nowhere.
-  core_.reset();
-  db_.Reopen();
-  core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
-  ASSERT_TRUE(core_->Recover().ok());
+  Restart();
   EXPECT_TRUE(core_->ListStudies(0, "")->items.empty());
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
   RecordingChannel& again = NewChannel();
@@ -1556,10 +1550,7 @@ TEST_F(SchedulerCoreTest, EarlyStoppingDecidesAlikeAfterARestart) {
   const v1::Assign second = before.Assigns()[1];
   core_->HandleProgress(session, Progress(first, 1, 1.0));  // First at rung 1: goes on.
   // The scheduler restarts; its curves come back from the database.
-  core_.reset();
-  db_.Reopen();
-  core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
-  ASSERT_TRUE(core_->Recover().ok());
+  Restart();
   RecordingChannel& after = NewChannel();
   v1::Hello hello = Hello("w", 2, {v1::Model::XGBOOST});
   *hello.add_running() = Attempt(first);
@@ -1601,10 +1592,7 @@ TEST_F(SchedulerCoreTest, HyperbandDecidesAlikeAfterARestartInTheMiddleOfABracke
   core_->HandleProgress(session, Progress(zero[0], 1, 0.1));  // Alone at bracket 0's rung 1.
   EXPECT_EQ(core_->GetStudy("s")->trials_pruned(), 0);
 
-  core_.reset();
-  db_.Reopen();
-  core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
-  ASSERT_TRUE(core_->Recover().ok());
+  Restart();
   RecordingChannel& after = NewChannel();
   v1::Hello hello = Hello("w", kTrials, {v1::Model::XGBOOST});
   for (const v1::Assign& assign : before.Assigns()) *hello.add_running() = Attempt(assign);
@@ -1833,12 +1821,6 @@ class FailFastTest : public SchedulerCoreTest {
     result.set_state(v1::Trial::FAILED);
     result.set_error(error);
     core_->HandleResult(session, result);
-  }
-  void Restart() {
-    core_.reset();
-    db_.Reopen();
-    core_ = std::make_unique<SchedulerCore>(db_.get(), Options());
-    ASSERT_TRUE(core_->Recover().ok());
   }
 };
 
