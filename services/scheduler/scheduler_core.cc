@@ -1436,7 +1436,7 @@ int SchedulerCore::ExpireLeases() {
   const int clients = ExpireClientLeasesLocked();
   const int unclaimed = FailUnclaimedHeldLocked();
   LogWorkersNotLoggedLocked();
-  if (!expired.empty()) DispatchLocked();
+  if (!expired.empty() || unclaimed > 0) DispatchLocked();  // A held trial's slot is free.
   RefuseUnstorableAnswersLocked();
   return static_cast<int>(expired.size()) + clients + unclaimed;
 }

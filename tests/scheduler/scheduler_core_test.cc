@@ -385,6 +385,28 @@ TEST_F(SchedulerCoreTest, LostWorkerRequeuesItsTrialsAndTheAttemptCapFailsThem) 
   EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::FAILED);
 }
 
+// A held trial whose worker does not come back fails at the end of the lease, and the slot it
+// kept goes to the next trial at once (an idle worker waited for a result that never came).
+TEST_F(SchedulerCoreTest, AHeldTrialsSlotGoesToTheNextTrialWhenItsWorkerDoesNotReturn) {
+  v1::StudySpec spec = FunctionStudy("s", 2);
+  spec.set_max_attempts(1);
+  spec.set_parallel_trials(1);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel& first = NewChannel();
+  const uint64_t s1 = Connect(first, Hello("a", 1));
+  core_->HandleStarted(s1, Attempt(first.Assigns().back()));
+  core_->DisconnectWorker(s1, "stream closed by the worker");
+  RecordingChannel& idle = NewChannel();
+  const uint64_t s2 = Connect(idle, Hello("b", 1));
+  EXPECT_TRUE(idle.Assigns().empty());
+  now_ += absl::Seconds(4);
+  core_->HandleHeartbeat(s2);
+  EXPECT_EQ(core_->ExpireLeases(), 1);
+  EXPECT_EQ(AllTrials(*core_, "s", v1::Trial::FAILED).size(), 1u);
+  ASSERT_EQ(idle.Assigns().size(), 1u);
+  EXPECT_NE(idle.Assigns()[0].trial_id(), first.Assigns().back().trial_id());
+}
+
 // A link that blinks during a trial's last allowed attempt does not fail it: its worker,
 // reconnecting within its lease with the attempt in hand, takes it back uncharged (found by a
 // hostile review: with max_attempts 1, a 100 ms drop failed the trial at once, though the
