@@ -951,9 +951,15 @@ bool SchedulerCore::ReclaimLocked(uint64_t session, WorkerEntry& worker,
   TrialEntry& trial = it->second;
   if (TrialTerminal(trial.state())) return false;  // Its result counts once, if it is first.
   v1::Trial& t = trial.trial();
-  // Only the current attempt, and only by the worker id it was given to, under its epoch.
-  if (attempt.attempt() != t.attempt() ||
-      !AttemptGivenTo(t, t.attempt(), worker.worker_id, attempt.epoch())) {
+  // Only by the worker id the attempt was given to, under its epoch: the current attempt, or,
+  // while nobody runs the trial, an earlier attempt its worker still runs (back from a dropped
+  // link after the attempt given since was lost too: the trial goes back to it rather than
+  // wait to start over, or fail at the end of a hold; hostile review).
+  const bool current = attempt.attempt() == t.attempt();
+  const bool earlier_still_running = t.state() == v1::Trial::PENDING && attempt.attempt() >= 1 &&
+                                     attempt.attempt() < t.attempt();
+  if (!(current || earlier_still_running) ||
+      !AttemptGivenTo(t, attempt.attempt(), worker.worker_id, attempt.epoch())) {
     return false;
   }
   StudyEntry& study = *trial.study;
@@ -970,6 +976,7 @@ bool SchedulerCore::ReclaimLocked(uint64_t session, WorkerEntry& worker,
     }
     study.pending.erase(std::remove(study.pending.begin(), study.pending.end(), t.id()),
                         study.pending.end());
+    RecordAsAttempt(t, attempt.attempt());
     t.set_state(v1::Trial::RUNNING);
     t.set_worker_id(worker.worker_id);
     t.set_node_name(worker.capabilities.node_name());

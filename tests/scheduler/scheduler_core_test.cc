@@ -385,6 +385,51 @@ TEST_F(SchedulerCoreTest, LostWorkerRequeuesItsTrialsAndTheAttemptCapFailsThem) 
   EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::FAILED);
 }
 
+// A worker back for an earlier attempt while nobody runs the trial takes it back as that
+// attempt: here attempt 2 was lost too, and the trial, held on it, failed at the end of the
+// hold though attempt 1 ran on (hostile review). Attempt 2 stays lost; its worker, back, is
+// refused it.
+TEST_F(SchedulerCoreTest, AWorkerBackForAnEarlierAttemptTakesBackTheTrialNobodyRuns) {
+  v1::StudySpec spec = FunctionStudy("s", 1);
+  spec.set_max_attempts(2);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  const v1::Assign first = [&] {
+    RecordingChannel& channel = NewChannel();
+    const uint64_t session = Connect(channel, Hello("a", 1));
+    core_->HandleStarted(session, Attempt(channel.Assigns().back()));
+    core_->DisconnectWorker(session, "link down");
+    return channel.Assigns().back();
+  }();
+  RecordingChannel& second = NewChannel();
+  const uint64_t b = Connect(second, Hello("b", 1));
+  ASSERT_EQ(second.Assigns().size(), 1u);
+  const v1::Assign again = second.Assigns().back();
+  EXPECT_EQ(again.attempt(), 2);
+  core_->HandleStarted(b, Attempt(again));
+  core_->DisconnectWorker(b, "link down");  // Held: its last allowed attempt.
+
+  const uint64_t a = ReconnectRunning(first);
+  v1::Trial trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
+  EXPECT_EQ(trial.state(), v1::Trial::RUNNING);
+  EXPECT_EQ(trial.attempt(), 1);
+  EXPECT_EQ(trial.lost_attempts(), 1);
+  EXPECT_FALSE(trial.attempts(0).lost());
+  EXPECT_TRUE(trial.attempts(1).lost());
+  RecordingChannel& b_back = NewChannel();
+  v1::Hello hello = Hello("b", 1);
+  *hello.add_running() = Attempt(again);
+  Connect(b_back, hello);
+  now_ += absl::Seconds(10);  // Past the hold.
+  core_->HandleHeartbeat(a);
+  core_->ExpireLeases();
+  core_->HandleResult(a, Completed(first, 2.0));
+  trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
+  EXPECT_EQ(trial.state(), v1::Trial::COMPLETED);
+  EXPECT_EQ(trial.attempt(), 1);
+  EXPECT_EQ(trial.worker_id(), "a");
+  EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::COMPLETED);
+}
+
 // A held trial whose worker does not come back fails at the end of the lease, and the slot it
 // kept goes to the next trial at once (an idle worker waited for a result that never came).
 TEST_F(SchedulerCoreTest, AHeldTrialsSlotGoesToTheNextTrialWhenItsWorkerDoesNotReturn) {
