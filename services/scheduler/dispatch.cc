@@ -899,14 +899,10 @@ void SchedulerCore::RequeueLocked(TrialEntry& trial, absl::string_view reason, b
   if (t.lost_attempts() >= study.spec.max_attempts() && hold_until > options_.clock()) {
     // Its last allowed attempt: a link that blinks must not fail it while its worker, still
     // training, reconnects (and takes it back, uncharged) within its lease.
-    t.set_state(v1::Trial::PENDING);
     t.set_error(absl::StrCat(reason, "; its last attempt (max_attempts ", study.spec.max_attempts(),
                              "): it fails unless its worker comes back for it by ",
                              absl::FormatTime(hold_until, absl::UTCTimeZone())));
-    trial.live->held_until = hold_until;
-    trial.live->held_reason = std::string(reason);
-    held_.insert(t.id());
-    ++study.held;
+    HoldLocked(trial, hold_until, reason);
     SaveTrialLocked(trial);
     PublishTrialLocked(trial);
     return;
@@ -933,6 +929,14 @@ void SchedulerCore::GiveUpLocked(TrialEntry& trial, absl::string_view reason) {
                            reason));
   *t.mutable_end_time() = ToTimestamp(options_.clock());
   RecordTrialEndLocked(trial);
+}
+
+void SchedulerCore::HoldLocked(TrialEntry& trial, absl::Time until, absl::string_view reason) {
+  trial.trial().set_state(v1::Trial::PENDING);
+  trial.live->held_until = until;
+  trial.live->held_reason = std::string(reason);
+  held_.insert(trial.id());
+  ++trial.study->held;
 }
 
 void SchedulerCore::ReleaseHoldLocked(TrialEntry& trial) {

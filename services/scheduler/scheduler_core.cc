@@ -282,11 +282,8 @@ absl::Status SchedulerCore::RestoreTrialLocked(StudyEntry& study, const v1::Tria
     LeaseLocked(entry, t.attempts(t.attempt() - 1).client_id());
   } else if (t.lost_attempts() >= study.spec.max_attempts()) {
     // Held for its lost worker when the scheduler stopped: held again, for a lease from now.
-    entry.trial().set_state(v1::Trial::PENDING);
-    entry.live->held_until = options_.clock() + Lease();
-    entry.live->held_reason = "its worker was lost before the scheduler restarted";
-    held_.insert(entry.id());
-    ++study.held;
+    HoldLocked(entry, options_.clock() + Lease(),
+               "its worker was lost before the scheduler restarted");
   } else {
     // Running on a worker of the previous life, or pending: wait for a worker again. The
     // worker of the old attempt may claim it back when it reconnects, or deliver its result

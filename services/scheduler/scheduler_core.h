@@ -835,6 +835,9 @@ class SchedulerCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // How long a worker is its trials' holder without a heartbeat.
   absl::Duration Lease() const { return options_.heartbeat_interval * options_.missed_heartbeats; }
+  // Pending, out of the queue, until `until` (RequeueLocked's hold); `reason` for its failure.
+  void HoldLocked(TrialEntry& trial, absl::Time until, absl::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // A held trial is the worker's again, or ends: out of held_.
   void ReleaseHoldLocked(TrialEntry& trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Fails a trial whose losses reached max_attempts ("gave up after losing N ...; last: reason").
