@@ -487,6 +487,56 @@ TEST_F(SchedulerCoreTest, ALastAttemptIsHeldForItsWorkersReturnWithinTheLease) {
   EXPECT_EQ(core_->GetStudy("s")->trials_running(), 1);  // Trial 1, in the slot freed now.
 }
 
+// A user who changes the study while a trial is held (left open by a hostile review): more
+// slots start new trials, never the held one; a budget lowered to what was made waits for the
+// held trial instead of ending the study around it; the trial fails once, at the lease's end.
+TEST_F(SchedulerCoreTest, AnUpdateDuringAHoldNeitherGivesAwayNorEndsAroundTheHeldTrial) {
+  v1::StudySpec spec = FunctionStudy("s", 3);
+  spec.set_max_attempts(1);
+  spec.set_parallel_trials(1);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel& first = NewChannel();
+  const uint64_t s1 = Connect(first, Hello("a", 1));
+  const v1::Assign held = first.Assigns().back();
+  core_->HandleStarted(s1, Attempt(held));
+  core_->DisconnectWorker(s1, "stream closed by the worker");
+  RecordingChannel& other = NewChannel();
+  const uint64_t s2 = Connect(other, Hello("b", 1));
+  ASSERT_TRUE(other.Assigns().empty());
+
+  v1::UpdateStudyRequest update;
+  update.set_name("s");
+  update.mutable_spec()->set_parallel_trials(2);
+  update.mutable_update_mask()->add_paths("parallel_trials");
+  ASSERT_TRUE(core_->UpdateStudy(update).ok());
+  ASSERT_EQ(other.Assigns().size(), 1u);
+  const v1::Assign next = other.Assigns().back();
+  EXPECT_NE(next.trial_id(), held.trial_id());
+
+  update.mutable_spec()->set_max_trials(2);  // What was made: the held trial and b's.
+  update.mutable_update_mask()->Clear();
+  update.mutable_update_mask()->add_paths("max_trials");
+  ASSERT_TRUE(core_->UpdateStudy(update).ok());
+  core_->HandleStarted(s2, Attempt(next));
+  core_->HandleResult(s2, Completed(next, 1.0));
+  EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::RUNNING);  // The held trial may return.
+  EXPECT_EQ(other.Assigns().size(), 1u);                       // Nothing past the budget.
+
+  now_ += absl::Seconds(4);  // Past a's lease.
+  core_->HandleHeartbeat(s2);
+  EXPECT_EQ(core_->ExpireLeases(), 1);
+  const std::vector<v1::Trial> trials = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED);
+  ASSERT_EQ(trials.size(), 2u);
+  EXPECT_EQ(trials[0].state(), v1::Trial::FAILED);
+  EXPECT_EQ(trials[0].lost_attempts(), 1);
+  EXPECT_EQ(trials[1].state(), v1::Trial::COMPLETED);
+  const absl::StatusOr<v1::Study> study = core_->GetStudy("s");
+  EXPECT_EQ(study->state(), v1::Study::COMPLETED);
+  EXPECT_EQ(study->trials_failed(), 1);
+  EXPECT_EQ(study->trials_completed(), 1);
+  EXPECT_EQ(other.Assigns().size(), 1u);
+}
+
 v1::Hello WithMemory(v1::Hello hello, uint64_t mib) {
   hello.mutable_capabilities()->set_memory_bytes(mib << 20);
   return hello;
@@ -1476,7 +1526,9 @@ TEST_F(SchedulerCoreTest, ListTrialsValuesOnlyKeepsNumbersStatesAndValuesOnly) {
     EXPECT_EQ(b.state(), a.state());
     EXPECT_EQ(b.has_objective_value(), a.has_objective_value());
     EXPECT_EQ(b.objective_value(), a.objective_value());
-    if (a.state() == v1::Trial::COMPLETED) EXPECT_FALSE(a.params().empty());
+    if (a.state() == v1::Trial::COMPLETED) {
+      EXPECT_FALSE(a.params().empty());
+    }
     EXPECT_TRUE(b.params().empty() && b.metrics().empty() && b.attempts().empty()) << b.DebugString();
     EXPECT_LT(b.ByteSizeLong() * 3, a.ByteSizeLong());
   }
