@@ -100,6 +100,21 @@ class SchedulerCoreTest : public ::testing::Test {
     return assign;
   }
 
+  // Study "s" of `max_trials` trials, max_attempts 1 and one slot, whose first trial worker "a"
+  // started and then lost with its stream: held for a's return. Returns the attempt's assignment.
+  v1::Assign HoldAStartedTrial(int max_trials) {
+    v1::StudySpec spec = FunctionStudy("s", max_trials);
+    spec.set_max_attempts(1);
+    spec.set_parallel_trials(1);  // The held trial keeps its slot: no other trial starts in it.
+    EXPECT_TRUE(core_->CreateStudy(spec).ok());
+    RecordingChannel& first = NewChannel();
+    const uint64_t session = Connect(first, Hello("a", 1));
+    const v1::Assign assign = first.Assigns().back();
+    core_->HandleStarted(session, Attempt(assign));
+    core_->DisconnectWorker(session, "stream closed by the worker");
+    return assign;
+  }
+
   std::deque<RecordingChannel> channels_;  // Declared first: destroyed after core_.
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
   testing::TempDatabase db_;
@@ -433,14 +448,7 @@ TEST_F(SchedulerCoreTest, AWorkerBackForAnEarlierAttemptTakesBackTheTrialNobodyR
 // A held trial whose worker does not come back fails at the end of the lease, and the slot it
 // kept goes to the next trial at once (an idle worker waited for a result that never came).
 TEST_F(SchedulerCoreTest, AHeldTrialsSlotGoesToTheNextTrialWhenItsWorkerDoesNotReturn) {
-  v1::StudySpec spec = FunctionStudy("s", 2);
-  spec.set_max_attempts(1);
-  spec.set_parallel_trials(1);
-  ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel& first = NewChannel();
-  const uint64_t s1 = Connect(first, Hello("a", 1));
-  core_->HandleStarted(s1, Attempt(first.Assigns().back()));
-  core_->DisconnectWorker(s1, "stream closed by the worker");
+  const v1::Assign held = HoldAStartedTrial(2);
   RecordingChannel& idle = NewChannel();
   const uint64_t s2 = Connect(idle, Hello("b", 1));
   EXPECT_TRUE(idle.Assigns().empty());
@@ -449,7 +457,7 @@ TEST_F(SchedulerCoreTest, AHeldTrialsSlotGoesToTheNextTrialWhenItsWorkerDoesNotR
   EXPECT_EQ(core_->ExpireLeases(), 1);
   EXPECT_EQ(AllTrials(*core_, "s", v1::Trial::FAILED).size(), 1u);
   ASSERT_EQ(idle.Assigns().size(), 1u);
-  EXPECT_NE(idle.Assigns()[0].trial_id(), first.Assigns().back().trial_id());
+  EXPECT_NE(idle.Assigns()[0].trial_id(), held.trial_id());
 }
 
 // A link that blinks during a trial's last allowed attempt does not fail it: its worker,
@@ -457,15 +465,7 @@ TEST_F(SchedulerCoreTest, AHeldTrialsSlotGoesToTheNextTrialWhenItsWorkerDoesNotR
 // hostile review: with max_attempts 1, a 100 ms drop failed the trial at once, though the
 // worker was back 130 ms later with its command still running). After a restart too.
 TEST_F(SchedulerCoreTest, ALastAttemptIsHeldForItsWorkersReturnWithinTheLease) {
-  v1::StudySpec spec = FunctionStudy("s", 2);
-  spec.set_max_attempts(1);
-  spec.set_parallel_trials(1);  // The held trial keeps its slot: no other trial starts in it.
-  ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel& first = NewChannel();
-  const uint64_t s1 = Connect(first, Hello("a", 1));
-  const v1::Assign assign = first.Assigns().back();
-  core_->HandleStarted(s1, Attempt(assign));
-  core_->DisconnectWorker(s1, "stream closed by the worker");
+  const v1::Assign assign = HoldAStartedTrial(2);
   now_ += absl::Milliseconds(130);
   Restart();  // And the scheduler restarts meanwhile.
   EXPECT_EQ(core_->ExpireLeases(), 0);
@@ -491,15 +491,7 @@ TEST_F(SchedulerCoreTest, ALastAttemptIsHeldForItsWorkersReturnWithinTheLease) {
 // slots start new trials, never the held one; a budget lowered to what was made waits for the
 // held trial instead of ending the study around it; the trial fails once, at the lease's end.
 TEST_F(SchedulerCoreTest, AnUpdateDuringAHoldNeitherGivesAwayNorEndsAroundTheHeldTrial) {
-  v1::StudySpec spec = FunctionStudy("s", 3);
-  spec.set_max_attempts(1);
-  spec.set_parallel_trials(1);
-  ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel& first = NewChannel();
-  const uint64_t s1 = Connect(first, Hello("a", 1));
-  const v1::Assign held = first.Assigns().back();
-  core_->HandleStarted(s1, Attempt(held));
-  core_->DisconnectWorker(s1, "stream closed by the worker");
+  const v1::Assign held = HoldAStartedTrial(3);
   RecordingChannel& other = NewChannel();
   const uint64_t s2 = Connect(other, Hello("b", 1));
   ASSERT_TRUE(other.Assigns().empty());
