@@ -11,7 +11,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
 #include "services/common/enum_values.h"
 #include "services/common/labels.h"
@@ -22,6 +21,7 @@
 #include "services/scheduler/scheduler_core_internal.h"
 #include "services/scheduler/placement.h"
 #include "services/scheduler/trial_views.h"
+#include "services/study/spec_difference.h"
 #include "services/study/spec_errors.h"
 #include "services/study/spec_translation.h"
 #include "services/study/spec_validation.h"
@@ -354,12 +354,15 @@ absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spe
                                                                v1::Study& reply) {
   if (shutting_down_) return absl::UnavailableError("the scheduler is shutting down");
   if (auto it = studies_.find(spec.name()); it != studies_.end()) {
-    if (google::protobuf::util::MessageDifferencer::Equals(it->second->spec, spec)) {
+    const std::string difference = study::SpecDifference(it->second->spec, spec);
+    if (difference.empty()) {
       reply = BuildStudyLocked(*it->second);
       return store_->last_sequence();  // Created before, perhaps not yet stored.
     }
-    return absl::AlreadyExistsError(absl::StrCat(
-        "study \"", spec.name(), "\" exists with a different spec; choose another name"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("study \"", spec.name(), "\" exists with a different spec (", difference,
+                     "); choose another name, or change its budget and limits with dhpt extend "
+                     "(UpdateStudy)"));
   }
   RETURN_IF_ERROR(CheckMemoryLocked());
   RETURN_IF_ERROR(CheckRoomForStudyLocked(spec));

@@ -13,13 +13,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
 #include "services/common/logging.h"
 #include "services/common/param_values.h"
 #include "services/common/status_macros.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/scheduler_core_internal.h"
+#include "services/study/spec_difference.h"
 #include "services/study/spec_translation.h"
 #include "services/study/spec_validation.h"
 #include "services/study/trial_outcome.h"
@@ -368,10 +368,12 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
     if (auto it = studies_.find(spec.name()); it != studies_.end()) {
       ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(spec.name()));  // Read back.
       const StudyEntry& existing = *found;
-      if (!google::protobuf::util::MessageDifferencer::Equals(existing.spec, spec)) {
+      if (const std::string difference = study::SpecDifference(existing.spec, spec);
+          !difference.empty()) {
         return absl::AlreadyExistsError(absl::StrCat(
-            "study \"", spec.name(), "\" exists with a different spec; nothing was imported. "
-            "Delete it first (dhpt delete), or import into another scheduler"));
+            "study \"", spec.name(), "\" exists with a different spec (", difference,
+            "); nothing was imported. Delete it first (dhpt delete), or import into another "
+            "scheduler"));
       }
       // The same import again (a reply that was lost): the same points in the same order.
       bool same = existing.created() == static_cast<int>(trials.size());

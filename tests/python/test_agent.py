@@ -1,7 +1,9 @@
 """Running objectives here: optimize() in threads and processes, failures, pruning, Ctrl-C,
 a scheduler restart ridden out, and dhpt.agent joining a study from several processes."""
 
+import os
 import signal
+import sys
 import threading
 
 import pytest
@@ -34,6 +36,22 @@ def test_optimize_in_threads_each_with_its_own_client_id(client):
     assert [t.state for t in trials] == [dhpt.TrialState.COMPLETED] * 8
     assert {t.client_id for t in trials[:3]} == {f"test-client-{i}" for i in range(3)}
     assert study.refresh().state == "COMPLETED"
+
+
+def die_on_the_first_trial(trial):
+    if trial.number == 0:
+        os.kill(os.getpid(), signal.SIGKILL)  # As the kernel's OOM killer would.
+    return quadratic(trial)
+
+
+def test_an_evaluator_process_that_dies_is_named_and_its_trial_handed_back(client):
+    # Found by a hostile review: optimize(processes=True) waited forever for the dead process,
+    # and its trial stayed RUNNING for the whole lease.
+    study = make(client, max_trials=4)
+    with pytest.raises(dhpt.DhptError, match=r"process .*-p[01] died \(killed by SIGKILL\)"):
+        study.optimize(die_on_the_first_trial, n_jobs=2, processes=True)
+    first = study.trials[0]
+    assert first.state == dhpt.TrialState.PENDING and "handed it back" in first.error
 
 
 def test_optimize_in_processes(client):
@@ -159,6 +177,32 @@ def test_a_scheduler_restart_during_optimize_is_ridden_out(scheduler, client):
     assert done == [6]
     study.refresh()
     assert study.state == "COMPLETED" and study.counts["completed"] == 6
+
+
+def test_a_study_stopped_during_optimize_ends_it_quietly(scheduler, client):
+    # Found by a hostile review: `dhpt stop` during optimize() or dhpt.agent() raised
+    # FailedPrecondition ("trial 2 is already CANCELLED") out of every evaluator.
+    study = make(client, max_trials=10)
+    stopper = dhpt.load_study("opt", client=dhpt.Client(scheduler.address, client_id="user"))
+
+    def stopped_midway(trial):
+        if trial.number == 2:
+            stopper.stop()
+        return quadratic(trial)
+
+    with pytest.warns(UserWarning, match="trial 2 of study 'opt': result not kept"):
+        assert study.optimize(stopped_midway) == 2
+    assert study.refresh().state == "STOPPED"
+    assert [t.state for t in study.trials] == [dhpt.TrialState.COMPLETED] * 2 + [
+        dhpt.TrialState.CANCELLED]
+
+
+def test_sys_exit_in_the_objective_hands_its_trial_back(client):
+    study = make(client, max_trials=3)
+    with pytest.raises(SystemExit):
+        study.optimize(lambda trial: sys.exit(3))
+    trial = study.trials[0]
+    assert trial.state == dhpt.TrialState.PENDING and "handed it back" in trial.error
 
 
 def test_ctrl_c_stops_and_hands_back_the_trial(scheduler, client, children):

@@ -2,6 +2,7 @@
 (the same files and variables), and clear errors instead of gRPC tracebacks."""
 
 import subprocess
+import time
 from concurrent import futures
 
 import grpc
@@ -42,6 +43,26 @@ def test_unreachable_scheduler_is_a_clear_error(scheduler):
     client = dhpt.Client(address, retry_seconds=0.3)
     with pytest.raises(dhpt.Unavailable, match="cannot reach the scheduler at 127.0.0.1"):
         dhpt.get_all_studies(client=client)
+
+
+def test_an_address_the_cli_refuses_is_refused(scheduler):
+    # gRPC would wrap the port onto 56101 and wait out its retries for a port-less name.
+    for address in ("127.0.0.1:121637", "localhost", "localhost:", ":50051", "a b:1", "::1:5"):
+        with pytest.raises(dhpt.InvalidArgument, match="HOST:PORT"):
+            dhpt.Client(address)
+    assert dhpt.Client("[::1]:50051").scheduler == "[::1]:50051"
+
+
+def test_ask_waits_for_an_unreachable_scheduler_only_until_its_timeout(scheduler):
+    address = scheduler.address
+    study = dhpt.create_study("s", space={"x": (0.0, 1.0)}, max_trials=5,
+                              client=dhpt.Client(address))
+    scheduler.kill()
+    client = dhpt.Client(address, retry_seconds=120)
+    started = time.monotonic()
+    with pytest.raises(dhpt.Unavailable, match="within 1 s"):
+        dhpt.Study(client, study._pb).ask(timeout=1)
+    assert time.monotonic() - started < 60  # Not retry_seconds (120 s).
 
 
 def test_a_refusing_scheduler_is_quoted_not_called_unreachable(tmp_path):

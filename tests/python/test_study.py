@@ -9,6 +9,7 @@ import pytest
 
 import dhpt
 from conftest import Scheduler, wait_until
+from dhpt.client import pb
 
 
 def space():
@@ -49,9 +50,45 @@ def test_load_if_exists(client):
     same = dhpt.create_study("again", space=space(), max_trials=3, client=client,
                              load_if_exists=True)
     assert same.name == first.name
-    with pytest.raises(dhpt.AlreadyExists):  # Another spec under the same name.
-        dhpt.create_study("again", space=space(), max_trials=9, client=client, load_if_exists=True)
-    assert dhpt.load_study("again", client=client).spec["max_trials"] == 3
+    with pytest.raises(dhpt.AlreadyExists, match=r"\(parameters differ\)"):  # Another space.
+        dhpt.create_study("again", space={"x": (0.0, 2.0)}, max_trials=3, client=client,
+                          load_if_exists=True)
+    # Another budget (dhpt extend changed it since, or the code did): loaded as it is, saying so.
+    with pytest.warns(UserWarning, match="max_trials is 3 there and 9 here"):
+        loaded = dhpt.create_study("again", space=space(), max_trials=9, client=client,
+                                   load_if_exists=True)
+    assert loaded.spec["max_trials"] == 3
+
+
+def test_load_if_exists_resumes_a_study_extended_since(client):
+    # The documented script run again after `dhpt extend`: it resumes the extended study.
+    dhpt.create_study("resumed", space=space(), max_trials=2, client=client)
+    extend = pb.UpdateStudyRequest(name="resumed")
+    extend.spec.max_trials = 5
+    extend.spec.parallel_trials = 3
+    extend.update_mask.paths.extend(["max_trials", "parallel_trials"])
+    client.call("UpdateStudy", extend)
+    with pytest.warns(UserWarning, match="max_trials is 5 there and 2 here"):
+        study = dhpt.create_study("resumed", space=space(), max_trials=2, client=client,
+                                  load_if_exists=True)
+    assert study.spec["max_trials"] == 5 and study.spec["parallel_trials"] == 3
+    finish(study, 5)
+    assert study.refresh().state == "COMPLETED" and study.counts["completed"] == 5
+
+
+def test_spec_is_plain_python_and_creates_a_copy(client):
+    spec = {"name": "plain", "model": {"kind": "EXTERNAL"}, "max_trials": 3,
+            "algorithm": {"name": "TPE", "seed": 7},
+            "objective": {"metric": "loss", "goal": "MINIMIZE"},
+            "parameters": [{"name": "n", "int_range": {"min": 0, "max": 10}}]}
+    study = dhpt.create_study(spec=spec, client=client)
+    plain = study.spec
+    assert plain["algorithm"]["seed"] == 7 and plain["max_trials"] == 3
+    assert plain["parameters"][0]["int_range"]["min"] == 0
+    assert plain["parameters"][0]["int_range"]["max"] == 10
+    json.dumps(plain)  # Plain values only.
+    copy = dhpt.create_study(spec={**plain, "name": "plain-copy"}, client=client)
+    assert {**copy.spec, "name": "plain"} == plain
 
 
 def test_bad_input_is_a_clear_error_and_changes_nothing(client):
@@ -212,7 +249,13 @@ def test_a_conditional_study_keeps_inactive_parameters_absent(client):
     number = study.enqueue_trial({"kind": "a", "depth": None})
     trial = study.ask()
     assert trial.number == number and trial.params.get("depth") is None
+    with pytest.raises(dhpt.InvalidArgument,
+                       match=r"'depth' is inactive in trial 0: it applies only when kind is one "
+                             r"of \[b\], and this trial has kind='a'"):
+        trial.suggest_int("depth", 1, 9)
+    assert trial.suggest_categorical("kind", ["a", "b"]) == "a"
     study.tell(trial, 1.0)
     with pytest.raises(dhpt.InvalidArgument):
         study.enqueue_trial({"kind": "a", "depth": 3})  # depth is inactive when kind is a.
+
     assert study.add_trials([study.trials[0]]) == (0, 1)  # Already there: skipped, not refused.

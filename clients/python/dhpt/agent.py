@@ -6,15 +6,22 @@ the result, until its share of n_trials is taken, `timeout` passed, or the study
   metrics (the objectives' and any others to keep);
 - TrialPruned ends the trial PRUNED; any other exception fails it with the traceback's last
   line as the reason, then stops optimize() and is raised again, unless it is one of `catch`;
-- Ctrl-C (KeyboardInterrupt) stops taking trials, hands the trials being evaluated back to
-  the scheduler (pending again for any client, no attempt charged, no lease left to run out)
-  and is raised again.
+- Ctrl-C (KeyboardInterrupt), sys.exit() or any other BaseException stops taking trials,
+  hands the trials being evaluated back to the scheduler (pending again for any client, no
+  attempt charged, no lease left to run out) and is raised again;
+- a result the scheduler no longer takes (the study was stopped or ended meanwhile) is dropped
+  with a warning, and the next ask ends the run when the study has ended;
+- with processes, an evaluator process that dies (killed, out of memory) stops the others,
+  its trial is handed back, and optimize() raises dhpt.DhptError naming it.
 """
 
 import multiprocessing
+import queue
+import signal
 import threading
 import time
 import traceback
+import warnings
 
 from . import errors
 from .client import Client, default_client_id
@@ -77,6 +84,17 @@ def _last_line(exc):
     return _clip(lines[-1].strip() if lines else type(exc).__name__)
 
 
+def _tell(study, trial, **result):
+    """study.tell(), or None for a trial the scheduler took back meanwhile (its study stopped
+    or ended): the result is dropped with a warning, and the next ask says if the study ended."""
+    try:
+        return study.tell(trial, **result)
+    except errors.FailedPrecondition as e:
+        warnings.warn(f"trial {trial.number} of study {study.name!r}: result not kept "
+                      f"({e.reason})", stacklevel=2)
+        return None
+
+
 def _tell_result(study, trial, result):
     if result is None:
         # Told as it is, the trial would carry no metric and the scheduler's refusal ("give the
@@ -87,10 +105,10 @@ def _tell_result(study, trial, result):
             f"trial {trial.number}: the objective returned None; it must return {number} (or a "
             f"dict of the study's objectives: {', '.join(names)})")
     if isinstance(result, dict):
-        return study.tell(trial, metrics=result)
+        return _tell(study, trial, metrics=result)
     if isinstance(result, (list, tuple)):
-        return study.tell(trial, values=list(result))
-    return study.tell(trial, value=result)
+        return _tell(study, trial, values=list(result))
+    return _tell(study, trial, value=result)
 
 
 def _evaluate(study, fn, client_id, budget, deadline, catch, stop, held):
@@ -109,30 +127,38 @@ def _evaluate(study, fn, client_id, budget, deadline, catch, stop, held):
             with _KeepLease(trial):
                 result = fn(trial)
         except errors.TrialPruned:
-            study.tell(trial, state=TrialState.PRUNED)
+            told = _tell(study, trial, state=TrialState.PRUNED)
         except catch as e:  # A tuple of exception types, as Optuna's.
-            study.tell(trial, state=TrialState.FAILED, reason=_last_line(e))
+            told = _tell(study, trial, state=TrialState.FAILED, reason=_last_line(e))
         except Exception as e:
             held.pop(client_id, None)
-            study.tell(trial, state=TrialState.FAILED, reason=_last_line(e))
+            _tell(study, trial, state=TrialState.FAILED, reason=_last_line(e))
             stop.set()
+            raise
+        except BaseException:
+            # Ctrl-C or sys.exit() in fn: the trial was not evaluated. Handed back, not left
+            # RUNNING until its lease runs out.
+            stop.set()
+            _hand_back({client_id: held.pop(client_id, trial)})
             raise
         else:
             try:
-                _tell_result(study, trial, result)
+                told = _tell_result(study, trial, result)
             except (errors.InvalidArgument, errors.ResourceExhausted) as e:
                 # NaN, a missing objective, a result over the scheduler's message limit: the
                 # trial fails with the reason, rather than waiting for its lease to run out.
                 # Over the limit, tell() has failed it already (ResultOverMessageLimit).
                 held.pop(client_id, None)
                 if not isinstance(e, errors.ResultOverMessageLimit):
-                    study.tell(trial, state=TrialState.FAILED,
-                               reason=_clip(f"bad result: {e.reason}"))
+                    _tell(study, trial, state=TrialState.FAILED,
+                          reason=_clip(f"bad result: {e.reason}"))
                 if not isinstance(e, catch):
                     stop.set()
                     raise
+                told = trial  # Finished: FAILED with the reason.
         held.pop(client_id, None)
-        done += 1
+        if told is not None:
+            done += 1
     return done
 
 
@@ -171,7 +197,7 @@ def run_trials(study, fn, n_trials=None, timeout=None, n_jobs=1, catch=(), proce
             results[i] = _evaluate(study, fn, ids[i], budget, deadline, catch, stop, held)
         except BaseException as e:  # noqa: BLE001 - raised again in the calling thread
             failures.append(e)
-            stop.set()
+            stop.set()  # _evaluate handed its own trial back; the others finish theirs.
 
     threads = [threading.Thread(target=evaluator, args=(i,), daemon=True) for i in range(n_jobs)]
     for t in threads:
@@ -189,15 +215,14 @@ def run_trials(study, fn, n_trials=None, timeout=None, n_jobs=1, catch=(), proce
     return sum(results)
 
 
-def _process_main(settings, client_id, name, fn, left, deadline_s, catch, answer):
+def _process_main(settings, client_id, name, fn, left, deadline_s, catch, answer, stop):
     held = {}
     try:
         client = Client(client_id=client_id, **settings)
         from .study import load_study
         study = load_study(name, client=client)
         deadline = None if deadline_s is None else time.monotonic() + deadline_s
-        done = _evaluate(study, fn, client_id, _Budget(None, left), deadline, catch,
-                         threading.Event(), held)
+        done = _evaluate(study, fn, client_id, _Budget(None, left), deadline, catch, stop, held)
         answer.put((client_id, done, None))
     except KeyboardInterrupt:  # Ctrl-C reaches the whole process group.
         _hand_back(held)
@@ -211,28 +236,71 @@ def _run_processes(study, fn, n_trials, timeout, n_jobs, catch):
     # importable (a module-level function), as for multiprocessing.
     context = multiprocessing.get_context("spawn")
     left = context.Value("q", -1 if n_trials is None else n_trials)
-    answer = context.Queue()
+    answer, stop = context.Queue(), context.Event()  # One failure stops them all, as threads.
     base = default_client_id()
-    children = [context.Process(target=_process_main, daemon=True, args=(
-        study.client.settings, f"{base}-p{i}", study.name, fn, left, timeout, catch, answer))
-        for i in range(n_jobs)]
-    for child in children:
+    ids = [f"{base}-p{i}" for i in range(n_jobs)]
+    children = {client_id: context.Process(target=_process_main, daemon=True, args=(
+        study.client.settings, client_id, study.name, fn, left, timeout, catch, answer, stop))
+        for client_id in ids}
+    for child in children.values():
         child.start()
-    done, failures = 0, []
+    done, failures, answered = 0, [], set()
+
+    def read(wait):
+        nonlocal done
+        client_id, count, failure = answer.get(timeout=wait)
+        answered.add(client_id)
+        done += count
+        if failure:
+            failures.append(failure)
+            stop.set()
+
     try:
-        for _ in children:
-            _, count, failure = answer.get()
-            done += count
-            if failure:
-                failures.append(failure)
+        while len(answered) < len(children):
+            try:
+                read(0.5)
+                continue
+            except queue.Empty:
+                pass
+            # A process that died answers nothing (SIGKILL, the OOM killer, os._exit): read
+            # what the exited ones sent before they went, then name the ones that sent nothing.
+            exited = [i for i, c in children.items() if i not in answered and c.exitcode is not None]
+            try:
+                while exited:
+                    read(0.2)
+            except queue.Empty:
+                pass
+            for client_id in exited:
+                if client_id not in answered:
+                    answered.add(client_id)
+                    failures.append(f"process {client_id} died ({_exit_reason(children[client_id])})")
+                    stop.set()
+                    _hand_back_held_by(study, client_id)
     finally:
-        for child in children:
+        for child in children.values():
             child.join(5)
             if child.is_alive():
                 child.terminate()
     if failures:
         raise errors.DhptError(f"an evaluator process failed: {failures[0]}", "EVALUATOR_FAILED")
     return done
+
+
+def _exit_reason(process):
+    if process.exitcode < 0:
+        return f"killed by {signal.Signals(-process.exitcode).name}"
+    return f"exit status {process.exitcode}"
+
+
+def _hand_back_held_by(study, client_id):
+    """Hands back the trials a dead evaluator process held, so that none waits for its lease."""
+    try:
+        held = [t for t in study.get_trials(states=[TrialState.RUNNING])
+                if t.client_id == client_id]
+        for trial in held:
+            study._report(trial, hand_back=True)
+    except errors.DhptError:
+        pass  # Finished meanwhile, or the scheduler is away: its lease runs out.
 
 
 def agent(study_name, fn, count=None, *, n_jobs=1, client=None, **connection):

@@ -30,6 +30,9 @@ DEFAULT_SCHEDULER = "localhost:50051"
 # How long a call that is safe to repeat keeps trying an unreachable scheduler (a restart, a
 # rolling upgrade) before it raises dhpt.Unavailable.
 DEFAULT_RETRY_SECONDS = 60.0
+# The longest host a scheduler address may name, as the CLI's --scheduler
+# (FlagRange::kMaxAddressHostBytes in services/common/flag_ranges.h).
+MAX_ADDRESS_HOST_CHARS = 255
 # The scheduler's tokens are at least this long (services/common/transport_security.h).
 MIN_TOKEN_CHARS = 16
 # As large as the scheduler may answer (a long study's ListTrials page; kMaxReplyBytes).
@@ -66,6 +69,7 @@ class Client:
                  retry_seconds=DEFAULT_RETRY_SECONDS):
         env = os.environ.get
         self.scheduler = scheduler or env("DHPT_SCHEDULER") or DEFAULT_SCHEDULER
+        check_scheduler_address(self.scheduler)
         tls_ca = tls_ca or env("DHPT_TLS_CA")
         tls_cert = tls_cert or env("DHPT_TLS_CERT")
         tls_key = tls_key or env("DHPT_TLS_KEY")
@@ -120,11 +124,12 @@ class Client:
     def __exit__(self, *exc):
         self.close()
 
-    def call(self, method, request, *, retry=True, timeout=None):
+    def call(self, method, request, *, retry=True, timeout=None, within=None):
         """StudyService.<method>(request). With `retry` (calls safe to repeat), UNAVAILABLE and
-        CANCELLED are retried with backoff for retry_seconds; any refusal raises a dhpt.errors
-        exception."""
-        deadline = time.monotonic() + self.retry_seconds
+        CANCELLED are retried with backoff for retry_seconds, or `within` seconds when that is
+        sooner (a caller's own timeout); any refusal raises a dhpt.errors exception."""
+        patience = self.retry_seconds if within is None else min(within, self.retry_seconds)
+        deadline = time.monotonic() + patience
         backoff = 0.05
         while True:
             left = deadline - time.monotonic()
@@ -148,12 +153,12 @@ class Client:
                     # refuses writes, it is shutting down): its words, not "cannot reach".
                     raise errors.Unavailable(
                         f"the scheduler at {self.scheduler} kept refusing for "
-                        f"{self.retry_seconds:g} s: {e.details()}") from None
+                        f"{patience:.3g} s: {e.details()}") from None
                 if retry and code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
                     # wait_for_ready waited all this time for a connection that never came.
                     raise errors.Unavailable(
                         f"cannot reach the scheduler at {self.scheduler} within "
-                        f"{self.retry_seconds:g} s ({e.details()})") from None
+                        f"{patience:.3g} s ({e.details()})") from None
                 raise self.error(e) from None
 
     def stream(self, method, request):
@@ -181,6 +186,21 @@ def _answered(rpc_error):
     (gRPC gives UNAVAILABLE both for its refusals and for no connection)."""
     metadata = rpc_error.trailing_metadata() or ()
     return any(key == "dhpt-refused-by" for key, _ in metadata)
+
+
+def check_scheduler_address(address):
+    """HOST:PORT, as the CLI's --scheduler takes it: gRPC would otherwise wrap a port over
+    65535 onto another port, and wait for a port-less name until its retries ran out."""
+    host, colon, port = address.rpartition(":")
+    ipv6 = host.startswith("[") and host.endswith("]")
+    good = (colon and host and len(host) <= MAX_ADDRESS_HOST_CHARS
+            and (":" not in host or ipv6) and all("!" <= c <= "~" for c in host)
+            and 0 < len(port) <= 5 and all("0" <= c <= "9" for c in port)
+            and 1 <= int(port) <= 65535)
+    if not good:
+        raise errors.InvalidArgument(
+            f"scheduler {address!r}: give HOST:PORT with PORT between 1 and 65535 and HOST at "
+            f"most {MAX_ADDRESS_HOST_CHARS} characters (for example localhost:50051)")
 
 
 def check_client_id(client_id):

@@ -10,12 +10,14 @@ import re
 import threading
 import time
 import uuid
+import warnings
 
 from google.protobuf import json_format
 
 from . import errors
 from .client import Client, check_client_id, common_pb, pb
-from .trial import FrozenTrial, Trial, TrialState, finite_number, parameter_value
+from .trial import (FrozenTrial, Trial, TrialState, finite_number, parameter_value,
+                    plain_message)
 
 _ENDED = ("COMPLETED", "STOPPED", "FAILED")
 # ask() when every trial is leased to others: first wait, and the longest between two asks.
@@ -194,6 +196,10 @@ def build_spec(name=None, *, spec=None, space=None, objective=None, direction="m
 
 # --- Studies on a scheduler ---
 
+# What UpdateStudy (dhpt extend) may change after a study was created (kUpdatableFields in
+# services/scheduler/update_study.cc): create_study(load_if_exists=True) keeps the stored ones.
+UPDATABLE_FIELDS = ("max_trials", "parallel_trials", "max_failed_trials", "trial_timeout")
+
 def _client(client, connection):
     if client is not None and connection:
         raise errors.InvalidArgument("give a client or connection settings, not both")
@@ -205,7 +211,8 @@ def create_study(name=None, *, load_if_exists=False, client=None, spec=None, spa
                  algorithm=None, seed=None, early_stopping=None, max_trials=None,
                  parallel_trials=None, max_failed_trials=None, **connection):
     """Creates a study; with load_if_exists, the study of that name when it has the same spec
-    (a different spec is dhpt.AlreadyExists, with what differs)."""
+    but for the budget and limits UpdateStudy changes (dhpt extend), which it keeps; any other
+    difference is dhpt.AlreadyExists, naming it."""
     client = _client(client, connection)
     request = build_spec(name, spec=spec, space=space, objective=objective, direction=direction,
                          objectives=objectives, constraints=constraints, algorithm=algorithm,
@@ -219,7 +226,28 @@ def create_study(name=None, *, load_if_exists=False, client=None, spec=None, spa
                 f"create_study(..., load_if_exists=True)")
         except errors.NotFound:
             pass
-    return Study(client, client.call("CreateStudy", request))
+    try:
+        return Study(client, client.call("CreateStudy", request))
+    except errors.AlreadyExists as e:
+        if not load_if_exists:
+            raise
+        refusal = e
+    # Extended or limited since this code last created it (dhpt extend): resumed as it is now,
+    # with a warning. The scheduler still compares the rest, and names what differs.
+    stored = client.call("GetStudy", pb.GetStudyRequest(name=request.name)).spec
+    present = {field.name: value for field, value in stored.ListFields()}
+    for field in UPDATABLE_FIELDS:
+        request.ClearField(field)
+        if field not in present:
+            continue
+        if hasattr(present[field], "CopyFrom"):  # trial_timeout, a Duration.
+            getattr(request, field).CopyFrom(present[field])
+        else:
+            setattr(request, field, present[field])
+    study = Study(client, client.call("CreateStudy", request))
+    warnings.warn(f"create_study: loaded study {request.name!r} with its stored budget and "
+                  f"limits, not the ones given: {refusal.reason}", stacklevel=2)
+    return study
 
 
 def load_study(name, *, client=None, **connection):
@@ -275,7 +303,9 @@ class Study:
 
     @property
     def spec(self):
-        return json_format.MessageToDict(self._pb.spec, preserving_proto_field_name=True)
+        """The spec as a plain dict (snake_case names, int64 as ints, zero values shown) that
+        create_study(spec=...) takes back."""
+        return plain_message(self._pb.spec)
 
     @property
     def state(self):
@@ -407,9 +437,12 @@ class Study:
         # it gave this ask, not another.
         request_id = _ask_request_id(self._client.scheduler, self.name, client_id)
         while True:
+            # An unreachable scheduler is waited for up to the timeout, not retry_seconds.
+            within = None if deadline is None else max(deadline - time.monotonic(), 0.01)
             try:
                 answer = self._client.call("SuggestTrials", pb.SuggestTrialsRequest(
-                    study=self.name, count=1, client_id=client_id, request_id=request_id))
+                    study=self.name, count=1, client_id=client_id, request_id=request_id),
+                    within=within)
             except errors.ResourceExhausted:
                 answer = None  # Many asks wait on this study's next suggestion: ask again.
             if answer is not None and answer.trials:
@@ -472,7 +505,9 @@ class Study:
                 # A failed trial has no value; dropping one the caller gave would hide a mistake.
                 raise errors.InvalidArgument(
                     "tell: a FAILED trial takes a reason, not a value: give one or the other")
-            request.infeasible_reason = reason or "failed"
+            # Cut as a worker's error is: a longer one (a whole traceback) would be refused,
+            # and the trial left RUNNING until its lease ran out.
+            request.infeasible_reason = clip(reason or "failed")
         elif state == TrialState.COMPLETED:
             given = self._metrics(value, values)
             given.update(self._numbers("metric", metrics or {}))

@@ -9,6 +9,9 @@ import datetime
 import enum
 import math
 
+from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
+
 from . import errors
 from .client import common_pb
 
@@ -67,6 +70,48 @@ def parameter_value(value, name="value"):
     else:
         out.number_value = finite_number(f"parameter {name}", value)
     return out
+
+
+_INT64_TYPES = frozenset((FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64,
+                          FieldDescriptor.TYPE_SINT64, FieldDescriptor.TYPE_FIXED64,
+                          FieldDescriptor.TYPE_SFIXED64))
+
+
+def plain_message(message):
+    """A message as a dict of plain values that json_format.ParseDict takes back: proto field
+    names, int64 as ints (the JSON mapping writes them as strings), the zero values of set
+    messages' scalars shown (a range's min of 0), enums by name, well-known types as in JSON."""
+    data = json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                     including_default_value_fields=True)
+    _int64_as_ints(message.DESCRIPTOR, data)
+    return data
+
+
+def _int64_as_ints(descriptor, data):
+    for field in descriptor.fields:
+        if field.name not in data:
+            continue
+        value = data[field.name]
+        repeated = field.label == FieldDescriptor.LABEL_REPEATED
+        if field.message_type is None:
+            if field.type in _INT64_TYPES:
+                data[field.name] = [int(v) for v in value] if repeated else int(value)
+            continue
+        if field.message_type.full_name.startswith("google.protobuf."):
+            continue  # A well-known type keeps its JSON form (a Duration's "30s").
+        if field.message_type.GetOptions().map_entry:
+            mapped = field.message_type.fields_by_name["value"]
+            for key in value:
+                if mapped.message_type is not None:
+                    if not mapped.message_type.full_name.startswith("google.protobuf."):
+                        _int64_as_ints(mapped.message_type, value[key])
+                elif mapped.type in _INT64_TYPES:
+                    value[key] = int(value[key])
+        elif repeated:
+            for item in value:
+                _int64_as_ints(field.message_type, item)
+        else:
+            _int64_as_ints(field.message_type, value)
 
 
 def _time(timestamp):
@@ -153,6 +198,15 @@ class Trial:
         if have != kind:
             raise errors.InvalidArgument(
                 f"parameter {name!r} of study {self.study.name!r} is a {have}, not a {kind}")
+        if name not in self.params:
+            condition = spec.condition
+            shown = (json_format.MessageToDict(v) for v in condition.values)
+            values = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in shown)
+            raise errors.InvalidArgument(
+                f"parameter {name!r} is inactive in trial {self.number}: it applies only when "
+                f"{condition.parent} is one of [{values}], and this trial has {condition.parent}="
+                f"{self.params.get(condition.parent)!r}; suggest it only under its condition, as "
+                f"a define-by-run objective does")
         return getattr(spec, kind)
 
     def suggest_float(self, name, low, high, *, step=None, log=False):

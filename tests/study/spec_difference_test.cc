@@ -1,0 +1,39 @@
+#include "services/study/spec_difference.h"
+
+#include <gtest/gtest.h>
+
+#include "google/protobuf/text_format.h"
+
+namespace dhpt::study {
+namespace {
+
+v1::StudySpec Spec(const char* text) {
+  v1::StudySpec spec;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec)) << text;
+  return spec;
+}
+
+constexpr char kStudy[] = R"pb(
+  name: "s" max_trials: 20 model { kind: EXTERNAL }
+  objective { metric: "value" goal: MINIMIZE }
+  parameters { name: "x" double_range { min: 0 max: 1 } })pb";
+
+TEST(SpecDifferenceTest, EqualSpecsHaveNone) {
+  EXPECT_EQ(SpecDifference(Spec(kStudy), Spec(kStudy)), "");
+}
+
+// The case a user meets most (the study was extended since the file was written): both
+// values, named, where "a different spec" alone sent them looking.
+TEST(SpecDifferenceTest, EachDifferingFieldIsNamedInTheSpecsOrderWithItsValues) {
+  v1::StudySpec given = Spec(kStudy);
+  given.set_max_trials(10);
+  given.mutable_parameters(0)->mutable_double_range()->set_max(2);
+  given.mutable_objective()->set_goal(v1::Objective::MAXIMIZE);
+  given.set_max_failed_trials(0);
+  EXPECT_EQ(SpecDifference(Spec(kStudy), given),
+            "objective differs; parameters differ; max_trials is 20 there and 10 here; "
+            "max_failed_trials is unset there and 0 here");
+}
+
+}  // namespace
+}  // namespace dhpt::study
