@@ -403,10 +403,6 @@ absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRe
         "metrics: give the trial's metrics, or an infeasible_reason when it could not be "
         "evaluated (not both)");
   }
-  if (request.infeasible_reason().size() > kMaxWorkerErrorBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("infeasible_reason: longer than ", kMaxWorkerErrorBytes, " bytes"));
-  }
   if (request.metrics_size() > kMaxResultMetrics) {
     return absl::InvalidArgumentError(
         absl::StrCat("metrics: more than ", kMaxResultMetrics, " metrics"));
@@ -425,6 +421,8 @@ absl::StatusOr<v1::Trial> SchedulerCore::CompleteTrial(const v1::CompleteTrialRe
   result.set_state(request.pruned() ? v1::Trial::PRUNED
                    : infeasible     ? v1::Trial::FAILED
                                     : v1::Trial::COMPLETED);
+  // A reason over kMaxWorkerErrorBytes (a whole traceback) is cut as a worker's error is, not
+  // refused: refused, the trial would stay RUNNING until its client's lease ran out.
   result.set_error(request.pruned()
                        ? absl::StrCat("pruned by client \"", request.client_id(), "\"")
                        : absl::StrCat("infeasible: ", WorkerText(request.infeasible_reason(),

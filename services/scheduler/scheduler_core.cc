@@ -922,7 +922,15 @@ absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
 
   // The attempts it still holds stay with it: moved from an older stream of the same worker
   // id (a reconnect before the old one was noticed dead), or taken back from pending.
-  for (const v1::TrialAttempt& attempt : hello.running()) ReclaimLocked(session, worker, attempt);
+  // The others it is told to drop: their results would not count, and the slots they fill
+  // would otherwise be given new trials that wait behind them (hostile review).
+  for (const v1::TrialAttempt& attempt : hello.running()) {
+    if (!ReclaimLocked(session, worker, attempt) && attempt.attempt() >= 1) {
+      channel->Send(CancelMessage(attempt.trial_id(), attempt.attempt(), attempt.epoch(),
+                                  "not yours to finish: it ended, runs elsewhere, or waits "
+                                  "under its study's parallel_trials"));
+    }
+  }
   for (auto it = workers_.begin(); it != workers_.end();) {
     auto next = std::next(it);
     if (it->first != session && it->second.worker_id == hello.worker_id()) {
@@ -952,13 +960,12 @@ bool SchedulerCore::ReclaimLocked(uint64_t session, WorkerEntry& worker,
   if (TrialTerminal(trial.state())) return false;  // Its result counts once, if it is first.
   v1::Trial& t = trial.trial();
   // Only by the worker id the attempt was given to, under its epoch: the current attempt, or,
-  // while nobody runs the trial, an earlier attempt its worker still runs (back from a dropped
-  // link after the attempt given since was lost too: the trial goes back to it rather than
-  // wait to start over, or fail at the end of a hold; hostile review).
+  // while nobody runs the trial, any other attempt its worker still runs (back from a dropped
+  // link after the attempt given since, or an earlier one taken back meanwhile, was lost too:
+  // the trial goes back to it rather than wait to start over, or fail at the end of a hold;
+  // hostile reviews).
   const bool current = attempt.attempt() == t.attempt();
-  const bool earlier_still_running = t.state() == v1::Trial::PENDING && attempt.attempt() >= 1 &&
-                                     attempt.attempt() < t.attempt();
-  if (!(current || earlier_still_running) ||
+  if (!(current || t.state() == v1::Trial::PENDING) ||
       !AttemptGivenTo(t, attempt.attempt(), worker.worker_id, attempt.epoch())) {
     return false;
   }
@@ -970,9 +977,12 @@ bool SchedulerCore::ReclaimLocked(uint64_t session, WorkerEntry& worker,
       MaybeFreeLocked(trial.session);
     }
   } else if (t.state() == v1::Trial::PENDING) {
-    if (study.terminal() ||
-        (study.spec.parallel_trials() > 0 && study.running >= study.spec.parallel_trials())) {
-      return false;  // Its result still counts if it comes first; the study's cap holds.
+    // A held trial kept its slot (even under a parallel_trials lowered since, as a running
+    // trial keeps running): its worker takes it back. Any other waits under the study's cap.
+    const bool held = held_.contains(t.id());
+    if (study.terminal() || (!held && study.spec.parallel_trials() > 0 &&
+                             study.running >= study.spec.parallel_trials())) {
+      return false;
     }
     study.pending.erase(std::remove(study.pending.begin(), study.pending.end(), t.id()),
                         study.pending.end());

@@ -7,6 +7,7 @@
 // leaving memory in ended_studies.cc); each file defines SchedulerCore members over
 // these types.
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <memory>
@@ -280,7 +281,13 @@ inline v1::SchedulerMessage CancelMessage(const v1::Trial& trial, std::string re
 // Worker text for logs, results and metric labels: cut to `limit`, control bytes replaced, so
 // a worker cannot grow the scheduler's memory or forge log lines.
 inline std::string WorkerText(absl::string_view text, size_t limit) {
-  std::string out(text.substr(0, limit));
+  size_t cut = std::min(text.size(), limit);
+  // Not inside a UTF-8 character: a string field must stay valid UTF-8, or a reader's parse of
+  // the trial (the Python client's, grpcurl's) fails.
+  while (cut > 0 && cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) {
+    --cut;
+  }
+  std::string out(text.substr(0, cut));
   for (char& c : out) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
   }

@@ -170,10 +170,14 @@ absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
                    absl::StrCat("must be the number of attempts marked lost (", marked_lost,
                                 "), not ", in.lost_attempts()));
   }
-  // A trial fails as its losses reach max_attempts, so only a failed one has that many; a
-  // forged count would have it run again past its limit.
+  // A trial fails as its losses reach max_attempts, unless held for its worker's return (then
+  // pending, or cancelled by a stop during the hold: hostile review, such exports were
+  // refused); a forged count would have it run again past its limit.
+  const bool may_reach_limit = in.state() == v1::Trial::FAILED ||
+                               in.state() == v1::Trial::PENDING ||
+                               in.state() == v1::Trial::CANCELLED;
   if (in.lost_attempts() > spec.max_attempts() ||
-      (in.lost_attempts() == spec.max_attempts() && in.state() != v1::Trial::FAILED)) {
+      (in.lost_attempts() == spec.max_attempts() && !may_reach_limit)) {
     return Invalid(at + ".lost_attempts",
                    absl::StrCat(in.lost_attempts(), " lost attempts under max_attempts ",
                                 spec.max_attempts(), ": a trial fails as its losses reach it"));
@@ -438,6 +442,11 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
         if (TrialTerminal(t.state())) {
           RecordTrialEndLocked(entry);
           CompactLocked(entry);
+        } else if (t.lost_attempts() >= study.spec.max_attempts()) {
+          // Held when it was exported: held again for a lease, as a restart holds it, so it is
+          // never handed out past its limit.
+          HoldLocked(entry, options_.clock() + Lease(),
+                     "its worker was lost before the study was exported");
         } else {
           entry.live->queued_or_reported = options_.clock();
           study.pending.push_back(id);

@@ -306,3 +306,14 @@ def test_a_trial_the_client_prunes_by_itself_ends_pruned(client):
         study.tell(trial, 0.5)  # Settled once.
     study.tell(study.ask(), 0.5)
     assert study.refresh().counts["pruned"] == 1 and study.state == "COMPLETED"
+
+
+def test_a_failure_reason_as_long_as_a_traceback_fails_the_trial(client):
+    # Found by a hostile review: a reason over 2048 bytes was refused, the trial left RUNNING.
+    study = make(client)
+    trial = study.ask()
+    reason = "Traceback (most recent call last):\n" + "  File \"x.py\", line 1\n" * 300
+    told = study.tell(trial, state=dhpt.TrialState.FAILED, reason=reason)
+    assert told.state == dhpt.TrialState.FAILED
+    assert told.error.startswith("infeasible: Traceback (most recent call last):")
+    assert told.error.endswith("...") and len(told.error.encode()) < 2100

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "google/protobuf/text_format.h"
 #include "services/scheduler/scheduler_core.h"
@@ -166,6 +168,30 @@ TEST_F(ClientTrialsTest, ResultsCountOnceAndOnlyFromTheClientGivenTheTrial) {
   ASSERT_TRUE(failed.ok()) << failed.status();
   EXPECT_EQ(failed->state(), v1::Trial::FAILED);
   EXPECT_THAT(failed->error(), HasSubstr("diverged: NaN loss"));
+}
+
+// A whole traceback as the reason fails the trial with it cut, as a worker's error is (found
+// by a hostile review: it was refused, and the trial stayed RUNNING until its lease ran out),
+// and never inside a UTF-8 character (a reader's parse of the trial would fail).
+TEST_F(ClientTrialsTest, ALongReasonFailsTheTrialCutWithinACharacter) {
+  ASSERT_TRUE(core_->CreateStudy(ExternalStudy("ext", 5, 0)).ok());
+  ASSERT_THAT(Ask("ext", 1, "a"), ElementsAre(0));
+  v1::CompleteTrialRequest infeasible;
+  infeasible.set_study("ext");
+  infeasible.set_client_id("a");
+  std::string reason = "Traceback (most recent call last):\n";
+  while (reason.size() < 3 * kMaxWorkerErrorBytes) reason += "\u20ac";  // 3 bytes each.
+  infeasible.set_infeasible_reason(reason);
+  absl::StatusOr<v1::Trial> failed = core_->CompleteTrial(infeasible);
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_EQ(failed->state(), v1::Trial::FAILED);
+  const std::string& error = failed->error();
+  ASSERT_TRUE(absl::StartsWith(error, "infeasible: Traceback (most recent call last): "));
+  ASSERT_TRUE(absl::EndsWith(error, "\u20ac..."));
+  EXPECT_LE(error.size(), kMaxWorkerErrorBytes + 20);
+  const size_t euros = error.size() - strlen("infeasible: Traceback (most recent call last): ") -
+                       strlen("...");
+  EXPECT_EQ(euros % 3, 0u) << error.size();
 }
 
 TEST_F(ClientTrialsTest, BadRequestsAreInvalidArguments) {

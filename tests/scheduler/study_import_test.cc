@@ -249,11 +249,12 @@ TEST(StudyImportTest, ForgedExportsAreRefusedWhole) {
          *second.mutable_start_time() = TimeUtil::SecondsToTimestamp(t.start_time().seconds() - 60);
        },
        "trials[0].attempts[1].start_time: before an earlier attempt's start"},
-      // Found by this stop's hostile review: a trial whose losses had reached max_attempts (3)
-      // imported pending and was run a fourth time.
+      // Found by a hostile review: a trial whose losses had reached max_attempts (3) imported
+      // and was run a fourth time. (Pending, as held for its worker's return, it imports held:
+      // SchedulerCoreTest.AnExportTakenDuringAHoldImports.)
       {[](v1::StudyExport& e) {
          v1::Trial& t = *e.mutable_trials(2);
-         t.set_state(v1::Trial::PENDING);
+         t.set_state(v1::Trial::RUNNING);
          t.mutable_attempts(0)->set_lost(true);
          t.add_attempts()->set_lost(true);
          t.add_attempts()->set_lost(true);

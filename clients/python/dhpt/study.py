@@ -505,9 +505,7 @@ class Study:
                 # A failed trial has no value; dropping one the caller gave would hide a mistake.
                 raise errors.InvalidArgument(
                     "tell: a FAILED trial takes a reason, not a value: give one or the other")
-            # Cut as a worker's error is: a longer one (a whole traceback) would be refused,
-            # and the trial left RUNNING until its lease ran out.
-            request.infeasible_reason = clip(reason or "failed")
+            request.infeasible_reason = reason or "failed"  # The scheduler cuts a long one.
         elif state == TrialState.COMPLETED:
             given = self._metrics(value, values)
             given.update(self._numbers("metric", metrics or {}))
