@@ -19,10 +19,18 @@ absl::StatusOr<v1::UpdateStudyRequest> ExtendRequest(const std::string& study,
   v1::StudySpec& spec = *request.mutable_spec();
   auto& paths = *request.mutable_update_mask()->mutable_paths();
   if (std::optional<int> n = changes.max_trials) {
+    if (*n < 1) {  // The scheduler's own upper limit is its to say.
+      return absl::InvalidArgumentError(
+          absl::StrCat("--max_trials: ", *n, " trials; a study runs at least 1"));
+    }
     spec.set_max_trials(*n);
     paths.Add("max_trials");
   }
   if (std::optional<int> n = changes.parallel_trials) {
+    if (*n < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--parallel_trials: ", *n, "; give 0 (no limit) or more"));
+    }
     spec.set_parallel_trials(*n);
     paths.Add("parallel_trials");
   }

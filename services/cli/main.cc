@@ -602,6 +602,10 @@ int RunAskTell(StudyClient& client, const std::string& name, const std::vector<s
     request.set_infeasible_reason(absl::GetFlag(FLAGS_infeasible));
     absl::StatusOr<google::protobuf::Map<std::string, double>> metrics = ParseMetricWords(words);
     if (!metrics.ok()) return FailUsage(name, metrics.status().message());
+    if (metrics->empty() == request.infeasible_reason().empty()) {
+      return FailUsage(name, "give the trial's metrics as METRIC=VALUE words, or --infeasible=REASON "
+                             "when it could not be evaluated (not both)");
+    }
     *request.mutable_metrics() = *std::move(metrics);
     absl::StatusOr<v1::Trial> trial = client.CompleteTrial(request);
     if (const std::optional<std::string> oversized =
@@ -629,6 +633,7 @@ int RunAskTell(StudyClient& client, const std::string& name, const std::vector<s
   absl::StatusOr<google::protobuf::Map<std::string, google::protobuf::Value>> params =
       ParseParameterWords(words);
   if (!params.ok()) return FailUsage(name, params.status().message());
+  if (params->empty()) return FailUsage(name, "give the trial's parameters as NAME=VALUE words");
   *request.mutable_params() = *std::move(params);
   absl::StatusOr<v1::Trial> trial = client.EnqueueTrial(request);
   if (!trial.ok()) return Fail(trial.status());
@@ -807,7 +812,7 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     if (options.out.empty()) options.out = absl::StrCat(name == "plot" ? "plots-" : "report-", arg);
     if (name == "importance") {
       absl::StatusOr<v1::GetParamImportancesRequest> request = ImportanceRequest(arg, options);
-      if (!request.ok()) return Fail(request.status());
+      if (!request.ok()) return FailUsage(name, request.status().message());  // Before a call.
       absl::StatusOr<v1::GetParamImportancesResponse> response =
           client.GetParamImportances(*request);
       if (!response.ok()) return Fail(response.status());

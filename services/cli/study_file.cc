@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -108,10 +110,19 @@ absl::Status AppendJson(const YAML::Node& node, int depth, std::string& out) {
     case YAML::NodeType::Map: {
       out += "{";
       bool first = true;
+      // YAML forbids a key twice in one mapping; yaml-cpp keeps both and the JSON parser the
+      // last, so `max_trials: 2` then `max_trials: 500` ran 500 trials without a word.
+      std::set<std::string> keys;
       for (const auto& entry : node) {
         if (!first) out += ",";
         first = false;
-        out += JsonString(entry.first.as<std::string>());
+        const std::string key = entry.first.as<std::string>();
+        if (!keys.insert(key).second) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "not a usable document: \"", key.substr(0, 64), "\" is given twice in one mapping (line ",
+              entry.first.Mark().line + 1, ")"));
+        }
+        out += JsonString(key);
         out += ":";
         RETURN_IF_ERROR(AppendJson(entry.second, depth + 1, out));
       }
@@ -146,7 +157,15 @@ absl::Status NormalizeDurations(YAML::Node& root) {
 
 absl::StatusOr<std::string> YamlToJson(const std::string& yaml, bool study_spec) {
   try {
-    YAML::Node root = YAML::Load(yaml);
+    std::vector<YAML::Node> documents = YAML::LoadAll(yaml);
+    if (documents.empty()) return absl::InvalidArgumentError("the file is empty");
+    if (documents.size() > 1) {
+      // Only the first was read: the rest of the file would be ignored without a word.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "not a usable document: the file holds ", documents.size(),
+          " YAML documents (\"---\" starts one); give one"));
+    }
+    YAML::Node& root = documents.front();
     if (study_spec) RETURN_IF_ERROR(NormalizeDurations(root));
     std::string json;
     RETURN_IF_ERROR(AppendJson(root, 0, json));

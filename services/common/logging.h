@@ -9,20 +9,24 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "services/common/unsafe_text.h"
 
 namespace dhpt {
 
-// Control characters as \xNN: a message carries what clients sent (worker ids, study names,
-// error texts), and a newline or a terminal escape in it must not forge a line of its own.
+// Unsafe characters (unsafe_text.h: controls, C1's CSI included, and the invisible formats) as
+// \xNN per byte: a message carries what clients sent (worker ids, study names, error texts),
+// and a newline or a terminal escape in it must not forge a line of its own.
 inline std::string EscapeControlCharacters(absl::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7f) {
-      absl::StrAppendFormat(&out, "\\x%02x", byte);
-    } else {
-      out.push_back(c);
+  for (size_t i = 0; i < text.size();) {
+    const size_t unsafe = UnsafeCharacterBytes(text, i);
+    if (unsafe == 0) {
+      out.push_back(text[i++]);
+      continue;
+    }
+    for (const size_t end = i + unsafe; i < end; ++i) {
+      absl::StrAppendFormat(&out, "\\x%02x", static_cast<unsigned char>(text[i]));
     }
   }
   return out;

@@ -30,4 +30,11 @@ inline size_t UnsafeCharacterBytes(absl::string_view text, size_t i) {
   return 0;
 }
 
+inline bool HasUnsafeCharacters(absl::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (UnsafeCharacterBytes(text, i) > 0) return true;
+  }
+  return false;
+}
+
 }  // namespace dhpt

@@ -17,6 +17,7 @@
 #include "services/common/logging.h"
 #include "services/common/model_catalog.h"
 #include "services/common/status_macros.h"
+#include "services/common/unsafe_text.h"
 #include "services/scheduler/pareto_front.h"
 #include "services/scheduler/scheduler_core_internal.h"
 #include "services/scheduler/placement.h"
@@ -825,6 +826,12 @@ absl::Status ValidateHello(const v1::Hello& hello) {
     return absl::InvalidArgumentError(
         absl::StrCat("hello.worker_id: longer than ", kMaxWorkerIdBytes, " bytes"));
   }
+  // Shown to every user (ListWorkers, trials, the dashboard): no text that would rewrite their
+  // terminals or read other than it is (hostile review: an ESC and a C1 CSI were kept).
+  if (HasUnsafeCharacters(hello.worker_id())) {
+    return absl::InvalidArgumentError(
+        "hello.worker_id: control or invisible characters; name the worker with printable text");
+  }
   RETURN_IF_ERROR(CheckEnumValues(hello, "hello"));
   const v1::WorkerCapabilities& caps = hello.capabilities();
   if (caps.labels_size() > kMaxLabels) {
@@ -847,6 +854,16 @@ absl::Status ValidateHello(const v1::Hello& hello) {
       return absl::InvalidArgumentError(absl::StrCat(
           "hello.capabilities: names must be at most ", kMaxWorkerTextBytes, " bytes"));
     }
+    if (HasUnsafeCharacters(*text)) {
+      return absl::InvalidArgumentError(
+          "hello.capabilities: names must not hold control or invisible characters");
+    }
+  }
+  // Echoed by ListWorkers and read as a speed prior: NaN, an infinity or a negative count of
+  // cores is no measurement (0: not measured).
+  if (!std::isfinite(caps.trial_cpu_cores()) || caps.trial_cpu_cores() < 0) {
+    return absl::InvalidArgumentError(
+        "hello.capabilities.trial_cpu_cores: must be a finite number of cores, 0 or more");
   }
   if (caps.commands_size() > kMaxWorkerCommands) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -1658,7 +1675,11 @@ const v1::Trial& SchedulerCore::MessageLocked(const TrialEntry& entry, v1::Trial
 
 WriteSequence SchedulerCore::SaveStudyLocked(StudyEntry& study) {
   ++study.changes;
-  return study.last_write = store_->PutStudy(BuildStudyLocked(study));
+  v1::Study stored = BuildStudyLocked(study);
+  // Its own reason, not what the workers connected now make it wait for: stored, that was read
+  // back by a restart as the study's own and shown while workers ran it (hostile review).
+  stored.set_state_reason(study.state_reason);
+  return study.last_write = store_->PutStudy(std::move(stored));
 }
 
 void SchedulerCore::SendWhenStoredLocked(uint64_t session, WriteSequence sequence,

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "google/protobuf/util/time_util.h"
+#include "services/common/unsafe_text.h"
 #include "services/scheduler/pareto_front.h"
 #include "services/scheduler/scheduler_core.h"
 #include "services/scheduler/trial_sample.h"
@@ -310,7 +311,8 @@ inline v1::TrialResult BoundedResult(const v1::TrialResult& result, const std::s
   bounded.set_out_of_memory(result.out_of_memory());
   auto& metrics = *bounded.mutable_metrics();
   const auto keep = [&metrics](const std::string& name, double value) {
-    if (!name.empty() && name.size() <= kMaxMetricNameBytes && std::isfinite(value)) {
+    if (!name.empty() && name.size() <= kMaxMetricNameBytes && std::isfinite(value) &&
+        !HasUnsafeCharacters(name)) {
       metrics[name] = value;
     }
   };

@@ -27,6 +27,13 @@ TEST(LoggingTest, PrintableTextAndUtf8AreKept) {
   EXPECT_EQ(EscapeControlCharacters("study \"naïve\" <b>"), "study \"naïve\" <b>");
 }
 
+// C1's CSI (U+009B) is ESC [ to many terminals (found by a hostile review, logged raw), and a
+// right-to-left override makes a line read backwards.
+TEST(LoggingTest, C1ControlsAndDirectionOverridesAreEscaped) {
+  EXPECT_EQ(EscapeControlCharacters("w\xc2\x9b" "31mred"), "w\\xc2\\x9b31mred");
+  EXPECT_EQ(EscapeControlCharacters("a\xe2\x80\xae" "b"), "a\\xe2\\x80\\xaeb");
+}
+
 constexpr absl::Time kT0 = absl::FromUnixSeconds(1000);
 
 // What the limiter makes of events (kind, seconds after kT0), in order: '+' logged, '-'

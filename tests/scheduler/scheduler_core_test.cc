@@ -680,6 +680,22 @@ TEST_F(SchedulerCoreTest, AnExportTakenDuringAHoldImports) {
   EXPECT_TRUE(study.ok()) << study.status();
 }
 
+// What a study waits for is worked out from the workers connected now, never stored as its
+// reason: stored by an update made while no worker was connected, it was read back after a
+// restart and shown for the whole run ("no worker is connected"; hostile review).
+TEST_F(SchedulerCoreTest, AWaitingReasonIsNotKeptAcrossARestart) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 5)).ok());
+  v1::UpdateStudyRequest update;
+  update.set_name("s");
+  update.mutable_spec()->set_max_trials(6);
+  update.mutable_update_mask()->add_paths("max_trials");
+  ASSERT_TRUE(core_->UpdateStudy(update).ok());
+  EXPECT_THAT(core_->GetStudy("s")->state_reason(), HasSubstr("no worker is connected"));
+  Restart();
+  Connect(NewChannel(), Hello("a", 1));
+  EXPECT_EQ(core_->GetStudy("s")->state_reason(), "");
+}
+
 v1::Hello WithMemory(v1::Hello hello, uint64_t mib) {
   hello.mutable_capabilities()->set_memory_bytes(mib << 20);
   return hello;
@@ -1301,13 +1317,28 @@ TEST_F(SchedulerCoreTest, WorkerTextAndMetricsAreBounded) {
   v1::Hello long_id = Hello(std::string(kMaxWorkerIdBytes + 1, 'w'), 1);
   EXPECT_EQ(core_->ConnectWorker(long_id, {}, &channel).status().code(),
             absl::StatusCode::kInvalidArgument);
+  // Text every user is shown, and a speed prior (found by a hostile review: kept as sent).
+  std::vector<v1::Hello> refused = {Hello("w\x1b[2Jx", 1), Hello("w\xc2\x9b" "31m", 1),
+                                    Hello("w\xe2\x80\xaex", 1), Hello("w", 1), Hello("w", 1),
+                                    Hello("w", 1)};
+  refused[3].mutable_capabilities()->set_node_name("pi\rforged");
+  refused[4].mutable_capabilities()->set_trial_cpu_cores(std::nan(""));
+  refused[5].mutable_capabilities()->set_trial_cpu_cores(-1);
+  for (const v1::Hello& hello : refused) {
+    EXPECT_EQ(core_->ConnectWorker(hello, {}, &channel).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << hello.ShortDebugString();
+  }
+  EXPECT_EQ(core_->connected_workers(), 0);
   const uint64_t session = Connect(channel, Hello("w", 1));
   v1::TrialResult result = Completed(channel.Assigns().back(), 1.5);
   for (int i = 0; i < 1000; ++i) (*result.mutable_metrics())[absl::StrCat("m", i)] = i;
+  (*result.mutable_metrics())["\x1b[31mred"] = 1;
   result.set_device(std::string(100'000, 'x'));
   core_->HandleResult(session, result);
   v1::Trial trial = *core_->GetBestTrial("s");
   EXPECT_EQ(trial.objective_value(), 1.5);
+  EXPECT_FALSE(trial.metrics().contains("\x1b[31mred"));
   EXPECT_LE(trial.metrics_size(), kMaxResultMetrics);
   EXPECT_LE(trial.device().size(), kMaxWorkerTextBytes + 3);
 }
