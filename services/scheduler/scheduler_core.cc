@@ -939,14 +939,22 @@ absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
 
   // The attempts it still holds stay with it: moved from an older stream of the same worker
   // id (a reconnect before the old one was noticed dead), or taken back from pending.
-  // The others it is told to drop: their results would not count, and the slots they fill
-  // would otherwise be given new trials that wait behind them (hostile review).
+  // One whose result can no longer count (its trial ended, or the attempt is not this
+  // worker's) it is told to drop: it ran on, and its slot was given a new trial that waited
+  // behind it (hostile review). One that runs elsewhere meanwhile, or waits under its study's
+  // cap, runs on: its result counts if it comes first (after a restart it is often the
+  // attempt furthest along).
   for (const v1::TrialAttempt& attempt : hello.running()) {
-    if (!ReclaimLocked(session, worker, attempt) && attempt.attempt() >= 1) {
-      channel->Send(CancelMessage(attempt.trial_id(), attempt.attempt(), attempt.epoch(),
-                                  "not yours to finish: it ended, runs elsewhere, or waits "
-                                  "under its study's parallel_trials"));
+    if (ReclaimLocked(session, worker, attempt) || attempt.attempt() < 1) continue;
+    auto it = trials_.find(attempt.trial_id());
+    if (it != trials_.end() && !TrialTerminal(it->second.state()) &&
+        AttemptGivenTo(it->second.trial(), attempt.attempt(), worker.worker_id,
+                       attempt.epoch())) {
+      continue;
     }
+    channel->Send(CancelMessage(attempt.trial_id(), attempt.attempt(), attempt.epoch(),
+                                "its result would not count: the trial has ended, or the "
+                                "attempt is not this worker's"));
   }
   for (auto it = workers_.begin(); it != workers_.end();) {
     auto next = std::next(it);

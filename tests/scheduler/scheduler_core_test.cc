@@ -635,6 +635,26 @@ TEST_F(SchedulerCoreTest, AWorkerBackWithAnAttemptThatEndedIsToldToDropIt) {
   EXPECT_EQ(AllTrials(*core_, "s", v1::Trial::FAILED).size(), 1u);
 }
 
+// One whose trial runs elsewhere meanwhile runs on (after a restart, the attempt furthest
+// along is often the returning one): the first result counts, the other is cancelled then.
+TEST_F(SchedulerCoreTest, AWorkerBackWithAnAttemptRunningElsewhereRunsOn) {
+  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
+  RecordingChannel& first = NewChannel();
+  const uint64_t s1 = Connect(first, Hello("a", 1));
+  const v1::Assign old = first.Assigns().back();
+  core_->HandleStarted(s1, Attempt(old));
+  core_->DisconnectWorker(s1, "network break");
+  RecordingChannel& other = NewChannel();
+  Connect(other, Hello("b", 1));
+  const v1::Assign rerun = other.Assigns().back();
+  ASSERT_EQ(rerun.trial_id(), old.trial_id());
+  const uint64_t s2 = ReconnectRunning(old);
+  EXPECT_EQ(channels_.back().Count(v1::SchedulerMessage::kCancel), 0);
+  core_->HandleResult(s2, Completed(old, 5.0));
+  EXPECT_EQ(AllTrials(*core_, "s", v1::Trial::COMPLETED).at(0).metrics().at("value"), 5.0);
+  EXPECT_EQ(other.Count(v1::SchedulerMessage::kCancel), 1);  // The rerun, not needed now.
+}
+
 // An export taken while a trial was held (its last attempt's worker lost, the hold not over)
 // imports, and the trial is held again, never handed out past max_attempts; one cancelled by
 // a stop during the hold imports too (found by a hostile review: both exports were refused,
