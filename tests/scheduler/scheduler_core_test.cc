@@ -86,11 +86,12 @@ class SchedulerCoreTest : public ::testing::Test {
     return Connect(NewChannel(), hello);
   }
 
-  // Study "s" of one trial and max_attempts 2, whose trial worker "a" started and then lost
-  // (charged: one more loss would fail it). Returns the attempt's assignment.
-  v1::Assign LoseAStartedTrial() {
-    v1::StudySpec spec = FunctionStudy("s", 1);
-    spec.set_max_attempts(2);
+  // Study "s" of `max_trials` trials, whose first trial worker "a" started and then lost with
+  // its stream (the loss charged). Returns the attempt's assignment.
+  v1::Assign LoseAStartedTrial(int max_trials = 1, int max_attempts = 2, int parallel_trials = 0) {
+    v1::StudySpec spec = FunctionStudy("s", max_trials);
+    spec.set_max_attempts(max_attempts);
+    spec.set_parallel_trials(parallel_trials);
     EXPECT_TRUE(core_->CreateStudy(spec).ok());
     RecordingChannel& first = NewChannel();
     const uint64_t session = Connect(first, Hello("a", 1));
@@ -100,20 +101,9 @@ class SchedulerCoreTest : public ::testing::Test {
     return assign;
   }
 
-  // Study "s" of `max_trials` trials, max_attempts 1 and one slot, whose first trial worker "a"
-  // started and then lost with its stream: held for a's return. Returns the attempt's assignment.
-  v1::Assign HoldAStartedTrial(int max_trials) {
-    v1::StudySpec spec = FunctionStudy("s", max_trials);
-    spec.set_max_attempts(1);
-    spec.set_parallel_trials(1);  // The held trial keeps its slot: no other trial starts in it.
-    EXPECT_TRUE(core_->CreateStudy(spec).ok());
-    RecordingChannel& first = NewChannel();
-    const uint64_t session = Connect(first, Hello("a", 1));
-    const v1::Assign assign = first.Assigns().back();
-    core_->HandleStarted(session, Attempt(assign));
-    core_->DisconnectWorker(session, "stream closed by the worker");
-    return assign;
-  }
+  // The same with max_attempts 1: the trial is held for a's return, and keeps the study's one
+  // slot (no other trial starts in it).
+  v1::Assign HoldAStartedTrial(int max_trials) { return LoseAStartedTrial(max_trials, 1, 1); }
 
   std::deque<RecordingChannel> channels_;  // Declared first: destroyed after core_.
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
@@ -569,14 +559,7 @@ TEST_F(SchedulerCoreTest, AWorkerBackForItsHeldTrialTakesItBackUnderALoweredCap)
 // attempt 1 and lost again; then b came back for attempt 2 and was refused, as "later than the
 // current attempt", the trial failed at the end of a's lease and b's result was thrown away.
 TEST_F(SchedulerCoreTest, AWorkerBackForAnyOfItsAttemptsTakesBackTheTrialNobodyRuns) {
-  v1::StudySpec spec = FunctionStudy("s", 1);
-  spec.set_max_attempts(2);
-  ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel& a = NewChannel();
-  const uint64_t sa = Connect(a, Hello("a", 1));
-  const v1::Assign first = a.Assigns().back();
-  core_->HandleStarted(sa, Attempt(first));
-  core_->DisconnectWorker(sa, "network break");
+  const v1::Assign first = LoseAStartedTrial();
   RecordingChannel& b = NewChannel();
   const uint64_t sb = Connect(b, Hello("b", 1));
   const v1::Assign second = b.Assigns().back();
@@ -611,14 +594,7 @@ TEST_F(SchedulerCoreTest, AWorkerBackForAnyOfItsAttemptsTakesBackTheTrialNobodyR
 // it: it ran on, and the slot it filled was given a new trial that waited behind it (a
 // 0.2 ms trial measured at 13 s, which placement learnt as the board's speed; hostile review).
 TEST_F(SchedulerCoreTest, AWorkerBackWithAnAttemptThatEndedIsToldToDropIt) {
-  v1::StudySpec spec = FunctionStudy("s", 2);
-  spec.set_max_attempts(1);
-  ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel& first = NewChannel();
-  const uint64_t s1 = Connect(first, Hello("a", 1));
-  const v1::Assign ended = first.Assigns().back();
-  core_->HandleStarted(s1, Attempt(ended));
-  core_->DisconnectWorker(s1, "stream closed by the worker");
+  const v1::Assign ended = HoldAStartedTrial(2);
   now_ += absl::Seconds(4);
   EXPECT_EQ(core_->ExpireLeases(), 1);  // Its hold ran out: FAILED.
 
@@ -638,12 +614,7 @@ TEST_F(SchedulerCoreTest, AWorkerBackWithAnAttemptThatEndedIsToldToDropIt) {
 // One whose trial runs elsewhere meanwhile runs on (after a restart, the attempt furthest
 // along is often the returning one): the first result counts, the other is cancelled then.
 TEST_F(SchedulerCoreTest, AWorkerBackWithAnAttemptRunningElsewhereRunsOn) {
-  ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
-  RecordingChannel& first = NewChannel();
-  const uint64_t s1 = Connect(first, Hello("a", 1));
-  const v1::Assign old = first.Assigns().back();
-  core_->HandleStarted(s1, Attempt(old));
-  core_->DisconnectWorker(s1, "network break");
+  const v1::Assign old = LoseAStartedTrial();
   RecordingChannel& other = NewChannel();
   Connect(other, Hello("b", 1));
   const v1::Assign rerun = other.Assigns().back();
