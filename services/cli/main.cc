@@ -22,6 +22,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "google/protobuf/util/json_util.h"
+#include "services/analysis/importance.h"
+#include "services/analysis/plot_data.h"
 #include "services/cli/ask_tell.h"
 #include "services/cli/cli_json.h"
 #include "services/cli/compare_command.h"
@@ -810,9 +812,19 @@ int RunCommand(const std::string& name, const std::vector<std::string>& args) {
     options.objective = absl::GetFlag(FLAGS_objective);
     options.out = absl::GetFlag(FLAGS_out);
     if (options.out.empty()) options.out = absl::StrCat(name == "plot" ? "plots-" : "report-", arg);
+    // Flag values that name nothing are usage errors, found before any call.
+    if (absl::StatusOr<analysis::Evaluator> evaluator = analysis::ParseEvaluator(options.evaluator);
+        !evaluator.ok()) {
+      return FailUsage(name, evaluator.status().message());
+    }
+    if (name == "plot" && options.kind != "all") {
+      if (absl::StatusOr<analysis::PlotKind> kind = analysis::ParsePlotKind(options.kind); !kind.ok()) {
+        return FailUsage(name, kind.status().message());
+      }
+    }
     if (name == "importance") {
       absl::StatusOr<v1::GetParamImportancesRequest> request = ImportanceRequest(arg, options);
-      if (!request.ok()) return FailUsage(name, request.status().message());  // Before a call.
+      if (!request.ok()) return Fail(request.status());
       absl::StatusOr<v1::GetParamImportancesResponse> response =
           client.GetParamImportances(*request);
       if (!response.ok()) return Fail(response.status());

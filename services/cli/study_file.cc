@@ -163,7 +163,8 @@ absl::StatusOr<std::string> YamlToJson(const std::string& yaml, bool study_spec)
       // Only the first was read: the rest of the file would be ignored without a word.
       return absl::InvalidArgumentError(absl::StrCat(
           "not a usable document: the file holds ", documents.size(),
-          " YAML documents (\"---\" starts one); give one"));
+          " YAML documents (a \"---\" line starts one, and so does text after a complete JSON "
+          "object); give one"));
     }
     YAML::Node& root = documents.front();
     if (study_spec) RETURN_IF_ERROR(NormalizeDurations(root));

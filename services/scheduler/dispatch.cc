@@ -316,11 +316,15 @@ void SchedulerCore::BeginAttemptLocked(TrialEntry& entry, const std::string& wor
   StudyEntry& study = *entry.study;
   v1::Trial& trial = entry.trial();
   trial.set_state(v1::Trial::RUNNING);
-  trial.set_attempt(trial.attempt() + 1);
-  if (trial.attempts_size() > 0 && trial.has_start_time()) {
+  if (trial.attempt() >= 1 && trial.attempt() <= trial.attempts_size() &&
+      trial.has_start_time()) {
     // The earlier attempt's start, for its late result (which may still count).
-    *trial.mutable_attempts(trial.attempts_size() - 1)->mutable_start_time() = trial.start_time();
+    *trial.mutable_attempts(trial.attempt() - 1)->mutable_start_time() = trial.start_time();
   }
+  // Attempts are numbered by their place in the list: after a worker took back an earlier
+  // attempt, the next comes after the later ones too (it was numbered after the current one,
+  // and every word of its worker was refused as another attempt's; hostile review).
+  trial.set_attempt(trial.attempts_size() + 1);
   v1::Trial::Attempt& given = *trial.add_attempts();
   given.set_worker_id(worker_id);
   given.set_client_id(client_id);

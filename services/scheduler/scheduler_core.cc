@@ -355,15 +355,22 @@ absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spe
                                                                v1::Study& reply) {
   if (shutting_down_) return absl::UnavailableError("the scheduler is shutting down");
   if (auto it = studies_.find(spec.name()); it != studies_.end()) {
-    const std::string difference = study::SpecDifference(it->second->spec, spec);
-    if (difference.empty()) {
+    const study::SpecDifference difference = study::DifferenceOf(it->second->spec, spec);
+    if (difference.text.empty()) {
       reply = BuildStudyLocked(*it->second);
       return store_->last_sequence();  // Created before, perhaps not yet stored.
     }
-    return absl::AlreadyExistsError(
-        absl::StrCat("study \"", spec.name(), "\" exists with a different spec (", difference,
-                     "); choose another name, or change its budget and limits with dhpt extend "
-                     "(UpdateStudy)"));
+    const bool only_limits =
+        std::all_of(difference.fields.begin(), difference.fields.end(), [](const auto& field) {
+          return std::find(kUpdatableFields.begin(), kUpdatableFields.end(), field) !=
+                 kUpdatableFields.end();
+        });
+    return absl::AlreadyExistsError(absl::StrCat(
+        "study \"", spec.name(), "\" exists with a different spec (", difference.text, "); ",
+        only_limits ? "change its budget and limits with dhpt extend (UpdateStudy), or choose "
+                      "another name"
+                    : absl::StrCat("choose another name (dhpt submit --warm-start=", spec.name(),
+                                   " keeps what it learnt)")));
   }
   RETURN_IF_ERROR(CheckMemoryLocked());
   RETURN_IF_ERROR(CheckRoomForStudyLocked(spec));
@@ -939,22 +946,15 @@ absl::StatusOr<uint64_t> SchedulerCore::ConnectWorker(const v1::Hello& hello,
 
   // The attempts it still holds stay with it: moved from an older stream of the same worker
   // id (a reconnect before the old one was noticed dead), or taken back from pending.
-  // One whose result can no longer count (its trial ended, or the attempt is not this
-  // worker's) it is told to drop: it ran on, and its slot was given a new trial that waited
-  // behind it (hostile review). One that runs elsewhere meanwhile, or waits under its study's
-  // cap, runs on: its result counts if it comes first (after a restart it is often the
-  // attempt furthest along).
+  // The others it is told to drop (hostile reviews): left running, each filled a slot that was
+  // given a new trial, which waited behind it (a 0.2 ms trial measured at 13 s and learnt as
+  // the board's speed), and one whose trial runs elsewhere was cancelled at its first progress
+  // report anyway. A finished one's result, sent right after the Hello, still counts if first.
   for (const v1::TrialAttempt& attempt : hello.running()) {
     if (ReclaimLocked(session, worker, attempt) || attempt.attempt() < 1) continue;
-    auto it = trials_.find(attempt.trial_id());
-    if (it != trials_.end() && !TrialTerminal(it->second.state()) &&
-        AttemptGivenTo(it->second.trial(), attempt.attempt(), worker.worker_id,
-                       attempt.epoch())) {
-      continue;
-    }
     channel->Send(CancelMessage(attempt.trial_id(), attempt.attempt(), attempt.epoch(),
-                                "its result would not count: the trial has ended, or the "
-                                "attempt is not this worker's"));
+                                "not this worker's to run now: the trial has ended, runs "
+                                "elsewhere, or waits under its study's parallel_trials"));
   }
   for (auto it = workers_.begin(); it != workers_.end();) {
     auto next = std::next(it);
@@ -1019,6 +1019,17 @@ bool SchedulerCore::ReclaimLocked(uint64_t session, WorkerEntry& worker,
     ++study.running;
     ReleaseHoldLocked(trial);
     UnchargeAttempt(t, t.attempt());  // Its worker came back for it: not lost after all.
+    if (!trial.live->started) {
+      // After a restart nothing says whether it had begun (Recover starts every attempt
+      // unbegun): its worker holds it, so it is taken as begun, as HandleStarted would have.
+      // Losing it again is charged, and the trial_timeout backstop runs from now (hostile
+      // review: neither held after a restart, so max_attempts 1 gave it a second attempt).
+      trial.live->started = true;
+      if (std::optional<absl::Duration> timeout = TrialTimeout(study.spec)) {
+        trial.live->deadline = options_.clock() + *timeout +
+                               options_.heartbeat_interval * options_.missed_heartbeats;
+      }
+    }
     SaveTrialLocked(trial);
     PublishTrialLocked(trial);
   } else {

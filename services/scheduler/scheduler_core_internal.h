@@ -8,6 +8,7 @@
 // these types.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <deque>
 #include <memory>
@@ -279,6 +280,12 @@ inline v1::SchedulerMessage CancelMessage(const v1::Trial& trial, std::string re
   return CancelMessage(trial.id(), trial.attempt(), epoch, std::move(reason));
 }
 
+// What UpdateStudy may change: the budget and the limits. Anything else (space, algorithm,
+// objective, data) would make the history another study's: that is a new study with
+// --warm-start.
+inline constexpr std::array<absl::string_view, 4> kUpdatableFields = {
+    "max_trials", "parallel_trials", "max_failed_trials", "trial_timeout"};
+
 // Worker text for logs, results and metric labels: cut to `limit`, control bytes replaced, so
 // a worker cannot grow the scheduler's memory or forge log lines.
 inline std::string WorkerText(absl::string_view text, size_t limit) {
@@ -288,9 +295,15 @@ inline std::string WorkerText(absl::string_view text, size_t limit) {
   while (cut > 0 && cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) {
     --cut;
   }
-  std::string out(text.substr(0, cut));
-  for (char& c : out) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  const absl::string_view kept = text.substr(0, cut);
+  std::string out;
+  out.reserve(kept.size() + 3);
+  // Each unsafe character (unsafe_text.h: controls, C1's too, and the invisible or
+  // direction-changing formats; hostile review: a C1 CSI and U+202E came back raw) a space.
+  for (size_t i = 0; i < kept.size();) {
+    const size_t unsafe = UnsafeCharacterBytes(kept, i);
+    out.push_back(unsafe > 0 ? ' ' : kept[i]);
+    i += std::max<size_t>(unsafe, 1);
   }
   if (text.size() > limit) absl::StrAppend(&out, "...");
   return out;

@@ -372,10 +372,10 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
     if (auto it = studies_.find(spec.name()); it != studies_.end()) {
       ASSIGN_OR_RETURN(const StudyEntry* found, FindStudyLocked(spec.name()));  // Read back.
       const StudyEntry& existing = *found;
-      if (const std::string difference = study::SpecDifference(existing.spec, spec);
-          !difference.empty()) {
+      if (const study::SpecDifference difference = study::DifferenceOf(existing.spec, spec);
+          !difference.text.empty()) {
         return absl::AlreadyExistsError(absl::StrCat(
-            "study \"", spec.name(), "\" exists with a different spec (", difference,
+            "study \"", spec.name(), "\" exists with a different spec (", difference.text,
             "); nothing was imported. Delete it first (dhpt delete), or import into another "
             "scheduler"));
       }

@@ -5,7 +5,6 @@
 // every trial it has: nothing is re-created.
 
 #include <algorithm>
-#include <array>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -19,11 +18,6 @@
 
 namespace dhpt::scheduler {
 namespace {
-
-// What may change: the budget and the limits. Anything else (space, algorithm, objective,
-// data) would make the history another study's: that is a new study with --warm-start.
-constexpr std::array<absl::string_view, 4> kUpdatableFields = {
-    "max_trials", "parallel_trials", "max_failed_trials", "trial_timeout"};
 
 absl::Status CheckMask(const v1::UpdateStudyRequest& request) {
   const std::string allowed = absl::StrJoin(kUpdatableFields, ", ");

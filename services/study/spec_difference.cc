@@ -1,5 +1,7 @@
 #include "services/study/spec_difference.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -7,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "services/study/spec_errors.h"
 
 namespace dhpt::study {
 namespace {
@@ -46,20 +49,48 @@ std::string Shown(const v1::StudySpec& spec, const FieldDescriptor* field) {
   return text;
 }
 
+// Which parameters differ, by name: "x changed, y only there, z only here".
+std::string ParameterDifference(const v1::StudySpec& stored, const v1::StudySpec& given) {
+  std::map<std::string, const v1::Parameter*> there, here;
+  for (const v1::Parameter& p : stored.parameters()) there.emplace(p.name(), &p);
+  for (const v1::Parameter& p : given.parameters()) here.emplace(p.name(), &p);
+  std::vector<std::string> parts;
+  for (const auto& [name, parameter] : there) {
+    auto it = here.find(name);
+    if (it == here.end()) {
+      parts.push_back(absl::StrCat(Quote(name), " only there"));
+    } else if (!MessageDifferencer::Equals(*parameter, *it->second)) {
+      parts.push_back(absl::StrCat(Quote(name), " changed"));
+    }
+  }
+  for (const auto& [name, parameter] : here) {
+    if (!there.contains(name)) parts.push_back(absl::StrCat(Quote(name), " only here"));
+  }
+  if (parts.empty()) return "in their order";
+  constexpr size_t kShown = 5;
+  const size_t more = parts.size() > kShown ? parts.size() - kShown : 0;
+  parts.resize(std::min(parts.size(), kShown));
+  return absl::StrCat(absl::StrJoin(parts, ", "), more > 0 ? absl::StrCat(" and ", more, " more") : "");
+}
+
 }  // namespace
 
-std::string SpecDifference(const v1::StudySpec& stored, const v1::StudySpec& given) {
+SpecDifference DifferenceOf(const v1::StudySpec& stored, const v1::StudySpec& given) {
   TopLevelFields differing;
   MessageDifferencer differencer;
   differencer.ReportDifferencesTo(&differing);
-  if (differencer.Compare(stored, given)) return "";
+  SpecDifference difference;
+  if (differencer.Compare(stored, given)) return difference;
   std::vector<std::string> parts;
   // In the spec's own order, whatever order the differencer found them in.
   const google::protobuf::Descriptor* descriptor = v1::StudySpec::descriptor();
   for (int i = 0; i < descriptor->field_count(); ++i) {
     const FieldDescriptor* field = descriptor->field(i);
     if (!differing.fields().contains(field)) continue;
-    if (field->is_repeated() || field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+    difference.fields.push_back(field->name());
+    if (field->name() == "parameters") {
+      parts.push_back(absl::StrCat("parameters differ: ", ParameterDifference(stored, given)));
+    } else if (field->is_repeated() || field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
       parts.push_back(absl::StrCat(field->name(), " differ", field->is_repeated() ? "" : "s"));
     } else {
       parts.push_back(absl::StrCat(field->name(), " is ", Shown(stored, field), " there and ",
@@ -67,7 +98,8 @@ std::string SpecDifference(const v1::StudySpec& stored, const v1::StudySpec& giv
     }
   }
   if (parts.empty()) parts.push_back("fields unknown to this scheduler differ");
-  return absl::StrJoin(parts, "; ");
+  difference.text = absl::StrJoin(parts, "; ");
+  return difference;
 }
 
 }  // namespace dhpt::study

@@ -338,13 +338,13 @@ max_trials: 10
   EXPECT_EQ(code, 1);
   EXPECT_THAT(output, HasSubstr("a contour plot draws two parameters"));
   std::tie(code, output) = Dhpt("plot insight --kind=violin");
-  EXPECT_EQ(code, 1);
+  EXPECT_EQ(code, 2);  // A flag value that names nothing: a usage error, before any call.
   EXPECT_THAT(output, HasSubstr("unknown plot kind \"violin\": use one of history"));
   std::tie(code, output) = Dhpt("plot insight --kind=pareto");
   EXPECT_EQ(code, 1);
   EXPECT_THAT(output, HasSubstr("has one objective"));
   std::tie(code, output) = Dhpt("importance insight --evaluator=shap");
-  EXPECT_EQ(code, 1);
+  EXPECT_EQ(code, 2);
   EXPECT_THAT(output, HasSubstr("unknown evaluator \"shap\""));
 }
 

@@ -50,7 +50,8 @@ def test_load_if_exists(client):
     same = dhpt.create_study("again", space=space(), max_trials=3, client=client,
                              load_if_exists=True)
     assert same.name == first.name
-    with pytest.raises(dhpt.AlreadyExists, match=r"\(parameters differ\)"):  # Another space.
+    with pytest.raises(dhpt.AlreadyExists,
+                       match='parameters differ: "kind" only there, "n" only there, "x" changed'):
         dhpt.create_study("again", space={"x": (0.0, 2.0)}, max_trials=3, client=client,
                           load_if_exists=True)
     # Another budget (dhpt extend changed it since, or the code did): loaded as it is, saying so.

@@ -590,6 +590,69 @@ TEST_F(SchedulerCoreTest, AWorkerBackForAnyOfItsAttemptsTakesBackTheTrialNobodyR
   EXPECT_EQ(core_->GetStudy("s")->state(), v1::Study::COMPLETED);
 }
 
+// Attempts are numbered by their place in the list. Found by a hostile review: after a worker
+// took back attempt 1 while attempt 2's record stood, the next attempt was sent as "attempt 2"
+// but recorded third, so every word of its worker was refused as another attempt's and the
+// trial stayed RUNNING for as long as that worker stayed connected.
+TEST_F(SchedulerCoreTest, TheAttemptAfterAnEarlierOneTakenBackIsNumberedByItsPlace) {
+  const v1::Assign first = LoseAStartedTrial(1, /*max_attempts=*/3);
+  RecordingChannel& b = NewChannel();
+  const uint64_t sb = Connect(b, Hello("b", 1));
+  core_->HandleStarted(sb, Attempt(b.Assigns().back()));
+  core_->DisconnectWorker(sb, "network break");  // Attempt 2 lost.
+  const uint64_t sa = ReconnectRunning(first);   // a takes attempt 1 back...
+  core_->DisconnectWorker(sa, "network break");  // ...and loses it again.
+  RecordingChannel& c = NewChannel();
+  const uint64_t sc = Connect(c, Hello("c", 1));
+  const v1::Assign third = c.Assigns().back();
+  EXPECT_EQ(third.attempt(), 3);
+  core_->HandleStarted(sc, Attempt(third));
+  core_->HandleResult(sc, Completed(third, 7.0));
+  const v1::Trial trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
+  EXPECT_EQ(trial.state(), v1::Trial::COMPLETED);
+  EXPECT_EQ(trial.worker_id(), "c");
+  ASSERT_EQ(trial.attempts_size(), 3);
+  EXPECT_EQ(trial.attempts(2).worker_id(), "c");
+  EXPECT_EQ(trial.lost_attempts(), 2);
+}
+
+// After a restart nothing says whether a reclaimed attempt had begun: its worker holds it, so
+// it is taken as begun (found by a hostile review: a loss after it was not charged, and
+// max_attempts 1 gave the trial a second attempt; its trial_timeout backstop never ran).
+TEST_F(SchedulerCoreTest, AnAttemptTakenBackAfterARestartIsTimedAsBegun) {
+  v1::StudySpec spec = FunctionStudy("s", 1);
+  spec.mutable_trial_timeout()->set_seconds(10);
+  ASSERT_TRUE(core_->CreateStudy(spec).ok());
+  RecordingChannel& first = NewChannel();
+  const uint64_t s1 = Connect(first, Hello("a", 1));
+  const v1::Assign stuck = first.Assigns().back();
+  core_->HandleStarted(s1, Attempt(stuck));
+  Restart();
+  const uint64_t s2 = ReconnectRunning(stuck);
+  ASSERT_EQ(core_->GetStudy("s")->trials_running(), 1);
+  now_ += absl::Seconds(14);  // Past trial_timeout and its grace.
+  core_->HandleHeartbeat(s2);
+  EXPECT_EQ(core_->ExpireTrials(), 1);
+  const v1::Trial trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
+  EXPECT_EQ(trial.state(), v1::Trial::FAILED);
+  EXPECT_THAT(trial.error(), HasSubstr("trial_timeout of 10s"));
+}
+
+TEST_F(SchedulerCoreTest, AnAttemptTakenBackAfterARestartIsChargedWhenLostAgain) {
+  const v1::Assign assign = HoldAStartedTrial(2);
+  Restart();
+  ReconnectRunning(assign);
+  EXPECT_EQ(AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0).lost_attempts(), 0);
+  Restart();  // Begun again in the eyes of a fresh core, then lost for good.
+  const uint64_t s3 = ReconnectRunning(assign);
+  core_->DisconnectWorker(s3, "network break");
+  v1::Trial trial = AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
+  EXPECT_EQ(trial.lost_attempts(), 1);  // Charged: held for a's return, never given to b.
+  RecordingChannel& other = NewChannel();
+  Connect(other, Hello("b", 1));
+  for (const v1::Assign& given : other.Assigns()) EXPECT_NE(given.trial_id(), assign.trial_id());
+}
+
 // A worker back with an attempt it may not finish (its trial ended meanwhile) is told to drop
 // it: it ran on, and the slot it filled was given a new trial that waited behind it (a
 // 0.2 ms trial measured at 13 s, which placement learnt as the board's speed; hostile review).
@@ -611,16 +674,17 @@ TEST_F(SchedulerCoreTest, AWorkerBackWithAnAttemptThatEndedIsToldToDropIt) {
   EXPECT_EQ(AllTrials(*core_, "s", v1::Trial::FAILED).size(), 1u);
 }
 
-// One whose trial runs elsewhere meanwhile runs on (after a restart, the attempt furthest
-// along is often the returning one): the first result counts, the other is cancelled then.
-TEST_F(SchedulerCoreTest, AWorkerBackWithAnAttemptRunningElsewhereRunsOn) {
+// One whose trial runs elsewhere meanwhile is told to drop it too (left running, it held a
+// slot counted free and was cancelled at its first progress report; hostile review); a result
+// it finished while away, sent after its Hello, still counts if it comes first.
+TEST_F(SchedulerCoreTest, AWorkerBackWithAnAttemptRunningElsewhereDropsItButItsResultCounts) {
   const v1::Assign old = LoseAStartedTrial();
   RecordingChannel& other = NewChannel();
   Connect(other, Hello("b", 1));
   const v1::Assign rerun = other.Assigns().back();
   ASSERT_EQ(rerun.trial_id(), old.trial_id());
   const uint64_t s2 = ReconnectRunning(old);
-  EXPECT_EQ(channels_.back().Count(v1::SchedulerMessage::kCancel), 0);
+  EXPECT_EQ(channels_.back().Count(v1::SchedulerMessage::kCancel), 1);
   core_->HandleResult(s2, Completed(old, 5.0));
   EXPECT_EQ(AllTrials(*core_, "s", v1::Trial::COMPLETED).at(0).metrics().at("value"), 5.0);
   EXPECT_EQ(other.Count(v1::SchedulerMessage::kCancel), 1);  // The rerun, not needed now.
@@ -1325,13 +1389,14 @@ TEST_F(SchedulerCoreTest, WorkerTextAndMetricsAreBounded) {
   v1::TrialResult result = Completed(channel.Assigns().back(), 1.5);
   for (int i = 0; i < 1000; ++i) (*result.mutable_metrics())[absl::StrCat("m", i)] = i;
   (*result.mutable_metrics())["\x1b[31mred"] = 1;
-  result.set_device(std::string(100'000, 'x'));
+  result.set_device("gpu\xc2\x9b" "31m\xe2\x80\xae" + std::string(100'000, 'x'));
   core_->HandleResult(session, result);
   v1::Trial trial = *core_->GetBestTrial("s");
   EXPECT_EQ(trial.objective_value(), 1.5);
   EXPECT_FALSE(trial.metrics().contains("\x1b[31mred"));
   EXPECT_LE(trial.metrics_size(), kMaxResultMetrics);
   EXPECT_LE(trial.device().size(), kMaxWorkerTextBytes + 3);
+  EXPECT_EQ(trial.device().substr(0, 10), "gpu 31m xx");  // C1's CSI, a direction override.
 }
 
 TEST_F(SchedulerCoreTest, StudiesBeyondTheLimitAreRefused) {

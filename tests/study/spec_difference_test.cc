@@ -1,5 +1,6 @@
 #include "services/study/spec_difference.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "google/protobuf/text_format.h"
@@ -19,7 +20,9 @@ constexpr char kStudy[] = R"pb(
   parameters { name: "x" double_range { min: 0 max: 1 } })pb";
 
 TEST(SpecDifferenceTest, EqualSpecsHaveNone) {
-  EXPECT_EQ(SpecDifference(Spec(kStudy), Spec(kStudy)), "");
+  const SpecDifference difference = DifferenceOf(Spec(kStudy), Spec(kStudy));
+  EXPECT_EQ(difference.text, "");
+  EXPECT_TRUE(difference.fields.empty());
 }
 
 // The case a user meets most (the study was extended since the file was written): both
@@ -30,9 +33,13 @@ TEST(SpecDifferenceTest, EachDifferingFieldIsNamedInTheSpecsOrderWithItsValues) 
   given.mutable_parameters(0)->mutable_double_range()->set_max(2);
   given.mutable_objective()->set_goal(v1::Objective::MAXIMIZE);
   given.set_max_failed_trials(0);
-  EXPECT_EQ(SpecDifference(Spec(kStudy), given),
-            "objective differs; parameters differ; max_trials is 20 there and 10 here; "
-            "max_failed_trials is unset there and 0 here");
+  given.add_parameters()->set_name("y");
+  const SpecDifference difference = DifferenceOf(Spec(kStudy), given);
+  EXPECT_EQ(difference.text,
+            "objective differs; parameters differ: \"x\" changed, \"y\" only here; max_trials "
+            "is 20 there and 10 here; max_failed_trials is unset there and 0 here");
+  EXPECT_THAT(difference.fields,
+              ::testing::ElementsAre("objective", "parameters", "max_trials", "max_failed_trials"));
 }
 
 }  // namespace
