@@ -107,10 +107,12 @@ TEST_F(ClientTrialsTest, OnlyExternalStudiesAreAskedAndNoWorkerEverGetsTheirTria
   EXPECT_THAT(core_->GetStudy("ext")->state_reason(), HasSubstr("waiting for a client"));
   // A worker that claims it runs EXTERNAL models is given none of them.
   RecordingChannel channel;
-  ASSERT_TRUE(core_->ConnectWorker(
-      Hello("liar", 4, {v1::Model::EXTERNAL, v1::Model::FUNCTION}), {}, &channel).ok());
+  const absl::StatusOr<uint64_t> session = core_->ConnectWorker(
+      Hello("liar", 4, {v1::Model::EXTERNAL, v1::Model::FUNCTION}), {}, &channel);
+  ASSERT_TRUE(session.ok());
   for (const v1::Assign& assign : channel.Assigns()) EXPECT_EQ(assign.study(), "f");
   EXPECT_EQ(core_->GetStudy("ext")->trials_running(), 0);
+  core_->DisconnectWorker(*session, "done");  // Before `channel` goes: nothing more is sent to it.
 }
 
 TEST_F(ClientTrialsTest, AClientGetsItsLeasedTrialsBackAndTheCapHolds) {

@@ -561,6 +561,8 @@ TEST_F(EndedStudiesTest, AReadBackDoesNotHoldUpAWorkersResult) {
   EXPECT_EQ(assigns, 2u) << "the worker was not given its next trial during the read back";
   // The page came from the store's rows: "so" was not read back.
   EXPECT_EQ(core_->ended_studies_in_memory().studies, 0);
+  // Before `channel` goes: the result's acknowledgement, sent once it is stored, goes nowhere.
+  core_->DisconnectWorker(*session, "done");
 }
 
 // A study deleted while its read back is under way is not brought back by it.

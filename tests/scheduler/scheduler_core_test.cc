@@ -142,7 +142,8 @@ v1::Hello CudaHello(const std::string& id, int slots, std::vector<v1::Model::Kin
 
 TEST_F(SchedulerCoreTest, AutoencoderStudiesWaitForACudaWorkerAndSayWhy) {
   ASSERT_TRUE(core_->CreateStudy(AutoencoderStudy("ae", 4, false)).ok());
-  RecordingChannel gpu_without_cuda, cuda;
+  RecordingChannel& gpu_without_cuda = NewChannel();
+  RecordingChannel& cuda = NewChannel();
   Connect(gpu_without_cuda, Hello("g0", 2, {v1::Model::AUTOENCODER}));
   EXPECT_EQ(gpu_without_cuda.Assigns().size(), 0u);
   EXPECT_THAT(core_->GetStudy("ae")->state_reason(),
@@ -302,7 +303,8 @@ TEST_F(SchedulerCoreTest, AModelBasedStudyKeepsItsTurnWhileItsSuggestionIsMade) 
 
 TEST_F(SchedulerCoreTest, AssignsUpToSlotsAndOnlyToCapableWorkers) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 10)).ok());
-  RecordingChannel xgb_only, functions;
+  RecordingChannel& xgb_only = NewChannel();
+  RecordingChannel& functions = NewChannel();
   Connect(xgb_only, Hello("x", 4, {v1::Model::XGBOOST}));
   EXPECT_EQ(xgb_only.Assigns().size(), 0u);
   EXPECT_THAT(core_->GetStudy("s")->state_reason(), HasSubstr("waiting for a worker that runs FUNCTION"));
@@ -350,7 +352,9 @@ TEST_F(SchedulerCoreTest, LostWorkerRequeuesItsTrialsAndTheAttemptCapFailsThem) 
   v1::StudySpec spec = FunctionStudy("s", 1);
   spec.set_max_attempts(2);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel first, second, third;
+  RecordingChannel& first = NewChannel();
+  RecordingChannel& second = NewChannel();
+  RecordingChannel& third = NewChannel();
   const uint64_t s1 = Connect(first, Hello("a", 1));
   const uint64_t trial_id = first.Assigns().back().trial_id();
   core_->HandleStarted(s1, Attempt(first.Assigns().back()));
@@ -851,7 +855,8 @@ TEST_F(SchedulerCoreTest, ALostAttemptsFailureLeavesTheTrialToTheAttemptRunningN
 
 TEST_F(SchedulerCoreTest, LateResultOfAnEarlierAttemptIsAcceptedOnceAndTheRerunCancelled) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
-  RecordingChannel first, second;
+  RecordingChannel& first = NewChannel();
+  RecordingChannel& second = NewChannel();
   const uint64_t s1 = Connect(first, Hello("a", 1));
   const v1::Assign attempt1 = first.Assigns().back();
   core_->DisconnectWorker(s1, "network blip");
@@ -980,7 +985,8 @@ TEST_F(SchedulerCoreTest, UnknownTrialsAreAnsweredNotFatal) {
 
 TEST_F(SchedulerCoreTest, SilentWorkersLoseTheirLeases) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 5)).ok());
-  RecordingChannel quiet, chatty;
+  RecordingChannel& quiet = NewChannel();
+  RecordingChannel& chatty = NewChannel();
   Connect(quiet, Hello("quiet", 1));
   const uint64_t talking = Connect(chatty, Hello("chatty", 1));
   now_ += absl::Seconds(2);
@@ -1136,7 +1142,8 @@ TEST_F(SchedulerCoreTest, BadHellosAreRefused) {
 
 TEST_F(SchedulerCoreTest, AResultFromAWorkerNotGivenTheAttemptIsRefused) {
   ASSERT_TRUE(core_->CreateStudy(FunctionStudy("s", 1)).ok());
-  RecordingChannel honest, forger;
+  RecordingChannel& honest = NewChannel();
+  RecordingChannel& forger = NewChannel();
   Connect(honest, Hello("honest", 1));
   const v1::Assign assign = honest.Assigns().back();
   // A worker that runs only other models, never assigned anything, claims the trial.
@@ -1174,7 +1181,7 @@ TEST_F(SchedulerCoreTest, ASecondConnectionCannotPushOutAWorkerThatIsStillHeardF
 
 TEST_F(SchedulerCoreTest, AReconnectingWorkerKeepsTheAttemptsItListsWithoutLosingOne) {
   const v1::Assign assign = LoseAStartedTrial();  // Charged: one more loss would fail it...
-  RecordingChannel second;
+  RecordingChannel& second = NewChannel();
   v1::Hello hello = Hello("a", 1);
   *hello.add_running() = Attempt(assign);
   EXPECT_EQ(AllTrials(*core_, "s", v1::Trial::STATE_UNSPECIFIED).at(0).lost_attempts(), 1);
@@ -1245,7 +1252,8 @@ TEST_F(SchedulerCoreTest, ADrainingWorkerGetsNothingNewAndItsHandBackCostsNoAtte
   v1::StudySpec spec = FunctionStudy("s", 2);
   spec.set_max_attempts(1);
   ASSERT_TRUE(core_->CreateStudy(spec).ok());
-  RecordingChannel stopping, idle;
+  RecordingChannel& stopping = NewChannel();
+  RecordingChannel& idle = NewChannel();
   const uint64_t s1 = Connect(stopping, Hello("stopping", 1));
   const v1::Assign assign = stopping.Assigns().back();
   core_->HandleStarted(s1, Attempt(assign));
