@@ -208,7 +208,7 @@ absl::StatusOr<std::optional<ListPage<v1::Trial>>> SchedulerCore::ListStoredTria
     absl::string_view name, v1::Trial::State only, int size, absl::string_view page_token,
     TrialView view, int sample_stride, CoreLock& lock) {
   ASSIGN_OR_RETURN(const StudyEntry* study, FindSummaryLocked(name));
-  const std::string filter = TrialPageFilter(name, only, study->order);
+  const std::string filter = TrialPageFilter(name, only, view, study->order);
   TrialSample sample(study->spec, sample_stride, std::nullopt);
   ASSIGN_OR_RETURN(const uint64_t start, TrialPageStart(page_token, filter, sample));
   StoredPageRead read{.store = store_,

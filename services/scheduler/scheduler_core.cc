@@ -82,6 +82,17 @@ std::string StudyPageToken(uint64_t after, uint64_t before) {
   return PageToken("studies", absl::StrCat(before), after);
 }
 
+// Adds `study` to `page` (of `bytes` so far) unless it would take a page that holds one past
+// `max_bytes` (kMaxStudyPageBytes).
+bool FitsStudyPage(ListPage<v1::Study>& page, size_t& bytes, v1::Study& study,
+                   size_t max_bytes) {
+  const size_t size = study.ByteSizeLong();
+  if (!page.items.empty() && bytes + size > max_bytes) return false;
+  bytes += size;
+  page.items.push_back(std::move(study));
+  return true;
+}
+
 absl::StatusOr<StudyListing> ParseStudyPageToken(absl::string_view token) {
   StudyListing listing;
   if (token.empty()) return listing;
@@ -611,7 +622,7 @@ absl::StatusOr<ListPage<v1::Study>> SchedulerCore::StudyPageLocked(int size, Stu
                                                                    bool track) const {
   // Pages are built one at a time, under the lock, so what the budget has now is this page's.
   ASSIGN_OR_RETURN(const size_t available, reply_budget_.Available());
-  const size_t max_bytes = std::min(kMaxPageBytes, available);
+  const size_t max_bytes = std::min(kMaxStudyPageBytes, available);
   ListPage<v1::Study> page;
   auto it = std::upper_bound(study_order_.begin(), study_order_.end(), listing.after,
                              [](uint64_t order, const StudyEntry* s) { return order < s->order; });
@@ -625,13 +636,16 @@ absl::StatusOr<ListPage<v1::Study>> SchedulerCore::StudyPageLocked(int size, Stu
     study_order_changed_ = true;
   }
   for (; it != study_order_.end() && (*it)->order < before; ++it) {
-    if (static_cast<int>(page.items.size()) >= size || bytes >= max_bytes) {
-      page.next_page_token = StudyPageToken(
-          page.items.empty() ? listing.after : (*(it - 1))->order, before);
+    const bool full = static_cast<int>(page.items.size()) >= size;
+    std::optional<v1::Study> study;
+    if (!full) {
+      if (track) TrackSummaryLocked(**it);
+      study = BuildStudyLocked(**it);
+    }
+    if (full || !FitsStudyPage(page, bytes, *study, max_bytes)) {
+      page.next_page_token = StudyPageToken((*(it - 1))->order, before);
       break;
     }
-    if (track) TrackSummaryLocked(**it);
-    bytes += page.items.emplace_back(BuildStudyLocked(**it)).ByteSizeLong();
   }
   page.lease = reply_budget_.Take(bytes);
   return page;
@@ -642,16 +656,16 @@ absl::StatusOr<std::optional<ListPage<v1::Study>>> SchedulerCore::PublishedStudy
   std::optional<PublishedStudies::Listed> listed =
       published_.After(listing.after, listing.before, static_cast<size_t>(size));
   if (!listed) return std::nullopt;
-  // As the page under the lock (ListStudies), cut at kMaxPageBytes here and at what the budget
-  // has left below.
+  // As the page under the lock (ListStudies), cut at kMaxStudyPageBytes here and at what the
+  // budget has left below.
   ListPage<v1::Study> page;
   size_t bytes = 0;
   for (size_t i = 0; i < listed->studies.size(); ++i) {
-    if (bytes >= kMaxPageBytes) {
+    v1::Study study = listed->studies[i].second->Answer();
+    if (!FitsStudyPage(page, bytes, study, kMaxStudyPageBytes)) {
       page.next_page_token = StudyPageToken(listed->studies[i - 1].first, listed->before);
       break;
     }
-    bytes += page.items.emplace_back(listed->studies[i].second->Answer()).ByteSizeLong();
   }
   if (page.next_page_token.empty() && listed->more) {
     page.next_page_token = StudyPageToken(
@@ -740,7 +754,7 @@ absl::StatusOr<ListPage<v1::Trial>> SchedulerCore::ListTrials(
     if (stored) return *std::move(stored);
   }
   ASSIGN_OR_RETURN(const StudyEntry* study, FindStudyReadingBack(name, lock));
-  const std::string filter = TrialPageFilter(name, only, study->order);
+  const std::string filter = TrialPageFilter(name, only, view, study->order);
   TrialSample sample(study->spec, sample_stride, std::nullopt);
   ASSIGN_OR_RETURN(const uint64_t start, TrialPageStart(page_token, filter, sample));
   // Pages are built one at a time, under the lock, so what the budget has now is this page's:

@@ -237,12 +237,19 @@ inline constexpr int kMaxStudyPageSize = 1'000;
 inline constexpr int kDefaultTrialPageSize = 1'000;
 inline constexpr int kMaxTrialPageSize = 10'000;
 inline constexpr size_t kMaxPageBytes = 32 << 20;
+// A ListStudies page ends before a study that would take it past this, so that a client with
+// gRPC's default receive limit (4 MiB: grpcurl's, a new user's own stub) can read every page
+// when specs are large (up to --max_message_bytes each). A larger study is a page of its own.
+inline constexpr size_t kMaxStudyPageBytes = (size_t{4} << 20) - (64 << 10);
 // ListTrials with intermediate values (an export): at most this many trials a page, as each
 // may carry up to kMaxIntermediateValuesPerAttempt values per attempt.
 inline constexpr int kMaxCurvePageSize = 100;
 
 // ImportStudy: what one export may hold, beyond the request's size (--max_message_bytes).
 inline constexpr int kMaxImportedAttemptsPerTrial = 1'000;
+// How far ahead of this scheduler's clock an imported time may be (the exporting machine's
+// clock may run ahead); later ones are refused.
+inline constexpr absl::Duration kMaxImportClockSkew = absl::Hours(24);
 
 // Where a listing of the studies is: after `after` in creation order, and only studies created
 // before `before`, the first study not yet created when its first page was read. A study created

@@ -34,10 +34,11 @@ std::string PageToken(absl::string_view kind, absl::string_view filter, uint64_t
 absl::StatusOr<uint64_t> PagePosition(absl::string_view token, absl::string_view kind,
                                       absl::string_view filter);
 // What a ListTrials token is good for: the study, by name and creation order (a token of a
-// deleted study is no good for a new one of the same name), and the state listed.
+// deleted study is no good for a new one of the same name), the state listed and the view (a
+// values_only page followed by full ones would mix two shapes of trial in one listing).
 inline std::string TrialPageFilter(absl::string_view study, v1::Trial::State only,
-                                   uint64_t order) {
-  return absl::StrCat(study, "|", only, "|", order);
+                                   SchedulerCore::TrialView view, uint64_t order) {
+  return absl::StrCat(study, "|", only, "|", static_cast<int>(view), "|", order);
 }
 // A ListTrials page's token and where it resumes. A sampled listing's token also carries its
 // stride and the best value kept so far (its bits: exact), which `sample` takes back; a token of

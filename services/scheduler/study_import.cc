@@ -76,11 +76,22 @@ absl::Status CheckText(const std::string& text, size_t limit, const std::string&
   return absl::OkStatus();
 }
 
-absl::Status CheckTime(const google::protobuf::Timestamp& time, const std::string& field) {
+// `now`: this scheduler's clock. A time past it by more than kMaxImportClockSkew is not one
+// an export can hold (a forged or corrupted file): a trial started in 2090 would read as
+// running for minus decades.
+absl::Status CheckTime(const google::protobuf::Timestamp& time, const std::string& field,
+                       absl::Time now) {
   if (time.seconds() < TimeUtil::kTimestampMinSeconds ||
       time.seconds() > TimeUtil::kTimestampMaxSeconds || time.nanos() < 0 ||
       time.nanos() > 999'999'999) {
     return Invalid(field, "not a valid time");
+  }
+  if (FromTimestamp(time) > now + kMaxImportClockSkew) {
+    return Invalid(field, absl::StrCat(TimeUtil::ToString(time), " is in the future: this "
+                                       "scheduler's clock reads ",
+                                       absl::FormatTime(now, absl::UTCTimeZone()),
+                                       " (a clock may be ahead by at most ",
+                                       absl::FormatDuration(kMaxImportClockSkew), ")"));
   }
   return absl::OkStatus();
 }
@@ -98,7 +109,8 @@ struct ImportedTrial {
 
 absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
                                          const optimizer::SearchSpace& space,
-                                         const v1::Trial& in, const std::string& at) {
+                                         const v1::Trial& in, const std::string& at,
+                                         absl::Time now) {
   ImportedTrial out;
   v1::Trial& t = out.trial;
   if (!in.study().empty() && in.study() != spec.name()) {
@@ -137,7 +149,7 @@ absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
   for (const auto& [time, name] :
        {TimeField{&in.create_time(), ".create_time"}, TimeField{&in.start_time(), ".start_time"},
         TimeField{&in.end_time(), ".end_time"}}) {
-    RETURN_IF_ERROR(CheckTime(*time, at + name));
+    RETURN_IF_ERROR(CheckTime(*time, at + name, now));
   }
   int marked_lost = 0;
   const google::protobuf::Timestamp* previous_start = nullptr;
@@ -147,7 +159,7 @@ absl::StatusOr<ImportedTrial> CheckTrial(const v1::StudySpec& spec,
     RETURN_IF_ERROR(CheckText(attempt.worker_id(), kMaxWorkerIdBytes, field + ".worker_id"));
     RETURN_IF_ERROR(CheckText(attempt.client_id(), kMaxClientIdBytes, field + ".client_id"));
     RETURN_IF_ERROR(CheckText(attempt.request_id(), kMaxClientIdBytes, field + ".request_id"));
-    RETURN_IF_ERROR(CheckTime(attempt.start_time(), field + ".start_time"));
+    RETURN_IF_ERROR(CheckTime(attempt.start_time(), field + ".start_time", now));
     if (attempt.has_start_time()) {
       // Attempts are listed in the order they were given, so a forged order would make a
       // late result's duration (and the speed learnt from it) negative or absurd.
@@ -323,8 +335,9 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
                      in.state() == v1::Study::FAILED;
   if (!v1::Study::State_IsValid(in.state())) return Invalid("study.state", "unknown state");
   RETURN_IF_ERROR(CheckText(in.state_reason(), kMaxStateReasonBytes, "study.state_reason"));
-  RETURN_IF_ERROR(CheckTime(in.create_time(), "study.create_time"));
-  RETURN_IF_ERROR(CheckTime(in.end_time(), "study.end_time"));
+  const absl::Time now = options_.clock();
+  RETURN_IF_ERROR(CheckTime(in.create_time(), "study.create_time", now));
+  RETURN_IF_ERROR(CheckTime(in.end_time(), "study.end_time", now));
   if (in.has_end_time() && Before(in.end_time(), in.create_time())) {
     return Invalid("study.end_time",
                    absl::StrCat("the study ends (", TimeUtil::ToString(in.end_time()),
@@ -352,7 +365,7 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
           v1::Trial::State_Name(exported.trials(i).state()), " in a study that has ended (",
           v1::Study::State_Name(in.state()), "): every trial of an ended study has ended"));
     }
-    ASSIGN_OR_RETURN(trials[number], CheckTrial(spec, space, exported.trials(i), at));
+    ASSIGN_OR_RETURN(trials[number], CheckTrial(spec, space, exported.trials(i), at, now));
     if (exported.trials(i).origin() == v1::Trial::ADDED) ++added;
   }
   if (exported.trials_size() - added > spec.max_trials()) {

@@ -150,6 +150,18 @@ TEST(StudyFileTest, WhatYamlWouldSilentlyDropIsRefused) {
   EXPECT_THAT(std::string(ParseStudySpec("# only a comment\n").status().message()),
               HasSubstr("the file is empty"));
   EXPECT_TRUE(ParseStudySpec("name: x\nmax_trials: 2\n").ok());
+  // A second document was dropped without a word: two studies in one file ran the first.
+  absl::StatusOr<v1::StudySpec> two =
+      ParseStudySpec("name: x\nmax_trials: 2\n---\nname: y\nmax_trials: 500\n");
+  EXPECT_EQ(two.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(two.status().message()),
+              HasSubstr("a second YAML document starts at line 4"));
+  EXPECT_THAT(std::string(ParseStudySpec("{\"name\": \"x\"}\n{\"name\": \"y\"}").status().message()),
+              HasSubstr("a second YAML document starts at line 2"));  // After a JSON object.
+  // Document markers around one document, and an empty one after it, are one study.
+  EXPECT_TRUE(ParseStudySpec("---\nname: x\nmax_trials: 2\n...\n").ok());
+  EXPECT_TRUE(ParseStudySpec("name: x\nmax_trials: 2\n---\n").ok());
+  EXPECT_TRUE(ParseStudySpec("name: x\nmax_trials: 2\n---\n# nothing more\n").ok());
   // Found by spec_fuzzer: text after a JSON object made YAML::LoadAll loop without end.
   EXPECT_FALSE(ParseStudySpec(R"({"nind":"FUNCTION","function":"levy"},"parameters":[{"name":"x1",)"
                               R"("intRange":{"min":"-9223372036854775808",)"

@@ -102,6 +102,39 @@ def test_bad_input_is_a_clear_error_and_changes_nothing(client):
     assert dhpt.get_all_studies(client=client) == []
 
 
+def test_states_and_warm_start_rows_given_wrong_are_clear_errors(client):
+    # Found by a hostile review: a state given as one string was read letter by letter
+    # (ValueError: 'C' is not a valid TrialState), and a row without params was a KeyError.
+    study = dhpt.create_study("rows", space=space(), max_trials=3, client=client)
+    finish(study, 1)
+    assert [t.number for t in study.get_trials(states="COMPLETED")] == [0]
+    assert [t.number for t in study.get_trials(states="COMPLETE")] == [0]  # Optuna's name.
+    assert study.get_trials(states=dhpt.TrialState.FAILED) == []
+    with pytest.raises(dhpt.InvalidArgument, match="'DONE' is not a trial state; one of PENDING"):
+        study.get_trials(states=["DONE"])
+    for row, named in (({"value": 1.0}, "trial 0 is {'value': 1.0}"),
+                       ([0.5, 1.0], "trial 0 is \\[0.5, 1.0\\]"),
+                       ({"params": [0.5], "value": 1.0}, "give a FrozenTrial or a dict")):
+        with pytest.raises(dhpt.InvalidArgument, match=named):
+            study.add_trials([row])
+    with pytest.raises(dhpt.InvalidArgument, match="add_trials: 'OK' is not a trial state"):
+        study.add_trials([{"params": {"x": 0.5, "n": 1, "kind": "a"}, "value": 1.0,
+                           "state": "OK"}])
+    assert study.add_trials([{"params": {"x": 0.25, "n": 1, "kind": "a"}, "state": "FAIL"}]) \
+        == (1, 0)
+    assert [t.state for t in study.trials] == [dhpt.TrialState.COMPLETED, dhpt.TrialState.FAILED]
+
+
+def test_a_closed_client_says_so(scheduler):
+    client = dhpt.Client(scheduler.address)
+    study = dhpt.create_study("closed", space=space(), max_trials=2, client=client)
+    with client:
+        pass  # Closed at the end of the block.
+    for call in (study.refresh, study.ask, lambda: next(iter(study.watch()))):
+        with pytest.raises(dhpt.FailedPrecondition, match="is closed .* make a new dhpt.Client"):
+            call()
+
+
 def test_stop_and_delete(client):
     study = dhpt.create_study("stopped", space=space(), max_trials=10, client=client)
     trial = study.ask()

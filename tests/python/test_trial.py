@@ -5,6 +5,7 @@ import collections
 import math
 import signal
 import threading
+import warnings
 from concurrent import futures
 
 import grpc
@@ -279,6 +280,25 @@ def test_report_renews_the_lease_and_should_prune_follows_the_studys_rule(client
     good = study.ask()
     good.report(0.5, 0)
     assert not good.should_prune()
+
+
+def test_a_report_the_scheduler_ignores_is_a_warning(client):
+    # The scheduler keeps increasing steps only; a repeated step was dropped silently.
+    study = make(client, max_trials=1)
+    trial = study.ask()
+    trial.report(1.0, 3)
+    with pytest.warns(UserWarning, match="step 3 of trial 0 is not after its last reported step 3"):
+        trial.report(0.5, 3)
+    with pytest.warns(UserWarning, match="step 2 of trial 0 is not after"):
+        trial.report(0.5, 2)
+    with pytest.warns(UserWarning, match="past 2\\*\\*53"):
+        trial.report(0.5, 2**53 + 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trial.report(0.25, 4)
+    study.tell(trial, 0.25)
+    curve = study.get_trials(intermediate_values=True)[0].intermediate_values
+    assert curve == {3: 1.0, 4: 0.25}
 
 
 def test_ask_waits_for_a_free_trial(scheduler, client):

@@ -813,7 +813,8 @@ TEST_F(EndedStudiesTest, ASampleIsEveryStrideThTrialAndEachThatImprovedPageAfter
         core_->ListTrials("so", {}, 1, token, SchedulerCore::TrialView::kPlot, other).status()))
         << other;
   }
-  const std::string plain = core_->ListTrials("so", {}, 1, "")->next_page_token;
+  const std::string plain =
+      core_->ListTrials("so", {}, 1, "", SchedulerCore::TrialView::kPlot)->next_page_token;
   EXPECT_TRUE(absl::IsInvalidArgument(
       core_->ListTrials("so", {}, 1, plain, SchedulerCore::TrialView::kPlot, 4).status()));
   for (int stride : {-1, kMaxSampleStride + 1}) {

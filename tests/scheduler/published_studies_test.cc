@@ -9,10 +9,14 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "dhpt/v1/study_service.pb.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "services/scheduler/scheduler_core.h"
 #include "tests/scheduler/core_test_util.h"
@@ -264,6 +268,73 @@ TEST_F(PublishedStudiesTest, ThePublishedStudyPagesAreTheOnesBuiltUnderTheLockAt
   ASSERT_TRUE(core_->DeleteStudy("b", /*force=*/true).ok());
   ExpectPagesAsUnderLock(1, true, "a study deleted");
   ExpectPagesAsUnderLock(0, true, "a study deleted, one page");
+}
+
+// An ask-and-tell study whose one categorical parameter has `parameters` x 1,000 values of
+// about 1 KB: a spec of about `parameters` MB.
+v1::StudySpec LargeStudy(const std::string& name, int parameters) {
+  v1::StudySpec spec;
+  spec.set_name(name);
+  spec.mutable_model()->set_kind(v1::Model::EXTERNAL);
+  spec.mutable_objective()->set_metric("loss");
+  spec.set_max_trials(10);
+  for (int p = 0; p < parameters; ++p) {
+    v1::Parameter& choice = *spec.add_parameters();
+    choice.set_name(absl::StrCat("choice", p));
+    for (int v = 0; v < 1000; ++v) {
+      choice.mutable_categorical()->add_values(absl::StrCat(v, std::string(1000, 'v')));
+    }
+  }
+  return spec;
+}
+
+TEST_F(PublishedStudiesTest, EveryStudyPageFitsADefaultClientsReceiveLimit) {
+  // Hostile review: five studies of 1 MB specs made a default page of 5 MB, which grpcurl and
+  // any stub with gRPC's default 4 MiB receive limit could not read. (Stopped, so that once
+  // listed they are published and the pages read off the lock are checked too.)
+  for (int i = 0; i < 5; ++i) {
+    const std::string name = absl::StrCat("big", i);
+    absl::StatusOr<v1::Study> created = core_->CreateStudy(LargeStudy(name, 1));
+    ASSERT_TRUE(created.ok()) << created.status();
+    ASSERT_TRUE(core_->StopStudy(name).ok());
+  }
+  for (const bool published : {false, true}) {  // Listed once: then off the lock.
+    SCOPED_TRACE(published ? "published" : "under the lock");
+    EXPECT_EQ(core_->PublishedStudyPageForTest(0, "")->has_value(), published);
+    std::vector<std::string> names;
+    std::vector<size_t> sizes;
+    std::string token;
+    do {
+      absl::StatusOr<ListPage<v1::Study>> page = core_->ListStudies(0, token);
+      ASSERT_TRUE(page.ok()) << page.status();
+      v1::ListStudiesResponse response;
+      for (const v1::Study& study : page->items) {
+        *response.add_studies() = study;
+        names.push_back(study.spec().name());
+      }
+      response.set_next_page_token(page->next_page_token);
+      EXPECT_LE(response.ByteSizeLong(), size_t{4} << 20);
+      sizes.push_back(page->items.size());
+      token = page->next_page_token;
+    } while (!token.empty());
+    EXPECT_THAT(names, ::testing::ElementsAre("big0", "big1", "big2", "big3", "big4"));
+    EXPECT_THAT(sizes, ::testing::ElementsAre(4, 1));  // As many as fit (about 1 MB each).
+  }
+  ExpectPagesAsUnderLock(0, true, "pages cut by size");
+  // A study larger than the limit alone is a page of its own rather than none.
+  ASSERT_TRUE(core_->CreateStudy(LargeStudy("huge", 5)).ok());
+  ASSERT_TRUE(core_->StopStudy("huge").ok());
+  absl::StatusOr<ListPage<v1::Study>> last = core_->ListStudies(0, "");
+  ASSERT_TRUE(last.ok()) << last.status();
+  last = core_->ListStudies(0, last->next_page_token);
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->items.size(), 1u);  // big4: with huge it would pass the limit.
+  last = core_->ListStudies(0, last->next_page_token);
+  ASSERT_TRUE(last.ok()) << last.status();
+  ASSERT_EQ(last->items.size(), 1u);
+  EXPECT_EQ(last->items[0].spec().name(), "huge");
+  EXPECT_TRUE(last->next_page_token.empty());
+  ExpectPagesAsUnderLock(0, true, "a study over the limit, listed");
 }
 
 TEST_F(PublishedStudiesTest, ThePublishedSummaryIsTheOneBuiltUnderTheLockAtEveryStep) {

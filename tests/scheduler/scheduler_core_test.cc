@@ -925,7 +925,7 @@ TEST_F(SchedulerCoreTest, ALateResultIsRecordedAsTheAttemptThatProducedIt) {
   *exported.mutable_study() = *core_->GetStudy("s");
   *exported.add_trials() = trial;
   testing::TempDatabase target;
-  SchedulerCore imported(target.get(), SchedulerOptions());
+  SchedulerCore imported(target.get(), Options());  // The same clock.
   ASSERT_TRUE(imported.Recover().ok());
   ASSERT_TRUE(imported.ImportStudy(exported).ok());
   const v1::Trial again = AllTrials(imported, "s", v1::Trial::STATE_UNSPECIFIED).at(0);
@@ -962,7 +962,7 @@ TEST_F(SchedulerCoreTest, AWorkersNonFiniteMeasurementsAreNotKept) {
   *exported.mutable_study() = *core_->GetStudy("s");
   for (const v1::Trial& trial : trials) *exported.add_trials() = trial;
   testing::TempDatabase target;
-  SchedulerCore imported(target.get(), SchedulerOptions());
+  SchedulerCore imported(target.get(), Options());  // The same clock.
   ASSERT_TRUE(imported.Recover().ok());
   absl::StatusOr<v1::Study> study = imported.ImportStudy(exported);
   EXPECT_TRUE(study.ok()) << study.status();
@@ -1734,6 +1734,18 @@ TEST_F(SchedulerCoreTest, ListsComeInPagesThatFollowOnExactly) {
   EXPECT_EQ(core_->ListTrials("s1", v1::Trial::STATE_UNSPECIFIED, 1, other).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(core_->ListStudies(1, other).status().code(), absl::StatusCode::kInvalidArgument);
+  // Nor for another view of the same trials (values_only, then full trials).
+  using View = SchedulerCore::TrialView;
+  const std::string values_only =
+      core_->ListTrials("s0", v1::Trial::STATE_UNSPECIFIED, 1, "", View::kValuesOnly)
+          ->next_page_token;
+  EXPECT_TRUE(core_->ListTrials("s0", v1::Trial::STATE_UNSPECIFIED, 1, values_only,
+                                View::kValuesOnly).ok());
+  EXPECT_EQ(core_->ListTrials("s0", v1::Trial::STATE_UNSPECIFIED, 1, values_only).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core_->ListTrials("s0", v1::Trial::STATE_UNSPECIFIED, 1, other, View::kPlot)
+                .status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(core_->ListStudies(1, "garbage!").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(core_->ListStudies(-1, "").status().code(), absl::StatusCode::kInvalidArgument);
   // Nor for a new study of a deleted one's name.

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/time_util.h"
 #include "services/scheduler/scheduler_core.h"
@@ -279,6 +280,19 @@ TEST(StudyImportTest, ForgedExportsAreRefusedWhole) {
          *t.mutable_start_time() = TimeUtil::SecondsToTimestamp(t.create_time().seconds() - 7200);
        },
        "before it was created"},
+      // Left open by a hostile review: times decades ahead of any clock were imported.
+      {[](v1::StudyExport& e) {
+         v1::Trial& t = *e.mutable_trials(1);
+         *t.mutable_end_time() = TimeUtil::SecondsToTimestamp(3'786'912'000);  // 2090
+       },
+       "trials[1].end_time: 2090-01-01T00:00:00Z is in the future: this scheduler's clock reads"},
+      {[](v1::StudyExport& e) {
+         v1::Study& study = *e.mutable_study();
+         *study.mutable_create_time() = TimeUtil::SecondsToTimestamp(
+             absl::ToUnixSeconds(absl::Now() + kMaxImportClockSkew + absl::Hours(1)));
+         study.clear_end_time();
+       },
+       "study.create_time: "},
   };
   for (const Case& c : cases) {
     v1::StudyExport forged = good;
@@ -294,6 +308,12 @@ TEST(StudyImportTest, ForgedExportsAreRefusedWhole) {
   absl::StatusOr<v1::Study> study = core.ImportStudy(lying);
   ASSERT_TRUE(study.ok()) << study.status();
   EXPECT_EQ(study->best_trial().objective_value(), 0.5);
+  ASSERT_TRUE(core.DeleteStudy("s", true).ok());
+  // An export from a machine whose clock runs an hour ahead imports.
+  v1::StudyExport ahead = good;
+  *ahead.mutable_trials(1)->mutable_end_time() =
+      TimeUtil::SecondsToTimestamp(absl::ToUnixSeconds(absl::Now() + absl::Hours(1)));
+  ASSERT_TRUE(core.ImportStudy(ahead).ok());
   ASSERT_TRUE(core.DeleteStudy("s", true).ok());
 
   // What older schedulers stored imports without what measures nothing: a worker's NaN or

@@ -114,9 +114,18 @@ class Client:
                 options.append(("grpc.ssl_target_name_override", tls_server_name))
             self._channel = grpc.secure_channel(self.scheduler, credentials, options=options)
         self._stub = pb_grpc.StudyServiceStub(self._channel)
+        self._closed = False
 
     def close(self):
+        self._closed = True
         self._channel.close()
+
+    def _check_open(self):
+        # gRPC's own answer is a bare ValueError ("Cannot invoke RPC on closed channel!").
+        if self._closed:
+            raise errors.FailedPrecondition(
+                f"this Client of {self.scheduler} is closed (close(), or the end of its `with` "
+                f"block): make a new dhpt.Client to call the scheduler again")
 
     def __enter__(self):
         return self
@@ -128,6 +137,7 @@ class Client:
         """StudyService.<method>(request). With `retry` (calls safe to repeat), UNAVAILABLE and
         CANCELLED are retried with backoff for retry_seconds, or `within` seconds when that is
         sooner (a caller's own timeout); any refusal raises a dhpt.errors exception."""
+        self._check_open()
         patience = self.retry_seconds if within is None else min(within, self.retry_seconds)
         deadline = time.monotonic() + patience
         backoff = 0.05
@@ -163,6 +173,7 @@ class Client:
 
     def stream(self, method, request):
         """A server stream (WatchStudy); iterate it inside `translate`."""
+        self._check_open()
         return getattr(self._stub, method)(request, wait_for_ready=True)
 
     def error(self, rpc_error):

@@ -379,8 +379,8 @@ class Study:
 
     def get_trials(self, states=None, intermediate_values=False):
         """Every trial in number order (following pages); `states`: only these TrialStates."""
-        wanted = [common_pb.Trial.State.Value(TrialState(s).value) for s in states] \
-            if states else [0]
+        wanted = [common_pb.Trial.State.Value(_state(s, "get_trials").value)
+                  for s in _one_or_many(states)] if states else [0]
         out = []
         for state in wanted:
             token = ""
@@ -566,11 +566,16 @@ class Study:
             if isinstance(t, FrozenTrial):
                 t = {"params": t.params, "values": t.values, "metrics": t.metrics,
                      "state": t.state}
+            if not isinstance(t, dict) or not isinstance(t.get("params"), dict):
+                raise errors.InvalidArgument(
+                    f"add_trials: trial {len(request.trials)} is {_shown(t)}; give a FrozenTrial "
+                    f"or a dict with \"params\" (a dict of parameter values) and \"value\", "
+                    f"\"values\" or \"metrics\"")
             added = request.trials.add()
             for name, value in t["params"].items():
                 if value is not None:  # An inactive (conditional) parameter, absent.
                     added.params[name].CopyFrom(parameter_value(value, name))
-            state = TrialState(getattr(t.get("state"), "value", t.get("state") or "COMPLETED"))
+            state = _state(t.get("state") or TrialState.COMPLETED, "add_trials")
             added.state = common_pb.Trial.State.Value(state.value)
             if state == TrialState.COMPLETED:
                 given = dict(t.get("metrics") or {})
@@ -620,3 +625,29 @@ class Study:
         from .agent import run_trials
         return run_trials(self, fn, n_trials=n_trials, timeout=timeout, n_jobs=n_jobs,
                           catch=catch, processes=processes)
+
+
+def _one_or_many(states):
+    """A state or a list of them: get_trials(states="COMPLETED") means one state, not nine
+    one-letter ones."""
+    return [states] if isinstance(states, (str, TrialState)) else list(states)
+
+
+def _state(given, what):
+    """A TrialState from one or its name (the scheduler's or Optuna's), else InvalidArgument
+    listing the names."""
+    if isinstance(given, TrialState):
+        return given
+    name = getattr(given, "name", given)  # Optuna's own TrialState enum, by name.
+    try:
+        return TrialState[name] if isinstance(name, str) and name in TrialState.__members__ \
+            else TrialState(name)
+    except ValueError:
+        names = ", ".join(TrialState.__members__)
+        raise errors.InvalidArgument(f"{what}: {_shown(given)} is not a trial state; one of "
+                                     f"{names}") from None
+
+
+def _shown(value):
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."

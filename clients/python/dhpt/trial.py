@@ -8,12 +8,17 @@ parameters and missing zero fields never reach the user).
 import datetime
 import enum
 import math
+import warnings
 
 from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 
 from . import errors
 from .client import common_pb
+
+
+# The last progress step the scheduler keeps (study::kMaxProgressStep: exact as a double).
+MAX_PROGRESS_STEP = 2**53
 
 
 class TrialState(enum.Enum):
@@ -184,6 +189,7 @@ class Trial:
         self.client_id = client_id
         self._should_stop = False
         self.prune_reason = None
+        self._last_step = None  # The last step report() sent that the scheduler keeps.
 
     def __repr__(self):
         return f"Trial(study={self.study.name!r}, number={self.number}, params={self.params})"
@@ -239,8 +245,23 @@ class Trial:
         return next(c for c in choices if str(c) == self.params[name])
 
     def report(self, value, step):
-        """An intermediate value at `step`; renews this client's lease on the trial."""
+        """An intermediate value at `step`; renews this client's lease on the trial.
+
+        The scheduler keeps a trial's values at increasing steps up to 2**53 only (what its
+        early-stopping rule judges, alike after a restart): another step is ignored with a
+        UserWarning, as Optuna warns for a step reported twice."""
         answer = self.study._report(self, step=step, value=value)
+        step = int(step)
+        if self._last_step is not None and step <= self._last_step:
+            warnings.warn(f"report: step {step} of trial {self.number} is not after its last "
+                          f"reported step {self._last_step}; this value is ignored (the "
+                          f"scheduler keeps increasing steps only)", UserWarning, stacklevel=2)
+        elif step > MAX_PROGRESS_STEP:
+            warnings.warn(f"report: step {step} of trial {self.number} is past 2**53, the last "
+                          f"step the scheduler keeps; this value is ignored", UserWarning,
+                          stacklevel=2)
+        else:
+            self._last_step = step
         self._should_stop = self._should_stop or answer.should_stop
         if answer.should_stop:
             self.prune_reason = answer.reason
