@@ -250,7 +250,6 @@ int Main() {
     spec.mutable_algorithm()->Clear();
     spec.mutable_algorithm()->set_name(name);
     bool flat = false;
-    bool branch_models = false;
     optimizer::TpeOptions tpe_settings;  // What KEY=VALUE words set; the rest from the spec.
     std::vector<std::string> tpe_words;
     for (size_t w = 1; w < words.size(); ++w) {
@@ -258,8 +257,6 @@ int Main() {
         tpe_words.push_back(words[w]);
       } else if (words[w] == "flat") {
         flat = true;
-      } else if (name == v1::Algorithm::BAYESIAN && words[w] == "branches") {
-        branch_models = true;
       } else if (name == v1::Algorithm::TPE && words[w] == "multivariate") {
         spec.mutable_algorithm()->mutable_tpe()->set_multivariate(true);
       } else if (name == v1::Algorithm::TPE && words[w] == "conditioned") {
@@ -283,7 +280,6 @@ int Main() {
       optimizer::OptimizerConfig config = study::ToOptimizerConfig(*normal);
       config.seed = static_cast<uint64_t>(seed);
       for (const std::string& word : tpe_words) ApplyTpeSetting(word, &config.tpe);
-      config.bayesian.branch_models = branch_models;
       const RunTrace trace = Run(flat ? flat_space : space, config, evaluator, max_budget);
       const std::vector<double>& best = trace.best;
       if (curves.is_open()) {

@@ -2,10 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <numeric>
-#include <optional>
-#include <vector>
 
 #include "absl/hash/hash.h"
 #include "absl/strings/string_view.h"
@@ -23,8 +20,6 @@ constexpr int kPerturbationsEach = 20;
 // Candidates scored at once: the prediction's matrices then hold kScoreBatch rows of the
 // encoding, however many candidates there are.
 constexpr int kScoreBatch = 256;
-// The fewest observed trials of a branch that get a model of their own (branch_models).
-constexpr int kMinBranchModelTrials = 5;
 
 // Where an inactive numeric parameter (conditional spaces) sits in the GP's input; an inactive
 // choice has an all-zero one-hot block. A constant, so two trials of one branch agree on the
@@ -314,53 +309,6 @@ absl::StatusOr<std::optional<Point>> BayesianOptimization::Suggest(const History
   }
   const GaussianProcess gp(std::move(x), std::move(model_y), h);
 
-  // Branch models (options_.branch_models): each branch's GP on its own trials, standardised
-  // among themselves; its predictions are turned back into the study's units, so that expected
-  // improvements over the one incumbent compare across branches.
-  struct BranchModel {
-    double mean = 0, spread = 1;
-    std::optional<GaussianProcess> gp;
-  };
-  auto branch_of = [&](const Point& point) {
-    std::vector<bool> key(point.size());
-    for (size_t i = 0; i < point.size(); ++i) key[i] = !std::holds_alternative<Inactive>(point[i]);
-    return key;
-  };
-  std::map<std::vector<bool>, BranchModel> branch_models;
-  if (options_.branch_models && space_.conditional()) {
-    std::map<std::vector<bool>, std::vector<int>> rows_of;
-    for (int k = 0; k < n; ++k) rows_of[branch_of(history.trials[observed[k]].point)].push_back(k);
-    for (const auto& [key, rows] : rows_of) {
-      if (static_cast<int>(rows.size()) < kMinBranchModelTrials) continue;
-      const Eigen::VectorXd values = values_of(rows);
-      BranchModel model;
-      model.mean = values.mean();
-      const double spread = std::sqrt((values.array() - model.mean).square().mean());
-      model.spread = spread > 1e-12 ? spread : 1.0;
-      std::vector<size_t> liars;
-      for (size_t r : running) {
-        if (branch_of(history.trials[r].point) == key) liars.push_back(r);
-      }
-      const int size = static_cast<int>(rows.size() + liars.size());
-      Eigen::MatrixXd bx(size, width);
-      Eigen::VectorXd by(size);
-      bx.topRows(static_cast<int>(rows.size())) = encode_rows(rows);
-      by.head(static_cast<int>(rows.size())) = (values.array() - model.mean) / model.spread;
-      for (size_t k = 0; k < liars.size(); ++k) {
-        const int row = static_cast<int>(rows.size() + k);
-        bx.row(row) = encoder.Encode(history.trials[liars[k]].point).transpose();
-        by(row) = (y.maxCoeff() - model.mean) / model.spread;
-      }
-      GpHyperparameters start;
-      start.log_lengthscales = Eigen::VectorXd::Constant(width, std::log(0.5));
-      const GpHyperparameters fitted = GaussianProcess::Fit(
-          bx.topRows(static_cast<int>(rows.size())), by.head(static_cast<int>(rows.size())),
-          start, options_.fit_iterations);
-      model.gp.emplace(std::move(bx), std::move(by), fitted);
-      branch_models.emplace(key, std::move(model));
-    }
-  }
-
   // Candidates, each rounded to a valid untried point, scored a batch at a time; the best
   // kRefineStarts are kept (the earlier first among equal scores).
   struct Candidate {
@@ -376,14 +324,6 @@ absl::StatusOr<std::optional<Point>> BayesianOptimization::Suggest(const History
       }
       Eigen::VectorXd mu, var;
       gp.Predict(m, &mu, &var);
-      for (size_t k = 0; k < count && !branch_models.empty(); ++k) {
-        auto model = branch_models.find(branch_of(batch[first + k].point));
-        if (model == branch_models.end()) continue;
-        Eigen::VectorXd one_mu, one_var;
-        model->second.gp->Predict(m.row(static_cast<int>(k)), &one_mu, &one_var);
-        mu(static_cast<int>(k)) = model->second.mean + model->second.spread * one_mu(0);
-        var(static_cast<int>(k)) = model->second.spread * model->second.spread * one_var(0);
-      }
       for (size_t k = 0; k < count; ++k) {
         batch[first + k].score =
             LogExpectedImprovement(mu(static_cast<int>(k)), var(static_cast<int>(k)), best);

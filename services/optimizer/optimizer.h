@@ -119,10 +119,6 @@ struct BayesianOptions {
   // merely standardised ones: in bench/optimizer_quality_bench it cut the median regret at 100
   // trials on Rosenbrock-4 from 42 to 3.3 and on Ackley-5 from 6.6 to 3.2.
   bool warp_objective = true;
-  // Conditional spaces: a candidate of a branch (a set of active parameters) with at least
-  // kMinBranchModelTrials observed trials is scored by a GP of that branch's trials alone,
-  // with its own hyperparameters and noise, in the study's units (experiment).
-  bool branch_models = false;
 };
 
 // Optuna 3.1's NSGAIISampler defaults.
