@@ -724,9 +724,8 @@ PlotData Parallel(const StudyData& study, const ObjectiveInfo& objective, int in
       line.z.push_back(values[i].value);
       line.trials.push_back(values[i].trial->number);
     }
-    const double span = objective_axis.max - objective_axis.min;
     line.x.push_back(static_cast<double>(chosen.size()));
-    line.y.push_back(span > 0 ? (values[i].value - objective_axis.min) / span : 0.5);
+    line.y.push_back(FractionOfRange(values[i].value, objective_axis.min, objective_axis.max));
     line.z.push_back(values[i].value);
     line.trials.push_back(values[i].trial->number);
   }

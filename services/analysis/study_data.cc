@@ -185,10 +185,14 @@ double UnitCoordinate(const optimizer::ParameterSpec& param, double raw) {
         high = std::log(high);
         x = std::log(x);
       }
-      if (high <= low) return 0.5;
-      return std::clamp((x - low) / (high - low), 0.0, 1.0);
+      return FractionOfRange(x, low, high);
     }
   }
+}
+
+double FractionOfRange(double x, double low, double high) {
+  if (!(high > low)) return 0.5;
+  return std::clamp((x / 2 - low / 2) / (high / 2 - low / 2), 0.0, 1.0);
 }
 
 absl::StatusOr<int> ParamIndex(const StudyData& study, const std::string& name) {

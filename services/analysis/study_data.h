@@ -68,6 +68,9 @@ StudyData StudyDataFromRecords(const v1::StudySpec& spec,
 // The parameter's value `raw` (as TrialData::params holds it) on [0, 1]: linear in the
 // sampled space (log for log ranges), choices at (index + 0.5) / count.
 double UnitCoordinate(const optimizer::ParameterSpec& param, double raw);
+// Where x lies in [low, high], clamped to [0, 1]; 0.5 for an empty range. Exact for any
+// finite doubles: the halves keep high - low from overflowing (values near ±1.7e308).
+double FractionOfRange(double x, double low, double high);
 
 // The number of the parameter named `name`, or INVALID_ARGUMENT listing the study's parameters.
 absl::StatusOr<int> ParamIndex(const StudyData& study, const std::string& name);

@@ -4,7 +4,6 @@
 #include <malloc.h>
 
 #include <algorithm>
-#include <atomic>
 #include <optional>
 #include <deque>
 #include <future>
@@ -201,10 +200,21 @@ struct DashboardServer::State {
   GuardedServer server;
   int port = 0;
   std::thread thread;
-  std::atomic<int> streams{0};
   absl::Mutex mutex;
   bool stopping ABSL_GUARDED_BY(mutex) = false;
   std::list<EventStream*> open_streams ABSL_GUARDED_BY(mutex);
+  // Every live page's place, from its request until its answer is let go, with the client
+  // (ClientGroup) that holds it; `running` once its stream runs. An evicted one is ended (its
+  // page reconnects and resumes after its last event) and no longer counts.
+  struct StreamSlot {
+    std::string client;
+    EventStream* running = nullptr;
+    bool evicted = false;
+  };
+  std::list<StreamSlot> stream_slots ABSL_GUARDED_BY(mutex);
+  // A place for a live page of `client`, or why there is none (TakeStreamSlot's policy).
+  absl::StatusOr<std::list<StreamSlot>::iterator> TakeStreamSlotLocked(const std::string& client)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex);
   std::thread warm_up;
 
   // Each study's history up to where it still changes (see HistoryOf).
@@ -329,6 +339,12 @@ void DashboardServer::State::Routes() {
     // preflight this server never answers), so only the page's own button can stop a study.
     if (req.get_header_value("X-DHPT-Confirm") != "stop") {
       return Fail(res, absl::PermissionDeniedError("stop: the request must come from the page"));
+    }
+    // The study is the query's: cpp-httplib also reads a form body's fields into the
+    // parameters, and a body must not choose what is stopped.
+    if (!req.body.empty()) {
+      return Fail(res, absl::InvalidArgumentError(
+                           "stop: takes the study in the query (?study=NAME) and no body"));
     }
     const std::string name = req.get_param_value("study");
     absl::StatusOr<v1::Study> study = client.StopStudy(name);
@@ -699,21 +715,22 @@ void DashboardServer::State::Events(const httplib::Request& req, httplib::Respon
       return;
     }
   }
-  if (streams.fetch_add(1) >= options.max_event_streams) {
-    streams.fetch_sub(1);
-    return Fail(res, absl::UnavailableError(absl::StrCat(
-                         "the dashboard already serves ", options.max_event_streams,
-                         " live pages (--max_event_streams); close one or try again later")));
+  absl::StatusOr<std::list<StreamSlot>::iterator> slot;
+  {
+    absl::MutexLock lock(&mutex);
+    slot = TakeStreamSlotLocked(ClientGroup(req.remote_addr));
   }
+  if (!slot.ok()) return Fail(res, slot.status());
   res.set_header("X-Accel-Buffering", "no");  // A proxy in front must not hold events back.
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, study, after](size_t, httplib::DataSink& sink) {
+      [this, study, after, slot = *slot](size_t, httplib::DataSink& sink) {
         auto stream = std::make_unique<EventStream>(options, study, after);
         std::list<EventStream*>::iterator it;
         {
           absl::MutexLock lock(&mutex);
-          if (stopping) stream->Cancel();
+          if (stopping || slot->evicted) stream->Cancel();
+          slot->running = stream.get();
           it = open_streams.insert(open_streams.end(), stream.get());
         }
         stream->Run(sink);
@@ -722,11 +739,54 @@ void DashboardServer::State::Events(const httplib::Request& req, httplib::Respon
         {
           absl::MutexLock lock(&mutex);
           open_streams.erase(it);
+          slot->running = nullptr;
         }
         stream.reset();  // Ends its watch (if still on) and joins its thread.
         return true;
       },
-      [this](bool) { streams.fetch_sub(1); });
+      [this, slot = *slot](bool) {
+        absl::MutexLock lock(&mutex);
+        stream_slots.erase(slot);
+      });
+}
+
+// One address may hold its share of the live pages (--per_address_share of
+// --max_event_streams). When they are all taken, the client holding the most gives up its
+// oldest to one holding fewer, so that pages which are opened and never read, from one
+// address or a few, cannot keep everyone else's pages from updating (hostile review: 32
+// streams from one address held every live page for as long as they stayed open).
+absl::StatusOr<std::list<DashboardServer::State::StreamSlot>::iterator>
+DashboardServer::State::TakeStreamSlotLocked(const std::string& client) {
+  std::map<std::string, int> held;
+  int live = 0;
+  for (const StreamSlot& slot : stream_slots) {
+    if (slot.evicted) continue;
+    ++held[slot.client];
+    ++live;
+  }
+  const int mine = held[client];
+  if (mine >= options.max_event_streams_per_client) {
+    return absl::UnavailableError(absl::StrCat(
+        "your address already holds ", mine, " live pages of the dashboard (its share of "
+        "--max_event_streams); close one and try again"));
+  }
+  if (live >= options.max_event_streams) {
+    auto most = std::max_element(held.begin(), held.end(), [](const auto& a, const auto& b) {
+      return a.second < b.second;
+    });
+    if (most->second <= mine + 1) {
+      return absl::UnavailableError(absl::StrCat(
+          "the dashboard already serves ", options.max_event_streams,
+          " live pages (--max_event_streams); close one or try again later"));
+    }
+    for (StreamSlot& slot : stream_slots) {
+      if (slot.client != most->first || slot.evicted) continue;
+      slot.evicted = true;
+      if (slot.running != nullptr) slot.running->Cancel();
+      break;
+    }
+  }
+  return stream_slots.insert(stream_slots.end(), StreamSlot{client});
 }
 
 absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(

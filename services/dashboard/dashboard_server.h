@@ -71,6 +71,9 @@ struct DashboardOptions {
   // trials, as before the view existed: for comparing the two (bench/dashboard_bench.mjs).
   bool plot_view = true;
   int max_event_streams = kDefaultMaxEventStreams;
+  // Live pages one client address (ClientGroup) may hold: --per_address_share of them.
+  int max_event_streams_per_client =
+      PerAddressLimit(kDefaultMaxEventStreams, kDefaultPerAddressShare);
   absl::Duration keepalive = kEventStreamKeepalive;
   ConnectionLimits connections;
 };

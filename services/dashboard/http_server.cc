@@ -1,5 +1,6 @@
 #include "services/dashboard/http_server.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -62,6 +63,20 @@ bool Wait(socket_t sock, short events, absl::Duration timeout) {
     return ready > 0;
   }
 }
+
+}  // namespace
+
+std::string ClientGroup(const std::string& ip) {
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, ip.c_str(), &v6) != 1) return ip;  // IPv4 (or not an address).
+  if (IN6_IS_ADDR_V4MAPPED(&v6)) return ip.substr(ip.rfind(':') + 1);
+  std::fill(v6.s6_addr + 8, v6.s6_addr + 16, 0);
+  char text[INET6_ADDRSTRLEN] = "";
+  inet_ntop(AF_INET6, &v6, text, sizeof(text));
+  return absl::StrCat(text, "/64");
+}
+
+namespace {
 
 void AddressOf(const sockaddr_storage& addr, socklen_t len, std::string& ip, int& port) {
   char host[NI_MAXHOST] = "", service[NI_MAXSERV] = "";
@@ -254,9 +269,10 @@ void GuardedServer::Refuse(socket_t sock, const std::string& why) {
 bool GuardedServer::process_and_close_socket(socket_t sock) {
   DeadlineStream stream(sock, absl::Seconds(read_timeout_sec_) + absl::Microseconds(read_timeout_usec_),
                         absl::Seconds(write_timeout_sec_) + absl::Microseconds(write_timeout_usec_));
-  std::string client;
+  std::string address;
   int client_port = 0;
-  stream.get_remote_ip_and_port(client, client_port);
+  stream.get_remote_ip_and_port(address, client_port);
+  const std::string client = ClientGroup(address);
   std::string refusal;
   {
     absl::MutexLock lock(&mutex_);

@@ -23,6 +23,11 @@
 
 namespace dhpt::dashboard {
 
+// What the per-address shares count a client by: its IPv4 address, or the /64 of an IPv6 one
+// (every host on a network gets a whole /64, so one client could otherwise take the shares of
+// as many addresses as it likes). An IPv4-mapped IPv6 address counts as its IPv4 one.
+std::string ClientGroup(const std::string& ip);
+
 class GuardedServer : public httplib::Server {
  public:
   explicit GuardedServer(const ConnectionLimits& limits);

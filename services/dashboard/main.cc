@@ -35,12 +35,15 @@ ABSL_FLAG(bool, plot_view, true,
           "read the trials for the plots in ListTrials' plot view (only what plots draw); false "
           "reads whole trials, as before the view existed (to compare the two)");
 ABSL_FLAG(int, max_event_streams, dhpt::dashboard::kDefaultMaxEventStreams,
-          "study pages open at once with live updates; more are refused until one closes");
+          "study pages open at once with live updates, --per_address_share of them at most "
+          "from one address; past it the address holding the most gives up its oldest page "
+          "(which reconnects) to one holding fewer, else the new page is refused");
 ABSL_FLAG(int, max_connections, dhpt::dashboard::kDefaultMaxConnections,
           "HTTP connections served at once (live pages among them), half of them at most from "
           "one address (--per_address_share); more are answered 503 at once");
 ABSL_FLAG(double, per_address_share, dhpt::dashboard::kDefaultPerAddressShare,
-          "the share of --max_connections one client address may hold (above 0, at most 1). "
+          "the share of --max_connections and of --max_event_streams one client address (an "
+          "IPv6 /64) may hold (above 0, at most 1). "
           "Every browser behind a proxy or kubectl port-forward is one address and shares it: "
           "give 1 there");
 
@@ -97,6 +100,8 @@ int main(int argc, char** argv) {
   options.connections.max_connections = absl::GetFlag(FLAGS_max_connections);
   options.connections.max_per_client = dhpt::dashboard::PerAddressLimit(
       options.connections.max_connections, absl::GetFlag(FLAGS_per_address_share));
+  options.max_event_streams_per_client = dhpt::dashboard::PerAddressLimit(
+      options.max_event_streams, absl::GetFlag(FLAGS_per_address_share));
   // Every live page holds a connection; a page also needs a few for its other requests.
   if (options.connections.max_connections < options.max_event_streams + 8) {
     std::fprintf(stderr,

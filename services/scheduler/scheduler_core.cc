@@ -416,6 +416,29 @@ absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spe
   return stored;
 }
 
+namespace {
+
+// The most a study's answer (CreateStudy's reply, GetStudy, a ListStudies page of it alone) can
+// hold: its spec, its best trial with each parameter at its longest value and every attempt
+// its max_attempts allow (three ids of at most 128 bytes and a time each), and the rest of
+// the trial and the summary (reasons, counts, metrics), bounded by the limits on them.
+size_t LargestStudyAnswerBytes(const v1::StudySpec& spec) {
+  constexpr size_t kSummaryAndTrialBytes = 16 << 10;
+  constexpr size_t kAttemptBytes = 512;
+  size_t bytes = spec.ByteSizeLong() + kSummaryAndTrialBytes +
+                 static_cast<size_t>(std::max(spec.max_attempts(), 1)) * kAttemptBytes;
+  for (const v1::Parameter& parameter : spec.parameters()) {
+    size_t value = 11;  // A varint or a double, with its tag.
+    for (const std::string& choice : parameter.categorical().values()) {
+      value = std::max(value, choice.size() + 4);
+    }
+    bytes += parameter.name().size() + value + 8;  // A map entry's tags and lengths.
+  }
+  return bytes;
+}
+
+}  // namespace
+
 absl::Status SchedulerCore::CheckRoomForStudyLocked(const v1::StudySpec& spec) const {
   if (absl::Status health = store_->health(); !health.ok()) {
     return absl::UnavailableError(
@@ -426,6 +449,15 @@ absl::Status SchedulerCore::CheckRoomForStudyLocked(const v1::StudySpec& spec) c
         "the scheduler holds ", studies_.size(), " studies, its limit (--max_studies); "
         "delete finished studies (export them first to keep them) or ask its operator to "
         "raise the limit"));
+  }
+  // A study a client with gRPC's default receive limit (grpcurl, a stub) cannot read would
+  // also stop its ListStudies at that study's page (hostile review).
+  if (const size_t answer = LargestStudyAnswerBytes(spec); answer > kMaxStudyAnswerBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the spec is ", spec.ByteSizeLong(), " bytes: with its largest trial the study's "
+        "answer (GetStudy, ListStudies) could reach ", answer, " bytes, past the ",
+        kMaxStudyAnswerBytes, " that gRPC clients such as grpcurl read by default; make the "
+        "spec smaller (fewer or shorter categorical values)"));
   }
   const int64_t bytes = static_cast<int64_t>(spec.ByteSizeLong());
   if (spec_bytes_total_ + bytes > options_.max_spec_bytes_total) {

@@ -239,8 +239,12 @@ inline constexpr int kMaxTrialPageSize = 10'000;
 inline constexpr size_t kMaxPageBytes = 32 << 20;
 // A ListStudies page ends before a study that would take it past this, so that a client with
 // gRPC's default receive limit (4 MiB: grpcurl's, a new user's own stub) can read every page
-// when specs are large (up to --max_message_bytes each). A larger study is a page of its own.
+// when specs are large (up to --max_message_bytes each). A larger study (one accepted before
+// kMaxStudyAnswerBytes) is a page of its own.
 inline constexpr size_t kMaxStudyPageBytes = (size_t{4} << 20) - (64 << 10);
+// The largest study answer CreateStudy and ImportStudy accept a spec for: gRPC's default
+// receive limit (4 MiB), less room for a ListStudies page's token.
+inline constexpr size_t kMaxStudyAnswerBytes = (size_t{4} << 20) - (1 << 10);
 // ListTrials with intermediate values (an export): at most this many trials a page, as each
 // may carry up to kMaxIntermediateValuesPerAttempt values per attempt.
 inline constexpr int kMaxCurvePageSize = 100;
@@ -607,7 +611,8 @@ class SchedulerCore {
   // CreateStudy's work under the lock: the reply, and the write to wait for.
   absl::StatusOr<WriteSequence> CreateStudyLocked(v1::StudySpec spec, v1::Study& reply)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Whether another study of this (normalised) spec fits: --max_studies, --max_spec_bytes_total.
+  // Whether another study of this (normalised) spec fits: --max_studies, --max_spec_bytes_total,
+  // and an answer of it within kMaxStudyAnswerBytes.
   absl::Status CheckRoomForStudyLocked(const v1::StudySpec& spec) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // The new study's entry: search space, rule, front and optimiser (no trials yet).

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "services/analysis/study_data.h"
 #include "services/common/random.h"
 
 namespace dhpt::analysis {
@@ -116,6 +117,35 @@ TEST(PlotDataTest, LogAndCategoricalAxesAndTheBestSoFarSteps) {
   ASSERT_TRUE(intermediate.ok());
   EXPECT_EQ(intermediate->panels[0].series.back().name, "pruned here");
   EXPECT_EQ(intermediate->panels[0].series.back().x.size(), 100u);  // Every pruned trial.
+}
+
+// Hostile review: objectives of -1.7e308 and 1.7e308 (finite, so accepted) made the
+// parallel-coordinates span overflow to infinity, and those trials' positions NaN (null).
+TEST(PlotDataTest, ExtremeValuesStayOnTheParallelAxes) {
+  StudyData study = LargeStudy(30);
+  study.trials[0].values = {-1.7e308, 0};
+  study.trials[3].values = {1.7e308, 0};
+  study.params[0].min = -1.7e308;  // A linear range as wide as a double allows.
+  study.params[0].max = 1.7e308;
+  study.params[0].log = false;
+  study.trials[6].params[0] = 1.7e308;
+  absl::StatusOr<PlotData> parallel = MakePlot(study, PlotKind::kParallel, {});
+  ASSERT_TRUE(parallel.ok()) << parallel.status();
+  int ends = 0;
+  for (const PlotSeries& line : parallel->panels[0].series) {
+    for (double y : line.y) {
+      ASSERT_TRUE(std::isfinite(y)) << "trial " << line.trials[0];
+      EXPECT_GE(y, 0);
+      EXPECT_LE(y, 1);
+    }
+    if (line.z.back() == -1.7e308 || line.z.back() == 1.7e308) {
+      EXPECT_EQ(line.y.back(), line.z.back() > 0 ? 1 : 0);
+      ++ends;
+    }
+  }
+  EXPECT_EQ(ends, 2);
+  EXPECT_EQ(FractionOfRange(0, -1.7e308, 1.7e308), 0.5);
+  EXPECT_EQ(FractionOfRange(3, 2, 2), 0.5);
 }
 
 TEST(PlotDataTest, ContourCellsOfADiscreteParameterSitAtItsValues) {

@@ -15,9 +15,11 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "services/dashboard/http_server.h"
 
 namespace dhpt::dashboard {
 namespace {
@@ -114,6 +116,93 @@ TEST(DashboardServerTest, ClientsTricklingHeadersNeitherHoldTheServerNorBlockOth
   for (int s : slow) close(s);
   EXPECT_EQ(refused, kSlow - held);
   EXPECT_EQ(cut, held);
+}
+
+// Reads fd until `text` has come or the deadline passed; what came.
+std::string ReadUntil(int fd, const std::string& text, absl::Time deadline) {
+  std::string got;
+  char buffer[4096];
+  while (got.find(text) == std::string::npos) {
+    pollfd p{fd, POLLIN, 0};
+    const int wait = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (wait <= 0 || poll(&p, 1, wait) <= 0) break;
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) break;
+    got.append(buffer, static_cast<size_t>(n));
+  }
+  return got;
+}
+
+// A live page's event stream opened from `from`: its socket, and the answer's start in `head`
+// (a 200's first event, "retry", or a refusal's whole answer).
+int OpenLivePage(const char* from, int port, std::string& head) {
+  const int fd = Connect(from, port);
+  const std::string request =
+      absl::StrCat("GET /api/events?study=s HTTP/1.1\r\nHost: 127.0.0.1:", port, "\r\n\r\n");
+  (void)send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  head = ReadUntil(fd, "\r\n\r\n", deadline);
+  // A stream's first event, or the end of a refusal's JSON (its connection stays open).
+  const std::string last = absl::StartsWith(head, "HTTP/1.1 200") ? "retry: 1000" : "}";
+  if (head.find(last) == std::string::npos) head += ReadUntil(fd, last, deadline);
+  return fd;
+}
+
+// Hostile review: 32 event streams from one address, opened and never read, held every live
+// page of the dashboard for as long as they stayed open. Now an address holds its share, and
+// once all are taken the address holding the most gives up its oldest (the page reconnects
+// and resumes after its last event) to one holding fewer.
+TEST(DashboardServerTest, NoAddressCanHoldEveryLivePage) {
+  DashboardOptions options;
+  options.scheduler = "127.0.0.1:1";  // A watch that waits for it keeps its stream open.
+  options.max_event_streams = 4;
+  options.max_event_streams_per_client = 2;
+  auto server = DashboardServer::Start(options, "127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  std::string head;
+  std::vector<int> pages;
+  for (const char* from : {"127.0.0.2", "127.0.0.2"}) {
+    pages.push_back(OpenLivePage(from, port, head));
+    ASSERT_TRUE(absl::StartsWith(head, "HTTP/1.1 200")) << head;
+  }
+  const int refused = OpenLivePage("127.0.0.2", port, head);
+  EXPECT_TRUE(absl::StartsWith(head, "HTTP/1.1 503")) << head;
+  EXPECT_NE(head.find("your address already holds 2 live pages"), std::string::npos) << head;
+  close(refused);
+  for (const char* from : {"127.0.0.3", "127.0.0.3"}) {
+    pages.push_back(OpenLivePage(from, port, head));
+    ASSERT_TRUE(absl::StartsWith(head, "HTTP/1.1 200")) << head;
+  }
+  // All four taken: a fifth address's page gets one, and 127.0.0.2's oldest page is ended
+  // (its chunked answer closed: the browser reconnects to it).
+  pages.push_back(OpenLivePage("127.0.0.4", port, head));
+  EXPECT_TRUE(absl::StartsWith(head, "HTTP/1.1 200")) << head;
+  const std::string end = "0\r\n\r\n";
+  EXPECT_NE(ReadUntil(pages[0], end, absl::Now() + absl::Seconds(5)).find(end), std::string::npos);
+  // Then 127.0.0.3 holds the most; when every address holds one, a page is refused.
+  pages.push_back(OpenLivePage("127.0.0.5", port, head));
+  EXPECT_TRUE(absl::StartsWith(head, "HTTP/1.1 200")) << head;
+  EXPECT_NE(ReadUntil(pages[2], end, absl::Now() + absl::Seconds(5)).find(end), std::string::npos);
+  const int full = OpenLivePage("127.0.0.6", port, head);
+  EXPECT_TRUE(absl::StartsWith(head, "HTTP/1.1 503")) << head;
+  EXPECT_NE(head.find("already serves 4 live pages"), std::string::npos) << head;
+  close(full);
+  // The others still stream.
+  for (int i : {1, 3, 4, 5}) {
+    pollfd p{pages[i], POLLIN, 0};
+    char byte;
+    EXPECT_FALSE(poll(&p, 1, 0) > 0 && recv(pages[i], &byte, 1, MSG_PEEK) == 0) << i;
+  }
+  for (int fd : pages) close(fd);
+}
+
+TEST(DashboardServerTest, AnIpv6ClientIsCountedByItsSlash64) {
+  EXPECT_EQ(ClientGroup("2001:db8:1:2:3:4:5:6"), "2001:db8:1:2::/64");
+  EXPECT_EQ(ClientGroup("2001:db8:1:2:ffff::1"), "2001:db8:1:2::/64");
+  EXPECT_EQ(ClientGroup("::ffff:192.0.2.7"), "192.0.2.7");
+  EXPECT_EQ(ClientGroup("192.0.2.7"), "192.0.2.7");
+  EXPECT_EQ(ClientGroup("::1"), "::/64");
 }
 
 // A request whose length two readers would take differently is refused with 400 and its

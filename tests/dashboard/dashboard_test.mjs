@@ -402,6 +402,11 @@ test('stopping a study: refused by a read-only dashboard, asked first on one tha
   await readOnly.close();
   const forged = await fetch(`${stoppable}/api/stop?study=branin-on-board`, {method: 'POST'});
   assert.equal(forged.status, 403);
+  // A body must not choose what is stopped (cpp-httplib reads a form's fields as parameters).
+  const fromBody = await fetch(`${stoppable}/api/stop`, {method: 'POST', body: 'study=branin-on-board',
+    headers: {'X-DHPT-Confirm': 'stop', 'Content-Type': 'application/x-www-form-urlencoded'}});
+  assert.equal(fromBody.status, 400);
+  assert.match((await fromBody.json()).error, /in the query \(\?study=NAME\) and no body/);
   const page = await open('/study?name=branin-on-board', stoppable);
   await page.click('#stop');
   assert.equal(await page.$eval('#summary-state', (n) => n.textContent), 'RUNNING');  // Asked, not done.
@@ -409,5 +414,29 @@ test('stopping a study: refused by a read-only dashboard, asked first on one tha
   await page.waitForFunction(() => document.getElementById('summary-state')?.textContent === 'STOPPED', {timeout: 10000});
   // The study ended, so the page closed its event stream: that abort is the page's own doing.
   assert.deepEqual(problemsOf(page).filter((p) => !/api\/events\?study=branin-on-board: net::ERR_ABORTED$/.test(p)), []);
+  await page.close();
+});
+
+test('a trial that finishes after the table is read and before the watch starts shows finished', async () => {
+  // Hostile review: the page opened its event stream only once the table had loaded, and a
+  // watch sees changes from when it starts, so a trial that finished in between stayed
+  // RUNNING (12 s of them after a scheduler restart). Here the stream is held back by the
+  // browser until the trial has finished.
+  const number = await ask();
+  const page = await browser.newPage();
+  await page.setRequestInterception(true);
+  let releaseEvents = null;
+  const eventsReleased = new Promise((resolve) => { releaseEvents = resolve; });
+  page.on('request', (request) => {
+    if (request.url().includes('/api/events')) eventsReleased.then(() => request.continue());
+    else request.continue();
+  });
+  await page.goto(`${dashboard}/study?name=known-study`, {waitUntil: 'load', timeout: 20000});
+  await page.waitForSelector('main[data-ready]', {timeout: 20000});
+  assert.equal(await page.$eval(`tr[data-number="${number}"] td:nth-child(2)`, (n) => n.textContent), 'RUNNING');
+  await tell(number, 'loss=3');
+  releaseEvents();
+  await page.waitForFunction((n) => document.querySelector(`tr[data-number="${n}"] td:nth-child(2)`)?.textContent === 'COMPLETED',
+                             {timeout: 10000}, number);
   await page.close();
 });

@@ -112,6 +112,11 @@ def test_states_and_warm_start_rows_given_wrong_are_clear_errors(client):
     assert study.get_trials(states=dhpt.TrialState.FAILED) == []
     with pytest.raises(dhpt.InvalidArgument, match="'DONE' is not a trial state; one of PENDING"):
         study.get_trials(states=["DONE"])
+    # Second review: a state named twice listed its trials twice, none listed them all.
+    assert [t.number for t in study.get_trials(states=["COMPLETED", "COMPLETE"])] == [0]
+    assert study.get_trials(states=[]) == []
+    with pytest.raises(dhpt.InvalidArgument, match="states=3: give a trial state or a list"):
+        study.get_trials(states=3)
     for row, named in (({"value": 1.0}, "trial 0 is {'value': 1.0}"),
                        ([0.5, 1.0], "trial 0 is \\[0.5, 1.0\\]"),
                        ({"params": [0.5], "value": 1.0}, "give a FrozenTrial or a dict")):
@@ -120,6 +125,11 @@ def test_states_and_warm_start_rows_given_wrong_are_clear_errors(client):
     with pytest.raises(dhpt.InvalidArgument, match="add_trials: 'OK' is not a trial state"):
         study.add_trials([{"params": {"x": 0.5, "n": 1, "kind": "a"}, "value": 1.0,
                            "state": "OK"}])
+    row = {"params": {"x": 0.5, "n": 1, "kind": "a"}}
+    with pytest.raises(dhpt.InvalidArgument, match="trial 0 is FAILED and gives \"value\"; only"):
+        study.add_trials([dict(row, value=1.0, state="FAILED")])  # The value was dropped.
+    with pytest.raises(dhpt.InvalidArgument, match="gives both \"value\" and \"values\""):
+        study.add_trials([dict(row, value=1.0, values=[2.0])])
     assert study.add_trials([{"params": {"x": 0.25, "n": 1, "kind": "a"}, "state": "FAIL"}]) \
         == (1, 0)
     assert [t.state for t in study.trials] == [dhpt.TrialState.COMPLETED, dhpt.TrialState.FAILED]

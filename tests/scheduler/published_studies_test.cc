@@ -321,20 +321,17 @@ TEST_F(PublishedStudiesTest, EveryStudyPageFitsADefaultClientsReceiveLimit) {
     EXPECT_THAT(sizes, ::testing::ElementsAre(4, 1));  // As many as fit (about 1 MB each).
   }
   ExpectPagesAsUnderLock(0, true, "pages cut by size");
-  // A study larger than the limit alone is a page of its own rather than none.
-  ASSERT_TRUE(core_->CreateStudy(LargeStudy("huge", 5)).ok());
-  ASSERT_TRUE(core_->StopStudy("huge").ok());
-  absl::StatusOr<ListPage<v1::Study>> last = core_->ListStudies(0, "");
-  ASSERT_TRUE(last.ok()) << last.status();
-  last = core_->ListStudies(0, last->next_page_token);
-  ASSERT_TRUE(last.ok()) << last.status();
-  EXPECT_EQ(last->items.size(), 1u);  // big4: with huge it would pass the limit.
-  last = core_->ListStudies(0, last->next_page_token);
-  ASSERT_TRUE(last.ok()) << last.status();
-  ASSERT_EQ(last->items.size(), 1u);
-  EXPECT_EQ(last->items[0].spec().name(), "huge");
-  EXPECT_TRUE(last->next_page_token.empty());
-  ExpectPagesAsUnderLock(0, true, "a study over the limit, listed");
+  // A study whose own answer could pass the limit is refused: a default client could neither
+  // read it nor list past it (second hostile review: a 4,190,090-byte spec was accepted).
+  for (int megabytes : {4, 5}) {
+    absl::StatusOr<v1::Study> huge = core_->CreateStudy(LargeStudy("huge", megabytes));
+    EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument) << megabytes;
+    EXPECT_THAT(std::string(huge.status().message()),
+                ::testing::HasSubstr("that gRPC clients such as grpcurl read by default"));
+  }
+  absl::StatusOr<v1::Study> created = core_->CreateStudy(LargeStudy("near", 3));  // 3 MB.
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_LE(created->ByteSizeLong(), kMaxStudyAnswerBytes);
 }
 
 TEST_F(PublishedStudiesTest, ThePublishedSummaryIsTheOneBuiltUnderTheLockAtEveryStep) {

@@ -6,6 +6,7 @@ peers); a dict or a YAML/JSON file may hold any study the CLI accepts (docs/pyth
 
 import json
 import math
+import operator
 import re
 import threading
 import time
@@ -379,8 +380,14 @@ class Study:
 
     def get_trials(self, states=None, intermediate_values=False):
         """Every trial in number order (following pages); `states`: only these TrialStates."""
-        wanted = [common_pb.Trial.State.Value(_state(s, "get_trials").value)
-                  for s in _one_or_many(states)] if states else [0]
+        if states is None:
+            wanted = [0]  # Every state.
+        else:
+            # dict.fromkeys: each state once, in the order given ("COMPLETED" and Optuna's
+            # "COMPLETE" are one); none given, none listed (as Optuna).
+            wanted = list(dict.fromkeys(
+                common_pb.Trial.State.Value(_state(s, "get_trials").value)
+                for s in _one_or_many(states, "get_trials")))
         out = []
         for state in wanted:
             token = ""
@@ -467,7 +474,8 @@ class Study:
                                            client_id=trial.client_id, hand_back=hand_back)
         if step is not None:
             try:
-                request.step, request.value = int(step), float(value)
+                # operator.index: an int (numpy's too), never 2.7 or "3" read as a step.
+                request.step, request.value = operator.index(step), float(value)
             except (TypeError, ValueError, OverflowError):
                 raise errors.InvalidArgument(
                     f"report: step {step!r} must be an integer from 0 to 2^63-1 and value "
@@ -577,6 +585,15 @@ class Study:
                     added.params[name].CopyFrom(parameter_value(value, name))
             state = _state(t.get("state") or TrialState.COMPLETED, "add_trials")
             added.state = common_pb.Trial.State.Value(state.value)
+            given = [k for k in ("value", "values") if t.get(k) is not None]
+            if len(given) > 1:
+                raise errors.InvalidArgument(
+                    f"add_trials: trial {len(request.trials) - 1} gives both \"value\" and "
+                    f"\"values\"; give one")
+            if given and state != TrialState.COMPLETED:
+                raise errors.InvalidArgument(
+                    f"add_trials: trial {len(request.trials) - 1} is {state.value} and gives "
+                    f"\"{given[0]}\"; only a COMPLETED trial has a value")
             if state == TrialState.COMPLETED:
                 given = dict(t.get("metrics") or {})
                 given.update(self._metrics(t.get("value"), t.get("values")))
@@ -627,10 +644,16 @@ class Study:
                           catch=catch, processes=processes)
 
 
-def _one_or_many(states):
+def _one_or_many(states, what):
     """A state or a list of them: get_trials(states="COMPLETED") means one state, not nine
     one-letter ones."""
-    return [states] if isinstance(states, (str, TrialState)) else list(states)
+    if isinstance(states, (str, TrialState)) or hasattr(states, "name"):
+        return [states]
+    try:
+        return list(states)
+    except TypeError:
+        raise errors.InvalidArgument(f"{what}: states={_shown(states)}: give a trial state or "
+                                     f"a list of them") from None
 
 
 def _state(given, what):

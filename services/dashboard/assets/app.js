@@ -338,21 +338,45 @@ async function studyPage(name) {
     .then((h) => { history = h; redrawHistory(); })
     .catch((error) => showError(plotPanel, error));
   const refreshPlots = plotRefresher(name, plots);
-  await Promise.all([table.load(), historyLoad]);
-  main.dataset.ready = 'true';
-
   // Live: the scheduler's WatchStudy, relayed as server-sent events. The browser reconnects
   // by itself after a drop, sending the last event id, and the dashboard resumes from there.
   // A study that has ended changes no more (a reload goes live again if it is extended).
-  if (['COMPLETED', 'STOPPED', 'FAILED'].includes(study.state)) {
+  const ended = ['COMPLETED', 'STOPPED', 'FAILED'].includes(study.state);
+  // Opened with the loads, not after them: a watch sees changes from when it starts, so a
+  // trial that finished between the table's read and a watch begun later stayed RUNNING on
+  // the page (hostile review: 12 s of them after a scheduler restart). A watch's first event
+  // is the study as it starts; once it has come and the loads are done, the table is read
+  // again (so it holds every change before the watch) and the events held meanwhile applied
+  // in order (every change after it).
+  const events = ended ? null : new EventSource(`/api/events?${new URLSearchParams({study: name})}`);
+  const held = [];
+  let apply = null;  // Set once the table holds every change before the watch.
+  let watching = null;
+  const watchStarted = new Promise((resolve) => { watching = resolve; });
+  if (events) {
+    events.onopen = () => { liveBadge.textContent = '● live'; };
+    events.onerror = () => { liveBadge.textContent = '○ reconnecting…'; };
+    events.onmessage = (message) => {
+      if (apply) return apply(message);
+      held.push(message);
+      watching();
+    };
+    events.addEventListener('end', () => { events.close(); liveBadge.textContent = 'study ended'; });
+    events.addEventListener('failure', (message) => {
+      events.close();
+      liveBadge.textContent = `live updates stopped: ${JSON.parse(message.data).error}`;
+    });
+  }
+  await Promise.all([table.load(), historyLoad]);
+  main.dataset.ready = 'true';
+  if (ended) {
     liveBadge.textContent = 'study ended';
     return;
   }
+  await watchStarted;
+  await table.load();
   let pendingPlot = false;
-  const events = new EventSource(`/api/events?${new URLSearchParams({study: name})}`);
-  events.onopen = () => { liveBadge.textContent = '● live'; };
-  events.onerror = () => { liveBadge.textContent = '○ reconnecting…'; };
-  events.onmessage = (message) => {
+  apply = (message) => {
     const event = JSON.parse(message.data);
     if (event.study) {
       study = event.study;
@@ -375,11 +399,7 @@ async function studyPage(name) {
     }
     main.dataset.position = String(event.position);
   };
-  events.addEventListener('end', () => { events.close(); liveBadge.textContent = 'study ended'; });
-  events.addEventListener('failure', (message) => {
-    events.close();
-    liveBadge.textContent = `live updates stopped: ${JSON.parse(message.data).error}`;
-  });
+  for (const message of held.splice(0)) apply(message);
 }
 
 const FINISHED = ['COMPLETED', 'PRUNED', 'FAILED', 'CANCELLED'];
