@@ -117,6 +117,8 @@ def test_states_and_warm_start_rows_given_wrong_are_clear_errors(client):
     assert study.get_trials(states=[]) == []
     with pytest.raises(dhpt.InvalidArgument, match="states=3: give a trial state or a list"):
         study.get_trials(states=3)
+    with pytest.raises(dhpt.InvalidArgument, match="\\['COMPLETED'\\] is not a trial state"):
+        study.get_trials(states=[["COMPLETED"]])
     for row, named in (({"value": 1.0}, "trial 0 is {'value': 1.0}"),
                        ([0.5, 1.0], "trial 0 is \\[0.5, 1.0\\]"),
                        ({"params": [0.5], "value": 1.0}, "give a FrozenTrial or a dict")):

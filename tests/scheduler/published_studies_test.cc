@@ -323,13 +323,19 @@ TEST_F(PublishedStudiesTest, EveryStudyPageFitsADefaultClientsReceiveLimit) {
   ExpectPagesAsUnderLock(0, true, "pages cut by size");
   // A study whose own answer could pass the limit is refused: a default client could neither
   // read it nor list past it (second hostile review: a 4,190,090-byte spec was accepted).
-  for (int megabytes : {4, 5}) {
-    absl::StatusOr<v1::Study> huge = core_->CreateStudy(LargeStudy("huge", megabytes));
-    EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument) << megabytes;
-    EXPECT_THAT(std::string(huge.status().message()),
+  v1::StudySpec over = LargeStudy("over", 4);  // 4.02 MB, and 170 KB more: 4.19 MB.
+  v1::Parameter& extra = *over.add_parameters();
+  extra.set_name("extra");
+  for (int v = 0; v < 170; ++v) {
+    extra.mutable_categorical()->add_values(absl::StrCat(v, std::string(1000, 'x')));
+  }
+  for (const v1::StudySpec& spec : {over, LargeStudy("huge", 5)}) {
+    absl::StatusOr<v1::Study> refused = core_->CreateStudy(spec);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << spec.name();
+    EXPECT_THAT(std::string(refused.status().message()),
                 ::testing::HasSubstr("that gRPC clients such as grpcurl read by default"));
   }
-  absl::StatusOr<v1::Study> created = core_->CreateStudy(LargeStudy("near", 3));  // 3 MB.
+  absl::StatusOr<v1::Study> created = core_->CreateStudy(LargeStudy("near", 4));
   ASSERT_TRUE(created.ok()) << created.status();
   EXPECT_LE(created->ByteSizeLong(), kMaxStudyAnswerBytes);
 }

@@ -585,15 +585,15 @@ class Study:
                     added.params[name].CopyFrom(parameter_value(value, name))
             state = _state(t.get("state") or TrialState.COMPLETED, "add_trials")
             added.state = common_pb.Trial.State.Value(state.value)
-            given = [k for k in ("value", "values") if t.get(k) is not None]
-            if len(given) > 1:
+            valued = [k for k in ("value", "values") if t.get(k) is not None]
+            if len(valued) > 1:
                 raise errors.InvalidArgument(
                     f"add_trials: trial {len(request.trials) - 1} gives both \"value\" and "
                     f"\"values\"; give one")
-            if given and state != TrialState.COMPLETED:
+            if valued and state != TrialState.COMPLETED:
                 raise errors.InvalidArgument(
                     f"add_trials: trial {len(request.trials) - 1} is {state.value} and gives "
-                    f"\"{given[0]}\"; only a COMPLETED trial has a value")
+                    f"\"{valued[0]}\"; only a COMPLETED trial has a value")
             if state == TrialState.COMPLETED:
                 given = dict(t.get("metrics") or {})
                 given.update(self._metrics(t.get("value"), t.get("values")))
@@ -665,7 +665,7 @@ def _state(given, what):
     try:
         return TrialState[name] if isinstance(name, str) and name in TrialState.__members__ \
             else TrialState(name)
-    except ValueError:
+    except (TypeError, ValueError):  # TypeError: not even hashable (a list).
         names = ", ".join(TrialState.__members__)
         raise errors.InvalidArgument(f"{what}: {_shown(given)} is not a trial state; one of "
                                      f"{names}") from None
