@@ -342,7 +342,7 @@ void DashboardServer::State::Routes() {
     }
     // The study is the query's: cpp-httplib also reads a form body's fields into the
     // parameters, and a body must not choose what is stopped.
-    if (!req.body.empty()) {
+    if (!req.body.empty() || !req.files.empty()) {  // A multipart body's parts are `files`.
       return Fail(res, absl::InvalidArgumentError(
                            "stop: takes the study in the query (?study=NAME) and no body"));
     }

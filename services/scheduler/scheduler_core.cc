@@ -418,15 +418,16 @@ absl::StatusOr<WriteSequence> SchedulerCore::CreateStudyLocked(v1::StudySpec spe
 
 namespace {
 
-// The most a study's answer (CreateStudy's reply, GetStudy, a ListStudies page of it alone) can
-// hold: its spec, its best trial with each parameter at its longest value and every attempt
-// its max_attempts allow (three ids of at most 128 bytes and a time each), and the rest of
-// the trial and the summary (reasons, counts, metrics), bounded by the limits on them.
-size_t LargestStudyAnswerBytes(const v1::StudySpec& spec) {
-  constexpr size_t kSummaryAndTrialBytes = 16 << 10;
+// Beyond its spec and its best trial, a study's answer holds its state, reason and counts.
+constexpr size_t kStudySummaryBytes = 8 << 10;
+
+// The most a trial of `spec` can hold as made here: each parameter at its longest value, every
+// attempt its max_attempts allow (three ids of at most 128 bytes and a time each), and the
+// rest (its error, metrics and times), bounded by the limits on them.
+size_t LargestTrialBytes(const v1::StudySpec& spec) {
+  constexpr size_t kTrialRestBytes = 8 << 10;
   constexpr size_t kAttemptBytes = 512;
-  size_t bytes = spec.ByteSizeLong() + kSummaryAndTrialBytes +
-                 static_cast<size_t>(std::max(spec.max_attempts(), 1)) * kAttemptBytes;
+  size_t bytes = kTrialRestBytes + static_cast<size_t>(std::max(spec.max_attempts(), 1)) * kAttemptBytes;
   for (const v1::Parameter& parameter : spec.parameters()) {
     size_t value = 11;  // A varint or a double, with its tag.
     for (const std::string& choice : parameter.categorical().values()) {
@@ -438,6 +439,16 @@ size_t LargestStudyAnswerBytes(const v1::StudySpec& spec) {
 }
 
 }  // namespace
+
+absl::Status CheckStudyAnswerBytes(const v1::StudySpec& spec, size_t largest_trial_bytes) {
+  const size_t answer = spec.ByteSizeLong() + kStudySummaryBytes + largest_trial_bytes;
+  if (answer <= kMaxStudyAnswerBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the spec is ", spec.ByteSizeLong(), " bytes: with its largest trial the study's answer "
+      "(GetStudy, ListStudies) could reach ", answer, " bytes, past the ", kMaxStudyAnswerBytes,
+      " that gRPC clients such as grpcurl read by default; make the spec smaller (fewer or "
+      "shorter categorical values)"));
+}
 
 absl::Status SchedulerCore::CheckRoomForStudyLocked(const v1::StudySpec& spec) const {
   if (absl::Status health = store_->health(); !health.ok()) {
@@ -452,13 +463,7 @@ absl::Status SchedulerCore::CheckRoomForStudyLocked(const v1::StudySpec& spec) c
   }
   // A study a client with gRPC's default receive limit (grpcurl, a stub) cannot read would
   // also stop its ListStudies at that study's page (hostile review).
-  if (const size_t answer = LargestStudyAnswerBytes(spec); answer > kMaxStudyAnswerBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the spec is ", spec.ByteSizeLong(), " bytes: with its largest trial the study's "
-        "answer (GetStudy, ListStudies) could reach ", answer, " bytes, past the ",
-        kMaxStudyAnswerBytes, " that gRPC clients such as grpcurl read by default; make the "
-        "spec smaller (fewer or shorter categorical values)"));
-  }
+  RETURN_IF_ERROR(CheckStudyAnswerBytes(spec, LargestTrialBytes(spec)));
   const int64_t bytes = static_cast<int64_t>(spec.ByteSizeLong());
   if (spec_bytes_total_ + bytes > options_.max_spec_bytes_total) {
     return absl::ResourceExhaustedError(absl::StrCat(

@@ -40,6 +40,11 @@ inline std::string TrialPageFilter(absl::string_view study, v1::Trial::State onl
                                    SchedulerCore::TrialView view, uint64_t order) {
   return absl::StrCat(study, "|", only, "|", static_cast<int>(view), "|", order);
 }
+// Whether a study of `spec` whose largest trial is `largest_trial_bytes` answers within
+// kMaxStudyAnswerBytes: INVALID_ARGUMENT naming the sizes if not. CreateStudy checks the most
+// a trial can hold; ImportStudy also the trials it is given (whose attempts, up to
+// kMaxImportedAttemptsPerTrial, may outnumber max_attempts).
+absl::Status CheckStudyAnswerBytes(const v1::StudySpec& spec, size_t largest_trial_bytes);
 // A ListTrials page's token and where it resumes. A sampled listing's token also carries its
 // stride and the best value kept so far (its bits: exact), which `sample` takes back; a token of
 // another stride, or of no sample, is refused as any other token.

@@ -7,6 +7,7 @@
 // a restarted scheduler would rebuild it from its own database (Recover): the same history
 // for its optimiser, the same curves for its early-stopping rule.
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -372,6 +373,12 @@ absl::StatusOr<v1::Study> SchedulerCore::ImportStudy(const v1::StudyExport& expo
     return Invalid("trials", absl::StrCat("more trials than the spec's max_trials (",
                                           spec.max_trials(), ")"));
   }
+  // Any of them may be the best trial a GetStudy answers with; its id is new (64 bytes).
+  size_t largest_trial = 0;
+  for (const ImportedTrial& trial : trials) {
+    largest_trial = std::max(largest_trial, trial.trial.ByteSizeLong() + 64);
+  }
+  RETURN_IF_ERROR(CheckStudyAnswerBytes(spec, largest_trial));
   if (added > kMaxAddedTrialsPerStudy) {
     return Invalid("trials", absl::StrCat("more than ", kMaxAddedTrialsPerStudy, " ADDED trials"));
   }

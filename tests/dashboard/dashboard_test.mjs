@@ -407,6 +407,11 @@ test('stopping a study: refused by a read-only dashboard, asked first on one tha
     headers: {'X-DHPT-Confirm': 'stop', 'Content-Type': 'application/x-www-form-urlencoded'}});
   assert.equal(fromBody.status, 400);
   assert.match((await fromBody.json()).error, /in the query \(\?study=NAME\) and no body/);
+  const parts = new FormData();  // Multipart: cpp-httplib keeps its parts out of the body.
+  parts.append('study', 'known-study');
+  const fromParts = await fetch(`${stoppable}/api/stop?study=branin-on-board`,
+                                {method: 'POST', body: parts, headers: {'X-DHPT-Confirm': 'stop'}});
+  assert.equal(fromParts.status, 400);
   const page = await open('/study?name=branin-on-board', stoppable);
   await page.click('#stop');
   assert.equal(await page.$eval('#summary-state', (n) => n.textContent), 'RUNNING');  // Asked, not done.

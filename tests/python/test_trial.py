@@ -293,7 +293,7 @@ def test_a_report_the_scheduler_ignores_is_a_warning(client):
         trial.report(0.5, 2)
     with pytest.warns(UserWarning, match="past 2\\*\\*53"):
         trial.report(0.5, 2**53 + 1)
-    for step in (4.5, "5"):  # Read as steps 4 and 5 before.
+    for step in (4.5, "5", True):  # Read as steps 4, 5 and 1 before.
         with pytest.raises(dhpt.InvalidArgument, match="must be an integer"):
             trial.report(0.5, step)
     with warnings.catch_warnings():

@@ -175,6 +175,44 @@ TEST(StudyImportTest, AnImportedEndedStudysReasonIsTrueForItsTrials) {
               HasSubstr("imported as COMPLETED with 3 trials finished"));
 }
 
+// Second hostile review: the answer's size was checked from the spec alone, assuming
+// max_attempts attempts, but an imported trial may list up to kMaxImportedAttemptsPerTrial:
+// a 4,194,321-byte study was imported that a default client could neither get nor list past.
+TEST(StudyImportTest, AnExportWhoseStudyADefaultClientCouldNotReadIsRefused) {
+  testing::TempDatabase db;
+  SchedulerCore core(db.get(), SchedulerOptions());
+  ASSERT_TRUE(core.Recover().ok());
+  v1::StudySpec spec = External("big", 10);
+  for (int p = 0; p < 4; ++p) {  // 3.9 MB of choices: a study of it fits in 4 MiB.
+    v1::Parameter& choice = *spec.add_parameters();
+    choice.set_name(absl::StrCat("choice", p));
+    for (int v = 0; v < 1000; ++v) {
+      choice.mutable_categorical()->add_values(absl::StrCat(v, std::string(960, 'v')));
+    }
+  }
+  ASSERT_TRUE(core.CreateStudy(spec).ok());
+  for (const v1::Trial& trial : Ask(core, "big", 1)) Tell(core, "big", trial.number(), 0.5);
+  const v1::StudyExport good = ExportOf(core, "big");
+  ASSERT_TRUE(core.DeleteStudy("big", true).ok());
+
+  v1::StudyExport forged = good;
+  v1::Trial& trial = *forged.mutable_trials(0);
+  while (trial.attempts_size() < 1000) {  // 400 KB of attempts (128-byte ids each).
+    v1::Trial::Attempt& attempt = *trial.add_attempts();
+    attempt.set_worker_id(std::string(128, 'w'));
+    attempt.set_client_id(std::string(128, 'c'));
+    attempt.set_request_id(std::string(128, 'r'));
+  }
+  trial.set_attempt(1000);
+  absl::StatusOr<v1::Study> refused = core.ImportStudy(forged);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("that gRPC clients such as grpcurl read by default"));
+  EXPECT_EQ(core.GetStudy("big").status().code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<v1::Study> imported = core.ImportStudy(good);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  EXPECT_LE(imported->ByteSizeLong(), kMaxStudyAnswerBytes);
+}
+
 TEST(StudyImportTest, ForgedExportsAreRefusedWhole) {
   testing::TempDatabase db;
   SchedulerCore core(db.get(), SchedulerOptions());

@@ -474,7 +474,9 @@ class Study:
                                            client_id=trial.client_id, hand_back=hand_back)
         if step is not None:
             try:
-                # operator.index: an int (numpy's too), never 2.7 or "3" read as a step.
+                # operator.index: an int (numpy's too), never 2.7, "3" or True read as a step.
+                if isinstance(step, bool):
+                    raise TypeError("a bool is not a step")
                 request.step, request.value = operator.index(step), float(value)
             except (TypeError, ValueError, OverflowError):
                 raise errors.InvalidArgument(
@@ -647,7 +649,7 @@ class Study:
 def _one_or_many(states, what):
     """A state or a list of them: get_trials(states="COMPLETED") means one state, not nine
     one-letter ones."""
-    if isinstance(states, (str, TrialState)) or hasattr(states, "name"):
+    if isinstance(states, (str, bytes, TrialState)) or hasattr(states, "name"):
         return [states]
     try:
         return list(states)

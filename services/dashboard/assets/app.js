@@ -355,7 +355,13 @@ async function studyPage(name) {
   const watchStarted = new Promise((resolve) => { watching = resolve; });
   if (events) {
     events.onopen = () => { liveBadge.textContent = '● live'; };
-    events.onerror = () => { liveBadge.textContent = '○ reconnecting…'; };
+    // EventSource retries a dropped stream by itself, but not one refused with an error status
+    // (503 when every live page the dashboard may serve is taken): that one is closed.
+    events.onerror = () => {
+      liveBadge.textContent = events.readyState === EventSource.CLOSED
+        ? '○ live updates refused: the dashboard serves all the live pages it may; reload to try again'
+        : '○ reconnecting…';
+    };
     events.onmessage = (message) => {
       if (apply) return apply(message);
       held.push(message);
