@@ -18,7 +18,7 @@ from google.protobuf import json_format
 from . import errors
 from .client import Client, check_client_id, common_pb, pb
 from .trial import (FrozenTrial, Trial, TrialState, finite_number, parameter_value,
-                    plain_message)
+                    plain_message, shortened)
 
 _ENDED = ("COMPLETED", "STOPPED", "FAILED")
 # ask() when every trial is leased to others: first wait, and the longest between two asks.
@@ -674,5 +674,4 @@ def _state(given, what):
 
 
 def _shown(value):
-    shown = repr(value)
-    return shown if len(shown) <= 60 else shown[:57] + "..."
+    return shortened(value, 60)

@@ -44,13 +44,17 @@ def plain_value(value):
     return getattr(value, kind) if kind else None
 
 
+def shortened(value, limit):
+    """repr(value) in at most `limit` characters, for an error message."""
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[:limit - 3] + "..."
+
+
 def finite_number(what, value):
     """float(value) for a number the scheduler takes as a double: dhpt.InvalidArgument naming
     `what` and the value for one that is not a number, is NaN or infinite, or is an int too
     large for a double (past about 1.8e308), rather than Python's ValueError or OverflowError."""
-    shown = repr(value)
-    if len(shown) > 40:
-        shown = shown[:37] + "..."
+    shown = shortened(value, 40)
     try:
         number = float(value)
     except OverflowError:
